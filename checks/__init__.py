@@ -1,0 +1,1 @@
+"""Built-in preflight checks, one module per check, registered in pyproject.toml."""

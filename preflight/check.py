@@ -1,0 +1,245 @@
+"""The shape of a check.
+
+A check is a class with a stable dotted id, some plain-language text for the reports, a parameters
+dataclass, and two methods:
+
+    collect(ctx, params) -> facts      touches the machine; returns JSON-able facts; judges nothing
+    evaluate(facts, params, expect)    pure: facts in, Outcome out; unit-tested from recorded facts
+
+The runner, not the check, turns exceptions and timeouts into ERROR. A check that finds it cannot
+measure raises `CannotMeasure` with a reason a person can act on; it never returns PASS for that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from preflight.model import Evidence, Measurement, Scope, Status
+
+OUTPUT_TAIL_CHARS = 4000
+
+
+class CannotMeasure(Exception):
+    """Raised by collect() when the facts cannot be gathered; becomes ERROR with this message."""
+
+
+@dataclass
+class Expect:
+    """What the team says the cluster must have (from preflight.toml and the hosts file)."""
+
+    gpus_per_node: int | None = None
+    nodes: int | None = None
+    frameworks: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Expect:
+        return cls(**(data or {}))
+
+
+@dataclass
+class NoParams:
+    pass
+
+
+@dataclass
+class Outcome:
+    """What evaluate() decides. The runner adds id, node, timing, evidence and facts."""
+
+    status: Status
+    summary: str
+    measurements: list[Measurement] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    # None means: the check's own remediation hints when the status is not PASS or SKIP.
+    remediation: list[str] | None = None
+
+
+def measure(
+    name: str,
+    value: float | int | None,
+    unit: str = "",
+    *,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    samples: list[float] | None = None,
+    node: str | None = None,
+) -> Measurement:
+    """A Measurement judged against at most one threshold."""
+    threshold, comparison, ok = None, None, None
+    if at_least is not None:
+        threshold, comparison = at_least, ">="
+        ok = value is not None and value >= at_least
+    elif at_most is not None:
+        threshold, comparison = at_most, "<="
+        ok = value is not None and value <= at_most
+    return Measurement(
+        name=name,
+        value=value,
+        unit=unit,
+        threshold=threshold,
+        comparison=comparison,
+        ok=ok,
+        samples=list(samples or []),
+        node=node,
+    )
+
+
+class Check:
+    """Base class for node and cluster checks. Subclasses set the class attributes below."""
+
+    id: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    scope: ClassVar[Scope] = Scope.NODE
+    tags: ClassVar[tuple[str, ...]] = ()
+    why: ClassVar[str] = ""
+    remediation: ClassVar[tuple[str, ...]] = ()
+    Params: ClassVar[type] = NoParams
+    # Wall-clock limit for collect() in its own process; config can override per check.
+    timeout_s: ClassVar[float] = 120.0
+    # Checks whose facts (on the same node) this one reads through ctx.earlier; they run first.
+    run_after: ClassVar[tuple[str, ...]] = ()
+
+    def collect(self, ctx: Any, params: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def evaluate(self, facts: dict[str, Any], params: Any, expect: Expect) -> Outcome:
+        raise NotImplementedError
+
+    def expected_to_run(self, expect: Expect) -> bool:
+        """True when the config says this check must measure something here (a SKIP then blocks)."""
+        return False
+
+    @classmethod
+    def params_from(cls, overrides: dict[str, Any] | None = None) -> Any:
+        return cls.Params(**(overrides or {}))
+
+
+class CommandRecorder:
+    """Runs commands for a check and keeps each as evidence (command, exit code, output tail)."""
+
+    def __init__(self) -> None:
+        self.evidence: list[Evidence] = []
+
+    def record(self, command: list[str] | str, exit_code: int | None, output: str, duration_s: float | None = None) -> None:
+        text = command if isinstance(command, str) else shlex.join(command)
+        self.evidence.append(
+            Evidence(command=text, exit_code=exit_code, output_tail=output[-OUTPUT_TAIL_CHARS:], duration_s=duration_s)
+        )
+
+    def run(
+        self,
+        argv: list[str],
+        timeout: float,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run argv (never through a shell), record it, and return the completed process.
+
+        A timeout kills the command and raises CannotMeasure, with what it printed as evidence.
+        """
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**os.environ, **env} if env else None,
+                cwd=cwd,
+                input=input,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = _text(exc.stdout) + _text(exc.stderr)
+            self.record(argv, None, out + f"\n[timed out after {timeout:.0f}s]", time.monotonic() - start)
+            raise CannotMeasure(f"{argv[0]} did not finish within {timeout:.0f}s") from exc
+        except FileNotFoundError as exc:
+            self.record(argv, None, str(exc), time.monotonic() - start)
+            raise
+        self.record(argv, proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+        return proc
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+@dataclass
+class NodeContext(CommandRecorder):
+    """What a node check's collect() gets: where it may write, and what ran before it."""
+
+    node: str
+    output_dir: Path
+    scratch_dir: Path
+    expect: Expect
+    timeout_s: float
+    earlier: dict[str, dict[str, Any]] = field(default_factory=dict)  # check id -> facts, same node
+
+    def __post_init__(self) -> None:
+        CommandRecorder.__init__(self)
+        self._deadline = time.monotonic() + self.timeout_s
+
+    def time_left(self) -> float:
+        """Seconds until the runner kills this check; inner timeouts must be shorter."""
+        return max(0.0, self._deadline - time.monotonic())
+
+
+@dataclass
+class ClusterContext(CommandRecorder):
+    """What a cluster check's collect() gets, on the coordinator.
+
+    `nodes` are the reachable nodes as transport specs (name, address, python, ...); `node_facts`
+    holds, per node name, the facts each node check produced in this run.
+    """
+
+    nodes: list[dict[str, Any]]
+    output_dir: Path
+    scratch_dir: Path
+    expect: Expect
+    timeout_s: float
+    node_facts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    unreachable: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        CommandRecorder.__init__(self)
+        self._deadline = time.monotonic() + self.timeout_s
+
+    def time_left(self) -> float:
+        return max(0.0, self._deadline - time.monotonic())
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n["name"] for n in self.nodes]
+
+    def transport(self, node: str) -> Any:
+        from preflight.transport import transport_from_spec
+
+        for spec in self.nodes:
+            if spec["name"] == node:
+                return transport_from_spec(spec)
+        raise KeyError(node)
+
+    def run_on(self, node: str, argv: list[str], timeout: float, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run argv on a node through its transport and record it as evidence."""
+        transport = self.transport(node)
+        wrapped = transport.wrap(argv)
+        start = time.monotonic()
+        try:
+            proc = transport.run(argv, timeout=timeout, input=input)
+        except subprocess.TimeoutExpired as exc:
+            self.record(wrapped, None, _text(exc.stdout) + _text(exc.stderr) + f"\n[timed out after {timeout:.0f}s]",
+                        time.monotonic() - start)
+            raise CannotMeasure(f"{argv[0]} on {node} did not finish within {timeout:.0f}s") from exc
+        self.record(wrapped, proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+        return proc

@@ -1,0 +1,1 @@
+"""Small programs that run in worker processes (launched with python -m or torchrun)."""

@@ -1,0 +1,1 @@
+"""Jinja2 templates for the HTML and Markdown reports (package data)."""
