@@ -17,6 +17,9 @@ from typing import Any
 # preflight/schema/run-report.schema.json.
 SCHEMA_VERSION = 1
 
+# The node name under which a cluster-scope check's single result is filed.
+CLUSTER_NODE = "cluster"
+
 
 class Status(str, enum.Enum):
     """Outcome of one check on one node.
@@ -143,11 +146,13 @@ class RunReport:
     preflight_version: str = ""
     nodes: list[NodeInfo] = field(default_factory=list)
     planned: list[str] = field(default_factory=list)  # check ids asked for
+    cluster_checks: list[str] = field(default_factory=list)  # the planned ids of cluster scope
     expected: list[str] = field(default_factory=list)  # check ids the config says must not SKIP
     results: list[CheckResult] = field(default_factory=list)
     fail_on: str = "fail"
     incomplete: bool = False  # interrupted, or not every planned result arrived
     incomplete_reason: str = ""
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM
     config_path: str = ""
     command: str = ""
     load_errors: list[dict[str, str]] = field(default_factory=list)  # plugins that failed to load

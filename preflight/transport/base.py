@@ -35,5 +35,11 @@ class Transport:
         kwargs.setdefault("start_new_session", True)
         return subprocess.Popen(self.wrap(argv), **kwargs)
 
+    def connect(self, timeout: float | None = None) -> None:
+        """Make sure the node can be reached; raise TransportError with the reason when it cannot."""
+
+    def close(self) -> None:
+        """Release what the transport holds (an ssh master connection); safe to call twice."""
+
     def to_spec(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "address": self.address, "python": self.python}

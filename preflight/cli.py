@@ -1,0 +1,357 @@
+"""The `preflight` command line.
+
+Start-up stays light: nothing here imports torch or tensorflow, and check modules are only imported
+when a command needs the list of checks.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from preflight import __version__
+from preflight.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED, EXIT_USAGE
+
+DEFAULT_OUT = "preflight-report"
+
+
+class UsageProblem(click.ClickException):
+    """Bad input: exit 2 with a message that names the problem, before anything runs."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"preflight: error: {self.format_message()}", err=True)
+
+
+def _split_ids(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+# Options shared by `run` and `report`, defined once.
+def format_option(f: Callable) -> Callable:
+    return click.option("--format", "formats", default="html,md,json,junit", show_default=True,
+                        help="Comma-separated report formats to write: html, md, json, junit.")(f)
+
+
+def out_option(f: Callable) -> Callable:
+    return click.option("--out", "out_dir", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
+                        help="Directory for results.jsonl and the reports.")(f)
+
+
+def fail_on_option(f: Callable) -> Callable:
+    return click.option("--fail-on", type=click.Choice(["fail", "warn"]), default=None,
+                        help="Lowest status that blocks the verdict (default: fail; warn makes WARN block too).")(f)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog=EXIT_CODE_HELP)
+@click.version_option(__version__, prog_name="preflight")
+def cli() -> None:
+    """Is this cluster ready to train? Run readiness checks on every node and across nodes,
+    and get one go/no-go verdict with a report an engineer can act on."""
+
+
+def _registry() -> Any:
+    from preflight.registry import discover
+
+    return discover()
+
+
+def _check_formats(formats: str) -> list[str]:
+    from preflight.reporters import FORMATS
+
+    chosen = _split_ids(formats)
+    unknown = [f for f in chosen if f not in FORMATS]
+    if unknown:
+        raise UsageProblem(f"unknown report format {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+    return chosen
+
+
+def _writable_dir(path: str) -> Path:
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".preflight-write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageProblem(f"output directory {path} cannot be written: {exc.strerror or exc}") from None
+    return out
+
+
+@cli.command(epilog=EXIT_CODE_HELP)
+@click.option("--nodes", "nodes_file", type=click.Path(dir_okay=False), default=None,
+              help="Hosts file: one node per line (user@host:port slots=N). Without it, checks this machine.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="preflight.toml with expectations and per-check parameters.")
+@click.option("--checks", "only", default=None, help="Comma-separated check ids to run (default: all).")
+@click.option("--skip", default=None, help="Comma-separated check ids not to run.")
+@out_option
+@format_option
+@fail_on_option
+@click.option("--timeout", type=float, default=None, help="Per-check timeout in seconds (overrides the config).")
+@click.option("--set", "settings", multiple=True, metavar="ID.KEY=VALUE",
+              help="Override a check parameter or expectation, e.g. --set net.bandwidth.min_gbps=100.")
+@click.option("--remote-python", default="python3", show_default=True,
+              help="Interpreter with preflight installed on remote nodes (a hosts-file python= wins).")
+@click.option("--ssh-option", "ssh_options", multiple=True, metavar="OPT",
+              help="Extra ssh -o option, e.g. --ssh-option ProxyJump=bastion. Repeatable.")
+@click.option("--ssh-accept-new", is_flag=True, help="Accept and remember host keys of nodes not yet known.")
+@click.option("--fanout", type=click.IntRange(1, 4096), default=64, show_default=True,
+              help="How many nodes to drive at once.")
+def run(nodes_file: str | None, config_file: str | None, only: str | None, skip: str | None, out_dir: str,
+        formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
+        ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int) -> None:
+    """Run the checks and write the reports; the exit code is the verdict."""
+    from preflight import config as config_mod
+    from preflight.runner import NodeTarget, RunPlan, Runner
+    from preflight.transport import LocalTransport
+
+    chosen_formats = _check_formats(formats)
+    registry = _registry()
+    try:
+        config = config_mod.load(config_file, registry.checks)
+        config_mod.apply_cli_settings(config, list(settings), registry.checks)
+    except config_mod.ConfigError as exc:
+        raise UsageProblem(str(exc)) from None
+    if fail_on:
+        config.fail_on = fail_on
+    if timeout is not None:
+        if timeout <= 0:
+            raise UsageProblem("--timeout must be positive")
+        config.default_timeout = timeout
+        config.timeouts.clear()
+
+    wanted = _split_ids(only) or sorted(registry.checks)
+    skipped = set(_split_ids(skip))
+    for check_id in [*wanted, *skipped]:
+        if check_id not in registry.checks:
+            hint = ""
+            broken = [e for e in registry.errors if e.entry_point.split(" =")[0] == check_id]
+            if broken:
+                hint = f" (its plugin failed to load: {broken[0].error})"
+            raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
+    checks = registry.ordered([c for c in wanted if c not in skipped])
+
+    if nodes_file:
+        nodes = _nodes_from_file(nodes_file, remote_python, list(ssh_options), ssh_accept_new)
+    else:
+        nodes = [NodeTarget(LocalTransport())]
+    out = _writable_dir(out_dir)
+
+    plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
+                   command=shlex.join(["preflight", *sys.argv[1:]]),
+                   load_errors=[e.to_dict() for e in registry.errors])
+    progress = _progress_printer(total=len(plan.node_checks) * len(nodes) + len(plan.cluster_checks))
+    # CI cancels jobs with SIGTERM: treat it as Ctrl-C so the partial reports are still written.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    runner = Runner(plan, on_event=progress)
+    try:
+        report = runner.run()
+    finally:
+        for node in nodes:
+            close = getattr(node.transport, "close", None)
+            if close:
+                close()
+    _finish(report, out, chosen_formats)
+    from preflight.verdict import decide
+
+    sys.exit(EXIT_INTERRUPTED if report.interrupted else decide(report).exit_code)
+
+
+def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[Any]:
+    from preflight.hosts import HostsFileError, parse_hosts_file
+    from preflight.runner import NodeTarget
+    from preflight.transport.ssh import SshTransport
+
+    try:
+        hosts = parse_hosts_file(path)
+    except HostsFileError as exc:
+        raise UsageProblem(str(exc)) from None
+    except OSError as exc:
+        raise UsageProblem(f"cannot read hosts file {path}: {exc.strerror or exc}") from None
+    return [NodeTarget(SshTransport.for_host(host, python=host.python or remote_python, ssh_options=ssh_options,
+                                             accept_new=accept_new), slots=host.slots) for host in hosts]
+
+
+def _progress_printer(total: int) -> Callable:
+    from preflight.reporters.terminal import STYLES, result_line
+
+    interactive = sys.stdout.isatty() and not os.environ.get("CI")
+    done = {"n": 0}
+    if not interactive:
+        def plain(event: tuple) -> None:
+            if event[0] == "result":
+                done["n"] += 1
+                click.echo(result_line(event[1]))
+        return plain
+
+    from rich.console import Console
+
+    console = Console()
+    status = console.status("starting agents ...")
+    status.start()
+    running: dict[str, str] = {}
+
+    def live(event: tuple) -> None:
+        kind, a, b = event
+        if kind == "start":
+            running[a] = b
+        elif kind == "result":
+            done["n"] += 1
+            running.pop(a.node, None)
+            style = STYLES.get(a.status.value, "")
+            console.print(f"[{style}]{a.status.value:<5}[/] {a.check_id:<24} {a.node:<16} {a.summary}",
+                          highlight=False, markup=True, soft_wrap=True)
+        now = ", ".join(f"{check} on {node}" for node, check in list(running.items())[:4])
+        status.update(f"[{done['n']}/{total}] {now or 'waiting ...'}")
+        if done["n"] >= total:
+            status.stop()
+
+    live.stop = status.stop  # type: ignore[attr-defined]
+    return live
+
+
+def _finish(report: Any, out: Path, formats: list[str], announce: bool = True) -> None:
+    from preflight.reporters import FORMATS, renderer
+    from preflight.reporters.terminal import render as render_terminal
+
+    written = []
+    for fmt in formats:
+        name = FORMATS[fmt][0]
+        (out / name).write_text(renderer(fmt)(report), encoding="utf-8")
+        written.append(out / name)
+    if announce:
+        click.echo("")
+        click.echo(render_terminal(report), nl=False)
+        click.echo("Reports: " + ", ".join(str(p) for p in written))
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        try:
+            with open(summary_path, "a", encoding="utf-8") as fh:
+                fh.write(renderer("md")(report) + "\n")
+        except OSError as exc:
+            click.echo(f"preflight: warning: cannot append to GITHUB_STEP_SUMMARY: {exc}", err=True)
+
+
+@cli.command("list")
+def list_checks() -> None:
+    """List the available checks with their scope and defaults."""
+    import dataclasses
+
+    registry = _registry()
+    for check in registry.ordered():
+        click.echo(f"{check.id:<24} {check.scope.value:<8} {check.title}")
+        if dataclasses.is_dataclass(check.Params):
+            defaults = ", ".join(f"{f.name}={_default_of(f)!r}" for f in dataclasses.fields(check.Params))
+            click.echo(f"{'':<33}timeout={check.timeout_s:g}s" + (f"; {defaults}" if defaults else ""))
+    for error in registry.errors:
+        click.echo(f"failed to load {error.entry_point} ({error.distribution}): {error.error}", err=True)
+
+
+def _default_of(f: Any) -> Any:
+    import dataclasses
+
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+@cli.command()
+@click.argument("check_id")
+def explain(check_id: str) -> None:
+    """What a check measures, why it matters, and its parameters."""
+    import dataclasses
+
+    registry = _registry()
+    if check_id not in registry.checks:
+        raise UsageProblem(f"unknown check id {check_id!r}; `preflight list` shows the known ones")
+    check = registry.checks[check_id]
+    click.echo(f"{check.id}: {check.title}")
+    click.echo(f"scope: {check.scope.value}; default timeout {check.timeout_s:g}s; from {registry.origin[check_id]}")
+    if check.tags:
+        click.echo(f"tags: {', '.join(check.tags)}")
+    click.echo("")
+    click.echo("Why it matters:")
+    click.echo(click.wrap_text(check.why, initial_indent="  ", subsequent_indent="  "))
+    if check.remediation:
+        click.echo("\nWhen it fails:")
+        for hint in check.remediation:
+            click.echo(click.wrap_text(hint, initial_indent="  - ", subsequent_indent="    "))
+    if dataclasses.is_dataclass(check.Params) and dataclasses.fields(check.Params):
+        click.echo(f"\nParameters ([checks.\"{check.id}\"] in preflight.toml, or --set {check.id}.NAME=VALUE):")
+        for f in dataclasses.fields(check.Params):
+            click.echo(f"  {f.name} = {_default_of(f)!r}")
+
+
+@cli.command()
+@click.argument("results", type=click.Path(dir_okay=False))
+@out_option
+@format_option
+@fail_on_option
+def report(results: str, out_dir: str, formats: str, fail_on: str | None) -> None:
+    """Re-render the reports of a past run from its results.json (or results.jsonl) without re-running."""
+    from preflight.verdict import decide
+
+    chosen = _check_formats(formats)
+    past = _load_results(results)
+    if fail_on:
+        past.fail_on = fail_on
+    out = _writable_dir(out_dir)
+    _finish(past, out, chosen)
+    sys.exit(decide(past).exit_code)
+
+
+def _load_results(path: str) -> Any:
+    import json
+
+    from preflight.model import CheckResult, RunReport
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageProblem(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        if path.endswith(".jsonl"):
+            # Only results survive in the stream: rebuild a report around them, marked incomplete
+            # unless every line is there (we cannot know what was planned).
+            results = [CheckResult.from_dict(json.loads(line)) for line in text.splitlines() if line.strip()]
+            rebuilt = RunReport(started_at=results[0].started_at if results else "", results=results,
+                                planned=list(dict.fromkeys(r.check_id for r in results)),
+                                cluster_checks=list(dict.fromkeys(r.check_id for r in results if r.scope.value == "cluster")),
+                                preflight_version=__version__)
+            rebuilt.finished_at = results[-1].started_at if results else ""
+            return rebuilt
+        return RunReport.from_dict(json.loads(text))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageProblem(f"{path} is not a preflight results file: {exc}") from None
+
+
+@cli.command()
+@click.option("--output", "-o", default="preflight.toml", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(output: str, force: bool) -> None:
+    """Write a commented preflight.toml with every check's parameters and defaults."""
+    from preflight.config import render_init
+
+    path = Path(output)
+    if path.exists() and not force:
+        raise UsageProblem(f"{output} exists; pass --force to overwrite it")
+    try:
+        path.write_text(render_init(_registry().checks) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageProblem(f"cannot write {output}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {output}")
+
+
+def main() -> None:
+    cli(prog_name="preflight")

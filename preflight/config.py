@@ -1,0 +1,298 @@
+"""preflight.toml: expectations and per-check parameters.
+
+Precedence is CLI > file > the check's own defaults. Every key is validated against the check's
+Params dataclass, so a typo is an error that names the file, the key and the line, not a silently
+ignored setting.
+
+    [run]
+    timeout = 300              # default per-check timeout, seconds
+    fail_on = "fail"           # or "warn"
+
+    [expect]
+    gpus_per_node = 8
+    nodes = 4
+
+    [checks."net.bandwidth"]   # a check's parameters, by id
+    min_gbps = 100
+    timeout = 180              # this check's timeout
+
+    [checkpoint]               # shorthand: applies to every check whose id starts with "checkpoint."
+    dir = "/shared/ckpt"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+from preflight.check import Check, Expect
+
+RUN_KEYS = {"timeout": (int, float), "fail_on": (str,)}
+FAIL_ON_CHOICES = ("fail", "warn")
+# Keys every check section accepts besides its Params fields.
+COMMON_CHECK_KEYS = {"timeout": (int, float)}
+
+
+class ConfigError(Exception):
+    def __init__(self, message: str, path: str | None = None, key: str | None = None, line: int | None = None):
+        self.path, self.key, self.line = path, key, line
+        where = path or "configuration"
+        if line:
+            where += f":{line}"
+        if key:
+            where += f": {key}"
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class Config:
+    path: str | None = None
+    expect: Expect = field(default_factory=Expect)
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)  # check id -> overrides
+    timeouts: dict[str, float] = field(default_factory=dict)  # check id -> seconds
+    default_timeout: float | None = None
+    fail_on: str = "fail"
+
+    def params_for(self, check: type[Check]) -> Any:
+        return check.params_from(self.params.get(check.id))
+
+    def timeout_for(self, check: type[Check]) -> float:
+        if check.id in self.timeouts:
+            return self.timeouts[check.id]
+        if self.default_timeout is not None:
+            return self.default_timeout
+        return check.timeout_s
+
+
+def load(path: str | Path | None, checks: dict[str, type[Check]]) -> Config:
+    """Read and validate a config file; no path means defaults only."""
+    if path is None:
+        return Config()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found", str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}", str(path)) from None
+    return parse(text, checks, str(path))
+
+
+def parse(text: str, checks: dict[str, type[Check]], path: str = "preflight.toml") -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(f"invalid TOML: {exc}", path, line=int(match.group(1)) if match else None) from None
+
+    config = Config(path=path)
+
+    def fail(message: str, key: str) -> typing.NoReturn:
+        raise ConfigError(message, path, key, _line_of(text, key))
+
+    for section, body in data.items():
+        if section == "run":
+            _expect_table(body, "run", fail)
+            for key, value in body.items():
+                if key not in RUN_KEYS:
+                    fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}", f"run.{key}")
+                _expect_type(value, RUN_KEYS[key], f"run.{key}", fail)
+            if "timeout" in body:
+                config.default_timeout = float(body["timeout"])
+            if "fail_on" in body:
+                if body["fail_on"] not in FAIL_ON_CHOICES:
+                    fail(f"must be one of {', '.join(FAIL_ON_CHOICES)}", "run.fail_on")
+                config.fail_on = body["fail_on"]
+        elif section == "expect":
+            _expect_table(body, "expect", fail)
+            config.expect = _parse_expect(body, fail)
+        elif section == "checks":
+            _expect_table(body, "checks", fail)
+            for check_id, overrides in body.items():
+                if check_id not in checks:
+                    fail(f"unknown check id; known: {', '.join(sorted(checks))}", f"checks.{check_id}")
+                _expect_table(overrides, f"checks.{check_id}", fail)
+                _apply_check_overrides(config, checks[check_id], overrides, f"checks.{check_id}", fail)
+        else:
+            # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
+            area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
+            if not area:
+                fail("unknown section; expected [run], [expect], [checks.\"<id>\"] or a check area such as "
+                     f"[{sorted({cid.split('.', 1)[0] for cid in checks})[0]}]", section)
+            _expect_table(body, section, fail)
+            for key, value in body.items():
+                takers = [c for c in area if key in _param_fields(c) or key in COMMON_CHECK_KEYS]
+                if not takers:
+                    fail(f"no {section}.* check has a parameter {key!r}", f"{section}.{key}")
+                for check in takers:
+                    _apply_check_overrides(config, check, {key: value}, f"{section}.{key}", fail)
+    return config
+
+
+def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, type[Check]]) -> None:
+    """`--set ID.KEY=VALUE` (or AREA.KEY=VALUE), VALUE in TOML syntax; CLI beats the file."""
+    for setting in settings:
+        if "=" not in setting:
+            raise ConfigError("expected KEY=VALUE", "--set", setting)
+        key, raw = setting.split("=", 1)
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw  # a bare word is a string
+        if key.startswith("expect."):
+            merged = {**dataclasses.asdict(config.expect), key.split(".", 1)[1]: value}
+            config.expect = _parse_expect(merged, lambda m, k: _raise(ConfigError(m, "--set", k)))
+            continue
+        check_id, _, param = key.rpartition(".")
+        if check_id in checks:
+            targets = [checks[check_id]]
+        else:
+            targets = [c for cid, c in checks.items() if cid.split(".", 1)[0] == check_id and param in _param_fields(c)]
+        if not targets:
+            raise ConfigError("no check has this parameter", "--set", key)
+        for check in targets:
+            _apply_check_overrides(config, check, {param: value}, key, lambda m, k: _raise(ConfigError(m, "--set", k)))
+
+
+def _raise(exc: Exception) -> typing.NoReturn:
+    raise exc
+
+
+def _parse_expect(body: dict[str, Any], fail: Any) -> Expect:
+    hints = typing.get_type_hints(Expect)
+    values = {}
+    for key, value in body.items():
+        if key not in hints:
+            fail(f"unknown key; [expect] accepts {', '.join(sorted(hints))}", f"expect.{key}")
+        if value is not None and not _matches(value, hints[key]):
+            fail(f"expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}", f"expect.{key}")
+        values[key] = value
+    return Expect(**values)
+
+
+def _apply_check_overrides(config: Config, check: type[Check], overrides: dict[str, Any], where: str, fail: Any) -> None:
+    fields = _param_fields(check)
+    for key, value in overrides.items():
+        name = f"{where}.{key}" if not where.endswith(f".{key}") else where
+        if key == "timeout":
+            _expect_type(value, COMMON_CHECK_KEYS["timeout"], name, fail)
+            config.timeouts[check.id] = float(value)
+            continue
+        if key not in fields:
+            known = ", ".join(sorted(set(fields) | set(COMMON_CHECK_KEYS))) or "none"
+            fail(f"unknown parameter for {check.id}; known: {known}", name)
+        if not _matches(value, fields[key]):
+            fail(f"expected {_type_name(fields[key])}, got {type(value).__name__} {value!r}", name)
+        config.params.setdefault(check.id, {})[key] = value
+
+
+def _param_fields(check: type[Check]) -> dict[str, Any]:
+    if not dataclasses.is_dataclass(check.Params):
+        return {}
+    hints = typing.get_type_hints(check.Params)
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(check.Params)}
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin in (list, tuple):
+        args = typing.get_args(hint)
+        return isinstance(value, list) and all(_matches(v, args[0]) for v in value) if args else isinstance(value, list)
+    if origin is dict:
+        return isinstance(value, dict)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint) if a is not type(None))
+    if typing.get_origin(hint) is list:
+        args = typing.get_args(hint)
+        return f"a list of {_type_name(args[0])}" if args else "a list"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(hint, str(hint))
+
+
+def _expect_table(value: Any, name: str, fail: Any) -> None:
+    if not isinstance(value, dict):
+        fail("expected a table", name)
+
+
+def _expect_type(value: Any, kinds: tuple[type, ...], name: str, fail: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        fail(f"expected {' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__} {value!r}", name)
+
+
+def _line_of(text: str, dotted_key: str) -> int | None:
+    """Best effort: the line that sets the last part of a dotted key (tomllib keeps no positions)."""
+    last = dotted_key.rsplit(".", 1)[-1].strip('"')
+    pattern = re.compile(rf'^\s*"?{re.escape(last)}"?\s*=|^\s*\[.*{re.escape(last)}"?\s*\]')
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.search(line):
+            return number
+    return None
+
+
+def render_init(checks: dict[str, type[Check]]) -> str:
+    """A commented preflight.toml with every check's parameters at their defaults."""
+    out = [
+        "# preflight.toml: what this cluster must have, and per-check parameters.",
+        "# Precedence: command line (--set, --timeout, --fail-on) > this file > each check's defaults.",
+        "# Every line below is commented out at its default; uncomment what you change.",
+        "",
+        "[run]",
+        "# timeout = 300        # seconds per check, unless the check sets its own",
+        '# fail_on = "fail"     # "warn" makes WARN block the verdict too',
+        "",
+        "[expect]",
+        "# gpus_per_node = 8    # GPU checks must then run: a SKIP blocks the verdict",
+        "# nodes = 4            # cross-node checks must then run",
+        '# frameworks = ["torch"]',
+        "",
+    ]
+    for check_id, check in sorted(checks.items()):
+        out.append(f'[checks."{check_id}"]')
+        out.append(f"# {check.title}  ({check.scope.value} scope)")
+        out.append(f"# timeout = {check.timeout_s:g}")
+        if dataclasses.is_dataclass(check.Params):
+            for f in dataclasses.fields(check.Params):
+                default = f.default if f.default is not dataclasses.MISSING else (
+                    f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+                if default is None:
+                    out.append(f"# {f.name} =            (unset by default)")
+                else:
+                    out.append(f"# {f.name} = {_toml_value(default)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)

@@ -1,0 +1,231 @@
+"""The hosts file: which nodes a run covers.
+
+One host per line; `#` starts a comment; blank lines are ignored.
+
+    gpu01                      a host name (RFC 1123) or an IPv4 address
+    alice@gpu02:2222           a login user and an SSH port
+    [fd00::7]:22               an IPv6 address, always in brackets
+    gpu[01-16] slots=8         a pdsh-style range (zero padding kept) and the GPUs expected per node
+    node[1-4,7]                ranges and single numbers, comma-separated
+    rack[1-2]-gpu[1-4]         several ranges expand to every combination
+    gpu17 python=/opt/venv/bin/python    the interpreter that runs preflight on that node
+
+A host name is data that ends up on an ssh command line, so it is validated strictly: anything that
+is not a host name, an IPv4 address or a bracketed IPv6 address (`a;touch /tmp/x`, `$(reboot)`,
+`-oProxyCommand=...`) is rejected before anything runs. Every problem raises HostsFileError naming
+the file and the line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# A range such as [1-1000000] would expand into a million hosts; no real hosts file needs more than
+# this per line, and a typo should fail loudly instead of exhausting memory.
+MAX_HOSTS_PER_LINE = 10000
+
+_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_RANGE_BODY = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
+_IPV6_ZONE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_KNOWN_OPTIONS = ("slots", "python")
+
+
+class HostsFileError(ValueError):
+    """A hosts file that cannot be used; `line_no` is None when the problem is the whole file."""
+
+    def __init__(self, path: str | Path, line_no: int | None, message: str) -> None:
+        self.path = str(path)
+        self.line_no = line_no
+        self.message = message
+        where = f"{self.path}:{line_no}" if line_no is not None else self.path
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str  # as written, without the user: `gpu01`, `gpu01:2222`, `[fd00::7]:22`
+    hostname: str  # what ssh connects to and other nodes reach: `gpu01`, `fd00::7`
+    user: str | None = None
+    port: int | None = None
+    slots: int | None = None  # GPUs this node is expected to have
+    python: str | None = None  # interpreter for preflight on this node; None: the run's default
+    line_no: int = 0
+
+    @property
+    def is_ipv6(self) -> bool:
+        return ":" in self.hostname
+
+
+def load_hosts(path: str | Path) -> list[Host]:
+    """Read and parse a hosts file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise HostsFileError(path, None, f"not UTF-8 text: {exc}") from exc
+    except OSError as exc:
+        raise HostsFileError(path, None, f"cannot read: {exc.strerror or exc}") from exc
+    return parse_hosts(text, path)
+
+
+def parse_hosts(text: str, path: str | Path = "<hosts>") -> list[Host]:
+    hosts: list[Host] = []
+    seen: dict[tuple[str, int | None], Host] = {}
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        for host in _parse_line(line, line_no, path):
+            key = (host.hostname.lower().rstrip("."), host.port)
+            if key in seen:
+                first = seen[key]
+                raise HostsFileError(path, line_no, f"duplicate host {host.name!r} (already on line {first.line_no})")
+            seen[key] = host
+            hosts.append(host)
+    if not hosts:
+        raise HostsFileError(path, None, "no hosts: the file is empty or holds only comments")
+    return hosts
+
+
+def _parse_line(line: str, line_no: int, path: str | Path) -> list[Host]:
+    def fail(message: str) -> HostsFileError:
+        return HostsFileError(path, line_no, message)
+
+    target, *words = line.split()
+    # The host comes first: a line such as `a;touch /tmp/x` is reported as a bad host name.
+    user = None
+    if "@" in target:
+        user, _, target = target.rpartition("@")
+        if not _USER.match(user):
+            raise fail(f"invalid user name {user!r}")
+    if target.startswith("[") and ":" in target[1:max(target.find("]"), 0)]:
+        endpoints = [_endpoint(target, fail)]
+    else:
+        endpoints = [_endpoint(name, fail) for name in _expand_ranges(target, fail)]
+
+    options: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not value:
+            raise fail(f"expected key=value after the host, got {word!r} (known keys: {', '.join(_KNOWN_OPTIONS)})")
+        if key not in _KNOWN_OPTIONS:
+            raise fail(f"unknown setting {key!r} (known: {', '.join(_KNOWN_OPTIONS)})")
+        if key in options:
+            raise fail(f"{key} is given twice")
+        options[key] = value
+    slots = None
+    if "slots" in options:
+        if not options["slots"].isdigit():
+            raise fail(f"slots must be a whole number, got {options['slots']!r}")
+        slots = int(options["slots"])
+    python = options.get("python")
+    if python is not None and any(ord(c) < 32 or ord(c) == 127 for c in python):
+        raise fail("python= holds a control character")
+    return [
+        Host(name=name, hostname=hostname, user=user, port=port, slots=slots, python=python, line_no=line_no)
+        for name, hostname, port in endpoints
+    ]
+
+
+def _endpoint(written: str, fail) -> tuple[str, str, int | None]:
+    """(name, hostname, port) from `host`, `host:port`, `[v6]` or `[v6]:port` (ranges already expanded)."""
+    port_text = None
+    if written.startswith("["):
+        close = written.find("]")
+        if close < 0:
+            raise fail(f"invalid host {written!r}: '[' without ']'")
+        hostname, rest = written[1:close], written[close + 1:]
+        if rest:
+            if not rest.startswith(":"):
+                raise fail(f"invalid host {written!r}: expected ':port' after ']'")
+            port_text = rest[1:]
+        _check_ipv6(hostname, written, fail)
+    else:
+        hostname, sep, port_text_or_empty = written.partition(":")
+        if sep:
+            port_text = port_text_or_empty
+            if ":" in port_text:
+                raise fail(f"invalid host {written!r}: IPv6 addresses must be written in brackets, as [addr]:port")
+        _check_hostname(hostname, fail)
+    port = None
+    if port_text is not None:
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise fail(f"invalid port {port_text!r} in {written!r}: expected 1-65535")
+        port = int(port_text)
+    return written, hostname, port
+
+
+def _check_hostname(name: str, fail) -> None:
+    if not name:
+        raise fail("missing host name")
+    if re.fullmatch(r"[0-9.]+", name):
+        try:
+            ipaddress.IPv4Address(name)
+        except ValueError:
+            raise fail(f"invalid IPv4 address {name!r}") from None
+        return
+    labels = name[:-1].split(".") if name.endswith(".") else name.split(".")
+    if len(name) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise fail(
+            f"invalid host name {name!r}: use letters, digits and '-' in dot-separated labels "
+            "(RFC 1123), an IPv4 address, or an IPv6 address in brackets"
+        )
+
+
+def _check_ipv6(text: str, written: str, fail) -> None:
+    address, _, zone = text.partition("%")
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        raise fail(f"invalid IPv6 address in {written!r}") from None
+    if zone and not _IPV6_ZONE.match(zone):
+        raise fail(f"invalid IPv6 zone in {written!r}")
+
+
+def _expand_ranges(target: str, fail) -> list[str]:
+    """Expand `gpu[01-16]`, `node[1-4,7]` and combinations of several ranges, in order."""
+    parts: list[list[str]] = []
+    pos = 0
+    while True:
+        open_at = target.find("[", pos)
+        if open_at < 0:
+            if "]" in target[pos:]:
+                raise fail(f"bad range in {target!r}: ']' without '['")
+            parts.append([target[pos:]])
+            break
+        close_at = target.find("]", open_at)
+        if close_at < 0:
+            raise fail(f"bad range in {target!r}: '[' without ']'")
+        if "]" in target[pos:open_at]:
+            raise fail(f"bad range in {target!r}: ']' without '['")
+        parts.append([target[pos:open_at]])
+        parts.append(_range_values(target[open_at + 1:close_at], target, fail))
+        pos = close_at + 1
+    total = 1
+    for values in parts:
+        total *= len(values)
+    if total > MAX_HOSTS_PER_LINE:
+        raise fail(f"range in {target!r} expands to {total} hosts; at most {MAX_HOSTS_PER_LINE} per line")
+    return ["".join(combo) for combo in itertools.product(*parts)]
+
+
+def _range_values(body: str, target: str, fail) -> list[str]:
+    if not _RANGE_BODY.match(body):
+        raise fail(f"bad range [{body}] in {target!r}: expected numbers and ranges such as [01-16] or [1-4,7]")
+    values: list[str] = []
+    for item in body.split(","):
+        low_text, _, high_text = item.partition("-")
+        high_text = high_text or low_text
+        low, high = int(low_text), int(high_text)
+        if low > high:
+            raise fail(f"bad range [{body}] in {target!r}: {low_text} is greater than {high_text}")
+        if high - low >= MAX_HOSTS_PER_LINE:
+            raise fail(f"range [{body}] in {target!r} is too large: at most {MAX_HOSTS_PER_LINE} hosts per line")
+        # pdsh keeps the width of the lower bound: gpu[01-16] -> gpu01 ... gpu16.
+        width = len(low_text)
+        values.extend(str(n).zfill(width) for n in range(low, high + 1))
+    return values

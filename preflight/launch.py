@@ -1,0 +1,277 @@
+"""Start N ranks of a worker program on this node and collect what they print, under one deadline.
+
+The local checks (collectives.local, scaling.multi_gpu) start their ranks here; the cluster checks
+start the same worker programs with torchrun on every node instead. The environment each rank gets is
+the one torchrun would give it (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT), so a worker does not know or care which of the two started it.
+
+Rules this module keeps:
+- argv lists only, never a shell;
+- rank 0's rendezvous port is bound here, on 127.0.0.1 port 0, and its listening socket is handed to
+  rank 0 (--store-fd), so no other program on the machine can take the port between picking and use;
+- once one rank has ended, the others get `grace_s` to end by themselves (they see the broken
+  process group), then every rank still alive is killed by its PID, with any children it started;
+- at the deadline every rank still alive is killed the same way. Nothing this module started outlives
+  `launch_local`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+LOOPBACK = "127.0.0.1"
+POLL_S = 0.05
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port that was free a moment ago (bound to port 0, then released).
+
+    Prefer `listening_socket`, which keeps the port; this is for callers that must name a port for a
+    program that binds it itself (torchrun's rendezvous endpoint).
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def listening_socket(host: str = LOOPBACK) -> socket.socket:
+    """A socket listening on a fresh port of `host`, inheritable so a child can serve on it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    sock.listen(512)
+    sock.set_inheritable(True)
+    return sock
+
+
+def loopback_interface() -> str:
+    """The name of the interface that carries 127.0.0.1 ('lo' on Linux)."""
+    try:
+        import psutil
+
+        for name, addresses in psutil.net_if_addrs().items():
+            if any(getattr(a, "address", None) == LOOPBACK for a in addresses):
+                return name
+    except Exception:  # noqa: BLE001 - fall back to the Linux name
+        pass
+    return "lo"
+
+
+def kill_tree(pid: int) -> bool:
+    """SIGKILL a process we started and every process below it. True when something was killed."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        victims = root.children(recursive=True) + [root]
+    except psutil.NoSuchProcess:
+        return False
+    killed = False
+    for proc in victims:
+        try:
+            proc.send_signal(signal.SIGKILL)
+            killed = True
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(victims, timeout=5)
+    return killed
+
+
+@dataclass
+class RankRun:
+    rank: int
+    pid: int
+    argv: list[str]
+    env: dict[str, str]  # only what the launcher set for this rank, for the evidence
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    killed: bool = False  # ended by the launcher (deadline passed, or another rank failed)
+    duration_s: float = 0.0
+
+    @property
+    def command_line(self) -> str:
+        """The rank's command as one line a person can paste into a shell to reproduce it."""
+        settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return f"{settings} {shlex.join(self.argv)}".strip()
+
+    def json_lines(self) -> list[dict[str, Any]]:
+        """Every line of stdout that is a JSON object, in order."""
+        found = []
+        for line in self.stdout.splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    found.append(value)
+        return found
+
+    def last_json(self) -> dict[str, Any] | None:
+        lines = self.json_lines()
+        return lines[-1] if lines else None
+
+
+@dataclass
+class LaunchResult:
+    ranks: list[RankRun]
+    master_addr: str
+    master_port: int
+    timed_out: bool = False
+    timeout_s: float = 0.0
+    duration_s: float = 0.0
+    killed_pids: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and all(r.returncode == 0 for r in self.ranks)
+
+    @property
+    def pids(self) -> list[int]:
+        return [r.pid for r in self.ranks]
+
+    def still_running_at_deadline(self) -> list[int]:
+        return [r.rank for r in self.ranks if r.killed and self.timed_out]
+
+    def result_of(self, rank: int = 0) -> dict[str, Any] | None:
+        return self.ranks[rank].last_json() if rank < len(self.ranks) else None
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able account of the launch for a check's facts."""
+        return {
+            "world_size": len(self.ranks),
+            "master": f"{self.master_addr}:{self.master_port}",
+            "timed_out": self.timed_out,
+            "timeout_s": round(self.timeout_s, 1),
+            "duration_s": round(self.duration_s, 2),
+            "ranks": [
+                {"rank": r.rank, "pid": r.pid, "returncode": r.returncode, "killed": r.killed,
+                 "duration_s": round(r.duration_s, 2)}
+                for r in self.ranks
+            ],
+        }
+
+
+def launch_local(
+    argv: list[str],
+    world_size: int,
+    *,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    rank_argv: Callable[[int], list[str]] | None = None,
+    grace_s: float = 10.0,
+    master_addr: str = LOOPBACK,
+    cwd: str | None = None,
+) -> LaunchResult:
+    """Run `argv` as ranks 0..world_size-1 on this node and wait for all of them, at most `timeout_s`.
+
+    `argv` must accept `--store-fd N` (rank 0 serves the rendezvous store on that inherited socket).
+    `rank_argv(rank)` adds arguments for one rank (fault injection in tests). `env` is added to the
+    inherited environment of every rank.
+    """
+    if world_size < 1:
+        raise ValueError("world_size must be at least 1")
+    listener = listening_socket(master_addr)
+    port = listener.getsockname()[1]
+    ranks: list[RankRun] = []
+    procs: list[subprocess.Popen] = []
+    outputs: list[tuple[Any, Any]] = []
+    start = time.monotonic()
+    deadline = start + timeout_s
+    result = LaunchResult(ranks=ranks, master_addr=master_addr, master_port=port, timeout_s=timeout_s)
+    try:
+        for rank in range(world_size):
+            rank_env = {
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(world_size),
+                "LOCAL_WORLD_SIZE": str(world_size),
+                "GROUP_RANK": "0",
+                "MASTER_ADDR": master_addr,
+                "MASTER_PORT": str(port),
+                **(env or {}),
+            }
+            full_argv = list(argv) + (rank_argv(rank) if rank_argv else [])
+            pass_fds: tuple[int, ...] = ()
+            if rank == 0:
+                full_argv += ["--store-fd", str(listener.fileno())]
+                pass_fds = (listener.fileno(),)
+            out = tempfile.TemporaryFile(mode="w+b")
+            err = tempfile.TemporaryFile(mode="w+b")
+            outputs.append((out, err))
+            # Same process group as the caller: whoever stops the caller's group stops the ranks too.
+            proc = subprocess.Popen(
+                full_argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=pass_fds,
+                env={**os.environ, **rank_env}, cwd=cwd,
+            )
+            procs.append(proc)
+            ranks.append(RankRun(rank=rank, pid=proc.pid, argv=full_argv, env=rank_env))
+        # Rank 0 holds its own copy of the listening socket now; ours must not keep the port alive.
+        listener.close()
+        _wait_all(procs, ranks, result, deadline, grace_s, start)
+    finally:
+        listener.close()
+        for rank_run, proc in zip(ranks, procs):
+            if proc.poll() is None:
+                rank_run.killed = kill_tree(proc.pid) or rank_run.killed
+                result.killed_pids.append(proc.pid)
+                proc.wait()
+            rank_run.returncode = proc.returncode
+        for rank_run, (out, err) in zip(ranks, outputs):
+            rank_run.stdout = _read(out)
+            rank_run.stderr = _read(err)
+        result.duration_s = time.monotonic() - start
+    return result
+
+
+def _wait_all(procs: list[subprocess.Popen], ranks: list[RankRun], result: LaunchResult, deadline: float,
+              grace_s: float, start: float) -> None:
+    first_exit: float | None = None
+    while True:
+        now = time.monotonic()
+        running = []
+        for proc, rank_run in zip(procs, ranks):
+            if proc.poll() is None:
+                running.append((proc, rank_run))
+            elif not rank_run.duration_s:
+                rank_run.duration_s = now - start
+                rank_run.returncode = proc.returncode
+                first_exit = first_exit or now
+        if not running:
+            return
+        grace_over = first_exit is not None and now >= first_exit + grace_s
+        if now >= deadline or grace_over:
+            result.timed_out = now >= deadline
+            for proc, rank_run in running:
+                rank_run.killed = kill_tree(proc.pid)
+                result.killed_pids.append(proc.pid)
+                proc.wait()
+                rank_run.returncode = proc.returncode
+                rank_run.duration_s = time.monotonic() - start
+            return
+        time.sleep(POLL_S)
+
+
+def _read(handle: Any) -> str:
+    try:
+        handle.seek(0)
+        return handle.read().decode(errors="replace")
+    finally:
+        handle.close()
+
+
+def worker_argv(module: str, *args: str, python: str | None = None) -> list[str]:
+    """`python -m preflight.workers.<module> args...` with this interpreter (a venv is honoured)."""
+    return [python or sys.executable, "-m", f"preflight.workers.{module}", *args]

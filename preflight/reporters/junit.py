@@ -1,0 +1,70 @@
+"""junit.xml: one testcase per check and node, derived from the run report.
+
+FAIL -> <failure>, ERROR -> <error>, SKIP -> <skipped>; WARN passes (with the warning in
+system-out) unless the run blocks on warnings, then it is a <failure> too, so CI agrees with the verdict.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from preflight.model import RunReport, Status
+from preflight.reporters.view import format_threshold, format_value
+from preflight.verdict import decide
+
+
+def _clean(text: str) -> str:
+    # XML 1.0 cannot carry most control characters; command output sometimes has them.
+    return "".join(c for c in text if c in "\t\n\r" or ord(c) >= 0x20)
+
+
+def render(report: RunReport) -> str:
+    decision = decide(report)
+    blocking = {id(r) for r in decision.blocking}
+    suites = ET.Element("testsuites", name="preflight")
+    by_check: dict[str, list] = {}
+    for result in report.results:
+        by_check.setdefault(result.check_id, []).append(result)
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+    for check_id, results in by_check.items():
+        counts = {"tests": len(results), "failures": 0, "errors": 0, "skipped": 0}
+        suite = ET.SubElement(suites, "testsuite", name=check_id, timestamp=report.started_at[:19],
+                              hostname="preflight")
+        for result in results:
+            case = ET.SubElement(suite, "testcase", classname=check_id, name=result.node,
+                                 time=f"{result.duration_s:.3f}")
+            message = _clean(result.summary)
+            body = _clean("\n".join(
+                [f"{m.name}: {format_value(m)} {format_threshold(m)}".rstrip() for m in result.measurements]
+                + [f"fix: {hint}" for hint in result.remediation]))
+            if result.status is Status.ERROR:
+                counts["errors"] += 1
+                ET.SubElement(case, "error", message=message, type="ERROR").text = body
+            elif result.status is Status.FAIL or (result.status is Status.WARN and id(result) in blocking):
+                counts["failures"] += 1
+                ET.SubElement(case, "failure", message=message, type=result.status.value).text = body
+            elif result.status is Status.SKIP and id(result) in blocking:
+                # An expected check that skipped blocks the verdict: it must not look green in CI.
+                counts["failures"] += 1
+                ET.SubElement(case, "failure", message=f"expected to run but skipped: {message}",
+                              type="SKIP").text = body
+            elif result.status is Status.SKIP:
+                counts["skipped"] += 1
+                ET.SubElement(case, "skipped", message=message)
+            out = _clean("\n".join([f"{result.status.value}: {result.summary}", body]
+                                   + [f"$ {e.command}\n{e.output_tail}" for e in result.evidence]))
+            ET.SubElement(case, "system-out").text = out
+        time_total = sum(r.duration_s for r in results)
+        suite.set("tests", str(counts["tests"]))
+        suite.set("failures", str(counts["failures"]))
+        suite.set("errors", str(counts["errors"]))
+        suite.set("skipped", str(counts["skipped"]))
+        suite.set("time", f"{time_total:.3f}")
+        for key in ("tests", "failures", "errors", "skipped"):
+            totals[key] += counts[key]
+        totals["time"] += time_total
+    for key in ("tests", "failures", "errors", "skipped"):
+        suites.set(key, str(totals[key]))
+    suites.set("time", f"{totals['time']:.3f}")
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

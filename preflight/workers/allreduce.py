@@ -1,0 +1,197 @@
+"""All-reduce among the ranks: correctness, latency and bus bandwidth, as nccl-tests define them.
+
+    python -m preflight.workers.allreduce --backend gloo --sizes 8,1048576,16777216
+    torchrun --nproc-per-node 8 -m preflight.workers.allreduce --backend nccl
+
+Correctness, before any timing, at every size and on a separate random tensor:
+- known sums: rank r contributes r+1 in every element; every element must come back as n(n+1)/2;
+- random data: rank r draws integers in [-1000, 1000] (as float32) from a generator seeded with
+  seed + r; every rank regenerates all n inputs and compares the result exactly. Integer values keep
+  every partial sum exact in float32, so the comparison does not depend on the reduction order.
+Wrong element counts are gathered per rank, so a bad result names the rank that saw it.
+
+Timing: after `--warmup` untimed operations, `--iters` samples per size. A sample is one operation for
+messages of 1 MiB and more, and the mean of 10 back-to-back operations below that (one small operation
+is close to the timer's own resolution). A sample's time is the slowest rank's, since the collective
+is not done before every rank is. algbw = bytes / time, busbw = algbw * 2(n-1)/n, in GB/s (1e9 bytes/s).
+
+Prints (rank 0) one JSON line; see preflight.workers.process_group for the protocol and --absent-rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from preflight.workers.process_group import (
+    DistEnv, add_dist_arguments, finish_group, init_group, median, open_store, roll_call, run_worker,
+)
+
+SMALL_MESSAGE_BYTES = 1 << 20
+OPS_PER_SMALL_SAMPLE = 10
+RANDOM_VALUE_LIMIT = 1000
+DTYPE_BYTES = 4  # float32
+
+
+def bus_factor(world_size: int) -> float:
+    """nccl-tests' all-reduce correction: busbw = algbw * 2(n-1)/n."""
+    return 2.0 * (world_size - 1) / world_size
+
+
+def parse_sizes(text: str) -> list[int]:
+    sizes = sorted({int(s) for s in text.split(",") if s.strip()})
+    if not sizes or sizes[0] < DTYPE_BYTES:
+        raise argparse.ArgumentTypeError(f"sizes must be at least {DTYPE_BYTES} bytes: {text!r}")
+    return sizes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m preflight.workers.allreduce", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                        help="where the tensors live (default: cuda for nccl, cpu for gloo)")
+    parser.add_argument("--sizes", type=parse_sizes, default=parse_sizes("8,1048576,16777216"),
+                        help="message sizes in bytes, comma-separated")
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--check-elements", type=int, default=1 << 20,
+                        help="elements of the random-data correctness tensor")
+    parser.add_argument("--seed", type=int, default=20240601)
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for this rank")
+    add_dist_arguments(parser)
+    return parser
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _random_input(rank: int, seed: int, elements: int) -> Any:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed + rank)
+    return torch.randint(-RANDOM_VALUE_LIMIT, RANDOM_VALUE_LIMIT + 1, (elements,), generator=generator,
+                         dtype=torch.int32).to(torch.float32)
+
+
+def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(max(1, args.threads))
+    device_kind = args.device or ("cuda" if args.backend == "nccl" else "cpu")
+    if device_kind == "cuda":
+        torch.cuda.set_device(env.local_rank)
+        device = torch.device("cuda", env.local_rank)
+    else:
+        device = torch.device("cpu")
+    n = env.world_size
+
+    join_start = time.monotonic()
+    store = open_store(env, args.join_timeout_s, tag="allreduce")
+    members = roll_call(store, env, args.join_timeout_s)
+    joined_s = time.monotonic() - join_start
+    init_start = time.monotonic()
+    init_group(store, env, args.backend, args.pg_timeout_s, device)
+    dist.barrier()
+    init_s = time.monotonic() - init_start
+
+    # Correctness first: a fast wrong answer is not a result.
+    wrong = torch.zeros(len(args.sizes) + 1, n, dtype=torch.int64, device=device)
+    buffers = {}
+    expected_known = n * (n + 1) / 2
+    for index, size in enumerate(args.sizes):
+        elements = max(1, size // DTYPE_BYTES)
+        buf = torch.full((elements,), float(env.rank + 1), dtype=torch.float32, device=device)
+        dist.all_reduce(buf)
+        wrong[index, env.rank] = (buf != expected_known).sum()
+        buffers[size] = buf
+
+    data = _random_input(env.rank, args.seed, args.check_elements).to(device)
+    dist.all_reduce(data)
+    reference = torch.zeros(args.check_elements, dtype=torch.float64)
+    for rank in range(n):
+        reference += _random_input(rank, args.seed, args.check_elements).to(torch.float64)
+    result = data.cpu().to(torch.float64)
+    wrong[-1, env.rank] = int((result != reference).sum())
+    max_abs_error = float((result - reference).abs().max())
+    del data, result, reference
+
+    per_size = []
+    for size in args.sizes:
+        buf = buffers[size].zero_()
+        ops = OPS_PER_SMALL_SAMPLE if size < SMALL_MESSAGE_BYTES else 1
+        for _ in range(args.warmup):
+            dist.all_reduce(buf)
+        _sync(device)
+        dist.barrier()
+        times = []
+        for _ in range(args.iters):
+            start = time.perf_counter()
+            for _ in range(ops):
+                dist.all_reduce(buf)
+            _sync(device)
+            times.append((time.perf_counter() - start) / ops)
+        slowest = torch.tensor(times, dtype=torch.float64, device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        per_size.append((size, buf.numel() * DTYPE_BYTES, ops, slowest.cpu().tolist()))
+        buffers[size] = None  # free the large buffer before the next size
+        del buf
+
+    dist.all_reduce(wrong)  # every rank filled its own column
+    wrong_rows = wrong.cpu().tolist()
+    finish_group()
+    if env.rank != 0:
+        return {}
+
+    sizes_out = []
+    for index, (size, nbytes, ops, times) in enumerate(per_size):
+        algbw = [nbytes / t / 1e9 for t in times]
+        busbw = [a * bus_factor(n) for a in algbw]
+        t_med = median(times)
+        sizes_out.append({
+            "bytes": nbytes,
+            "requested_bytes": size,
+            "ops_per_sample": ops,
+            "time_s": t_med,
+            "time_samples_s": times,
+            "algbw_gbps": nbytes / t_med / 1e9,
+            "busbw_gbps": nbytes / t_med / 1e9 * bus_factor(n),
+            "algbw_samples_gbps": algbw,
+            "busbw_samples_gbps": busbw,
+            "known_sum_wrong_by_rank": wrong_rows[index],
+        })
+    return {
+        "backend": args.backend,
+        "device": device_kind,
+        "world_size": n,
+        "torch_version": torch.__version__,
+        "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,
+        "members": {str(r): m for r, m in members.items()},
+        "join_s": joined_s,
+        "init_s": init_s,
+        "pg_timeout_s": args.pg_timeout_s,
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "sizes": sizes_out,
+        "random_check": {
+            "elements": args.check_elements,
+            "seed": args.seed,
+            "wrong_by_rank": wrong_rows[-1],
+            "max_abs_error": max_abs_error,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    run_worker(measure_allreduce, args)
+
+
+if __name__ == "__main__":
+    main()

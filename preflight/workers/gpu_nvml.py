@@ -1,0 +1,242 @@
+"""What NVML says about the driver and every GPU, as plain JSON-able facts.
+
+Imported by the checks (it needs no framework, only the `pynvml` bindings of nvidia-ml-py) and
+runnable on its own, `python -m preflight.workers.gpu_nvml`, to print the facts of a machine, for
+example to record a fixture on a GPU node.
+
+Every query that a GPU or driver does not support is recorded as None and listed under
+"unsupported"; any other NVML error on one field is recorded under "errors" for that field. One
+field that fails never costs the others.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, Callable
+
+# Bits of nvmlClocksEventReasons (formerly nvmlClocksThrottleReasons), from nvml.h.
+THROTTLE_REASON_BITS = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+
+NO_DRIVER = "no_driver"  # libnvidia-ml is missing or the kernel driver is not loaded
+
+
+def throttle_reason_names(mask: int | None) -> list[str]:
+    if mask is None:
+        return []
+    return [name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit]
+
+
+def cuda_version_text(encoded: int | None) -> str | None:
+    """NVML encodes the CUDA version as 1000 * major + 10 * minor (12040 is CUDA 12.4)."""
+    if not encoded:
+        return None
+    return f"{encoded // 1000}.{(encoded % 1000) // 10}"
+
+
+def _text(value: Any) -> Any:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+class _FieldReader:
+    """Calls NVML queries for one GPU, keeping None plus a note for each query that fails."""
+
+    def __init__(self, pynvml: Any) -> None:
+        self.pynvml = pynvml
+        self.unsupported: list[str] = []
+        self.errors: dict[str, str] = {}
+        self._not_supported = {
+            pynvml.NVML_ERROR_NOT_SUPPORTED,
+            pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,  # an older driver without this query
+        }
+
+    def read(self, name: str, query: Callable[[], Any]) -> Any:
+        try:
+            return query()
+        except self.pynvml.NVMLError as exc:
+            if getattr(exc, "value", None) in self._not_supported:
+                self.unsupported.append(name)
+            else:
+                self.errors[name] = str(exc)
+            return None
+
+
+def _processes(pynvml: Any, handle: Any) -> list[dict[str, Any]]:
+    found: dict[int, dict[str, Any]] = {}
+    for query in (pynvml.nvmlDeviceGetComputeRunningProcesses, pynvml.nvmlDeviceGetGraphicsRunningProcesses):
+        for proc in query(handle):
+            used = getattr(proc, "usedGpuMemory", None)
+            entry = found.setdefault(int(proc.pid), {"pid": int(proc.pid), "used_bytes": None, "name": None})
+            if used is not None:
+                entry["used_bytes"] = max(entry["used_bytes"] or 0, int(used))
+    for entry in found.values():
+        try:
+            entry["name"] = _text(pynvml.nvmlSystemGetProcessName(entry["pid"]))
+        except pynvml.NVMLError:
+            pass  # the process may have ended, or lives in another PID namespace
+    return sorted(found.values(), key=lambda e: e["pid"])
+
+
+def _nvlink(pynvml: Any, handle: Any) -> tuple[int | None, int | None]:
+    """(links the GPU has, links active); (None, None) when the GPU has no NVLink."""
+    total = up = 0
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+        except pynvml.NVMLError:
+            # Links past the ones this GPU has answer NOT_SUPPORTED or INVALID_ARGUMENT.
+            continue
+        total += 1
+        up += 1 if state == pynvml.NVML_FEATURE_ENABLED else 0
+    return (total, up) if total else (None, None)
+
+
+def pcie_link(pynvml: Any, handle: Any) -> dict[str, Any]:
+    reader = _FieldReader(pynvml)
+    return {
+        "gen_current": reader.read("pcie_gen_current", lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+        "width_current": reader.read("pcie_width_current", lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+    }
+
+
+def _throttle_mask(pynvml: Any, handle: Any) -> int:
+    try:
+        return int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle))
+    except pynvml.NVMLError as exc:
+        if getattr(exc, "value", None) != pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+            raise
+        return int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
+
+
+def gpu_facts(pynvml: Any, index: int, throttle_samples: int = 3, sample_interval_s: float = 0.1) -> dict[str, Any]:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    r = _FieldReader(pynvml)
+    facts: dict[str, Any] = {"index": index}
+    facts["name"] = r.read("name", lambda: _text(pynvml.nvmlDeviceGetName(handle)))
+    facts["uuid"] = r.read("uuid", lambda: _text(pynvml.nvmlDeviceGetUUID(handle)))
+    facts["pci_bus_id"] = r.read("pci_bus_id", lambda: _text(pynvml.nvmlDeviceGetPciInfo(handle).busId))
+
+    memory = r.read("memory", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
+    facts["memory_total_bytes"] = int(memory.total) if memory is not None else None
+    facts["memory_free_bytes"] = int(memory.free) if memory is not None else None
+    facts["memory_used_bytes"] = int(memory.used) if memory is not None else None
+    facts["processes"] = r.read("processes", lambda: _processes(pynvml, handle))
+
+    ecc = r.read("ecc_mode", lambda: pynvml.nvmlDeviceGetEccMode(handle))
+    facts["ecc_enabled"] = bool(ecc[0]) if ecc is not None else None
+    facts["ecc_pending_enabled"] = bool(ecc[1]) if ecc is not None else None
+    if facts["ecc_enabled"]:
+        facts["ecc_volatile_uncorrected"] = r.read("ecc_volatile_uncorrected", lambda: int(pynvml.nvmlDeviceGetTotalEccErrors(
+            handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)))
+        facts["ecc_aggregate_uncorrected"] = r.read("ecc_aggregate_uncorrected", lambda: int(pynvml.nvmlDeviceGetTotalEccErrors(
+            handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_AGGREGATE_ECC)))
+    else:
+        facts["ecc_volatile_uncorrected"] = facts["ecc_aggregate_uncorrected"] = None
+
+    # Page retirement is how GPUs before Ampere handle bad memory; Ampere and later remap rows
+    # instead and answer NOT_SUPPORTED here.
+    facts["retired_pages_sbe"] = r.read("retired_pages_sbe", lambda: len(pynvml.nvmlDeviceGetRetiredPages(
+        handle, pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)))
+    facts["retired_pages_dbe"] = r.read("retired_pages_dbe", lambda: len(pynvml.nvmlDeviceGetRetiredPages(
+        handle, pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)))
+    pending = r.read("retired_pages_pending", lambda: pynvml.nvmlDeviceGetRetiredPagesPendingStatus(handle))
+    facts["retired_pages_pending"] = bool(pending) if pending is not None else None
+
+    rows = r.read("remapped_rows", lambda: pynvml.nvmlDeviceGetRemappedRows(handle))
+    facts["remapped_rows_correctable"] = int(rows[0]) if rows is not None else None
+    facts["remapped_rows_uncorrectable"] = int(rows[1]) if rows is not None else None
+    facts["remap_pending"] = bool(rows[2]) if rows is not None else None
+    facts["remap_failure"] = bool(rows[3]) if rows is not None else None
+
+    # HW slowdown "may also be reported during PState or clock change" (nvml.h), so one reading
+    # can be a transient: keep several and let the judgement ask for a majority.
+    masks = []
+    for sample in range(max(1, throttle_samples)):
+        mask = r.read("throttle_reasons", lambda: _throttle_mask(pynvml, handle))
+        if mask is None:
+            break
+        masks.append(mask)
+        if sample + 1 < throttle_samples:
+            time.sleep(sample_interval_s)
+    facts["throttle_reason_samples"] = masks or None
+
+    facts["temperature_c"] = r.read("temperature", lambda: int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)))
+    facts["temperature_slowdown_c"] = r.read("temperature_slowdown", lambda: int(pynvml.nvmlDeviceGetTemperatureThreshold(
+        handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)))
+    persistence = r.read("persistence_mode", lambda: pynvml.nvmlDeviceGetPersistenceMode(handle))
+    facts["persistence_mode"] = bool(persistence) if persistence is not None else None
+
+    facts["pcie_gen_current"] = r.read("pcie_gen_current", lambda: int(pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)))
+    facts["pcie_gen_max"] = r.read("pcie_gen_max", lambda: int(pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)))
+    facts["pcie_gen_gpu_max"] = r.read("pcie_gen_gpu_max", lambda: int(pynvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(handle)))
+    facts["pcie_width_current"] = r.read("pcie_width_current", lambda: int(pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle)))
+    facts["pcie_width_max"] = r.read("pcie_width_max", lambda: int(pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle)))
+
+    links = r.read("nvlink", lambda: _nvlink(pynvml, handle))
+    facts["nvlink_links"], facts["nvlink_links_up"] = links if links is not None else (None, None)
+
+    mig = r.read("mig_mode", lambda: pynvml.nvmlDeviceGetMigMode(handle))
+    facts["mig_enabled"] = bool(mig[0]) if mig is not None else None
+
+    facts["unsupported"] = r.unsupported
+    facts["errors"] = r.errors
+    return facts
+
+
+def nvml_facts(with_gpus: bool = True, throttle_samples: int = 3) -> dict[str, Any]:
+    """Driver and GPU facts; never raises. "available" is False when NVML cannot start."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        return {"available": False, "error_kind": "no_bindings", "error": f"pynvml is not importable: {exc}"}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        code = getattr(exc, "value", None)
+        kind = NO_DRIVER if code in (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, pynvml.NVML_ERROR_DRIVER_NOT_LOADED) else "error"
+        return {"available": False, "error_kind": kind, "error": f"{type(exc).__name__}: {exc}"}
+    try:
+        facts: dict[str, Any] = {"available": True, "error_kind": None, "error": None}
+        facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
+        try:
+            facts["cuda_driver_version"] = cuda_version_text(pynvml.nvmlSystemGetCudaDriverVersion())
+        except pynvml.NVMLError:
+            facts["cuda_driver_version"] = None
+        facts["device_count"] = int(pynvml.nvmlDeviceGetCount())
+        if with_gpus:
+            gpus = []
+            for index in range(facts["device_count"]):
+                try:
+                    gpus.append(gpu_facts(pynvml, index, throttle_samples=throttle_samples))
+                except pynvml.NVMLError as exc:
+                    # A GPU that has fallen off the bus fails even nvmlDeviceGetHandleByIndex.
+                    gpus.append({"index": index, "error": f"{type(exc).__name__}: {exc}"})
+            facts["gpus"] = gpus
+        return facts
+    except pynvml.NVMLError as exc:
+        return {"available": False, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+def main() -> None:
+    json.dump(nvml_facts(), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""What a framework (torch or tensorflow) sees of the GPUs, in a process of its own.
+
+    python -m preflight.workers.gpu_probe torch --output facts.json [--devices] [--matmul-size N]
+    python -m preflight.workers.gpu_probe tensorflow --output facts.json [--devices] [--matmul-size N]
+
+Without --devices it only records the framework's version and what it was built with (CUDA,
+cuDNN, NCCL), touching no GPU. With --devices it counts the GPUs the framework sees (after
+CUDA_VISIBLE_DEVICES) and runs a matrix product on each, compared against the same product in
+float64 on the CPU: a GPU that is listed but computes wrong, or not at all, shows up here.
+
+Each framework gets its own process so that a broken import or a hung GPU takes only the probe
+down, and so that tensorflow, which by default reserves all GPU memory, never shares a process
+with torch. Facts go to --output as JSON; a failure is a fact ("error"), not an exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from typing import Any
+
+MATMUL_SEED = 20240611
+
+
+def dotted_cudnn(version: int | None) -> str | None:
+    """cuDNN 9 encodes 9.1.0 as 90100 (major*10000); cuDNN 8 and older 8.9.6 as 8906 (major*1000)."""
+    if not version:
+        return None
+    if version >= 90000:
+        return f"{version // 10000}.{(version % 10000) // 100}.{version % 100}"
+    return f"{version // 1000}.{(version % 1000) // 100}.{version % 100}"
+
+
+def dotted_nccl(version: Any) -> str | None:
+    """torch returns a tuple (2, 21, 5[, suffix]); very old torch returned NCCL_VERSION_CODE."""
+    if version is None:
+        return None
+    if isinstance(version, (tuple, list)):
+        return ".".join(str(part) for part in version)
+    code = int(version)
+    if code >= 20900:  # from NCCL 2.9 the code is major*10000 + minor*100 + patch
+        return f"{code // 10000}.{(code % 10000) // 100}.{code % 100}"
+    return f"{code // 1000}.{(code % 1000) // 100}.{code % 100}"
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+def reference_inputs(size: int) -> tuple[Any, Any, Any]:
+    """Seeded float32 inputs in [-1, 1) and their float64 product on the CPU, with numpy."""
+    import numpy as np
+
+    rng = np.random.default_rng(MATMUL_SEED)
+    a = rng.uniform(-1.0, 1.0, (size, size)).astype(np.float32)
+    b = rng.uniform(-1.0, 1.0, (size, size)).astype(np.float32)
+    reference = a.astype(np.float64) @ b.astype(np.float64)
+    return a, b, reference
+
+
+def compare_product(result: Any, reference: Any) -> dict[str, Any]:
+    """Largest deviation relative to the largest reference entry; finite-ness checked apart."""
+    import numpy as np
+
+    result = np.asarray(result, dtype=np.float64)
+    finite = bool(np.isfinite(result).all())
+    scale = float(np.abs(reference).max()) or 1.0
+    error = float(np.abs(result - reference).max()) / scale if finite else None
+    return {"finite": finite, "max_rel_error": error}
+
+
+# ---------------------------------------------------------------------------------------- torch
+
+
+def torch_facts(devices: bool, matmul_size: int, pcie_load_s: float) -> dict[str, Any]:
+    facts: dict[str, Any] = {"framework": "torch", "importable": False}
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - a broken install is a fact to report
+        facts["error"] = _error(exc)
+        return facts
+    facts["importable"] = True
+    facts["version"] = torch.__version__
+    facts["cuda"] = torch.version.cuda
+    facts["hip"] = getattr(torch.version, "hip", None)
+    try:
+        facts["cudnn"] = dotted_cudnn(torch.backends.cudnn.version())
+    except Exception as exc:  # noqa: BLE001
+        facts["cudnn"], facts["cudnn_error"] = None, _error(exc)
+    try:
+        facts["nccl"] = dotted_nccl(torch.cuda.nccl.version())
+    except Exception as exc:  # noqa: BLE001 - CPU builds have no NCCL at all
+        facts["nccl"] = None
+        facts["nccl_error"] = _error(exc) if torch.version.cuda else "not built with NCCL"
+    if not devices:
+        return facts
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            facts["device_count"] = int(torch.cuda.device_count())
+            facts["cuda_available"] = bool(torch.cuda.is_available())
+        except Exception as exc:  # noqa: BLE001
+            facts["device_count"], facts["cuda_available"] = 0, False
+            facts["cuda_error"] = _error(exc)
+    # torch reports a failed CUDA initialisation (driver too old, no device node) as a warning.
+    notes = [str(w.message) for w in caught if "cuda" in str(w.message).lower()]
+    if notes and "cuda_error" not in facts:
+        facts["cuda_error"] = notes[0]
+    facts["devices"] = []
+    if not facts["cuda_available"]:
+        return facts
+
+    a, b, reference = reference_inputs(matmul_size)
+    facts["matmul"] = {"size": matmul_size, "dtype": "float32", "reference": "numpy float64 on the CPU"}
+    nvml = _nvml_for_links()
+    try:
+        _strict_fp32(torch)
+        for index in range(facts["device_count"]):
+            facts["devices"].append(_torch_device(torch, index, a, b, reference, nvml, pcie_load_s))
+    finally:
+        if nvml is not None:
+            try:
+                nvml.nvmlShutdown()
+            except nvml.NVMLError:
+                pass
+    return facts
+
+
+def _strict_fp32(torch: Any) -> None:
+    # TF32 would make the product differ from the float64 reference by ~1e-3 and hide nothing
+    # worth finding; the comparison wants plain IEEE float32.
+    try:
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+    except (AttributeError, RuntimeError):
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def _nvml_for_links() -> Any:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # noqa: BLE001 - no NVML: the link is then only read at idle, by the check
+        return None
+
+
+def _torch_device(torch: Any, index: int, a: Any, b: Any, reference: Any, nvml: Any, pcie_load_s: float) -> dict[str, Any]:
+    entry: dict[str, Any] = {"index": index}
+    try:
+        props = torch.cuda.get_device_properties(index)
+        entry["name"] = props.name
+        entry["total_memory_bytes"] = int(props.total_memory)
+        uuid = str(getattr(props, "uuid", "") or "")
+        entry["uuid"] = uuid if uuid.startswith(("GPU-", "MIG-")) or not uuid else f"GPU-{uuid}"
+    except Exception as exc:  # noqa: BLE001
+        entry["error"] = _error(exc)
+        return entry
+    device = torch.device("cuda", index)
+    try:
+        da = torch.from_numpy(a).to(device)
+        db = torch.from_numpy(b).to(device)
+        entry.update(matmul_check(torch, da, db, reference))
+        entry["pcie_under_load"] = _link_under_load(torch, nvml, entry.get("uuid"), da, db, device, pcie_load_s)
+        del da, db
+        torch.cuda.empty_cache()
+    except Exception as exc:  # noqa: BLE001 - a CUDA error on one GPU is that GPU's finding
+        entry["error"] = _error(exc)
+    return entry
+
+
+def matmul_check(torch: Any, da: Any, db: Any, reference: Any) -> dict[str, Any]:
+    """Multiply two tensors already on their device and compare with the float64 reference."""
+    synchronize = torch.cuda.synchronize if da.device.type == "cuda" else (lambda device=None: None)
+    synchronize(da.device)
+    start = time.perf_counter()
+    product = da @ db
+    synchronize(da.device)
+    seconds = time.perf_counter() - start
+    return {"matmul_s": seconds, **compare_product(product.cpu().numpy(), reference)}
+
+
+def _link_under_load(torch: Any, nvml: Any, uuid: str | None, da: Any, db: Any, device: Any, load_s: float) -> dict[str, Any] | None:
+    """PCIe generation and width read while the GPU computes.
+
+    GPUs lower their PCIe link speed when idle to save power, so a reading at idle says little
+    about the link; after some busy time, and with kernels still queued, it shows what training gets.
+    """
+    if nvml is None or not uuid or not uuid.startswith("GPU-"):
+        return None
+    try:
+        handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+    except nvml.NVMLError:
+        return None
+    deadline = time.monotonic() + load_s
+    while time.monotonic() < deadline:
+        for _ in range(8):
+            da @ db
+        torch.cuda.synchronize(device)
+    for _ in range(16):
+        da @ db  # still queued while NVML reads the link
+    from preflight.workers.gpu_nvml import pcie_link
+
+    link = pcie_link(nvml, handle)
+    torch.cuda.synchronize(device)
+    return link
+
+
+# ----------------------------------------------------------------------------------- tensorflow
+
+
+def tensorflow_facts(devices: bool, matmul: bool, matmul_size: int) -> dict[str, Any]:
+    facts: dict[str, Any] = {"framework": "tensorflow", "importable": False}
+    try:
+        import tensorflow as tf
+    except Exception as exc:  # noqa: BLE001
+        facts["error"] = _error(exc)
+        return facts
+    facts["importable"] = True
+    facts["version"] = tf.__version__
+    try:
+        build = dict(tf.sysconfig.get_build_info())
+    except Exception as exc:  # noqa: BLE001
+        build = {}
+        facts["build_info_error"] = _error(exc)
+    facts["is_cuda_build"] = bool(build.get("is_cuda_build", False))
+    facts["is_rocm_build"] = bool(build.get("is_rocm_build", False))
+    facts["cuda"] = build.get("cuda_version")
+    facts["cudnn"] = build.get("cudnn_version")
+    if not devices:
+        return facts
+    try:
+        gpus = tf.config.list_physical_devices("GPU")
+    except Exception as exc:  # noqa: BLE001
+        facts["device_count"], facts["devices"], facts["gpu_error"] = 0, [], _error(exc)
+        return facts
+    facts["device_count"] = len(gpus)
+    facts["devices"] = [{"index": i, "name": gpu.name} for i, gpu in enumerate(gpus)]
+    if not gpus or not matmul:
+        return facts
+    for gpu in gpus:
+        try:
+            # Otherwise tensorflow reserves nearly all memory of every GPU at the first op.
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except Exception:  # noqa: BLE001 - already initialised; the product still runs
+            pass
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    a, b, reference = reference_inputs(matmul_size)
+    facts["matmul"] = {"size": matmul_size, "dtype": "float32", "reference": "numpy float64 on the CPU"}
+    for entry in facts["devices"]:
+        try:
+            with tf.device(f"/GPU:{entry['index']}"):
+                start = time.perf_counter()
+                product = tf.linalg.matmul(tf.constant(a), tf.constant(b)).numpy()
+                entry["matmul_s"] = time.perf_counter() - start
+            entry.update(compare_product(product, reference))
+        except Exception as exc:  # noqa: BLE001
+            entry["error"] = _error(exc)
+    return facts
+
+
+# ------------------------------------------------------------------------------ launching side
+
+
+def framework_installed(framework: str) -> bool:
+    """Whether the module can be found, without importing it (tensorflow's import takes seconds)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(framework) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def run_probe(ctx: Any, framework: str, options: list[str], timeout_s: float) -> dict[str, Any]:
+    """Run this module for one framework through ctx.run (kept as evidence); return its facts.
+
+    A probe that crashes, hangs or writes nothing is returned as facts with an "error", so the
+    check can judge it (a GPU that hangs a product is a finding, not a failure to measure).
+    """
+    import os
+    from pathlib import Path
+
+    from preflight.check import CannotMeasure
+
+    output = Path(ctx.scratch_dir) / f"gpu_probe_{framework}_{os.getpid()}.json"
+    output.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "preflight.workers.gpu_probe", framework, "--output", str(output), *options]
+    # Keep tensorflow's start-up chatter out of the evidence, and let it find no TPU libraries.
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2"} if framework == "tensorflow" else None
+    try:
+        proc = ctx.run(argv, timeout=max(1.0, timeout_s), env=env)
+    except CannotMeasure as exc:
+        return {"framework": framework, "importable": None, "error": f"probe did not finish: {exc}"}
+    if not output.exists():
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+        return {"framework": framework, "importable": None,
+                "error": f"probe exited with status {proc.returncode} and wrote nothing: {' | '.join(tail)}"}
+    try:
+        return json.loads(output.read_text(encoding="utf-8"))
+    finally:
+        output.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("framework", choices=["torch", "tensorflow"])
+    parser.add_argument("--output", help="write the facts here (default: stdout)")
+    parser.add_argument("--devices", action="store_true", help="count the GPUs and run a product on each")
+    parser.add_argument("--matmul", action="store_true", help="tensorflow: also run the product (torch always does)")
+    parser.add_argument("--matmul-size", type=int, default=2048)
+    parser.add_argument("--pcie-load-s", type=float, default=0.5)
+    args = parser.parse_args(argv)
+    if args.framework == "torch":
+        facts = torch_facts(args.devices, args.matmul_size, args.pcie_load_s)
+    else:
+        facts = tensorflow_facts(args.devices, args.matmul, args.matmul_size)
+    text = json.dumps(facts, sort_keys=True, default=str)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

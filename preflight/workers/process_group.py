@@ -1,0 +1,231 @@
+"""What every distributed worker program shares: who am I, who else is here, one JSON line out.
+
+A worker is started either by `preflight.launch.launch_local` (the node checks) or by torchrun (the
+cluster checks). Both set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
+explicit arguments override them.
+
+Before any process group is made, the ranks hold a roll call on a TCPStore: every rank writes its name,
+rank 0 waits up to --join-timeout-s and then either lets everyone go on or tells everyone which ranks
+never came. That way "rank 3 never joined" is an answer with a rank in it, instead of a collective that
+hangs until something kills it. Process groups get --pg-timeout-s, which the caller keeps shorter than
+its own deadline.
+
+Output protocol: rank 0 prints exactly one JSON object on stdout when it succeeds (`"ok": true`).
+Any rank that fails prints one JSON object with `"ok": false`, its `"rank"`, an `"error"` text and, when
+ranks are missing, `"missing_ranks"`; it then exits with status 1. Everything else goes to stderr.
+
+Fault injection, for tests only: `--absent-rank K` makes rank K stay alive without ever joining
+(it sleeps until it is killed), which is how a hung or unreachable rank looks to the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+PR_SET_PDEATHSIG = 1
+ROLL_CALL_POLL_S = 0.1
+
+
+class RanksMissing(Exception):
+    def __init__(self, missing: list[int], message: str) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+@dataclass
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+    store_fd: int | None = None
+
+    @property
+    def under_torchrun(self) -> bool:
+        return "TORCHELASTIC_RUN_ID" in os.environ
+
+
+def add_dist_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("process group (defaults from the torchrun environment)")
+    group.add_argument("--rank", type=int, default=None)
+    group.add_argument("--world-size", type=int, default=None)
+    group.add_argument("--local-rank", type=int, default=None)
+    group.add_argument("--master-addr", default=None)
+    group.add_argument("--master-port", type=int, default=None)
+    group.add_argument("--store-fd", type=int, default=None,
+                       help="rank 0 only: an inherited listening socket to serve the store on")
+    group.add_argument("--join-timeout-s", type=float, default=60.0,
+                       help="how long rank 0 waits for every rank to report in")
+    group.add_argument("--pg-timeout-s", type=float, default=60.0,
+                       help="timeout given to init_process_group (collectives fail after it)")
+    group.add_argument("--absent-rank", type=int, default=None,
+                       help="fault injection for tests: this rank never joins (sleeps until killed)")
+
+
+def dist_env_from(args: argparse.Namespace) -> DistEnv:
+    def pick(value: Any, name: str, default: Any = None) -> Any:
+        if value is not None:
+            return value
+        if name in os.environ:
+            return os.environ[name]
+        if default is None:
+            raise SystemExit(f"{name} is not set and was not given as an argument")
+        return default
+
+    rank = int(pick(args.rank, "RANK"))
+    world_size = int(pick(args.world_size, "WORLD_SIZE"))
+    return DistEnv(
+        rank=rank,
+        world_size=world_size,
+        local_rank=int(pick(args.local_rank, "LOCAL_RANK", rank)),
+        local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)),
+        master_addr=str(pick(args.master_addr, "MASTER_ADDR", "127.0.0.1")),
+        master_port=int(pick(args.master_port, "MASTER_PORT")),
+        store_fd=args.store_fd,
+    )
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this rank when its launcher dies, so no rank outlives a killed check."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the launcher died before prctl took effect
+        os._exit(1)
+
+
+def hang_if_absent(env: DistEnv, absent_rank: int | None) -> None:
+    if absent_rank is not None and absent_rank == env.rank:
+        print(f"rank {env.rank}: fault injection, not joining", file=sys.stderr, flush=True)
+        while True:
+            time.sleep(3600)
+
+
+def _store_prefix(tag: str) -> str:
+    # Under torchrun the agent's store outlives one attempt; keep each attempt's keys apart.
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "local")
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return f"preflight/{tag}/{run}/{attempt}"
+
+
+def open_store(env: DistEnv, timeout_s: float, tag: str) -> Any:
+    """The TCPStore every rank meets on, wrapped in a prefix for this program."""
+    import torch.distributed as dist
+
+    timeout = dt.timedelta(seconds=timeout_s)
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    try:
+        if env.rank == 0 and not agent_store:
+            kwargs: dict[str, Any] = {"wait_for_workers": False}
+            if env.store_fd is not None:
+                kwargs["master_listen_fd"] = env.store_fd
+            store = dist.TCPStore(env.master_addr, env.master_port, None, True, timeout, **kwargs)
+        else:
+            store = dist.TCPStore(env.master_addr, env.master_port, None, False, timeout)
+    except Exception as exc:  # noqa: BLE001 - turned into a statement about rank 0
+        if env.rank == 0 and not agent_store:
+            raise RuntimeError(f"rank 0 could not serve the store on {env.master_addr}:{env.master_port}: {exc}") from exc
+        raise RanksMissing(
+            [0], f"rank {env.rank} could not reach rank 0's store at {env.master_addr}:{env.master_port} "
+                 f"within {timeout_s:.0f}s: rank 0 never came up ({_first_line(exc)})",
+        ) from exc
+    return dist.PrefixStore(_store_prefix(tag), store)
+
+
+def roll_call(store: Any, env: DistEnv, timeout_s: float) -> dict[int, dict[str, Any]]:
+    """Every rank reports in; rank 0 decides. Returns rank -> {host, pid, local_rank} on success."""
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "local_rank": env.local_rank}
+    store.set(f"joined/{env.rank}", json.dumps(me))
+    if env.rank == 0:
+        deadline = time.monotonic() + timeout_s
+        waiting = set(range(env.world_size))
+        while waiting and time.monotonic() < deadline:
+            waiting = {r for r in waiting if not store.check([f"joined/{r}"])}
+            if waiting:
+                time.sleep(ROLL_CALL_POLL_S)
+        missing = sorted(waiting)
+        store.set("verdict", json.dumps({"missing": missing}))
+        if missing:
+            raise RanksMissing(missing, f"{_ranks_text(missing)} of {env.world_size} never joined within {timeout_s:.0f}s")
+    else:
+        # Rank 0 answers within its own timeout; the margin covers a slow rank 0 start.
+        store.wait(["verdict"], dt.timedelta(seconds=timeout_s + 30))
+        missing = json.loads(store.get("verdict"))["missing"]
+        if missing:
+            raise RanksMissing(missing, f"rank 0 reports {_ranks_text(missing)} of {env.world_size} never joined")
+    return {r: json.loads(store.get(f"joined/{r}")) for r in range(env.world_size)}
+
+
+def init_group(store: Any, env: DistEnv, backend: str, pg_timeout_s: float, device: Any = None) -> None:
+    import torch.distributed as dist
+
+    kwargs: dict[str, Any] = {}
+    if device is not None and getattr(device, "type", "cpu") == "cuda":
+        kwargs["device_id"] = device  # eager NCCL communicator creation, errors surface here
+    dist.init_process_group(
+        backend, store=store, rank=env.rank, world_size=env.world_size,
+        timeout=dt.timedelta(seconds=pg_timeout_s), **kwargs,
+    )
+
+
+def finish_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def emit(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def run_worker(body: Callable[[argparse.Namespace, DistEnv], dict[str, Any] | None], args: argparse.Namespace) -> None:
+    """Run one rank's body; rank 0 prints its result; any failure prints an error line and exits 1."""
+    die_with_parent()
+    env = dist_env_from(args)
+    hang_if_absent(env, args.absent_rank)
+    try:
+        result = body(args, env)
+    except RanksMissing as exc:
+        emit({"ok": False, "rank": env.rank, "error": str(exc), "missing_ranks": exc.missing})
+        sys.stderr.flush()
+        os._exit(1)  # skip interpreter teardown: a half-made process group can hang it
+    except Exception as exc:  # noqa: BLE001 - reported, with the traceback on stderr
+        traceback.print_exc()
+        emit({"ok": False, "rank": env.rank, "error": f"{type(exc).__name__}: {_first_line(exc)}"})
+        sys.stderr.flush()
+        os._exit(1)
+    if env.rank == 0 and result is not None:
+        emit({"ok": True, **result})
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

@@ -1,0 +1,84 @@
+"""Shared fixtures: recorded facts, sample reports, and a way to run the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from preflight.model import CheckResult, Measurement, RunReport, Scope, Status
+
+DATA = Path(__file__).parent / "data"
+
+
+def load_facts(relative: str) -> dict:
+    return json.loads((DATA / relative).read_text())
+
+
+def make_result(check_id: str = "node.environment", node: str = "node1", status: Status = Status.PASS,
+                summary: str = "fine", **kwargs) -> CheckResult:
+    return CheckResult(check_id=check_id, node=node, status=status, summary=summary,
+                       title=kwargs.pop("title", check_id), **kwargs)
+
+
+def make_report(results: list[CheckResult], nodes: list[str] | None = None, **kwargs) -> RunReport:
+    from preflight.model import NodeInfo
+
+    node_names = nodes if nodes is not None else sorted({r.node for r in results if r.scope is Scope.NODE})
+    planned = list(dict.fromkeys(r.check_id for r in results))
+    cluster = list(dict.fromkeys(r.check_id for r in results if r.scope is Scope.CLUSTER))
+    return RunReport(started_at="2026-11-29T10:00:00+00:00", finished_at="2026-11-29T10:03:05+00:00",
+                     preflight_version="0.1.0", nodes=[NodeInfo(name=n) for n in node_names],
+                     planned=kwargs.pop("planned", planned), cluster_checks=kwargs.pop("cluster_checks", cluster), results=results, **kwargs)
+
+
+@pytest.fixture
+def sample_report() -> RunReport:
+    """A two-node run with every status, a cluster check, measurements and evidence."""
+    return make_report([
+        make_result("node.environment", "gpu01", Status.PASS, "shm 64 GiB, memlock unlimited",
+                    measurements=[Measurement("/dev/shm size", 64.0, "GiB", 1.0, ">=", True)]),
+        make_result("node.environment", "gpu02", Status.WARN, "open-files limit is 1024, below 65536",
+                    measurements=[Measurement("open-files limit (soft)", 1024, "", 65536, ">=", False)],
+                    remediation=["Raise nofile in /etc/security/limits.conf."]),
+        make_result("gpu.visibility", "gpu01", Status.PASS, "8 x NVIDIA H100 80GB HBM3 visible and computing"),
+        make_result("gpu.visibility", "gpu02", Status.FAIL, "7 GPUs visible, 8 expected",
+                    measurements=[Measurement("GPUs visible (NVML)", 7, "", 8, "==", False)],
+                    remediation=["Reseat or replace the missing GPU; check `nvidia-smi -q` for Xid errors."],
+                    evidence=[]),
+        make_result("checkpoint.roundtrip", "gpu01", Status.SKIP, "torch is not installed"),
+        make_result("checkpoint.roundtrip", "gpu02", Status.ERROR, "timed out after 600s; the check was killed"),
+        make_result("net.bandwidth", "cluster", Status.FAIL, "gpu01 -> gpu02 carries 4.2 Gbps, below 10 Gbps",
+                    scope=Scope.CLUSTER,
+                    measurements=[Measurement("bandwidth", 4.2, "Gbps", 10, ">=", False, [4.1, 4.2, 4.3],
+                                              "gpu01 -> gpu02")]),
+    ], nodes=["gpu01", "gpu02"])
+
+
+def preflight_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "preflight", *args]
+
+
+def run_preflight(*args: str, cwd: Path, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "CI": "1", **(env or {})}
+    full_env.pop("GITHUB_STEP_SUMMARY", None) if "GITHUB_STEP_SUMMARY" not in (env or {}) else None
+    return subprocess.run(preflight_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=full_env)
+
+
+def pids_alive(pids: list[int]) -> list[int]:
+    import psutil
+
+    alive = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive

@@ -1,0 +1,1 @@
+"""Example preflight plugin: checks whose behaviour its parameters choose, for testing the runner."""

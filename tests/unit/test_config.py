@@ -1,0 +1,91 @@
+import pytest
+
+from preflight import config as cfg
+from preflight.registry import discover
+from preflight_checks.node_environment import NodeEnvironment
+
+CHECKS = {"node.environment": NodeEnvironment}
+
+
+def test_defaults_without_a_file():
+    config = cfg.load(None, CHECKS)
+    assert config.params_for(NodeEnvironment).min_shm_gib == 1.0
+    assert config.timeout_for(NodeEnvironment) == NodeEnvironment.timeout_s
+
+
+def test_file_overrides_defaults_and_cli_overrides_file():
+    config = cfg.parse(
+        '[run]\ntimeout = 90\nfail_on = "warn"\n[expect]\ngpus_per_node = 8\n'
+        '[checks."node.environment"]\nmin_shm_gib = 16\ntimeout = 20\n',
+        CHECKS)
+    assert config.fail_on == "warn" and config.expect.gpus_per_node == 8
+    assert config.params_for(NodeEnvironment).min_shm_gib == 16
+    assert config.timeout_for(NodeEnvironment) == 20
+    cfg.apply_cli_settings(config, ["node.environment.min_shm_gib=32", "expect.gpus_per_node=4"], CHECKS)
+    assert config.params_for(NodeEnvironment).min_shm_gib == 32
+    assert config.expect.gpus_per_node == 4
+
+
+def test_area_shorthand_reaches_the_checks_of_that_area():
+    config = cfg.parse("[node]\nmin_open_files = 4096\n", CHECKS)
+    assert config.params_for(NodeEnvironment).min_open_files == 4096
+
+
+def test_unknown_parameter_names_file_key_and_line():
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse('[checks."node.environment"]\n\nmin_shm_gb = 16\n', CHECKS, "site.toml")
+    message = str(err.value)
+    assert message.startswith("site.toml:3: checks.node.environment.min_shm_gb:")
+    assert "unknown parameter" in message and "min_shm_gib" in message
+
+
+def test_wrong_type_is_an_error():
+    with pytest.raises(cfg.ConfigError, match=r"expected a number, got str '16'"):
+        cfg.parse('[checks."node.environment"]\nmin_shm_gib = "16"\n', CHECKS)
+    with pytest.raises(cfg.ConfigError, match="expected an integer"):
+        cfg.parse("[expect]\ngpus_per_node = 8.5\n", CHECKS)
+
+
+def test_invalid_toml_reports_the_line():
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse("[run]\ntimeout = = 3\n", CHECKS, "bad.toml")
+    assert err.value.line == 2 and "invalid TOML" in str(err.value)
+
+
+def test_unknown_check_id_and_section():
+    with pytest.raises(cfg.ConfigError, match="unknown check id"):
+        cfg.parse('[checks."gpu.visiblity"]\nx = 1\n', CHECKS)
+    with pytest.raises(cfg.ConfigError, match="unknown section"):
+        cfg.parse("[nodes]\nx = 1\n", CHECKS)
+    with pytest.raises(cfg.ConfigError, match="fail_on"):
+        cfg.parse('[run]\nfail_on = "error"\n', CHECKS)
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(cfg.ConfigError, match="file not found"):
+        cfg.load(tmp_path / "nope.toml", CHECKS)
+
+
+def test_cli_setting_errors():
+    config = cfg.Config()
+    with pytest.raises(cfg.ConfigError, match="unknown parameter for node.environment"):
+        cfg.apply_cli_settings(config, ["node.environment.nope=1"], CHECKS)
+    with pytest.raises(cfg.ConfigError, match="KEY=VALUE"):
+        cfg.apply_cli_settings(config, ["node.environment.min_shm_gib"], CHECKS)
+
+
+def test_init_template_covers_every_check_and_parses_back_uncommented():
+    checks = discover().checks
+    text = cfg.render_init(checks)
+    for check_id in checks:
+        assert f'[checks."{check_id}"]' in text
+    # Uncommenting every setting that has a default must give a valid config holding those defaults.
+    uncommented = []
+    for line in text.splitlines():
+        if line.startswith("# ") and " = " in line and "(unset" not in line:
+            line = line[2:].split("  #")[0]
+        uncommented.append(line)
+    parsed = cfg.parse("\n".join(uncommented), checks)
+    assert parsed.default_timeout == 300 and parsed.expect.gpus_per_node == 8
+    assert parsed.timeouts["node.environment"] == NodeEnvironment.timeout_s
+    assert parsed.params_for(NodeEnvironment).min_open_files == 65536
