@@ -152,6 +152,11 @@ class Runner:
                     self.record(payload)
                 elif kind == "node":
                     self._update_node(*payload)
+        except KeyboardInterrupt:
+            # Stop the agents before the pool is shut down, or shutdown waits on their output.
+            self.stop.set()
+            self._stop_everything()
+            raise
         finally:
             pool.shutdown(wait=not self.stop.is_set(), cancel_futures=True)
 

@@ -82,3 +82,16 @@ def pids_alive(pids: list[int]) -> list[int]:
         except psutil.NoSuchProcess:
             continue
     return alive
+
+
+# In CI (PREFLIGHT_REQUIRE_ALL_TESTS=1) a skipped test is a failed test: the multi-node test bed,
+# the frameworks and the browser must all be there. Only tests that need a GPU may skip.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if (report.skipped and os.environ.get("PREFLIGHT_REQUIRE_ALL_TESTS") == "1"
+            and item.get_closest_marker("gpu") is None and not hasattr(report, "wasxfail")):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped where every test must run (PREFLIGHT_REQUIRE_ALL_TESTS=1): {reason}"

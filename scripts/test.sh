@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs on a fresh machine, then run the whole suite.
+#
+#   bash scripts/test.sh [pytest args...]
+#
+# As root it installs the Debian packages the multi-node test bed and the browser tests use
+# (iperf3, openssh-server, iproute2, chromium). It makes a virtual environment (.venv-test, or
+# $PREFLIGHT_VENV) with preflight, its test extras, the example plugin, and pinned CPU builds of
+# the frameworks preflight tests (override with TORCH_SPEC / TENSORFLOW_SPEC).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${PREFLIGHT_VENV:-.venv-test}"
+PYTHON="${PYTHON:-python3}"
+TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
+TENSORFLOW_SPEC="${TENSORFLOW_SPEC:-tensorflow-cpu==2.21.0}"
+APT_PACKAGES=(iperf3 openssh-server openssh-client iproute2 procps chromium)
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    missing=()
+    for pkg in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    if [ "${#missing[@]}" -gt 0 ]; then
+        echo "installing Debian packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q
+        apt-get install -y -q --no-install-recommends "${missing[@]}"
+    fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+"$VENV/bin/python" -m pip install -q "$TORCH_SPEC" "$TENSORFLOW_SPEC" -e '.[test]'
+"$VENV/bin/python" -m pip install -q --no-deps -e tests/plugins/preflight-example
+
+exec "$VENV/bin/python" -m pytest -rs "$@"

@@ -1,0 +1,113 @@
+"""CLI commands through click's CliRunner, in a temporary directory."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from preflight.cli import cli
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return CliRunner()
+
+
+def test_help_documents_exit_codes(runner):
+    result = runner.invoke(cli, ["run", "--help"])
+    assert result.exit_code == 0
+    for text in ("0 GO", "1 NO-GO", "2 usage", "3 INCOMPLETE", "130 interrupted"):
+        assert text in result.output
+
+
+def test_list_shows_ids_scope_and_defaults(runner):
+    result = runner.invoke(cli, ["list"])
+    assert result.exit_code == 0
+    assert "node.environment" in result.output and "min_shm_gib=1.0" in result.output
+
+
+def test_explain_shows_why_and_parameters(runner):
+    result = runner.invoke(cli, ["explain", "node.environment"])
+    assert result.exit_code == 0
+    assert "Why it matters" in result.output and "/dev/shm" in result.output
+    assert "min_open_files = 65536" in result.output
+
+
+def test_explain_unknown_id_is_usage_error(runner):
+    result = runner.invoke(cli, ["explain", "gpu.nope"])
+    assert result.exit_code == 2 and "unknown check id 'gpu.nope'" in result.output
+
+
+def test_init_writes_a_file_and_refuses_to_overwrite(runner, tmp_path):
+    assert runner.invoke(cli, ["init"]).exit_code == 0
+    text = (tmp_path / "preflight.toml").read_text()
+    assert '[checks."node.environment"]' in text
+    again = runner.invoke(cli, ["init"])
+    assert again.exit_code == 2 and "exists" in again.output
+    assert (tmp_path / "preflight.toml").read_text() == text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config", "missing.toml"], "missing.toml: file not found"),
+    (["--checks", "gpu.visiblity"], "unknown check id 'gpu.visiblity'"),
+    (["--skip", "nope.nope"], "unknown check id 'nope.nope'"),
+    (["--format", "pdf"], "unknown report format pdf"),
+    (["--set", "node.environment.min_shm_gib=lots"], "expected a number"),
+    (["--timeout", "0"], "--timeout must be positive"),
+])
+def test_bad_input_is_exit_2_before_anything_runs(runner, tmp_path, args, message):
+    result = runner.invoke(cli, ["run", "--out", "out", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_invalid_toml_names_file_and_line(runner, tmp_path):
+    (tmp_path / "preflight.toml").write_text('[expect]\ngpus_per_node = 8\n[checks."node.environment"\n')
+    result = runner.invoke(cli, ["run", "--config", "preflight.toml", "--out", "out"])
+    assert result.exit_code == 2
+    assert "preflight.toml:3" in result.output and "invalid TOML" in result.output
+
+
+def test_unwritable_output_dir_is_exit_2(runner, tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    result = runner.invoke(cli, ["run", "--out", "file/out"])
+    assert result.exit_code == 2 and "cannot be written" in result.output
+
+
+def test_run_writes_every_report_and_exit_code_matches(runner, tmp_path):
+    result = runner.invoke(cli, ["run", "--checks", "node.environment", "--out", "out",
+                                 "--set", "node.environment.min_free_disk_gib=0"])
+    out = tmp_path / "out"
+    for name in ("report.html", "report.md", "results.json", "results.jsonl", "junit.xml"):
+        assert (out / name).is_file(), name
+    data = json.loads((out / "results.json").read_text())
+    assert result.exit_code == data["verdict"]["exit_code"]
+    assert data["results"][0]["check_id"] == "node.environment"
+    assert f"preflight: {data['verdict']['verdict']}" in result.output
+
+
+def test_report_rerenders_a_past_run(runner, tmp_path, sample_report):
+    (tmp_path / "results.json").write_text(json.dumps(sample_report.to_dict()))
+    result = runner.invoke(cli, ["report", "results.json", "--out", "again", "--format", "md,junit"])
+    assert result.exit_code == 1  # the sample run is NO-GO
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == ["junit.xml", "report.md"]
+    assert "**NO-GO**" in (tmp_path / "again" / "report.md").read_text()
+
+
+def test_report_rejects_a_file_that_is_not_results(runner, tmp_path):
+    (tmp_path / "x.json").write_text('{"hello": 1}')
+    result = runner.invoke(cli, ["report", "x.json"])
+    assert result.exit_code == 2 and "not a preflight results file" in result.output
+
+
+def test_step_summary_is_appended_when_set(runner, tmp_path, monkeypatch):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    runner.invoke(cli, ["run", "--checks", "node.environment", "--out", "out"])
+    text = summary.read_text()
+    assert text.startswith("earlier step\n") and "preflight:" in text
