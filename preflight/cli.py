@@ -91,6 +91,9 @@ def _writable_dir(path: str) -> Path:
               help="Hosts file: one node per line (user@host:port slots=N). Without it, checks this machine.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="preflight.toml with expectations and per-check parameters.")
+@click.option("--profile", default=None, metavar="NAME|FILE",
+              help="Thresholds for a node type (h100-8x, h200-8x, a100-8x) or a profile TOML of your own; "
+                   "the config file and --set override it.")
 @click.option("--checks", "only", default=None, help="Comma-separated check ids to run (default: all).")
 @click.option("--skip", default=None, help="Comma-separated check ids not to run.")
 @out_option
@@ -106,7 +109,7 @@ def _writable_dir(path: str) -> Path:
 @click.option("--ssh-accept-new", is_flag=True, help="Accept and remember host keys of nodes not yet known.")
 @click.option("--fanout", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="How many nodes to drive at once.")
-def run(nodes_file: str | None, config_file: str | None, only: str | None, skip: str | None, out_dir: str,
+def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
@@ -117,7 +120,7 @@ def run(nodes_file: str | None, config_file: str | None, only: str | None, skip:
     chosen_formats = _check_formats(formats)
     registry = _registry()
     try:
-        config = config_mod.load(config_file, registry.checks)
+        config = config_mod.load(config_file, registry.checks, profile=profile)
         config_mod.apply_cli_settings(config, list(settings), registry.checks)
     except config_mod.ConfigError as exc:
         raise UsageProblem(str(exc)) from None
@@ -167,18 +170,18 @@ def run(nodes_file: str | None, config_file: str | None, only: str | None, skip:
 
 
 def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[Any]:
-    from preflight.hosts import HostsFileError, parse_hosts_file
+    from preflight.hosts import HostsFileError, load_hosts
     from preflight.runner import NodeTarget
     from preflight.transport.ssh import SshTransport
 
     try:
-        hosts = parse_hosts_file(path)
+        hosts = load_hosts(path)
+        return [NodeTarget(SshTransport.from_host(host, python=remote_python, options=ssh_options,
+                                                  accept_new=accept_new), slots=host.slots) for host in hosts]
     except HostsFileError as exc:
         raise UsageProblem(str(exc)) from None
-    except OSError as exc:
-        raise UsageProblem(f"cannot read hosts file {path}: {exc.strerror or exc}") from None
-    return [NodeTarget(SshTransport.for_host(host, python=host.python or remote_python, ssh_options=ssh_options,
-                                             accept_new=accept_new), slots=host.slots) for host in hosts]
+    except ValueError as exc:  # an --ssh-option that is not Key=Value
+        raise UsageProblem(str(exc)) from None
 
 
 def _progress_printer(total: int) -> Callable:
@@ -252,6 +255,9 @@ def list_checks() -> None:
         if dataclasses.is_dataclass(check.Params):
             defaults = ", ".join(f"{f.name}={_default_of(f)!r}" for f in dataclasses.fields(check.Params))
             click.echo(f"{'':<33}timeout={check.timeout_s:g}s" + (f"; {defaults}" if defaults else ""))
+    from preflight.config import shipped_profiles
+
+    click.echo(f"\nprofiles (--profile): {', '.join(shipped_profiles())}")
     for error in registry.errors:
         click.echo(f"failed to load {error.entry_point} ({error.distribution}): {error.error}", err=True)
 

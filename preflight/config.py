@@ -63,6 +63,8 @@ class Config:
     timeouts: dict[str, float] = field(default_factory=dict)  # check id -> seconds
     default_timeout: float | None = None
     fail_on: str = "fail"
+    profile: str = ""  # the --profile it was built on, if any
+    profile_sources: list[str] = field(default_factory=list)  # where the profile's figures come from
 
     def params_for(self, check: type[Check]) -> Any:
         return check.params_from(self.params.get(check.id))
@@ -75,33 +77,86 @@ class Config:
         return check.timeout_s
 
 
-def load(path: str | Path | None, checks: dict[str, type[Check]]) -> Config:
-    """Read and validate a config file; no path means defaults only."""
-    if path is None:
+def load(path: str | Path | None, checks: dict[str, type[Check]], profile: str | None = None) -> Config:
+    """Read and validate a config file, on top of a profile; neither means defaults only."""
+    layers: list[tuple[str, str, bool]] = []  # (file, text, is the profile)
+    if profile:
+        layers.append((*_read(profile_path(profile)), True))
+    if path is not None:
+        layers.append((*_read(Path(path)), False))
+    if not layers:
         return Config()
-    path = Path(path)
+    # Validate each layer on its own, so an error names the right file and line ...
+    datas = [_parse_toml(text, name) for name, text, _ in layers]
+    for (name, text, is_profile), data in zip(layers, datas):
+        _build(data, text, checks, name, allow_profile=is_profile)
+    # ... then merge them, the config file over the profile.
+    merged: dict[str, Any] = {}
+    for data in datas:
+        _deep_merge(merged, data)
+    config = _build(merged, "", checks, layers[-1][0], allow_profile=True)
+    config.path = str(path) if path is not None else ""
+    config.profile = profile or ""
+    return config
+
+
+PROFILE_SUFFIX = ".toml"
+
+
+def profile_path(name: str) -> Path:
+    """A shipped profile by name (`h100-8x`), or a profile file of the user's own by path."""
+    if name.endswith(PROFILE_SUFFIX) or "/" in name:
+        return Path(name)
+    shipped = Path(__file__).parent / "profiles" / f"{name}{PROFILE_SUFFIX}"
+    if not shipped.is_file():
+        raise ConfigError(f"unknown profile; shipped profiles: {', '.join(shipped_profiles())}", "--profile", name)
+    return shipped
+
+
+def shipped_profiles() -> list[str]:
+    return sorted(p.stem for p in (Path(__file__).parent / "profiles").glob(f"*{PROFILE_SUFFIX}"))
+
+
+def _read(path: Path) -> tuple[str, str]:
     try:
-        text = path.read_text(encoding="utf-8")
+        return str(path), path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError("file not found", str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read: {exc}", str(path)) from None
-    return parse(text, checks, str(path))
 
 
-def parse(text: str, checks: dict[str, type[Check]], path: str = "preflight.toml") -> Config:
+def _deep_merge(into: dict[str, Any], data: dict[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _parse_toml(text: str, path: str) -> dict[str, Any]:
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         raise ConfigError(f"invalid TOML: {exc}", path, line=int(match.group(1)) if match else None) from None
 
+
+def parse(text: str, checks: dict[str, type[Check]], path: str = "preflight.toml") -> Config:
+    return _build(_parse_toml(text, path), text, checks, path, allow_profile=False)
+
+
+def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path: str, allow_profile: bool) -> Config:
     config = Config(path=path)
 
     def fail(message: str, key: str) -> typing.NoReturn:
         raise ConfigError(message, path, key, _line_of(text, key))
 
     for section, body in data.items():
+        if section == "profile" and allow_profile:
+            _expect_table(body, "profile", fail)
+            config.profile_sources = [str(s) for s in body.get("sources", [])]
+            continue
         if section == "run":
             _expect_table(body, "run", fail)
             for key, value in body.items():

@@ -154,6 +154,8 @@ class RunReport:
     incomplete_reason: str = ""
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM
     config_path: str = ""
+    profile: str = ""  # node-type profile the thresholds came from (--profile)
+    profile_sources: list[str] = field(default_factory=list)  # where that profile's figures are published
     command: str = ""
     load_errors: list[dict[str, str]] = field(default_factory=list)  # plugins that failed to load
     baseline: dict[str, Any] | None = None  # a comparison against an earlier run, when asked for

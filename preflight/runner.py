@@ -93,6 +93,8 @@ class Runner:
             expected=plan.expected_checks(),
             fail_on=plan.config.fail_on,
             config_path=plan.config.path or "",
+            profile=plan.config.profile,
+            profile_sources=list(plan.config.profile_sources),
             command=plan.command,
             load_errors=plan.load_errors,
         )

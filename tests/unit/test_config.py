@@ -89,3 +89,35 @@ def test_init_template_covers_every_check_and_parses_back_uncommented():
     assert parsed.default_timeout == 300 and parsed.expect.gpus_per_node == 8
     assert parsed.timeouts["node.environment"] == NodeEnvironment.timeout_s
     assert parsed.params_for(NodeEnvironment).min_open_files == 65536
+
+
+def test_every_shipped_profile_names_its_sources_and_validates():
+    checks = discover().checks
+    for name in cfg.shipped_profiles():
+        config = cfg.load(None, checks, profile=name)
+        assert config.profile == name
+        assert config.profile_sources, f"profile {name} cites no source"
+        assert config.expect.gpus_per_node == 8
+
+
+def test_config_file_overrides_profile(tmp_path):
+    checks = discover().checks
+    path = tmp_path / "preflight.toml"
+    path.write_text('[checks."collectives.local"]\nmin_busbw_gbps = 300.0\n[expect]\nnodes = 2\n')
+    config = cfg.load(path, checks, profile="h100-8x")
+    assert config.params["collectives.local"]["min_busbw_gbps"] == 300.0
+    assert config.expect.gpus_per_node == 8 and config.expect.nodes == 2
+
+
+def test_user_profile_file_and_unknown_profile(tmp_path):
+    own = tmp_path / "l40s-4x.toml"
+    own.write_text('[profile]\ndescription = "ours"\nsources = ["our own burn-in, 2026-10"]\n[expect]\ngpus_per_node = 4\n')
+    config = cfg.load(None, CHECKS, profile=str(own))
+    assert config.expect.gpus_per_node == 4 and config.profile_sources == ["our own burn-in, 2026-10"]
+    with pytest.raises(cfg.ConfigError, match="unknown profile; shipped profiles: a100-8x, h100-8x, h200-8x"):
+        cfg.load(None, CHECKS, profile="tpu-v5")
+
+
+def test_profile_table_is_only_for_profiles():
+    with pytest.raises(cfg.ConfigError, match="unknown section"):
+        cfg.parse('[profile]\ndescription = "x"\n', CHECKS)
