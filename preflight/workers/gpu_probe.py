@@ -6,7 +6,8 @@
 Without --devices it only records the framework's version and what it was built with (CUDA,
 cuDNN, NCCL), touching no GPU. With --devices it counts the GPUs the framework sees (after
 CUDA_VISIBLE_DEVICES) and runs a matrix product on each, compared against the same product in
-float64 on the CPU: a GPU that is listed but computes wrong, or not at all, shows up here.
+float64 on the CPU: a GPU that is listed but computes wrong, or not at all, shows up here. torch
+also reads each GPU's PCIe link under load and times pinned host<->device copies.
 
 Each framework gets its own process so that a broken import or a hung GPU takes only the probe
 down, and so that tensorflow, which by default reserves all GPU memory, never shares a process
@@ -75,7 +76,7 @@ def compare_product(result: Any, reference: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- torch
 
 
-def torch_facts(devices: bool, matmul_size: int, pcie_load_s: float) -> dict[str, Any]:
+def torch_facts(devices: bool, matmul_size: int, pcie_load_s: float, copy_mib: int = 256, copy_repeats: int = 5) -> dict[str, Any]:
     facts: dict[str, Any] = {"framework": "torch", "importable": False}
     try:
         import torch
@@ -120,7 +121,13 @@ def torch_facts(devices: bool, matmul_size: int, pcie_load_s: float) -> dict[str
     try:
         _strict_fp32(torch)
         for index in range(facts["device_count"]):
-            facts["devices"].append(_torch_device(torch, index, a, b, reference, nvml, pcie_load_s))
+            entry = _torch_device(torch, index, a, b, reference, nvml, pcie_load_s)
+            if "error" not in entry and copy_mib > 0:
+                try:
+                    entry["host_device"] = host_device_copy(torch, torch.device("cuda", index), copy_mib * 2**20, copy_repeats)
+                except Exception as exc:  # noqa: BLE001
+                    entry["host_device"] = {"error": _error(exc)}
+            facts["devices"].append(entry)
     finally:
         if nvml is not None:
             try:
@@ -155,8 +162,10 @@ def _torch_device(torch: Any, index: int, a: Any, b: Any, reference: Any, nvml: 
         props = torch.cuda.get_device_properties(index)
         entry["name"] = props.name
         entry["total_memory_bytes"] = int(props.total_memory)
-        uuid = str(getattr(props, "uuid", "") or "")
-        entry["uuid"] = uuid if uuid.startswith(("GPU-", "MIG-")) or not uuid else f"GPU-{uuid}"
+        # torch prints the CUDA UUID bare; NVML and CUDA_VISIBLE_DEVICES spell it "GPU-<lowercase hex>".
+        uuid = str(getattr(props, "uuid", "") or "").lower()
+        entry["uuid"] = f"GPU-{uuid}" if uuid and not uuid.startswith(("gpu-", "mig-")) else (
+            uuid[:4].upper() + uuid[4:] if uuid else None)
     except Exception as exc:  # noqa: BLE001
         entry["error"] = _error(exc)
         return entry
@@ -182,6 +191,31 @@ def matmul_check(torch: Any, da: Any, db: Any, reference: Any) -> dict[str, Any]
     synchronize(da.device)
     seconds = time.perf_counter() - start
     return {"matmul_s": seconds, **compare_product(product.cpu().numpy(), reference)}
+
+
+def host_device_copy(torch: Any, device: Any, nbytes: int, repeats: int) -> dict[str, Any]:
+    """Pinned host memory to the GPU and back, timed with CUDA events, in GB/s (1e9 bytes).
+
+    The figure nvbandwidth and the cloud vendors' health checks report as host<->device bandwidth:
+    one GPU at a time, so it is the link and the host side being measured, not contention.
+    """
+    with torch.cuda.device(device):
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        on_device = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        on_device.copy_(host, non_blocking=True)  # warm-up: first-touch and DMA set-up
+        host.copy_(on_device, non_blocking=True)
+        torch.cuda.synchronize(device)
+        samples: dict[str, list[float]] = {"h2d": [], "d2h": []}
+        for _ in range(max(1, repeats)):
+            for direction, (target, source) in (("h2d", (on_device, host)), ("d2h", (host, on_device))):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                target.copy_(source, non_blocking=True)
+                end.record()
+                end.synchronize()
+                samples[direction].append(nbytes / (start.elapsed_time(end) / 1000.0) / 1e9)
+        del host, on_device
+    return {"bytes": nbytes, "h2d_gbps_samples": samples["h2d"], "d2h_gbps_samples": samples["d2h"]}
 
 
 def _link_under_load(torch: Any, nvml: Any, uuid: str | None, da: Any, db: Any, device: Any, load_s: float) -> dict[str, Any] | None:
@@ -293,7 +327,7 @@ def run_probe(ctx: Any, framework: str, options: list[str], timeout_s: float) ->
     # Keep tensorflow's start-up chatter out of the evidence, and let it find no TPU libraries.
     env = {"TF_CPP_MIN_LOG_LEVEL": "2"} if framework == "tensorflow" else None
     try:
-        proc = ctx.run(argv, timeout=max(1.0, timeout_s), env=env)
+        proc = ctx.run(argv, timeout=max(0.1, timeout_s), env=env)
     except CannotMeasure as exc:
         return {"framework": framework, "importable": None, "error": f"probe did not finish: {exc}"}
     if not output.exists():
@@ -314,9 +348,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--matmul", action="store_true", help="tensorflow: also run the product (torch always does)")
     parser.add_argument("--matmul-size", type=int, default=2048)
     parser.add_argument("--pcie-load-s", type=float, default=0.5)
+    parser.add_argument("--copy-mib", type=int, default=256, help="torch: pinned host<->device copy size (0: none)")
+    parser.add_argument("--copy-repeats", type=int, default=5)
     args = parser.parse_args(argv)
     if args.framework == "torch":
-        facts = torch_facts(args.devices, args.matmul_size, args.pcie_load_s)
+        facts = torch_facts(args.devices, args.matmul_size, args.pcie_load_s, args.copy_mib, args.copy_repeats)
     else:
         facts = tensorflow_facts(args.devices, args.matmul, args.matmul_size)
     text = json.dumps(facts, sort_keys=True, default=str)

@@ -1,0 +1,558 @@
+"""gpu.visibility judged from recorded and documented facts (tests/data/gpu_visibility/)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from preflight.check import Expect
+from preflight.model import Status
+from preflight.workers.gpu_nvml import cuda_version_text, throttle_reason_names
+from preflight.workers.gpu_probe import compare_product, dotted_cudnn, dotted_nccl, reference_inputs
+from preflight_checks.gpu_visibility import GpuVisibility, pcie_link_gbps, runtime_vs_driver, visible_gpu_indices
+
+DATA = Path(__file__).parent.parent / "data" / "gpu_visibility"
+CHECK = GpuVisibility()
+
+
+def facts(name: str) -> dict:
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+def judge(data: dict, expect: Expect | None = None, **params):
+    return CHECK.evaluate(data, CHECK.params_from(params), expect or Expect())
+
+
+def healthy() -> dict:
+    return copy.deepcopy(facts("healthy_8x_h100.json"))
+
+
+def test_every_built_fixture_names_its_source():
+    for path in DATA.glob("*.json"):
+        assert "_source" in json.loads(path.read_text(encoding="utf-8")), path.name
+
+
+# ---------------------------------------------------------------------------------- fixtures
+
+
+@pytest.mark.parametrize("expect", [Expect(), Expect(gpus_per_node=8)])
+def test_healthy_node_passes(expect):
+    outcome = judge(healthy(), expect)
+    assert outcome.status is Status.PASS, outcome.details
+    assert "8 x NVIDIA H100 80GB HBM3" in outcome.summary
+    counts = {m.name: m for m in outcome.measurements}
+    assert counts["GPUs visible (torch)"].value == 8 and counts["GPUs visible (torch)"].ok
+    assert counts["GPUs computing correctly"].value == 8
+    # The idle gen1 link is explained, not judged.
+    assert not any("PCIe" in d for d in outcome.details)
+
+
+def test_missing_gpu_fails_only_when_eight_are_expected():
+    data = facts("gpu_missing.json")
+    assert judge(data).status is Status.PASS
+    outcome = judge(data, Expect(gpus_per_node=8))
+    assert outcome.status is Status.FAIL
+    assert "7 GPUs visible, 8 expected" in outcome.summary
+    nvml = next(m for m in outcome.measurements if m.name == "GPUs visible (NVML)")
+    assert (nvml.value, nvml.threshold, nvml.ok) == (7, 8, False)
+
+
+def test_uncorrectable_ecc_errors_fail_and_pending_remap_warns():
+    outcome = judge(facts("ecc_errors.json"))
+    assert outcome.status is Status.FAIL
+    assert "GPU 3" in outcome.summary and "2 uncorrectable ECC errors" in outcome.summary
+    assert any("row remapping pending" in d for d in outcome.details)
+    # The pending remap alone is WARN by default (NVML: it does not affect future work until a reset).
+    data = healthy()
+    data["nvml"]["gpus"][3]["remap_pending"] = True
+    assert judge(data).status is Status.WARN
+    assert judge(data, fail_on_pending_remap=True).status is Status.FAIL
+
+
+def test_thermal_throttle_fails_with_the_reason_and_temperature():
+    outcome = judge(facts("thermal_throttle.json"))
+    assert outcome.status is Status.FAIL
+    assert "GPU 5" in outcome.summary
+    assert "hw thermal slowdown" in outcome.summary
+    assert "88 C, at its slowdown threshold of 87 C" in outcome.summary
+    hottest = next(m for m in outcome.measurements if m.name == "hottest GPU")
+    assert hottest.value == 88 and hottest.ok is False
+
+
+def test_degraded_pcie_link_under_load_fails():
+    outcome = judge(facts("pcie_degraded.json"))
+    assert outcome.status is Status.FAIL
+    assert "GPU 2" in outcome.summary and "gen4 x8 of gen5 x16 (under load)" in outcome.summary
+
+
+def test_remap_failure_fails():
+    outcome = judge(facts("remap_failure.json"))
+    assert outcome.status is Status.FAIL
+    assert "GPU 6" in outcome.summary and "row remapping has failed" in outcome.summary
+
+
+def test_torch_and_nvml_disagree():
+    outcome = judge(facts("torch_nvml_mismatch.json"))
+    assert outcome.status is Status.FAIL
+    assert "sees 7 GPUs, NVML 8" in outcome.summary
+    assert "GPU 7 (00000000:DB:00.0)" in outcome.summary
+    torch_count = next(m for m in outcome.measurements if m.name == "GPUs visible (torch)")
+    assert (torch_count.value, torch_count.threshold, torch_count.ok) == (7, 8, False)
+
+
+def test_host_device_copies_are_judged_against_the_link_or_the_profile():
+    outcome = judge(healthy())
+    slowest = next(m for m in outcome.measurements if m.name == "slowest host-to-device copy")
+    # Unset, the floor is half of what a gen5 x16 link carries.
+    assert slowest.value == 55.1 and slowest.threshold == pytest.approx(31.5) and slowest.ok
+    assert "host<->device copies at 55.1 GB/s or more" in outcome.summary
+    assert judge(healthy(), min_host_device_gbps=52.0).status is Status.PASS  # the H100 profile's figure
+    strict = judge(healthy(), min_host_device_gbps=56.0)
+    assert strict.status is Status.FAIL
+    assert "torch cuda:0: host-to-device copies at 55.1 GB/s, below 56 GB/s" in strict.summary
+    degraded = judge(facts("pcie_degraded.json"))
+    assert "torch cuda:2: host-to-device copies at 13.4 GB/s, below 31.5 GB/s" in degraded.summary
+    data = healthy()
+    data["torch"]["devices"][3]["host_device"] = {"error": "RuntimeError: CUDA error: out of memory"}
+    outcome = judge(data)
+    assert outcome.status is Status.WARN and "cuda:3: host<->device copies could not be timed" in outcome.summary
+
+
+def test_pcie_link_rates():
+    assert pcie_link_gbps(5, 16) == pytest.approx(63.0, abs=0.1)
+    assert pcie_link_gbps(4, 16) == pytest.approx(31.5, abs=0.1)
+    assert pcie_link_gbps(None, 16) is None
+
+
+def test_recorded_no_driver_node_skips_with_the_reason_unless_gpus_are_expected():
+    data = facts("no_driver_cpu_node.json")
+    outcome = judge(data)
+    assert outcome.status is Status.SKIP
+    assert data["nvml"]["error"] in outcome.summary
+    assert outcome.remediation == []
+    expected = judge(data, Expect(gpus_per_node=8))
+    assert expected.status is Status.FAIL
+    assert "expected 8 GPUs on this node, found none" in expected.summary
+
+
+def test_expected_to_run_follows_gpus_per_node():
+    assert CHECK.expected_to_run(Expect(gpus_per_node=8))
+    assert not CHECK.expected_to_run(Expect(gpus_per_node=0))
+    assert not CHECK.expected_to_run(Expect())
+
+
+# ---------------------------------------------------------------------- CUDA_VISIBLE_DEVICES
+
+GPUS = [{"index": i, "uuid": f"GPU-{i}a{i}b-0000"} for i in range(4)]
+
+
+@pytest.mark.parametrize("value,visible", [
+    (None, [0, 1, 2, 3]),
+    ("", []),
+    ("0,1", [0, 1]),
+    ("2,0", [2, 0]),
+    ("0,9,1", [0]),  # CUDA stops at the first invalid index
+    ("1,1", []),  # a repeated index hides every GPU
+    ("0, 2", [0, 2]),
+    ("GPU-2a2b,GPU-0a0b-0000", [2, 0]),  # unique UUID prefixes
+    ("GPU-", []),  # ambiguous prefix: CUDA stops there
+    ("MIG-GPU-1a1b/1/0", None),
+])
+def test_visible_gpu_indices(value, visible):
+    assert visible_gpu_indices(value, GPUS) == visible
+
+
+def test_cuda_visible_devices_compares_like_with_like():
+    data = healthy()
+    data["cuda_visible_devices"] = "0,1,2,3"
+    for view in ("torch", "tensorflow"):
+        data[view]["device_count"] = 4
+        data[view]["devices"] = data[view]["devices"][:4]
+    outcome = judge(data, Expect(gpus_per_node=4))
+    assert outcome.status is Status.PASS, outcome.details
+    assert any("shows 4 of the 8 GPUs" in d for d in outcome.details)
+    # A problem on a GPU the job cannot see is not this job's problem.
+    data["nvml"]["gpus"][6]["remap_failure"] = True
+    assert judge(data, Expect(gpus_per_node=4)).status is Status.PASS
+    expected_eight = judge(data, Expect(gpus_per_node=8))
+    assert expected_eight.status is Status.FAIL
+    assert "CUDA_VISIBLE_DEVICES='0,1,2,3'" in expected_eight.summary
+
+
+def test_all_gpus_hidden_skips_with_the_reason():
+    data = healthy()
+    data["cuda_visible_devices"] = ""
+    for view in ("torch", "tensorflow"):
+        data[view]["device_count"] = 0
+        data[view]["devices"] = []
+    outcome = judge(data)
+    assert outcome.status is Status.SKIP
+    assert "hides all 8 GPUs" in outcome.summary
+
+
+# ------------------------------------------------------------------------ per-GPU judgement
+
+
+def test_unsupported_fields_are_not_judged():
+    data = healthy()
+    for gpu in data["nvml"]["gpus"]:
+        for key in ("ecc_enabled", "ecc_volatile_uncorrected", "remap_pending", "remap_failure", "throttle_reason_samples",
+                    "temperature_c", "temperature_slowdown_c", "persistence_mode", "pcie_gen_current", "pcie_gen_max",
+                    "nvlink_links", "nvlink_links_up", "memory_free_bytes"):
+            gpu[key] = None
+    outcome = judge(data)
+    assert outcome.status is Status.PASS, outcome.details
+    assert not any(m.name == "hottest GPU" for m in outcome.measurements)
+
+
+def test_a_throttle_reason_counts_only_in_most_readings():
+    data = healthy()
+    data["nvml"]["gpus"][1]["throttle_reason_samples"] = [0x8, 0x1, 0x1]  # one transient HW slowdown
+    assert judge(data).status is Status.PASS
+    data["nvml"]["gpus"][1]["throttle_reason_samples"] = [0x8, 0x8, 0x1]
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL and "GPU 1" in outcome.summary and "hw slowdown" in outcome.summary
+    data["nvml"]["gpus"][1]["throttle_reason_samples"] = [0x80] * 3
+    assert "hw power brake slowdown" in judge(data).summary
+    data["nvml"]["gpus"][1]["throttle_reason_samples"] = [0x20] * 3
+    assert judge(data).status is Status.WARN
+
+
+def test_hot_idle_gpu_warns():
+    data = healthy()
+    data["nvml"]["gpus"][4]["temperature_c"] = 82
+    outcome = judge(data)
+    assert outcome.status is Status.WARN and "GPU 4" in outcome.summary and "82 C" in outcome.summary
+    assert judge(data, max_idle_temperature_c=85).status is Status.PASS
+
+
+def test_processes_and_memory_in_use():
+    data = healthy()
+    gpu = data["nvml"]["gpus"][0]
+    gpu["processes"] = [{"pid": 4242, "name": "python3", "used_bytes": 2 * 1024**3}]
+    outcome = judge(data)
+    assert outcome.status is Status.WARN and "pid 4242 (python3) 2.0 GiB" in outcome.summary
+    gpu["memory_free_bytes"] = gpu["memory_total_bytes"] // 2
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL and "GPU 0" in outcome.summary and "free" in outcome.summary
+    least = next(m for m in outcome.measurements if m.name == "least free GPU memory")
+    assert least.value == pytest.approx(0.5, abs=1e-3) and least.ok is False
+
+
+def test_ecc_off_and_persistence_off_warn():
+    data = healthy()
+    data["nvml"]["gpus"][2]["ecc_enabled"] = False
+    data["nvml"]["gpus"][2]["ecc_volatile_uncorrected"] = None
+    outcome = judge(data)
+    assert outcome.status is Status.WARN and "GPU 2" in outcome.summary and "ECC is off" in outcome.summary
+    assert judge(data, require_ecc=False).status is Status.PASS
+    data = healthy()
+    data["nvml"]["gpus"][7]["persistence_mode"] = False
+    outcome = judge(data)
+    assert outcome.status is Status.WARN and "persistence mode is off" in outcome.summary
+
+
+def test_nvlink_down_on_one_gpu_fails():
+    data = healthy()
+    data["nvml"]["gpus"][3]["nvlink_links_up"] = 16
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL and "GPU 3: 16 of 18 NVLink links up" in outcome.summary
+    # Against an explicit expectation every GPU counts, even when all agree.
+    data = healthy()
+    for gpu in data["nvml"]["gpus"]:
+        gpu["nvlink_links_up"] = 12
+    assert judge(data).status is Status.PASS
+    assert judge(data, expected_nvlink_links=18).status is Status.FAIL
+
+
+def test_pcie_width_degraded_at_idle_warns_when_no_load_reading():
+    data = healthy()
+    data["nvml"]["gpus"][5]["pcie_width_current"] = 8
+    for device in data["torch"]["devices"]:
+        device["pcie_under_load"] = None
+    outcome = judge(data)
+    assert outcome.status is Status.WARN
+    assert "GPU 5" in outcome.summary and "x8 of gen5 x16 (at idle)" in outcome.summary
+
+
+def test_gpu_nvml_cannot_read_fails():
+    data = healthy()
+    data["nvml"]["gpus"][4] = {"index": 4, "error": "NVMLError_GpuIsLost: GPU is lost"}
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL and "GPU 4: NVML cannot read it: NVMLError_GpuIsLost" in outcome.summary
+
+
+def test_mixed_models_warn():
+    data = healthy()
+    data["nvml"]["gpus"][7]["name"] = "NVIDIA H100 PCIe"
+    assert judge(data).status is Status.WARN
+
+
+# ------------------------------------------------------------------------------- products
+
+
+def test_wrong_product_fails_naming_the_device():
+    data = healthy()
+    data["torch"]["devices"][4]["max_rel_error"] = 0.37
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL
+    assert "torch cuda:4: the matrix product is off by 3.70e-01" in outcome.summary
+    correct = next(m for m in outcome.measurements if m.name == "GPUs computing correctly")
+    assert (correct.value, correct.threshold, correct.ok) == (7, 8, False)
+
+
+def test_nan_product_and_cuda_error_fail():
+    data = healthy()
+    data["torch"]["devices"][1].update(finite=False, max_rel_error=None)
+    data["torch"]["devices"][2] = {"index": 2, "error": "RuntimeError: CUDA error: uncorrectable ECC error encountered"}
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL
+    assert "cuda:1: the matrix product has NaN" in outcome.summary
+    assert "cuda:2: the matrix product failed: RuntimeError: CUDA error: uncorrectable ECC error" in outcome.summary
+
+
+def test_tensorflow_products_are_judged_when_torch_is_absent():
+    data = healthy()
+    data["torch"] = {"framework": "torch", "installed": False}
+    for device in data["tensorflow"]["devices"]:
+        device.update(max_rel_error=3e-7, finite=True, matmul_s=0.01)
+    data["tensorflow"]["devices"][6]["max_rel_error"] = 0.5
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL and "tensorflow cuda:6" in outcome.summary
+
+
+def test_no_framework_ran_a_product_on_visible_gpus_fails():
+    data = healthy()
+    for device in data["torch"]["devices"]:
+        for key in ("max_rel_error", "finite", "matmul_s"):
+            device.pop(key)
+    assert "no framework ran the matrix product" in judge(data).summary
+
+
+# --------------------------------------------------------------------- frameworks and driver
+
+
+def test_cpu_only_torch_on_a_gpu_node_fails():
+    data = healthy()
+    data["torch"].update(version="2.5.1+cpu", cuda=None, cudnn=None, nccl=None, device_count=0, cuda_available=False,
+                         devices=[])
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL
+    assert "torch 2.5.1+cpu sees 0 GPUs, NVML 8 (a CPU-only build)" in outcome.summary
+
+
+def test_framework_outside_expect_frameworks_only_warns():
+    data = healthy()
+    data["tensorflow"].update(is_cuda_build=False, cuda=None, device_count=0, devices=[])
+    assert judge(data).status is Status.FAIL
+    outcome = judge(data, Expect(frameworks=["torch"]))
+    assert outcome.status is Status.WARN and "tensorflow 2.17.0 sees 0 GPUs" in outcome.summary
+
+
+def test_probe_that_hung_fails_on_a_gpu_node():
+    data = healthy()
+    data["torch"] = {"framework": "torch", "importable": None, "error": "probe did not finish: python did not finish within 120s"}
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL and "torch could not be probed: probe did not finish" in outcome.summary
+
+
+def test_broken_driver_fails_even_when_no_gpus_are_expected():
+    data = facts("no_driver_cpu_node.json")
+    data["nvml"] = {"available": False, "error_kind": "error", "error": "NVMLError_LibRmVersionMismatch: RM has detected an NVML/RM version mismatch."}
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL and "NVML cannot start" in outcome.summary
+
+
+@pytest.mark.parametrize("runtime,driver,status", [
+    ("12.4", "12.4", Status.PASS),
+    ("11.8", "12.4", Status.PASS),
+    ("12.6", "12.4", Status.WARN),
+    ("13.0", "12.4", Status.FAIL),
+])
+def test_runtime_vs_driver(runtime, driver, status):
+    assert runtime_vs_driver(runtime, driver)[0] is status
+
+
+def test_runtime_vs_driver_without_either_is_not_judged():
+    assert runtime_vs_driver(None, "12.4") is None
+    assert runtime_vs_driver("12.4", None) is None
+
+
+def test_framework_built_for_newer_cuda_than_the_driver():
+    data = healthy()
+    data["nvml"]["cuda_driver_version"] = "12.2"
+    data["nvml"]["driver_version"] = "535.104.05"
+    outcome = judge(data)
+    assert outcome.status is Status.WARN
+    assert "torch 2.5.1+cu124: built with CUDA 12.4, newer than the driver's CUDA 12.2" in outcome.summary
+    data["torch"]["cuda"] = "13.0"
+    assert judge(data).status is Status.FAIL
+
+
+def test_rocm_torch_without_nvml_is_judged_on_its_own_count():
+    data = facts("no_driver_cpu_node.json")
+    data["torch"].update(hip="6.2.41133", device_count=8, cuda_available=True,
+                         devices=[{"index": i, "max_rel_error": 4e-7, "finite": True} for i in range(8)])
+    data["tensorflow"] = {"framework": "tensorflow", "installed": False}
+    outcome = judge(data, Expect(gpus_per_node=8))
+    assert outcome.status is Status.PASS, outcome.details
+    assert any("ROCm" in d for d in outcome.details)
+
+
+# ---------------------------------------------------------------------------- small helpers
+
+
+def test_version_encodings():
+    assert cuda_version_text(12040) == "12.4"
+    assert cuda_version_text(11080) == "11.8"
+    assert cuda_version_text(None) is None
+    assert dotted_cudnn(90100) == "9.1.0"
+    assert dotted_cudnn(8906) == "8.9.6"
+    assert dotted_nccl((2, 21, 5)) == "2.21.5"
+    assert dotted_nccl(21805) == "2.18.5"
+    assert dotted_nccl(2708) == "2.7.8"
+    assert throttle_reason_names(0x48) == ["hw_slowdown", "hw_thermal_slowdown"]
+
+
+def test_compare_product_catches_a_corrupted_entry():
+    a, b, reference = reference_inputs(64)
+    good = (a.astype("float64") @ b.astype("float64"))
+    assert compare_product(good, reference)["max_rel_error"] == 0.0
+    bad = good.copy()
+    bad[7, 9] += 1.0
+    result = compare_product(bad, reference)
+    assert result["finite"] and result["max_rel_error"] > CHECK.params_from().matmul_max_rel_error
+    bad[0, 0] = float("nan")
+    assert compare_product(bad, reference) == {"finite": False, "max_rel_error": None}
+
+
+@pytest.mark.torch
+def test_float32_product_in_torch_is_within_the_default_tolerance():
+    torch = pytest.importorskip("torch")
+    from preflight.workers.gpu_probe import matmul_check
+
+    size = 512
+    a, b, reference = reference_inputs(size)
+    result = matmul_check(torch, torch.from_numpy(a), torch.from_numpy(b), reference)
+    assert result["finite"]
+    # Real float32 arithmetic deviates from float64 but stays far inside the tolerance.
+    assert 0 < result["max_rel_error"] < CHECK.params_from().matmul_max_rel_error / 10
+
+
+# ----------------------------------------------------------- NVML collection, API shape only
+
+
+class FakeNvml:
+    """The real pynvml module's constants and errors, with the queries answered as a Hopper GPU would.
+
+    Only the queries are replaced; any function the collector calls that the real bindings lack
+    fails here as it would on a GPU node.
+    """
+
+    def __init__(self, gpus: int = 2, event_reasons: bool = True) -> None:
+        import pynvml
+
+        self._real = pynvml
+        self.gpus = gpus
+        self.event_reasons = event_reasons
+        self.shutdowns = 0
+
+    def __getattr__(self, name):
+        value = getattr(self._real, name)
+        if callable(value) and name.startswith("nvml") and not isinstance(value, type):
+            raise AttributeError(f"the fake does not answer {name}; add it with the documented behaviour")
+        return value
+
+    def _fail(self, code):
+        raise self._real.NVMLError(code)
+
+    def nvmlInit(self): pass
+    def nvmlShutdown(self): self.shutdowns += 1
+    def nvmlSystemGetDriverVersion(self): return "550.54.15"
+    def nvmlSystemGetCudaDriverVersion(self): return 12040
+    def nvmlSystemGetProcessName(self, pid): return b"python3"
+    def nvmlDeviceGetCount(self): return self.gpus
+    def nvmlDeviceGetHandleByIndex(self, index): return index
+    def nvmlDeviceGetName(self, h): return b"NVIDIA H100 80GB HBM3"
+    def nvmlDeviceGetUUID(self, h): return f"GPU-0000000{h}-aaaa-bbbb-cccc-dddddddddddd"
+    def nvmlDeviceGetPciInfo(self, h): return type("Pci", (), {"busId": f"00000000:{h:02X}:00.0".encode()})()
+    def nvmlDeviceGetMemoryInfo(self, h): return type("Mem", (), {"total": 80, "free": 70, "used": 10})()
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [type("P", (), {"pid": 4242, "usedGpuMemory": 10})()] if h == 1 else []
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h): return []
+    def nvmlDeviceGetEccMode(self, h): return [1, 1]
+    def nvmlDeviceGetTotalEccErrors(self, h, error_type, counter): return 0
+    def nvmlDeviceGetRetiredPages(self, h, cause): self._fail(self._real.NVML_ERROR_NOT_SUPPORTED)
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h): self._fail(self._real.NVML_ERROR_NOT_SUPPORTED)
+    def nvmlDeviceGetRemappedRows(self, h): return (0, 1, 1, 0) if h == 1 else (0, 0, 0, 0)
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        if not self.event_reasons:
+            self._fail(self._real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return 0x1
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h): return 0x41
+    def nvmlDeviceGetTemperature(self, h, sensor): return 33
+    def nvmlDeviceGetTemperatureThreshold(self, h, kind): self._fail(self._real.NVML_ERROR_NOT_SUPPORTED)
+    def nvmlDeviceGetPersistenceMode(self, h): return 1
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h): return 1
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h): return 5
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, h): return 5
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h): return 16
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h): return 16
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        if link >= 18:
+            self._fail(self._real.NVML_ERROR_INVALID_ARGUMENT)
+        return 0 if (h, link) == (1, 17) else 1
+    def nvmlDeviceGetMigMode(self, h): self._fail(self._real.NVML_ERROR_UNKNOWN)
+
+
+def test_nvml_collection_records_unsupported_fields_as_none(monkeypatch):
+    from preflight.workers import gpu_nvml
+
+    fake = FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    facts = gpu_nvml.nvml_facts(with_gpus=True, throttle_samples=2)
+    assert fake.shutdowns == 1
+    assert facts["available"] and facts["driver_version"] == "550.54.15" and facts["cuda_driver_version"] == "12.4"
+    first, second = facts["gpus"]
+    assert first["name"] == "NVIDIA H100 80GB HBM3" and first["pci_bus_id"] == "00000000:00:00.0"
+    assert first["retired_pages_dbe"] is None and "retired_pages_pending" in first["unsupported"]
+    assert first["temperature_slowdown_c"] is None and "temperature_slowdown" in first["unsupported"]
+    assert first["mig_enabled"] is None and "Unknown Error" in first["errors"]["mig_mode"]
+    assert first["throttle_reason_samples"] == [1, 1]
+    assert (first["nvlink_links"], first["nvlink_links_up"]) == (18, 18)
+    assert second["processes"] == [{"pid": 4242, "used_bytes": 10, "name": "python3"}]
+    assert second["remap_pending"] is True and second["remapped_rows_uncorrectable"] == 1
+    assert second["nvlink_links_up"] == 17
+    json.dumps(facts)
+    # Judged as a node: the dead link and the pending remap on the second GPU.
+    outcome = judge({"cuda_visible_devices": None, "nvml": facts, "torch": {"framework": "torch", "installed": False},
+                     "tensorflow": {"framework": "tensorflow", "installed": False}})
+    assert outcome.status is Status.FAIL
+    assert "GPU 1: 17 of 18 NVLink links up" in outcome.summary
+
+
+def test_nvml_collection_falls_back_to_throttle_reasons_on_older_drivers(monkeypatch):
+    from preflight.workers import gpu_nvml
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(gpus=1, event_reasons=False))
+    gpu = gpu_nvml.nvml_facts(throttle_samples=1)["gpus"][0]
+    assert gpu["throttle_reason_samples"] == [0x41]
+    assert throttle_reason_names(0x41) == ["gpu_idle", "hw_thermal_slowdown"]
+
+
+@pytest.mark.parametrize("code,kind", [("NVML_ERROR_LIBRARY_NOT_FOUND", "no_driver"),
+                                       ("NVML_ERROR_DRIVER_NOT_LOADED", "no_driver"),
+                                       ("NVML_ERROR_LIB_RM_VERSION_MISMATCH", "error")])
+def test_nvml_start_failures_are_classified(monkeypatch, code, kind):
+    from preflight.workers import gpu_nvml
+
+    fake = FakeNvml()
+    fake.nvmlInit = lambda: fake._fail(getattr(fake._real, code))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    facts = gpu_nvml.nvml_facts()
+    assert facts["available"] is False and facts["error_kind"] == kind
+    assert facts["error"].startswith("NVMLError_")

@@ -1,0 +1,230 @@
+"""versions.pinned: reading requirement files, and judging pins against given installed versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from preflight.check import CannotMeasure, Expect
+from preflight.model import Status
+from preflight_checks.versions_pinned import VersionsPinned, describe_stack, read_requirements
+
+DATA = Path(__file__).parent.parent / "data" / "versions"
+CHECK = VersionsPinned()
+STACK = json.loads((DATA / "stack_recorded.json").read_text(encoding="utf-8"))["stack"]
+
+# What a GPU node of the fixtures has installed; None is "not installed".
+INSTALLED = {"torch": "2.5.1+cu124", "torchvision": "0.20.1+cu124", "torchaudio": None, "tensorflow": None,
+             "tensorflow-cpu": None, "jax": None, "jaxlib": None, "numpy": "1.26.4", "click": "8.1.7", "rich": "13.9.4"}
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def judge(paths: list[Path], installed: dict | None = None, **params):
+    """Parse real files, then judge them against the given installed versions (no venv involved)."""
+    p = CHECK.params_from({"requirements": [str(x) for x in paths], **params})
+    pins = read_requirements(p.requirements)
+    have = dict(INSTALLED if installed is None else installed)
+    for entry in pins["entries"]:
+        have.setdefault(entry["name"], None)
+    facts = {"stack": STACK, "requirements_files": p.requirements, "pins": pins, "installed": have}
+    return CHECK.evaluate(facts, p, Expect())
+
+
+LOCKED = "torch==2.5.1\ntorchvision==0.20.1\nnumpy==1.26.4\n"
+
+
+# ----------------------------------------------------------------------------------- parsing
+
+
+def test_requirements_syntax(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_PIN", "2.5.1")
+    req = write(tmp_path, "requirements.txt", "\n".join([
+        "# a comment line",
+        "torch==${TORCH_PIN}  # pinned for the cluster",
+        "numpy>=1.26 \\",
+        "    --hash=sha256:0123",
+        "--extra-index-url https://download.pytorch.org/whl/cu124",
+        "-e ./vendored/tool",
+        "https://files.example.org/tensorflow_cpu-2.17.0-cp311-cp311-manylinux_2_17_x86_64.whl",
+        "mylib @ git+https://example.org/mylib.git@v1",
+        "jax==0.4.30 ; sys_platform == 'win32'",
+        "click===8.1.7",
+        "rich==13.*",
+        "",
+    ]))
+    pins = read_requirements([str(req)])
+    entries = {e["name"]: e for e in pins["entries"]}
+    assert entries["torch"]["exact"] == "2.5.1" and entries["torch"]["where"] == f"{req}:2"
+    assert entries["numpy"]["kind"] == "range" and entries["numpy"]["where"] == f"{req}:3"
+    assert entries["tensorflow-cpu"]["exact"] == "2.17.0"  # a wheel URL pins its version
+    assert entries["mylib"]["kind"] == "url"
+    assert entries["jax"]["applies"] is False
+    assert entries["click"]["kind"] == "exact"
+    assert entries["rich"]["kind"] == "range"  # a wildcard is not an exact pin
+    reasons = {s["where"]: s["reason"] for s in pins["skipped"]}
+    assert "pip option" in reasons[f"{req}:5"]
+    assert "editable" in reasons[f"{req}:6"]
+
+
+def test_includes_and_constraints_follow_pip(tmp_path):
+    sub = tmp_path / "reqs"
+    sub.mkdir()
+    write(sub, "base.txt", "torch==2.5.1\n-c constraints.txt\n-r requirements.txt\n")  # a cycle back
+    write(sub, "constraints.txt", "numpy==1.26.4\n")
+    main = write(sub, "requirements.txt", "-r base.txt\nnumpy\n")
+    pins = read_requirements([str(main)])
+    assert pins["files"] == [str(main), str(sub / "base.txt"), str(sub / "constraints.txt")]
+    sources = {(e["name"], e["source"]) for e in pins["entries"]}
+    assert sources == {("torch", "requirement"), ("numpy", "constraint"), ("numpy", "requirement")}
+
+
+def test_missing_file_and_missing_include_name_where(tmp_path):
+    with pytest.raises(CannotMeasure, match="nope.txt does not exist"):
+        read_requirements([str(tmp_path / "nope.txt")])
+    main = write(tmp_path, "requirements.txt", "torch==2.5.1\n-r missing.txt\n")
+    with pytest.raises(CannotMeasure, match=rf"missing.txt does not exist \(included from {main}:2\)"):
+        read_requirements([str(main)])
+
+
+def test_unparsable_line_names_file_and_line(tmp_path):
+    req = write(tmp_path, "requirements.txt", "torch==2.5.1\nnumpy=>1.0\n")
+    with pytest.raises(CannotMeasure, match=rf"{req}:2: cannot parse 'numpy=>1.0'"):
+        read_requirements([str(req)])
+
+
+def test_pyproject_dependencies_extras_and_groups(tmp_path):
+    pyproject = write(tmp_path, "pyproject.toml", "\n".join([
+        "[project]",
+        'name = "trainer"',
+        "dependencies = [",
+        '  "torch==2.5.1",',
+        '  "numpy>=1.26",',
+        "]",
+        "[project.optional-dependencies]",
+        'tf = ["tensorflow==2.17.0"]',
+        "[dependency-groups]",
+        'dev = ["pytest==8.3.3", {include-group = "lint"}]',
+        'lint = ["ruff"]',
+    ]))
+    entries = {e["name"]: e for e in read_requirements([str(pyproject)])["entries"]}
+    assert entries["torch"]["where"] == f"{pyproject}:4" and entries["torch"]["optional"] is None
+    assert entries["numpy"]["where"] == f"{pyproject}:5"
+    assert entries["tensorflow"]["optional"] == "extra tf" and entries["tensorflow"]["where"] == f"{pyproject}:8"
+    assert entries["pytest"]["optional"] == "group dev"
+
+
+def test_pyproject_without_project_dependencies_or_broken(tmp_path):
+    poetry = write(tmp_path, "pyproject.toml", '[tool.poetry.dependencies]\ntorch = "2.5.1"\n')
+    with pytest.raises(CannotMeasure, match="no \\[project\\] dependencies"):
+        read_requirements([str(poetry)])
+    broken = tmp_path / "other"
+    broken.mkdir()
+    bad = write(broken, "pyproject.toml", "[project\n")
+    with pytest.raises(CannotMeasure, match=f"{bad}: cannot parse"):
+        read_requirements([str(bad)])
+
+
+# ---------------------------------------------------------------------------------- judging
+
+
+def test_exact_pins_matching_pass_local_version_labels_included(tmp_path):
+    outcome = judge([write(tmp_path, "requirements.txt", LOCKED)])
+    assert outcome.status is Status.PASS, outcome.details
+    # torch==2.5.1 accepts 2.5.1+cu124, as pip does (PEP 440 local versions).
+    assert "torch 2.5.1+cu124" in outcome.summary
+    mismatched = next(m for m in outcome.measurements if m.name == "pins not matching the installed version")
+    assert mismatched.value == 0 and mismatched.ok
+
+
+def test_unpinned_framework_warns_listing_each_line(tmp_path):
+    req = write(tmp_path, "requirements.txt", "torch>=2.4\ntorchvision==0.20.1\nnumpy==1.26.4\n")
+    outcome = judge([req])
+    assert outcome.status is Status.WARN
+    assert f"torch is not pinned exactly (==): {req}:1 'torch>=2.4'" in outcome.summary
+
+
+def test_installed_framework_missing_from_every_file_warns(tmp_path):
+    req = write(tmp_path, "requirements.txt", "torch==2.5.1\nnumpy==1.26.4\n")
+    outcome = judge([req])
+    assert outcome.status is Status.WARN
+    assert "torchvision 0.20.1+cu124 is installed but no requirements file pins it" in outcome.summary
+    assert judge([req], require_installed_frameworks_pinned=False).status is Status.PASS
+
+
+def test_framework_pin_mismatch_fails_with_pin_and_installed(tmp_path):
+    req = write(tmp_path, "requirements.txt", "torch==2.4.0\ntorchvision==0.20.1\nnumpy==1.26.4\n")
+    outcome = judge([req])
+    assert outcome.status is Status.FAIL
+    assert f"torch: pinned ==2.4.0 ({req}:1), installed 2.5.1+cu124" in outcome.summary
+
+
+def test_framework_outside_its_range_fails(tmp_path):
+    req = write(tmp_path, "requirements.txt", LOCKED + "numpy<1.26\n")
+    assert judge([req]).status is Status.FAIL
+
+
+def test_pinned_framework_not_installed_fails(tmp_path):
+    req = write(tmp_path, "requirements.txt", LOCKED + "torchaudio==2.5.1\n")
+    outcome = judge([req])
+    assert outcome.status is Status.FAIL
+    assert "torchaudio is pinned" in outcome.summary and "but not installed" in outcome.summary
+
+
+def test_other_packages_that_differ_only_warn(tmp_path):
+    req = write(tmp_path, "requirements.txt", LOCKED + "click==8.0.0\nnot-installed-lib==1.0\n")
+    outcome = judge([req])
+    assert outcome.status is Status.WARN
+    assert f"click: pinned ==8.0.0 ({req}:4), installed 8.1.7" in outcome.details
+    assert any("not-installed-lib is pinned" in d for d in outcome.details)
+    assert judge([req], frameworks=["torch", "torchvision", "numpy", "click"]).status is Status.FAIL
+
+
+def test_constraints_pin_and_uninstalled_extras_are_normal(tmp_path):
+    write(tmp_path, "constraints.txt", "torch==2.5.1\ntorchvision==0.20.1\nnumpy==1.26.4\ntorchaudio==2.5.1\n")
+    req = write(tmp_path, "requirements.txt", "-c constraints.txt\ntorch\ntorchvision\nnumpy\n")
+    outcome = judge([req])
+    assert outcome.status is Status.PASS, outcome.details
+    assert any("torchaudio is not installed (constraint" in d for d in outcome.details)
+    pyproject = write(tmp_path, "pyproject.toml", '[project]\nname = "t"\ndependencies = ["torch==2.5.1", '
+                      '"torchvision==0.20.1", "numpy==1.26.4"]\n[project.optional-dependencies]\ntf = ["tensorflow==2.17.0"]\n')
+    outcome = judge([pyproject])
+    assert outcome.status is Status.PASS, outcome.details
+    assert any("tensorflow is not installed (extra tf" in d for d in outcome.details)
+
+
+def test_markers_that_do_not_apply_are_reported_not_judged(tmp_path):
+    req = write(tmp_path, "requirements.txt", LOCKED + "torchaudio==2.5.1 ; sys_platform == 'win32'\n")
+    outcome = judge([req])
+    assert outcome.status is Status.PASS
+    assert any("does not apply here" in d for d in outcome.details)
+
+
+def test_requirements_error_is_error_and_keeps_the_stack(tmp_path):
+    p = CHECK.params_from({"requirements": [str(tmp_path / "missing.txt")]})
+    facts = {"stack": STACK, "requirements_files": p.requirements, "requirements_error": f"requirements file {tmp_path / 'missing.txt'} does not exist",
+             "pins": {"entries": [], "skipped": [], "files": []}, "installed": {}}
+    outcome = CHECK.evaluate(facts, p, Expect())
+    assert outcome.status is Status.ERROR
+    assert outcome.summary.startswith("could not measure: requirements file") and "missing.txt" in outcome.summary
+
+
+def test_no_requirements_passes_and_says_nothing_was_compared():
+    p = CHECK.params_from()
+    outcome = CHECK.evaluate({"stack": STACK, "requirements_files": [], "pins": {}, "installed": {}}, p, Expect())
+    assert outcome.status is Status.PASS
+    assert "nothing was compared" in outcome.summary
+    assert f"torch {STACK['torch']}" in outcome.summary
+
+
+def test_describe_stack_of_a_gpu_node():
+    stack = dict(STACK, torch="2.5.1+cu124", torch_cuda="12.4", cudnn="9.1.0", nccl="2.21.5", driver="550.54.15")
+    text = describe_stack(stack)
+    assert "torch 2.5.1+cu124 (CUDA 12.4, cuDNN 9.1.0, NCCL 2.21.5)" in text
+    assert "driver 550.54.15" in text
