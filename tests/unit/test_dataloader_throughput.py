@@ -1,0 +1,209 @@
+"""dataloader.throughput judged from recorded facts, and its pure helpers."""
+
+from __future__ import annotations
+
+import copy
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from preflight.check import CannotMeasure, Expect
+from preflight.model import Status
+from preflight.workers.dataloader_files import percentile, size_distribution
+from preflight_checks.dataloader_throughput import (
+    SCALING_CHECK,
+    DataloaderThroughput,
+    Params,
+    demand_from,
+    load_factory,
+)
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "dataloader"
+CHECK = DataloaderThroughput()
+
+
+def fixture(name: str) -> tuple[dict, Params]:
+    recorded = json.loads((DATA / f"{name}.json").read_text())
+    return recorded["facts"], CHECK.params_from(recorded["params"])
+
+
+def judge(facts: dict, params: Params, expect: Expect | None = None):
+    return CHECK.evaluate(facts, params, expect or Expect())
+
+
+def best_rate(facts: dict) -> float:
+    return max(facts[name]["samples_per_s"] for name in ("torch", "tensorflow")
+               if facts.get(name) and facts[name].get("samples_per_s"))
+
+
+def with_demand(facts: dict, samples_per_s: float, source: str = "dataloader.required_samples_per_s") -> dict:
+    facts = copy.deepcopy(facts)
+    facts["demand"] = {"samples_per_s": samples_per_s, "source": source}
+    return facts
+
+
+def test_synthetic_run_without_demand_passes_and_says_so():
+    facts, params = fixture("synthetic")
+    outcome = judge(facts, params)
+    assert outcome.status is Status.PASS
+    assert "no demand figure to compare" in outcome.summary
+    assert any(d.startswith("synthetic dataset") for d in outcome.details)
+    rate = next(m for m in outcome.measurements if m.name == "torch DataLoader samples/s")
+    assert rate.value == round(facts["torch"]["samples_per_s"], 1)
+    assert rate.samples == [round(v, 1) for v in facts["torch"]["samples_per_s_samples"]]
+    assert rate.value == round(statistics.median(facts["torch"]["samples_per_s_samples"]), 1)
+    assert any(m.name == "tf.data MB/s" for m in outcome.measurements)
+
+
+def test_small_files_pattern_is_warn_with_the_remedy():
+    facts, params = fixture("small_files")
+    outcome = judge(facts, params)
+    assert outcome.status is Status.WARN
+    assert "small-files pattern" in outcome.summary
+    assert "WebDataset" in outcome.summary and "TFRecord" in outcome.summary
+    assert f"{facts['files']['count']} files" in outcome.summary
+    text = next(d for d in outcome.details if d.startswith("files:"))
+    assert "p10" in text and "p90" in text
+
+
+def test_small_files_thresholds_are_parameters():
+    facts, params = fixture("small_files")
+    params.small_files_count = facts["files"]["count"]  # "more than", so exactly this many is fine
+    assert judge(facts, params).status is Status.PASS
+    params = CHECK.params_from({})
+    params.small_files_median_bytes = facts["files"]["median_bytes"]
+    assert judge(facts, params).status is Status.PASS
+
+
+def test_demand_met_with_margin_is_pass_and_states_the_percentage():
+    facts, params = fixture("synthetic")
+    supply = best_rate(facts)
+    need = supply / (params.margin * 1.5)
+    outcome = judge(with_demand(facts, need), params)
+    assert outcome.status is Status.PASS, outcome.summary
+    assert f"the loader can feed {supply / need * 100:.0f}% of what the GPUs consume" in outcome.summary
+    verdict = next(m for m in outcome.measurements if m.name.endswith("vs GPU demand"))
+    assert verdict.unit == "%" and verdict.threshold == round(params.margin * 100, 1) and verdict.ok
+
+
+def test_demand_met_without_margin_is_warn():
+    facts, params = fixture("synthetic")
+    supply = best_rate(facts)
+    outcome = judge(with_demand(facts, supply / ((1 + params.margin) / 2)), params)
+    assert outcome.status is Status.WARN
+    assert f"less than the {params.margin}x margin" in outcome.summary
+
+
+def test_demand_not_met_is_fail():
+    facts, params = fixture("demand_from_scaling")
+    outcome = judge(facts, params)
+    supply, need = best_rate(facts), facts["demand"]["samples_per_s"]
+    assert supply < need
+    assert outcome.status is Status.FAIL
+    assert f"the loader can feed {supply / need * 100:.0f}% of what the GPUs consume" in outcome.summary
+    assert any(SCALING_CHECK in d for d in outcome.details)
+
+
+def test_frameworks_the_team_uses_decide_which_loader_is_judged():
+    facts, params = fixture("synthetic")
+    torch_rate = facts["torch"]["samples_per_s"]
+    tf_rate = facts["tensorflow"]["samples_per_s"]
+    slow, fast = sorted([torch_rate, tf_rate])
+    params.margin = 1.0
+    demanded = with_demand(facts, (slow + fast) / 2)  # the faster loader keeps up, the slower does not
+    slow_framework = "torch" if torch_rate < tf_rate else "tensorflow"
+    fast_framework = "tensorflow" if slow_framework == "torch" else "torch"
+    assert judge(demanded, params, Expect(frameworks=[fast_framework])).status is Status.PASS
+    assert judge(demanded, params, Expect(frameworks=[slow_framework])).status is Status.FAIL
+    assert judge(demanded, params).status is Status.PASS  # unspecified: the faster loader
+
+
+def test_factory_dataset_has_no_file_facts_and_no_tf():
+    facts, params = fixture("factory")
+    outcome = judge(facts, params)
+    assert outcome.status is Status.PASS
+    assert facts["files"] is None and facts["torch"]["mb_per_s"] is None
+    assert any("tiny_dataset:make" in d for d in outcome.details)
+    assert not any(m.name.startswith("tf.data") for m in outcome.measurements)
+
+
+def test_tf_failure_is_warn_and_torch_still_judged():
+    facts, params = fixture("synthetic")
+    facts = copy.deepcopy(facts)
+    facts["tensorflow"] = {"error": "the tf.data worker exited with -11 without a result"}
+    outcome = judge(facts, params)
+    assert outcome.status is Status.WARN
+    assert "tf.data could not be measured" in outcome.summary
+    assert any(m.name == "torch DataLoader samples/s" for m in outcome.measurements)
+
+
+def test_no_framework_is_skip_but_small_files_still_warn():
+    facts, params = fixture("small_files")
+    facts = copy.deepcopy(facts)
+    facts["frameworks"] = {"torch": False, "tensorflow": False}
+    facts["torch"] = facts["tensorflow"] = None
+    assert judge(facts, params).status is Status.WARN
+    facts["files"]["count"] = 10
+    outcome = judge(facts, params)
+    assert outcome.status is Status.SKIP and "neither torch nor tensorflow" in outcome.summary
+
+
+def test_demand_sources_in_order():
+    params = Params()
+    earlier = {SCALING_CHECK: {"training_samples_per_s": 8000.0}}
+    assert demand_from({}, params) is None
+    assert demand_from(earlier, params)["samples_per_s"] == 8000.0
+    assert SCALING_CHECK in demand_from(earlier, params)["source"]
+    earlier[SCALING_CHECK]["training_devices"] = 8
+    assert "on 8 devices" in demand_from(earlier, params)["source"]
+    assert demand_from({SCALING_CHECK: {"training_samples_per_s": None}}, params) is None
+    cpu_only = {SCALING_CHECK: {"training_samples_per_s": 8000.0, "device_kind": "cpu", "training_devices": 2}}
+    ignored = demand_from(cpu_only, params)
+    assert ignored["samples_per_s"] is None and "CPU processes, not GPUs" in ignored["ignored"]
+    params.required_samples_per_s = 1234.0
+    explicit = demand_from(earlier, params)
+    assert explicit == {"samples_per_s": 1234.0, "source": "dataloader.required_samples_per_s"}
+
+
+def test_percentiles_and_distribution():
+    assert percentile([], 0.5) is None
+    assert percentile([5], 0.1) == 5
+    values = list(range(1, 11))
+    assert percentile(values, 0.5) == 5 and percentile(values, 0.1) == 1 and percentile(values, 0.9) == 9
+    dist = size_distribution([30, 10, 20])
+    assert dist == {"count": 3, "total_bytes": 60, "median_bytes": 20, "p10_bytes": 10, "p90_bytes": 30}
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("no_colon_here", "is not of the form"),
+    ("module_that_does_not_exist_xyz:make", "cannot import module 'module_that_does_not_exist_xyz'"),
+    ("tiny_dataset:nothing", "has no attribute 'nothing'"),
+    ("tiny_dataset:NOT_CALLABLE", "is not callable"),
+    ("tiny_dataset:broken", "the factory raised RuntimeError: the dataset index file is missing"),
+])
+def test_bad_factories_are_explained(monkeypatch, spec, words):
+    monkeypatch.syspath_prepend(str(DATA))
+    with pytest.raises(CannotMeasure) as raised:
+        load_factory(spec, None)
+    assert words in str(raised.value)
+
+
+def test_factory_returning_something_else_is_explained(monkeypatch):
+    monkeypatch.syspath_prepend(str(DATA))
+    with pytest.raises(CannotMeasure, match="not a map-style Dataset"):
+        load_factory("builtins:object", None)
+    with pytest.raises(CannotMeasure, match="empty dataset"):
+        load_factory("tiny_dataset:make", {"count": 0})
+    assert len(load_factory("tiny_dataset:make", {"count": 5})) == 5
+
+
+def test_cpu_only_scaling_figure_is_not_taken_as_gpu_demand():
+    facts, params = fixture("synthetic")
+    facts = copy.deepcopy(facts)
+    facts["demand"] = demand_from({SCALING_CHECK: {"training_samples_per_s": 1e9, "device_kind": "cpu"}}, params)
+    outcome = judge(facts, params)
+    assert outcome.status is Status.PASS
+    assert "no demand figure to compare" in outcome.summary
+    assert any("timed CPU processes, not GPUs" in d for d in outcome.details)
