@@ -83,7 +83,8 @@ def kill_tree(pid: int) -> bool:
             killed = True
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(victims, timeout=5)
+    # The root is the caller's child: the caller reaps it (Popen.wait) and so keeps its exit status.
+    psutil.wait_procs(victims[:-1], timeout=5)
     return killed
 
 
@@ -141,9 +142,6 @@ class LaunchResult:
     @property
     def pids(self) -> list[int]:
         return [r.pid for r in self.ranks]
-
-    def still_running_at_deadline(self) -> list[int]:
-        return [r.rank for r in self.ranks if r.killed and self.timed_out]
 
     def result_of(self, rank: int = 0) -> dict[str, Any] | None:
         return self.ranks[rank].last_json() if rank < len(self.ranks) else None
@@ -270,6 +268,46 @@ def _read(handle: Any) -> str:
         return handle.read().decode(errors="replace")
     finally:
         handle.close()
+
+
+def interpret_launch(launch: LaunchResult) -> dict[str, Any]:
+    """What the ranks printed, read by the worker protocol (preflight.workers.process_group).
+
+    Returns JSON-able facts: ok, result (rank 0's JSON without "ok"), error (a sentence naming the
+    ranks at fault), missing_ranks, and the launch summary with every PID.
+    """
+    outcome: dict[str, Any] = {"launch": launch.summary(), "ok": False, "error": None, "missing_ranks": [],
+                               "result": None}
+    reports = {r.rank: r.last_json() for r in launch.ranks}
+    head = reports.get(0)
+    if launch.ok and head and head.get("ok"):
+        outcome["ok"] = True
+        outcome["result"] = {k: v for k, v in head.items() if k != "ok"}
+        return outcome
+    missing = sorted({m for rep in reports.values() if rep for m in rep.get("missing_ranks", [])})
+    errors = [(rank, rep["error"]) for rank, rep in sorted(reports.items()) if rep and not rep.get("ok") and rep.get("error")]
+    outcome["missing_ranks"] = missing
+    if missing:
+        who = "rank" if len(missing) == 1 else "ranks"
+        # The rank that noticed says who and for how long; its words are the clearest account.
+        outcome["error"] = next((text for _, text in errors if "never joined" in text),
+                                f"{who} {', '.join(map(str, missing))} never joined")
+    elif errors:
+        outcome["error"] = "; ".join(f"rank {rank}: {text}" for rank, text in errors)
+    elif launch.timed_out:
+        stuck = [r.rank for r in launch.ranks if r.killed]
+        who = "rank" if len(stuck) == 1 else "ranks"
+        outcome["error"] = (f"{who} {', '.join(map(str, stuck))} still running after {launch.timeout_s:.0f}s "
+                            "and killed (no rank reported an error)")
+    else:
+        failed = [r for r in launch.ranks if r.returncode != 0 and not r.killed]
+        if failed:
+            first = failed[0]
+            tail = (first.stderr.strip().splitlines() or ["no output"])[-1]
+            outcome["error"] = f"rank {first.rank} exited with code {first.returncode}: {tail}"
+        else:
+            outcome["error"] = "rank 0 printed no result"
+    return outcome
 
 
 def worker_argv(module: str, *args: str, python: str | None = None) -> list[str]:

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from preflight.workers.process_group import (
-    DistEnv, add_dist_arguments, finish_group, init_group, median, open_store, roll_call, run_worker,
+    DistEnv, add_dist_arguments, finish_group, init_group, join, median, run_worker,
 )
 
 SMALL_MESSAGE_BYTES = 1 << 20
@@ -93,8 +93,7 @@ def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
     n = env.world_size
 
     join_start = time.monotonic()
-    store = open_store(env, args.join_timeout_s, tag="allreduce")
-    members = roll_call(store, env, args.join_timeout_s)
+    store, members = join(env, args.join_timeout_s, tag="allreduce")
     joined_s = time.monotonic() - join_start
     init_start = time.monotonic()
     init_group(store, env, args.backend, args.pg_timeout_s, device)

@@ -28,6 +28,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -52,10 +53,6 @@ class DistEnv:
     master_addr: str
     master_port: int
     store_fd: int | None = None
-
-    @property
-    def under_torchrun(self) -> bool:
-        return "TORCHELASTIC_RUN_ID" in os.environ
 
 
 def add_dist_arguments(parser: argparse.ArgumentParser) -> None:
@@ -147,6 +144,59 @@ def open_store(env: DistEnv, timeout_s: float, tag: str) -> Any:
     return dist.PrefixStore(_store_prefix(tag), store)
 
 
+class RollCallWatchdog:
+    """Ends this rank with a statement about rank 0 when joining takes longer than it may.
+
+    A store client can block inside C++ where no Python timeout reaches (a rank 0 whose socket
+    accepts connections but never answers); this thread is the one deadline that always holds.
+    """
+
+    def __init__(self, env: DistEnv, timeout_s: float) -> None:
+        self.env = env
+        self.timeout_s = timeout_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="roll-call-watchdog", daemon=True)
+
+    def __enter__(self) -> RollCallWatchdog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        if self._done.wait(self.timeout_s):
+            return
+        if self.env.rank == 0:
+            text = f"rank 0 could not complete the roll call within {self.timeout_s:.0f}s"
+            missing: list[int] = []
+        else:
+            text = (f"rank {self.env.rank} got no answer from rank 0 at {self.env.master_addr}:"
+                    f"{self.env.master_port} within {self.timeout_s:.0f}s: rank 0 never joined")
+            missing = [0]
+        emit({"ok": False, "rank": self.env.rank, "error": text, "missing_ranks": missing})
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def answer_wait_s(join_timeout_s: float) -> float:
+    """How long a rank other than 0 waits for rank 0's verdict.
+
+    Rank 0 answers join_timeout_s after it started, and it may start later than this rank (slower
+    import, later node); half the timeout again plus a few seconds covers that.
+    """
+    return 1.5 * join_timeout_s + 5
+
+
+def join(env: DistEnv, timeout_s: float, tag: str) -> tuple[Any, dict[int, dict[str, Any]]]:
+    """Open the store and hold the roll call, all under one deadline. Returns (store, members)."""
+    limit = timeout_s if env.rank == 0 else answer_wait_s(timeout_s)
+    with RollCallWatchdog(env, limit + 5):
+        store = open_store(env, limit, tag)
+        members = roll_call(store, env, timeout_s)
+    return store, members
+
+
 def roll_call(store: Any, env: DistEnv, timeout_s: float) -> dict[int, dict[str, Any]]:
     """Every rank reports in; rank 0 decides. Returns rank -> {host, pid, local_rank} on success."""
     me = {"host": socket.gethostname(), "pid": os.getpid(), "local_rank": env.local_rank}
@@ -163,8 +213,7 @@ def roll_call(store: Any, env: DistEnv, timeout_s: float) -> dict[int, dict[str,
         if missing:
             raise RanksMissing(missing, f"{_ranks_text(missing)} of {env.world_size} never joined within {timeout_s:.0f}s")
     else:
-        # Rank 0 answers within its own timeout; the margin covers a slow rank 0 start.
-        store.wait(["verdict"], dt.timedelta(seconds=timeout_s + 30))
+        store.wait(["verdict"], dt.timedelta(seconds=answer_wait_s(timeout_s)))
         missing = json.loads(store.get("verdict"))["missing"]
         if missing:
             raise RanksMissing(missing, f"rank 0 reports {_ranks_text(missing)} of {env.world_size} never joined")

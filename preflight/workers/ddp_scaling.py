@@ -1,0 +1,193 @@
+"""One weak-scaling point: a real DistributedDataParallel training step on every rank, timed.
+
+    python -m preflight.workers.ddp_scaling --backend gloo --hidden 512 --layers 4 --batch 128
+    torchrun --nproc-per-node 8 -m preflight.workers.ddp_scaling --backend nccl
+
+Every rank trains the same model on its own synthetic batch of a fixed size (weak scaling: more
+ranks, more samples per step, the same work per rank). The batch is made once before timing, so no
+data loading is measured.
+
+Timing: after --warmup steps, --steps pairs of steps, each pair one normal DDP step (forward,
+backward with DDP's gradient all-reduce, optimizer step) and one under `no_sync()` (the same step
+without the all-reduce), in alternating order so that drift hits both alike. Every timed step starts
+after a barrier, and its time is the slowest rank's. The full step's median gives the throughput;
+the no_sync median is the compute-only time, and their difference is the communication that the
+backward pass did not hide.
+
+The model is a reference MLP built from torch.nn alone (--hidden, --layers), or the team's own:
+
+    --workload package.module:factory
+
+`factory(batch_size: int, device: torch.device)` returns `(model, make_batch)` or
+`(model, make_batch, loss_fn)`:
+- model: a torch.nn.Module (moved to the device here if it is not there yet);
+- make_batch(): the inputs of one step for one rank, on the device: a tensor, or a tuple of tensors
+  passed as model(*inputs); it is called once, before timing;
+- loss_fn(outputs) -> scalar tensor; default: the mean of the squared outputs (a backward pass costs
+  the same whatever the loss).
+The module must be importable by the Python that runs the ranks.
+
+Prints (rank 0) one JSON line; see preflight.workers.process_group for the protocol and --absent-rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import time
+from typing import Any, Callable
+
+from preflight.workers.process_group import (
+    DistEnv, add_dist_arguments, finish_group, init_group, join, median, run_worker,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m preflight.workers.ddp_scaling", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                        help="default: cuda for nccl, cpu for gloo")
+    parser.add_argument("--hidden", type=int, default=512, help="width of the reference MLP")
+    parser.add_argument("--layers", type=int, default=4, help="depth of the reference MLP")
+    parser.add_argument("--batch", type=int, default=128, help="samples per rank per step")
+    parser.add_argument("--workload", default=None, help="package.module:factory of the team's own model")
+    parser.add_argument("--steps", type=int, default=10, help="timed pairs of steps")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for this rank")
+    parser.add_argument("--seed", type=int, default=0)
+    add_dist_arguments(parser)
+    return parser
+
+
+def reference_mlp(hidden: int, layers: int) -> Any:
+    import torch.nn as nn
+
+    blocks: list[Any] = []
+    for _ in range(layers):
+        blocks += [nn.Linear(hidden, hidden), nn.GELU()]
+    return nn.Sequential(*blocks)
+
+
+def default_loss(outputs: Any) -> Any:
+    return outputs.float().square().mean()
+
+
+def load_workload(spec: str, batch: int, device: Any) -> tuple[Any, Callable[[], Any], Callable[[Any], Any]]:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"workload {spec!r} is not of the form package.module:factory")
+    factory = getattr(importlib.import_module(module_name), attr)
+    made = factory(batch, device)
+    if not isinstance(made, tuple) or len(made) not in (2, 3):
+        raise TypeError(f"{spec} returned {type(made).__name__}; expected (model, make_batch[, loss_fn])")
+    model, make_batch = made[0], made[1]
+    loss_fn = made[2] if len(made) == 3 else default_loss
+    return model, make_batch, loss_fn
+
+
+def measure_scaling(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(max(1, args.threads))
+    device_kind = args.device or ("cuda" if args.backend == "nccl" else "cpu")
+    if device_kind == "cuda":
+        torch.cuda.set_device(env.local_rank)
+        device = torch.device("cuda", env.local_rank)
+        # TF32 matmuls: what fp32 training on Ampere and later uses in practice.
+        torch.set_float32_matmul_precision("high")
+    else:
+        device = torch.device("cpu")
+
+    store, members = join(env, args.join_timeout_s, tag="ddp_scaling")
+    init_group(store, env, args.backend, args.pg_timeout_s, device)
+
+    torch.manual_seed(args.seed)  # the same initial weights everywhere, as DDP would broadcast anyway
+    if args.workload:
+        model, make_batch, loss_fn = load_workload(args.workload, args.batch, device)
+        description = args.workload
+    else:
+        model = reference_mlp(args.hidden, args.layers)
+        generator = torch.Generator().manual_seed(args.seed + 1 + env.rank)
+        batch = torch.randn(args.batch, args.hidden, generator=generator).to(device)
+
+        def make_batch() -> Any:
+            return batch
+
+        loss_fn = default_loss
+        description = f"reference MLP: {args.layers} x Linear({args.hidden}, {args.hidden}) + GELU"
+    model = model.to(device)
+    ddp = DistributedDataParallel(model, device_ids=[env.local_rank] if device_kind == "cuda" else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-4)
+    inputs = make_batch()
+    inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+
+    def sync() -> None:
+        if device_kind == "cuda":
+            torch.cuda.synchronize(device)
+
+    def step(all_reduce: bool) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with contextlib.nullcontext() if all_reduce else ddp.no_sync():
+            loss = loss_fn(ddp(*inputs))
+            loss.backward()
+        optimizer.step()
+
+    def timed(all_reduce: bool) -> float:
+        dist.barrier()
+        sync()
+        start = time.perf_counter()
+        step(all_reduce)
+        sync()
+        return time.perf_counter() - start
+
+    for _ in range(args.warmup):
+        step(True)
+    step(False)
+    sync()
+    full, compute = [], []
+    for index in range(args.steps):
+        order = (True, False) if index % 2 == 0 else (False, True)
+        for all_reduce in order:
+            (full if all_reduce else compute).append(timed(all_reduce))
+    slowest = torch.tensor(full + compute, dtype=torch.float64, device=device)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    times = slowest.cpu().tolist()
+    full, compute = times[:args.steps], times[args.steps:]
+    parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    finish_group()
+    if env.rank != 0:
+        return {}
+    step_s = median(full)
+    return {
+        "backend": args.backend,
+        "device": device_kind,
+        "world_size": env.world_size,
+        "threads_per_rank": args.threads,
+        "batch_per_device": args.batch,
+        "model": description,
+        "parameters": parameters,
+        "gradient_bytes": gradient_bytes,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "step_s": step_s,
+        "step_samples_s": full,
+        "compute_s": median(compute),
+        "compute_samples_s": compute,
+        "samples_per_s": env.world_size * args.batch / step_s,
+        "torch_version": torch.__version__,
+        "members": {str(r): m for r, m in members.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    run_worker(measure_scaling, args)
+
+
+if __name__ == "__main__":
+    main()
