@@ -109,15 +109,23 @@ def _writable_dir(path: str) -> Path:
 @click.option("--ssh-accept-new", is_flag=True, help="Accept and remember host keys of nodes not yet known.")
 @click.option("--fanout", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="How many nodes to drive at once.")
+@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False), default=None,
+              help="results.json of a known-good run: every report shows what got worse against it.")
+@click.option("--baseline-tolerance", type=float, default=0.1, show_default=True,
+              help="Relative change of a figure that counts against the baseline (0.1 = 10%).")
+@click.option("--fail-on-regression", is_flag=True,
+              help="With --baseline: a regression makes the verdict NO-GO (without it, regressions are warnings).")
 def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
-        ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int) -> None:
+        ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
+        baseline_tolerance: float = 0.1, fail_on_regression: bool = False) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight import config as config_mod
     from preflight.runner import NodeTarget, RunPlan, Runner
     from preflight.transport import LocalTransport
 
     chosen_formats = _check_formats(formats)
+    baseline = _load_baseline(baseline_file, baseline_tolerance, fail_on_regression)
     registry = _registry()
     try:
         config = config_mod.load(config_file, registry.checks, profile=profile)
@@ -163,6 +171,10 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
             close = getattr(node.transport, "close", None)
             if close:
                 close()
+    if baseline is not None:
+        from preflight.diff import attach
+
+        attach(report, baseline, baseline_tolerance, label=str(baseline_file), fail_on_regression=fail_on_regression)
     _finish(report, out, chosen_formats)
     from preflight.verdict import decide
 
@@ -338,7 +350,7 @@ def _load_results(path: str) -> Any:
             rebuilt.finished_at = results[-1].started_at if results else ""
             return rebuilt
         return RunReport.from_dict(json.loads(text))
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageProblem(f"{path} is not a preflight results file: {exc}") from None
 
 
@@ -357,6 +369,40 @@ def init(output: str, force: bool) -> None:
     except OSError as exc:
         raise UsageProblem(f"cannot write {output}: {exc.strerror or exc}") from None
     click.echo(f"wrote {output}")
+
+
+def _load_baseline(path: str | None, tolerance: float, fail_on_regression: bool) -> Any:
+    if path is None:
+        if fail_on_regression:
+            raise UsageProblem("--fail-on-regression needs --baseline FILE")
+        return None
+    if not tolerance >= 0:
+        raise UsageProblem("--baseline-tolerance must be zero or more")
+    return _load_results(path)
+
+
+@cli.command("diff")
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.argument("new", type=click.Path(dir_okay=False))
+@click.option("--tolerance", type=float, default=0.1, show_default=True,
+              help="Relative change of a figure that counts as a regression (0.1 = 10%).")
+@click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True)
+@click.option("--ignore-versions", is_flag=True,
+              help="List software version changes without counting them as regressions.")
+def diff_runs(old: str, new: str, tolerance: float, fmt: str, ignore_versions: bool) -> None:
+    """Compare two runs, OLD (known-good) and NEW: status changes, figures that got worse by more
+    than the tolerance, and changed software versions.
+
+    Exit codes: 0 no regression, 1 a regression, 2 bad input (a file that is not a results.json)."""
+    from preflight import diff
+
+    if not tolerance >= 0:
+        raise UsageProblem("--tolerance must be zero or more")
+    comparison = diff.compare(_load_results(old), _load_results(new), tolerance, old_label=old,
+                              versions_regress=not ignore_versions)
+    render = {"text": diff.render_text, "md": diff.render_markdown, "json": diff.Diff.to_json}[fmt]
+    click.echo(render(comparison), nl=False)
+    sys.exit(comparison.exit_code)
 
 
 def main() -> None:

@@ -1,11 +1,14 @@
-"""report.html: one self-contained file (inline CSS, no scripts or external URLs) for stakeholders."""
+"""report.html: one self-contained file (inline CSS and SVG, no scripts or external URLs) for stakeholders."""
 
 from __future__ import annotations
 
 from preflight.model import RunReport
+from preflight.reporters import charts
 from preflight.reporters.templating import environment
-from preflight.reporters.view import build_view
+from preflight.reporters.view import NOISY_SPREAD, build_view
 
 
-def render(report: RunReport) -> str:
-    return environment(autoescape=True).get_template("report.html.j2").render(v=build_view(report))
+def render(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> str:
+    return environment(autoescape=True).get_template("report.html.j2").render(
+        v=build_view(report, noisy_spread), charts=charts.render_charts(report),
+        charts_note=charts.unavailable_note(report))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from preflight.diff import BASELINE_CHECK_ID
 from preflight.model import RunReport, Status
 from preflight.reporters.view import format_threshold, format_value
 from preflight.verdict import decide
@@ -30,6 +31,13 @@ def render(report: RunReport) -> str:
         counts = {"tests": len(results), "failures": 0, "errors": 0, "skipped": 0}
         suite = ET.SubElement(suites, "testsuite", name=check_id, timestamp=report.started_at[:19],
                               hostname="preflight")
+        if check_id == BASELINE_CHECK_ID and report.baseline:
+            # CI test viewers show suite properties: which run this one was compared with, and how.
+            properties = ET.SubElement(suite, "properties")
+            for name in ("old_label", "old_started_at", "tolerance"):
+                if report.baseline.get(name) not in (None, ""):
+                    ET.SubElement(properties, "property", name=f"baseline.{name}",
+                                  value=_clean(str(report.baseline[name])))
         for result in results:
             case = ET.SubElement(suite, "testcase", classname=check_id, name=result.node,
                                  time=f"{result.duration_s:.3f}")
@@ -51,7 +59,7 @@ def render(report: RunReport) -> str:
             elif result.status is Status.SKIP:
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message=message)
-            out = _clean("\n".join([f"{result.status.value}: {result.summary}", body]
+            out = _clean("\n".join([f"{result.status.value}: {result.summary}", body] + list(result.details)
                                    + [f"$ {e.command}\n{e.output_tail}" for e in result.evidence]))
             ET.SubElement(case, "system-out").text = out
         time_total = sum(r.duration_s for r in results)

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
-from preflight.model import RunReport
+from preflight.diff import render_markdown as render_baseline
+from preflight.model import CheckResult, Measurement, RunReport
 from preflight.reporters.templating import environment
-from preflight.reporters.view import build_view
+from preflight.reporters.view import NOISY_SPREAD, ReportView, build_view
 
 STATUS_ICONS = {"PASS": "✅", "WARN": "⚠️", "FAIL": "❌", "ERROR": "💥", "SKIP": "⏭️", "": "·"}
 
+# A pull-request comment holds 65,536 characters; past this many figures the table lists the ones
+# that failed or are noisy first and points to report.html and results.json for the rest.
+MAX_MEASUREMENT_ROWS = 250
 
-def render(report: RunReport) -> str:
+
+def measurement_rows(view: ReportView,
+                     limit: int = MAX_MEASUREMENT_ROWS) -> tuple[list[tuple[CheckResult, Measurement]], int]:
+    """The rows of the measurements table, and how many were left out."""
+    rows = [(r, m) for s in view.sections for r in s.results for m in r.measurements]
+    if len(rows) <= limit:
+        return rows, 0
+    notable = [row for row in rows if row[1].ok is False or view.is_noisy(row[1])]
+    picked = {id(m) for _, m in notable}
+    shown = {id(m) for _, m in (notable + [row for row in rows if id(row[1]) not in picked])[:limit]}
+    return [row for row in rows if id(row[1]) in shown], len(rows) - len(shown)
+
+
+def render(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> str:
+    view = build_view(report, noisy_spread)
+    rows, left_out = measurement_rows(view)
     return environment(autoescape=False).get_template("report.md.j2").render(
-        v=build_view(report), icons=STATUS_ICONS)
+        v=view, icons=STATUS_ICONS, rows=rows, rows_left_out=left_out,
+        baseline_md=render_baseline(view.baseline) if view.baseline else "")

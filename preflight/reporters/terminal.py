@@ -6,6 +6,7 @@ control codes.
 
 from __future__ import annotations
 
+from preflight.diff import describe
 from preflight.model import CheckResult, RunReport
 from preflight.reporters.view import build_view
 
@@ -20,28 +21,40 @@ def result_line(result: CheckResult) -> str:
 def render(report: RunReport) -> str:
     """The closing summary as plain text."""
     view = build_view(report)
-    lines = [f"preflight: {view.verdict} - {view.headline} {view.reason}."]
+    reason = view.reason[:1].upper() + view.reason[1:]
+    lines = [f"preflight: {view.verdict} - {view.headline} {reason}."]
     counts = view.counts
     lines.append(f"  {counts['PASS']} passed, {counts['WARN']} warnings, {counts['FAIL']} failed, "
                  f"{counts['ERROR']} errors, {counts['SKIP']} skipped" + (f" in {view.duration}" if view.duration else ""))
     if view.report.incomplete:
         lines.append(f"  incomplete: {view.report.incomplete_reason}")
+    if view.key_findings:
+        lines.append("Findings:")
+        for k in view.key_findings:
+            lines.append(f"  {'BLOCKS' if k.blocking else k.status:<6} {k.text}")
     for name, error in view.unreachable:
         lines.append(f"  unreachable: {name}: {error}")
     if view.blocking:
         lines.append("Blocking:")
         for f in view.blocking:
-            lines.append(f"  {f.status:<5} {f.check_id} on {f.node}: {f.summary}")
+            lines.append(f"  {f.status:<5} {f.check_id} {f.where}: {f.summary}")
             for hint in f.remediation[:2]:
                 lines.append(f"        fix: {hint}")
     if view.warnings:
         lines.append("Warnings:")
         for f in view.warnings:
-            lines.append(f"  WARN  {f.check_id} on {f.node}: {f.summary}")
+            lines.append(f"  WARN  {f.check_id} {f.where}: {f.summary}")
     if view.skipped:
         lines.append("Skipped:")
         for f in view.skipped:
-            lines.append(f"  SKIP  {f.check_id} on {f.node}: {f.summary}")
+            lines.append(f"  SKIP  {f.check_id} {f.where}: {f.summary}")
+    if view.baseline is not None:
+        lines.append("Baseline:")
+        lines.append(f"  {view.baseline_headline}")
+        for change in view.baseline.regressions[:10]:
+            lines.append(f"  regression: {describe(change)}")
+        if len(view.baseline.regressions) > 10:
+            lines.append(f"  ... and {len(view.baseline.regressions) - 10} more (preflight diff shows them all)")
     for error in view.report.load_errors:
         lines.append(f"  plugin failed to load: {error['entry_point']} ({error['distribution']}): {error['error']}")
     return "\n".join(lines) + "\n"

@@ -1,5 +1,6 @@
 """Reporters are pure functions of the run report: golden files, schema validation, escaping."""
 
+import copy
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -113,3 +114,79 @@ def test_junit_strips_control_characters():
     report = make_report([make_result(summary="bad \x1b[31mcolour\x00", status=Status.FAIL)])
     root = ET.fromstring(junit.render(report))
     assert root.find(".//failure").get("message") == "bad [31mcolour"
+
+
+# -- a run compared with its baseline: every report shows it -----------------------------------------
+
+def regressed_run(sample_report: RunReport) -> RunReport:
+    from preflight.diff import attach
+
+    baseline = copy.deepcopy(sample_report)
+    baseline.started_at = "2026-11-22T10:00:00+00:00"
+    baseline.result_for("gpu.visibility", "gpu02").status = Status.PASS
+    baseline.results[-1].measurements[0].value = 9.8  # the link was faster
+    attach(sample_report, baseline, label="known-good/results.json")
+    return sample_report
+
+
+def test_every_report_shows_the_baseline_comparison(sample_report):
+    report = regressed_run(sample_report)
+    page = html.render(report)
+    section = page[page.index('id="baseline"'):page.index('id="matrix"')]
+    assert "2 figures regressed" not in section  # one status and one figure
+    assert "1 status got worse and 1 figure regressed by more than 10%" in section
+    assert "known-good/results.json" in section and '<tr class="regression">' in section
+
+    text = markdown.render(report)
+    assert "### ❌ Against the baseline run of 2026-11-22 10:00 (`known-good/results.json`)" in text
+    assert "- gpu.visibility on gpu02: PASS -&gt; FAIL" in text
+    assert text.index("What blocks the verdict") < text.index("Against the baseline") < text.index("Measurements")
+
+    data = json.loads(json_report.render(report))
+    assert data["baseline"]["old_label"] == "known-good/results.json"
+    assert [c["kind"] for c in data["baseline"]["statuses"]] == ["regression"]
+
+    lines = terminal.render(report)
+    assert "Baseline:\n  1 status got worse" in lines
+    assert "  regression: gpu.visibility on gpu02: PASS -> FAIL" in lines
+
+    root = ET.fromstring(junit.render(report))
+    suite = next(s for s in root.iter("testsuite") if s.get("name") == "baseline.comparison")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["baseline.old_label"] == "known-good/results.json"
+    case = suite.find("testcase")
+    assert case.find("failure") is None  # a warning: regressions block only with --fail-on-regression
+    assert "gpu.visibility on gpu02: PASS -> FAIL" in case.find("system-out").text
+
+
+def test_junit_with_a_baseline_still_validates(sample_report):
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(DATA / "junit" / "junit.xsd")).validate(junit.render(regressed_run(sample_report)))
+
+
+def test_html_of_a_cluster_run_is_self_contained_with_every_chart():
+    pytest.importorskip("matplotlib")
+    data = json.loads((DATA / "reports" / "cluster_run.json").read_text())
+    data.pop("_source")
+    page = html.render(RunReport.from_dict(data))
+    assert page.count('<figure class="chart">') == 5 and page.count("<svg ") == 5
+    assert "<script" not in page and "http://" not in page and "https://" not in page
+    assert page.index('id="verdict"') < page.index('id="findings"') < page.index('id="blocking"') \
+        < page.index('id="charts"') < page.index('id="matrix"') < page.index('id="checks"')
+    assert page.count("<details>") >= 1 and 'class="noisy"' in page
+
+
+def test_markdown_of_a_large_cluster_fits_a_pull_request_comment():
+    from preflight.model import Measurement
+    from preflight.reporters.markdown import MAX_MEASUREMENT_ROWS
+
+    results = [make_result("collectives.local", f"node{n:03d}", Status.PASS, measurements=[
+        Measurement(f"busbw at {1 << k} MiB", 400.0 + k, "GB/s", 300.0, ">=", True) for k in range(10)])
+        for n in range(64)]
+    results[-1].status = Status.FAIL
+    results[-1].measurements[-1].value, results[-1].measurements[-1].ok = 12.0, False
+    text = markdown.render(make_report(results))
+    assert len(text) < 65536
+    assert sum(line.startswith("| collectives.local |") for line in text.splitlines()) == MAX_MEASUREMENT_ROWS
+    assert "| node063 | busbw at 512 MiB | 12 GB/s ❌ |" in text  # the failing figure is kept
+    assert f"{640 - MAX_MEASUREMENT_ROWS} more figures are in report.html and results.json." in text

@@ -1,0 +1,241 @@
+"""Comparing two runs: planted regressions are found, equal runs are quiet, and a run carries its comparison."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from preflight import diff
+from preflight.diff import BASELINE_CHECK_ID, Diff, FigureChange, StatusChange, VersionChange, attach, compare
+from preflight.model import CLUSTER_NODE, Measurement, RunReport, Scope, Status
+from preflight.reporters import json_report
+from preflight.verdict import Verdict, decide
+from tests.conftest import DATA, make_report, make_result
+
+
+def cluster_run() -> RunReport:
+    data = json.loads((DATA / "reports" / "cluster_run.json").read_text())
+    data.pop("_source")
+    return RunReport.from_dict(data)
+
+
+def figure(report: RunReport, check_id: str, node: str, name: str) -> Measurement:
+    result = report.result_for(check_id, node)
+    assert result is not None
+    return next(m for m in result.measurements if m.name == name)
+
+
+@pytest.fixture
+def old() -> RunReport:
+    return cluster_run()
+
+
+@pytest.fixture
+def new(old) -> RunReport:
+    later = copy.deepcopy(old)
+    later.started_at, later.finished_at = "2026-12-06T10:00:00+00:00", "2026-12-06T10:15:00+00:00"
+    return later
+
+
+def test_two_equal_runs_have_no_change(old, new):
+    result = compare(old, new)
+    assert result.unchanged and result.regressions == [] and result.exit_code == 0
+    assert result.compared_results == len(old.results)
+    assert result.compared_figures == sum(len(r.measurements) for r in old.results)
+    assert result.headline().startswith("no regression against the baseline run of 2026-11-29 10:00")
+
+
+def test_a_lower_bandwidth_is_a_regression(old, new):
+    figure(new, "net.bandwidth", CLUSTER_NODE, "gpu01 -> gpu02").value = 70.0  # was 93.6, at least 10 needed
+    (change,) = compare(old, new).regressions
+    assert isinstance(change, FigureChange)
+    assert (change.check_id, change.node, change.old, change.new, change.comparison) == \
+        ("net.bandwidth", "gpu01 -> gpu02", 93.6, 70.0, ">=")
+    assert change.change == pytest.approx(70.0 / 93.6 - 1)
+    assert diff.describe(change) == "net.bandwidth gpu01 -> gpu02: 93.6 Gbit/s -> 70 Gbit/s (-25%)"
+
+
+def test_a_higher_figure_where_lower_is_better_is_a_regression(old, new):
+    m = figure(new, "collectives.local", "gpu01", "nccl (8 GPUs): wrong elements (known sums, random data)")
+    m.value = 3  # at most 0: any is worse
+    latency = figure(old, "collectives.local", "gpu01", "nccl (8 GPUs): latency at 1 KiB")
+    latency.comparison, latency.threshold = "<=", 200.0
+    figure(new, "collectives.local", "gpu01", "nccl (8 GPUs): latency at 1 KiB").value = latency.value * 1.5
+    kinds = {(c.name, c.kind) for c in compare(old, new).figures}
+    assert ("nccl (8 GPUs): latency at 1 KiB", "regression") in kinds
+    assert ("nccl (8 GPUs): wrong elements (known sums, random data)", "regression") in kinds
+
+
+def test_changes_within_the_tolerance_are_not_reported(old, new):
+    m = figure(new, "net.bandwidth", CLUSTER_NODE, "gpu01 -> gpu02")
+    m.value = m.value * 0.95
+    assert compare(old, new).figures == []
+    assert [c.kind for c in compare(old, new, tolerance=0.01).figures] == ["regression"]
+
+
+def test_better_figures_are_improvements_not_regressions(old, new):
+    figure(new, "net.bandwidth", CLUSTER_NODE, "gpu02 -> gpu03").value = 92.0
+    result = compare(old, new)
+    assert result.regressions == [] and [c.kind for c in result.improvements] == ["improvement"]
+
+
+def test_figures_judged_against_nothing_are_information(old, new):
+    figure(new, "scaling.multi_gpu", "gpu01", "effective devices on 8 GPUs").value = 5.0  # was 6.9, no threshold
+    (change,) = compare(old, new).figures
+    assert change.kind == "info" and change.comparison is None
+    assert compare(old, new).exit_code == 0
+
+
+def test_text_figure_that_turns_unacceptable_is_a_regression(old, new):
+    m = figure(new, "checkpoint.roundtrip", "gpu02", "resumed weights equal uninterrupted run")
+    m.value, m.ok = "no", False
+    (change,) = compare(old, new).regressions
+    assert (change.old, change.new, change.kind) == ("yes", "no", "regression")
+
+
+def test_pass_turned_fail_is_a_regression_and_fail_turned_pass_an_improvement(old, new):
+    new.result_for("gpu.visibility", "gpu02").status = Status.FAIL
+    new.result_for("net.bandwidth", CLUSTER_NODE).status = Status.PASS
+    result = compare(old, new)
+    assert [(c.check_id, c.node, c.old, c.new, c.kind) for c in result.statuses] == [
+        ("gpu.visibility", "gpu02", "PASS", "FAIL", "regression"),
+        ("net.bandwidth", CLUSTER_NODE, "FAIL", "PASS", "improvement"),
+    ]
+    assert result.exit_code == 1
+
+
+def test_pass_turned_skip_lost_coverage_and_counts_as_worse(old, new):
+    new.result_for("checkpoint.roundtrip", "gpu01").status = Status.SKIP
+    assert [c.kind for c in compare(old, new).statuses] == ["regression"]
+
+
+def test_a_version_change_is_found_and_grouped_by_nodes(old, new):
+    for node in ("gpu01", "gpu02", "gpu03"):
+        new.result_for("versions.pinned", node).facts["stack"]["torch"] = "2.5.0"
+    new.result_for("versions.pinned", "gpu03").facts["stack"]["nccl"] = "2.21.5"
+    result = compare(old, new)
+    assert [(c.package, c.old, c.new, c.nodes, c.kind) for c in result.versions] == [
+        ("torch", "2.4.1", "2.5.0", ["gpu01", "gpu02", "gpu03"], "regression"),
+        ("nccl", "2.20.5", "2.21.5", ["gpu03"], "regression"),
+    ]
+    assert result.exit_code == 1
+    assert diff.describe(result.versions[0]) == "torch 2.4.1 -> 2.5.0 on gpu01, gpu02, gpu03"
+    relaxed = compare(old, new, versions_regress=False)
+    assert [c.kind for c in relaxed.versions] == ["info", "info"] and relaxed.exit_code == 0
+
+
+def test_results_only_one_run_has_are_information(old, new):
+    new.results = [r for r in new.results if r.check_id != "checkpoint.roundtrip"]
+    result = compare(old, new)
+    assert {(c.old, c.new, c.kind) for c in result.statuses} == {("PASS", "", "info"), ("WARN", "", "info")}
+    assert result.exit_code == 0
+
+
+def test_noisy_figures_are_marked(old, new):
+    m = figure(new, "net.bandwidth", CLUSTER_NODE, "gpu03 -> gpu01")  # samples 61, 93.1, 94.2
+    m.value = 40.0
+    (change,) = compare(old, new).regressions
+    assert change.noisy and diff.describe(change).endswith("[noisy]")
+
+
+def test_tolerance_must_be_sensible(old, new):
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            compare(old, new, bad)
+
+
+def test_diff_round_trips_through_json(old, new):
+    figure(new, "net.bandwidth", CLUSTER_NODE, "gpu01 -> gpu02").value = 70.0
+    new.result_for("gpu.visibility", "gpu02").status = Status.FAIL
+    new.result_for("versions.pinned", "gpu01").facts["stack"]["torch"] = "2.5.0"
+    result = compare(old, new, old_label="old/results.json")
+    again = Diff.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again == result
+    data = json.loads(result.to_json())
+    assert data["regressions"] == 3 and data["exit_code"] == 1
+
+
+def test_renderers_list_every_regression(old, new):
+    figure(new, "net.bandwidth", CLUSTER_NODE, "gpu01 -> gpu02").value = 70.0
+    new.result_for("gpu.visibility", "gpu02").status = Status.FAIL
+    new.result_for("versions.pinned", "gpu01").facts["stack"]["torch"] = "2.5.0"
+    result = compare(old, new, old_label="old/results.json")
+    text = diff.render_text(result)
+    assert "Regressions:" in text and "gpu.visibility on gpu02: PASS -> FAIL" in text
+    assert "torch 2.4.1 -> 2.5.0 on gpu01" in text and "93.6 Gbit/s -> 70 Gbit/s" in text
+    md = diff.render_markdown(result)
+    assert md.startswith("### ❌ Against the baseline run of 2026-11-29 10:00 (`old/results.json`)")
+    assert "- gpu.visibility on gpu02: PASS -&gt; FAIL" in md
+    quiet = diff.render_markdown(compare(old, copy.deepcopy(old)))
+    assert quiet.startswith("### ✅") and "Regressions" not in quiet
+
+
+def test_headline_counts_each_kind(old, new):
+    figure(new, "net.bandwidth", CLUSTER_NODE, "gpu01 -> gpu02").value = 70.0
+    figure(new, "net.bandwidth", CLUSTER_NODE, "gpu01 -> gpu03").value = 70.0
+    new.result_for("gpu.visibility", "gpu02").status = Status.FAIL
+    assert compare(old, new).headline().startswith(
+        "1 status got worse and 2 figures regressed by more than 10% against the baseline run of 2026-11-29 10:00; "
+        "first: gpu.visibility on gpu02: PASS -> FAIL")
+
+
+# -- inside a run ------------------------------------------------------------------------------------
+
+def passing_run() -> RunReport:
+    return make_report([make_result("net.bandwidth", CLUSTER_NODE, Status.PASS, scope=Scope.CLUSTER, measurements=[
+        Measurement("a -> b", 93.0, "Gbit/s", 10.0, ">=", True)])], nodes=["a", "b"])
+
+
+def test_a_run_without_regressions_carries_a_passing_comparison():
+    report = passing_run()
+    attach(report, passing_run(), label="base/results.json")
+    result = report.result_for(BASELINE_CHECK_ID, CLUSTER_NODE)
+    assert result is not None and result.status is Status.PASS
+    assert report.baseline is not None and report.baseline["old_label"] == "base/results.json"
+    assert decide(report).verdict is Verdict.GO
+
+
+def test_regressions_warn_by_default_and_block_with_fail_on_regression():
+    baseline = passing_run()
+    report = passing_run()
+    report.results[0].measurements[0].value = 40.0  # still above the 10 needed: only the baseline sees it
+    attach(report, baseline)
+    assert report.result_for(BASELINE_CHECK_ID, CLUSTER_NODE).status is Status.WARN
+    assert decide(report).verdict is Verdict.GO
+
+    attach(report, baseline, fail_on_regression=True)
+    assert [r.check_id for r in report.results].count(BASELINE_CHECK_ID) == 1  # replaced, not added
+    blocking = decide(report)
+    assert blocking.verdict is Verdict.NO_GO and blocking.blocking[0].check_id == BASELINE_CHECK_ID
+    assert "a -> b: 93 Gbit/s -> 40 Gbit/s" in blocking.blocking[0].details[0]
+
+    report.results = [r for r in report.results if r.check_id != BASELINE_CHECK_ID]
+    report.fail_on = "warn"
+    attach(report, baseline)
+    assert decide(report).verdict is Verdict.NO_GO  # a warning blocks when the run blocks on warnings
+
+
+def test_comparison_ignores_earlier_comparisons():
+    baseline = passing_run()
+    attach(baseline, passing_run())
+    report = passing_run()
+    result = compare(baseline, report)
+    assert result.unchanged
+
+
+def test_run_report_with_a_comparison_matches_the_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    report = passing_run()
+    attach(report, passing_run())
+    schema = json.loads((Path(__file__).parents[2] / "preflight" / "schema" / "run-report.schema.json").read_text())
+    data = json.loads(json_report.render(report))
+    jsonschema.validate(data, schema)
+    assert RunReport.from_dict(data).baseline == report.baseline
+
+
+def test_change_records_are_plain_data():
+    assert StatusChange("a", "n", "PASS", "FAIL", "regression").kind == "regression"
+    assert VersionChange("torch", "1", "2").kind == "regression"
