@@ -2,7 +2,8 @@
 
 Using the user's own `ssh` keeps their ~/.ssh/config, ProxyJump, agent and keys working. Every
 command is an argv list locally; on the node, ssh always hands the remote login shell one string,
-so that string is built with shlex.join and every argument arrives exactly as given.
+so that string is built as shlex.join builds it and every argument arrives exactly as given (the one
+exception: a program path starting with `~/` keeps that prefix unquoted, for the shell to expand).
 
     ssh <user options> -o BatchMode=yes -o ConnectTimeout=N -o ControlMaster=auto
         -o ControlPath=<dir>/%C -o ControlPersist=60 [-p PORT] [-l USER] -- HOST 'quoted command'
@@ -173,7 +174,7 @@ class SshTransport(Transport):
         """Stop the master connection and remove the socket directory this transport created."""
         if self.control_dir is None:
             return
-        if os.path.isdir(self.control_dir):
+        if os.path.isdir(self.control_dir) and os.listdir(self.control_dir):
             # `-O exit` talks to the master through the socket; when there is none it fails fast.
             argv = [self.ssh_binary, *self.ssh_options(), "-O", "exit", "--", self.hostname]
             try:

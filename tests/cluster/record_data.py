@@ -1,0 +1,104 @@
+"""Record real output on the test bed into tests/data/net/ and tests/data/storage/ (needs root).
+
+    sudo .venv/bin/python tests/cluster/record_data.py
+
+The unit tests of net.bandwidth and storage.shared parse and judge these files, so they are what
+iperf3 and the checks really produced, not hand-written JSON. Three nodes; node 2's link is shaped
+to 2 Gbit/s; node 3 has a private directory where the others share one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.cluster.testbed import TestBed  # noqa: E402
+
+from preflight.check import ClusterContext, Expect  # noqa: E402
+from preflight.execute import execute  # noqa: E402
+from preflight_checks.storage_shared import Params as StorageParams  # noqa: E402
+from preflight_checks.storage_shared import StorageShared  # noqa: E402
+from preflight_checks.net_bandwidth import (  # noqa: E402
+    CLIENT_SCRIPT,
+    PROBE,
+    NetBandwidth,
+    Params,
+    RemoteJob,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "net"
+STORAGE_DATA = Path(__file__).resolve().parents[1] / "data" / "storage"
+SOURCE = "recorded on the network-namespace test bed (tests/cluster/record_data.py); node 2 shaped with tbf rate 2gbit"
+
+
+def client_lines(ctx: ClusterContext, bed: TestBed, src: int, dst: int, ports: list[str], with_server: bool) -> list[str]:
+    src_spec, dst_spec = ctx.nodes[src - 1], ctx.nodes[dst - 1]
+    server = None
+    if with_server:
+        server = RemoteJob(ctx, dst_spec["name"], ["sh", "-c", "for p; do iperf3 -s -1 -p $p --forceflush & done; wait",
+                                                   "sh", *ports], "servers")
+        server.wait_until(lambda: sum("Server listening" in line for line in server.lines) >= len(ports), 10)
+    client = RemoteJob(ctx, src_spec["name"], ["sh", "-c", CLIENT_SCRIPT, "sh", "30", dst_spec["address"], "2", "0",
+                                               src_spec["address"], *ports], "clients")
+    client.wait_until(lambda: "@@done" in client.lines, 30)
+    client.stop()
+    if server:
+        server.wait_until(server.finished, 5)
+        server.stop()
+    return client.lines
+
+
+def main() -> None:
+    DATA.mkdir(parents=True, exist_ok=True)
+    STORAGE_DATA.mkdir(parents=True, exist_ok=True)
+    shared = tempfile.mkdtemp(prefix="pft-shared-")
+    private = tempfile.mkdtemp(prefix="pft-private-")
+    with TestBed(3, rates={2: "2gbit"}, private_dirs={3: [private]}) as bed:
+        specs = [bed.transport(n.index, name=n.name).to_spec() for n in bed.nodes]
+        out = Path(tempfile.mkdtemp())
+        ctx = ClusterContext(nodes=specs, output_dir=out, scratch_dir=out, expect=Expect(), timeout_s=300)
+        ports = ["5201", "5202"]
+
+        for name, src, dst, with_server in [
+            ("client_output_shaped.txt", 1, 2, True),
+            ("client_output_fast.txt", 3, 1, True),
+            ("client_output_refused.txt", 1, 3, False),
+        ]:
+            lines = client_lines(ctx, bed, src, dst, ports, with_server)
+            (DATA / name).write_text("\n".join(lines) + "\n")
+
+        probe = ctx.run_on("n1", [bed.python, "-c", PROBE, specs[0]["address"], specs[1]["address"],
+                                  specs[0]["address"], "127.0.0.1"], timeout=60)
+        (DATA / "probe_n1.json").write_text(json.dumps(
+            {"_source": SOURCE + "; targets: n2, n1's own address, loopback",
+             "probe": json.loads(probe.stdout)}, indent=1) + "\n")
+
+        for pattern in ("ring", "full"):
+            params = Params(min_gbps=4, streams=2, duration_s=2, omit_s=0, repeats=3, pattern=pattern)
+            ctx = ClusterContext(nodes=specs, output_dir=out, scratch_dir=out, expect=Expect(), timeout_s=300)
+            result = execute(NetBandwidth(), ctx, params, Expect(), node="cluster")
+            (DATA / f"facts_{pattern}_3nodes_n2_shaped.json").write_text(json.dumps(
+                {"_source": SOURCE + f"; Params(min_gbps=4, streams=2, duration_s=2, omit_s=0, repeats=3, "
+                                     f"pattern={pattern!r}); recorded status {result.status.value}",
+                 "facts": result.facts}, indent=1) + "\n")
+            print(pattern, result.status.value, result.summary)
+
+        for label, directory in (("shared", shared), ("node3_private", private)):
+            ctx = ClusterContext(nodes=specs, output_dir=out, scratch_dir=out, expect=Expect(), timeout_s=60)
+            result = execute(StorageShared(), ctx, StorageParams(dir=directory, visible_within_s=2), Expect(), node="cluster")
+            (STORAGE_DATA / f"facts_{label}.json").write_text(json.dumps(
+                {"_source": "recorded on the network-namespace test bed (tests/cluster/record_data.py): three nodes "
+                            "sharing this machine's /tmp; node 3 has a private tmpfs over the second directory; "
+                            f"recorded status {result.status.value}",
+                 "facts": result.facts}, indent=1) + "\n")
+            print(label, result.status.value, result.summary)
+    for directory in (shared, private):
+        Path(directory).rmdir()
+
+
+if __name__ == "__main__":
+    main()

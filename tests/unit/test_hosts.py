@@ -1,0 +1,165 @@
+"""The hosts file parser: syntax, ranges, and strict validation of what reaches an ssh command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from preflight.hosts import MAX_HOSTS_PER_LINE, Host, HostsFileError, load_hosts, parse_hosts
+
+
+def names(text: str) -> list[str]:
+    return [h.name for h in parse_hosts(text)]
+
+
+def error_of(text: str) -> HostsFileError:
+    with pytest.raises(HostsFileError) as info:
+        parse_hosts(text, "hosts.txt")
+    return info.value
+
+
+def test_plain_hosts_comments_and_blank_lines():
+    hosts = parse_hosts("# the cluster\n\ngpu01\n   gpu02   # spare\n\n10.0.0.7\n")
+    assert [(h.name, h.hostname, h.line_no) for h in hosts] == [
+        ("gpu01", "gpu01", 3), ("gpu02", "gpu02", 4), ("10.0.0.7", "10.0.0.7", 6)]
+    assert all(h.user is None and h.port is None and h.slots is None and h.python is None for h in hosts)
+
+
+def test_user_port_and_fully_qualified_names():
+    (host,) = parse_hosts("alice@gpu01.cluster.example.org:2222\n")
+    assert host == Host(name="gpu01.cluster.example.org:2222", hostname="gpu01.cluster.example.org",
+                        user="alice", port=2222, line_no=1)
+
+
+def test_ipv6_in_brackets_with_and_without_port():
+    with_port, without = parse_hosts("bob@[fd00::7]:22\n[::1]\n")
+    assert (with_port.hostname, with_port.port, with_port.user, with_port.is_ipv6) == ("fd00::7", 22, "bob", True)
+    assert (without.hostname, without.port, without.name) == ("::1", None, "[::1]")
+
+
+def test_slots_and_python_settings():
+    (host,) = parse_hosts("gpu01 slots=8 python=/opt/venvs/torch-2.3/bin/python\n")
+    assert host.slots == 8
+    assert host.python == "/opt/venvs/torch-2.3/bin/python"
+
+
+def test_range_keeps_zero_padding():
+    assert names("gpu[01-03]") == ["gpu01", "gpu02", "gpu03"]
+    assert names("gpu[08-11]") == ["gpu08", "gpu09", "gpu10", "gpu11"]
+    assert names("n[9-11]") == ["n9", "n10", "n11"]
+
+
+def test_range_with_list_and_single_numbers():
+    assert names("node[1-4,7]") == ["node1", "node2", "node3", "node4", "node7"]
+
+
+def test_several_ranges_expand_to_every_combination_and_keep_settings():
+    hosts = parse_hosts("rack[1-2]-gpu[1-2].dc:2200 slots=4\n")
+    assert [h.name for h in hosts] == ["rack1-gpu1.dc:2200", "rack1-gpu2.dc:2200", "rack2-gpu1.dc:2200", "rack2-gpu2.dc:2200"]
+    assert {(h.port, h.slots, h.line_no) for h in hosts} == {(2200, 4, 1)}
+
+
+def test_16_node_range_from_the_docs():
+    hosts = parse_hosts("gpu[01-16] slots=8")
+    assert len(hosts) == 16 and hosts[0].name == "gpu01" and hosts[-1].name == "gpu16"
+
+
+@pytest.mark.parametrize("line", [
+    "a;touch /tmp/x",
+    "$(reboot)",
+    "`reboot`",
+    "a|b",
+    "a&&b",
+    "-oProxyCommand=sh",
+    "host'quote",
+    'host"quote',
+    "a\\b",
+    "under_score",
+    "-leading-dash",
+    "trailing-dash-",
+    "a..b",
+    "a" * 64 + ".example",
+])
+def test_shell_metacharacters_and_invalid_names_are_rejected(line):
+    error = error_of(f"good1\n{line}\n")
+    assert error.line_no == 2
+    assert "hosts.txt:2" in str(error)
+
+
+def test_metacharacter_line_is_reported_as_an_invalid_host_name():
+    error = error_of("a;touch /tmp/x\n")
+    assert "invalid host name 'a;touch'" in error.message
+
+
+def test_options_are_not_reachable_through_the_user_part():
+    assert "invalid user name" in error_of("-oProxyCommand=x@host\n").message
+    assert "invalid user name" in error_of("a;b@host\n").message
+
+
+@pytest.mark.parametrize("line,words", [
+    ("gpu[3-1]", "greater than"),
+    ("gpu[1-", "without ']'"),
+    ("gpu1-]", "without '['"),
+    ("gpu[a-b]", "bad range"),
+    ("gpu[]", "bad range"),
+    ("gpu[1--3]", "bad range"),
+    (f"gpu[1-{MAX_HOSTS_PER_LINE + 1}]", "too large"),
+    ("r[1-200]n[1-200]", "expands to 40000 hosts"),
+])
+def test_bad_ranges(line, words):
+    error = error_of(line)
+    assert words in error.message and error.line_no == 1
+
+
+@pytest.mark.parametrize("line,words", [
+    ("host:0", "invalid port"),
+    ("host:65536", "invalid port"),
+    ("host:ssh", "invalid port"),
+    ("fd00::1", "brackets"),
+    ("[fd00::1", "without ']'"),
+    ("[fd00::zz]:22", "invalid IPv6"),
+    ("[fd00::1]22", "expected ':port'"),
+    ("256.1.1.1", "invalid IPv4"),
+    ("host slots=many", "whole number"),
+    ("host slots=-1", "whole number"),
+    ("host slots=4 slots=8", "given twice"),
+    ("host gpus=8", "unknown setting"),
+    ("host extra-word", "key=value"),
+    ("@host", "invalid user name"),
+    (":22", "missing host name"),
+])
+def test_malformed_lines(line, words):
+    error = error_of(f"# header\n{line}\n")
+    assert words in error.message
+    assert error.line_no == 2
+
+
+def test_duplicates_name_both_lines():
+    error = error_of("gpu01\ngpu02\ngpu[01-02]\n")
+    assert error.line_no == 3 and "already on line 1" in error.message
+
+
+def test_duplicates_ignore_case_and_user_but_not_port():
+    assert "duplicate" in error_of("GPU01\nalice@gpu01\n").message
+    assert len(parse_hosts("gpu01:22\ngpu01:2222\n")) == 2
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# nothing here\n  # still nothing\n"])
+def test_empty_file(text):
+    error = error_of(text)
+    assert error.line_no is None and "no hosts" in error.message
+
+
+def test_load_hosts_reads_a_file_and_names_it_in_errors(tmp_path):
+    path = tmp_path / "hosts.txt"
+    path.write_text("gpu[1-2] slots=2\n")
+    assert [h.name for h in load_hosts(path)] == ["gpu1", "gpu2"]
+    path.write_text("gpu1\n$(reboot)\n")
+    with pytest.raises(HostsFileError) as info:
+        load_hosts(path)
+    assert str(info.value).startswith(f"{path}:2: ")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(HostsFileError) as info:
+        load_hosts(tmp_path / "absent.txt")
+    assert "cannot read" in info.value.message
