@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shlex
 import shutil
 import subprocess
 import threading
@@ -233,21 +234,21 @@ class Runner:
         if hello and hello.get("version") != preflight.__version__:
             message = (f"{node.name} runs preflight {hello.get('version')} ({hello.get('python')}), the coordinator "
                        f"{preflight.__version__}: install preflight=={preflight.__version__} on every node")
-            self._node_lost(node, checks, done, message, returncode, stderr, reachable=True)
+            self._node_lost(node, checks, done, message, returncode, stderr)
         elif hello is None:
             self._node_lost(node, checks, done, _unreachable_message(node.transport, returncode, stderr),
                             returncode, stderr)
         else:
             during = f" while running {current}" if current else ""
             self._node_lost(node, checks, done, f"lost contact with {node.name}{during} (exit code {returncode})",
-                            returncode, stderr, reachable=True)
+                            returncode, stderr)
 
     def _node_lost(self, node: NodeTarget, checks: list[type[Check]], done: set[str], message: str,
-                   returncode: int | None, stderr: str = "", reachable: bool = False) -> None:
-        command = " ".join(node.transport.wrap([node.transport.python, "-m", "preflight.agent"]))
+                   returncode: int | None, stderr: str = "") -> None:
+        """The node cannot be used: ERROR for each check it did not finish, and no cluster check uses it."""
+        command = shlex.join(node.transport.wrap([node.transport.python, "-m", "preflight.agent"]))
         evidence = [Evidence(command=command, exit_code=returncode, output_tail=stderr)]
-        if not reachable:
-            self.events.put(("node", (node.name, False, message)))
+        self.events.put(("node", (node.name, False, message)))
         for check in checks:
             if check.id not in done:
                 self.events.put(("result", error_result(check, node.name, message, evidence)))

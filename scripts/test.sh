@@ -14,6 +14,10 @@ VENV="${PREFLIGHT_VENV:-.venv-test}"
 PYTHON="${PYTHON:-python3}"
 TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
 TENSORFLOW_SPEC="${TENSORFLOW_SPEC:-tensorflow-cpu==2.21.0}"
+# A second environment with another torch: one test-bed node runs it, and versions.consistency must
+# name that node. 2.14.1 is a CUDA build (about 5 GB) that runs on the CPU too.
+DRIFT_VENV="${PREFLIGHT_DRIFT_VENV:-.venv-test-drift}"
+TORCH_DRIFT_SPEC="${TORCH_DRIFT_SPEC:-torch==2.14.1}"
 APT_PACKAGES=(iperf3 openssh-server openssh-client iproute2 procps chromium)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -35,5 +39,11 @@ fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" "$TENSORFLOW_SPEC" -e '.[test]'
 "$VENV/bin/python" -m pip install -q --no-deps -e tests/plugins/preflight-example
+
+if [ ! -x "$DRIFT_VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$DRIFT_VENV"
+fi
+"$DRIFT_VENV/bin/python" -m pip install -q "$TORCH_DRIFT_SPEC" -e .
+export PREFLIGHT_DRIFT_PYTHON="$PWD/$DRIFT_VENV/bin/python"
 
 exec "$VENV/bin/python" -m pytest -rs "$@"
