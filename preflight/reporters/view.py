@@ -238,7 +238,14 @@ def sentence_noisy(figures: list[NoisyFigure], threshold: float, several_nodes: 
             f"{'their' if many else 'its'} median and {'are' if many else 'is'} flagged as noisy: {listed}{more}")
 
 
+# Names that keep their own spelling at the start of a sentence.
+_PROPER_NAMES = {"tensorflow": "TensorFlow", "tf.data": "tf.data", "torch": "torch", "torch.save": "torch.save"}
+
+
 def _capital(text: str) -> str:
+    first, _, rest = text.partition(" ")
+    if first.lower() in _PROPER_NAMES:
+        return " ".join(filter(None, [_PROPER_NAMES[first.lower()], rest]))
     return text[:1].upper() + text[1:]
 
 

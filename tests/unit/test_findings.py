@@ -185,3 +185,11 @@ def test_the_judged_backend_speaks_for_all_reduce():
     facts["runs"].append(gloo)
     (finding,) = [k for k in key_findings(report) if k.check_id == "collectives.local"]
     assert "nccl (8 GPUs) reaches 441 GB/s" in finding.text and finding.node == "gpu03" and finding.blocking
+
+
+def test_sentences_keep_the_spelling_of_names_they_start_with():
+    from preflight.reporters.view import _capital
+
+    assert _capital("tensorflow checkpoints write at 1 GB/s") == "TensorFlow checkpoints write at 1 GB/s"
+    assert _capital("torch.save checkpoints write at 1 GB/s") == "torch.save checkpoints write at 1 GB/s"
+    assert _capital("the slowest link") == "The slowest link"
