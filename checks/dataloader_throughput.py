@@ -255,6 +255,10 @@ class DataloaderThroughput(Check):
         }
         if params.dataset and not has_torch:
             raise CannotMeasure(f"dataloader.dataset {params.dataset!r} needs torch, which is not installed")
+        if not has_torch and not has_tf and not params.path:
+            # Nothing could read a synthetic set (and writing one needs numpy, which comes with the
+            # frameworks): evaluate() says SKIP. A real dataset path is still listed for the small-files check.
+            return facts
         from preflight.workers.dataloader_files import (
             list_files,
             size_distribution,

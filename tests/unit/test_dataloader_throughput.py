@@ -207,3 +207,25 @@ def test_cpu_only_scaling_figure_is_not_taken_as_gpu_demand():
     assert outcome.status is Status.PASS
     assert "no demand figure to compare" in outcome.summary
     assert any("timed CPU processes, not GPUs" in d for d in outcome.details)
+
+
+def test_without_any_framework_collect_writes_nothing_and_the_check_skips(tmp_path, monkeypatch):
+    """A machine with neither torch nor tensorflow (nor numpy): SKIP with the reason, never a crash."""
+    import importlib.util
+    import sys
+
+    from preflight.check import Expect, NodeContext
+    from preflight.model import Status
+    from preflight_checks.dataloader_throughput import DataloaderThroughput, Params
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("torch", "tensorflow") else real_find_spec(name, *a))
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` now raises ImportError
+    ctx = NodeContext(node="n1", output_dir=tmp_path, scratch_dir=tmp_path / "scratch", expect=Expect(), timeout_s=60)
+    check = DataloaderThroughput()
+    facts = check.collect(ctx, Params())
+    outcome = check.evaluate(facts, Params(), Expect())
+    assert outcome.status is Status.SKIP
+    assert "torch" in outcome.summary and "tensorflow" in outcome.summary
+    assert not (tmp_path / "scratch").exists() or not any((tmp_path / "scratch").rglob("*"))
