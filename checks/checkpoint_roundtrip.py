@@ -190,23 +190,10 @@ def fsync_directory(path: str | Path) -> None:
 
 
 def drop_page_cache(path: str | Path) -> bool:
-    """Ask the kernel to drop path's cached pages (every file under it). False where it cannot.
+    """Drop the cached pages of a checkpoint (a file or a directory); False where it cannot."""
+    from preflight.pagecache import drop_page_cache as drop, files_under
 
-    Read figures are optimistic whenever the data is still in the page cache: after a write, unless
-    the checkpoint is larger than memory. POSIX_FADV_DONTNEED drops clean pages on local filesystems;
-    tmpfs keeps them (they are the storage) and some network filesystems ignore it.
-    """
-    paths = [Path(path)] if Path(path).is_file() else [p for p in Path(path).rglob("*") if p.is_file()]
-    dropped = True
-    for file in paths:
-        fd = os.open(file, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        except (OSError, AttributeError):
-            dropped = False
-        finally:
-            os.close(fd)
-    return dropped
+    return drop(files_under(path))
 
 
 def _tree_bytes(path: Path) -> int:

@@ -19,6 +19,8 @@ import time
 import traceback
 from pathlib import Path
 
+from preflight.pagecache import drop_page_cache, files_under
+
 
 def _fsync_tree(directory: Path, prefix: str) -> int:
     """fsync every file and the directory; return the bytes of the files whose name starts with prefix."""
@@ -38,20 +40,6 @@ def _fsync_tree(directory: Path, prefix: str) -> int:
     finally:
         os.close(fd)
     return total
-
-
-def _drop_cache(directory: Path) -> bool:
-    dropped = True
-    for path in directory.rglob("*"):
-        if path.is_file():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            except (OSError, AttributeError):
-                dropped = False
-            finally:
-                os.close(fd)
-    return dropped
 
 
 def _variables(tf, seed: int, size_mb: float) -> dict:
@@ -103,7 +91,7 @@ def roundtrip(directory: Path, size_mb: float, seed: int) -> dict:
     for variable in fresh.values():
         if variable.dtype.is_floating:
             variable.assign(tf.zeros_like(variable))
-    cache_dropped = _drop_cache(directory)
+    cache_dropped = drop_page_cache(files_under(directory))
     start = time.perf_counter()
     status = tf.train.Checkpoint(**fresh).restore(manager.latest_checkpoint)
     status.assert_consumed()

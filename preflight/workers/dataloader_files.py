@@ -90,24 +90,10 @@ def collate_raw(batch: list[tuple[Any, int]]) -> tuple[list[Any], int]:
 
 
 def drop_cache(paths: list[str]) -> bool:
-    """posix_fadvise(DONTNEED) on each file, so a pass reads from storage and not from memory.
+    """Drop each file's cached pages, so a pass reads from storage and not from memory."""
+    from preflight.pagecache import drop_page_cache
 
-    Has no effect on tmpfs and on some network filesystems; False where the call is unavailable.
-    """
-    dropped = True
-    for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            dropped = False
-            continue
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        except (OSError, AttributeError):
-            dropped = False
-        finally:
-            os.close(fd)
-    return dropped
+    return drop_page_cache(paths)
 
 
 def iter_files(root: Path, pattern: str) -> Iterator[tuple[str, int]]:
