@@ -1,0 +1,97 @@
+"""collectives.cluster over ssh between namespace nodes: real torchrun, c10d and gloo on three hosts.
+
+In every namespace the host name resolves to 127.0.0.1, the set-up that breaks naive launches; the
+check passes explicit addresses and says why. Loads are small (few iterations, 1 MiB at most in
+the slow-link case); each test also checks that nothing it started is left on the nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from preflight.execute import execute
+from preflight.model import Status
+
+pytestmark = [pytest.mark.root, pytest.mark.torch]
+pytest.importorskip("torch")
+
+QUICK = {"iters": 5, "warmup": 2, "check_elements": 4096}
+
+
+def leftovers(bed, node) -> list[str]:
+    """What a run left on a node: anything but sshd itself."""
+    return [cmd for _, cmd in bed.processes(node) if not cmd.startswith("sshd")]
+
+
+def run_check(ctx, **overrides):
+    from preflight_checks.collectives_cluster import CollectivesCluster
+
+    check = CollectivesCluster()
+    start = time.monotonic()
+    result = execute(check, ctx, check.params_from({**QUICK, **overrides}), ctx.expect, node="cluster")
+    return result, time.monotonic() - start
+
+
+def test_three_nodes_pass_and_the_loopback_host_name_is_explained(testbed3, cluster_context):
+    result, elapsed = run_check(cluster_context(testbed3))
+    assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
+    assert "gloo across 3 nodes x 1 process" in result.summary
+    run = result.facts["run"]
+    assert sorted(run["rank_nodes"].values()) == ["n1", "n2", "n3"]
+    # Each node was given its own namespace address and the interface that carries it.
+    for node in testbed3.nodes:
+        plan = result.facts["plan"][node.name]
+        assert plan["ip"] == node.address and plan["interface"] == node.node_if
+    assert run["rdzv_endpoint"].startswith(testbed3.node(1).address + ":")
+    assert any("resolves only to 127.0.0.1" in d for d in result.details)
+    assert all(e.command.startswith("ssh ") or e.command.startswith("[on n") for e in result.evidence)
+    assert elapsed < 90
+    assert all(leftovers(testbed3, node) == [] for node in testbed3.nodes)
+
+
+def test_a_slow_node_is_named_by_the_pairwise_pass(make_testbed, cluster_context):
+    bed = make_testbed(3, rates={2: "200mbit"})
+    # 200 Mbit/s carries 1 MiB in ~50 ms; unshaped veth pairs here do better than 0.1 GB/s busbw.
+    result, elapsed = run_check(cluster_context(bed), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.1)
+    assert result.status is Status.FAIL, result.summary
+    assert "n2 is at fault" in result.summary
+    states = {tuple(p["nodes"]): p["state"] for p in result.facts["pairwise"]["pairs"]}
+    assert {k for k, v in states.items() if v == "bad"} == {k for k in states if "n2" in k}
+    assert elapsed < 90
+    assert all(leftovers(bed, node) == [] for node in bed.nodes)
+
+
+def test_a_node_whose_torchrun_never_joins_is_error_naming_it(testbed3, cluster_context):
+    result, elapsed = run_check(cluster_context(testbed3, timeout_s=60), inject_absent_node="n3", rdzv_timeout_s=8)
+    assert result.status is Status.ERROR
+    assert "torchrun on n3 never joined the rendezvous" in result.summary
+    assert "n1" not in result.summary and "n2" not in result.summary
+    assert elapsed < 60
+    assert [leftovers(testbed3, node) for node in testbed3.nodes] == [[], [], []]
+
+
+def test_a_dropped_ssh_session_ends_the_remote_command(testbed3, cluster_context):
+    """The coordinator side dies (its ssh client is killed): the wrapper on the node ends what it ran."""
+    from preflight_checks.collectives_cluster import AgentSpec, NodeAgent, absent_argv
+
+    ctx = cluster_context(testbed3, indexes=[1])
+    node = testbed3.node(1)
+    argv = absent_argv(testbed3.python)
+    agent = NodeAgent(ctx, AgentSpec(node="n1", argv=argv, group="g", expected_prefix=argv[:3]))
+    try:
+        deadline = time.monotonic() + 15
+        while not any(line.startswith("@@pid ") for line in agent.stdout) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any("never-joins" in cmd for cmd in leftovers(testbed3, node))
+        os.killpg(agent.proc.pid, signal.SIGKILL)  # no goodbye: the ssh client is simply gone
+        agent.proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while leftovers(testbed3, node) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert leftovers(testbed3, node) == []
+    finally:
+        agent.force_stop()

@@ -1,0 +1,375 @@
+"""collectives.cluster judged from recorded and built facts, and its pure helpers.
+
+Recorded facts (tests/data/collectives_cluster/record.py) come from real torchrun + gloo runs: two
+local nodes, and three namespace nodes over ssh; the GPU ones are built and say so in "_source".
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+
+import pytest
+
+from preflight.check import Expect
+from preflight.model import Status
+from preflight_checks.collectives_cluster import (
+    CollectivesCluster,
+    Params,
+    attribute,
+    choose_backend,
+    coordinator_ip,
+    interpret_run,
+    is_loopback,
+    loopback_findings,
+    pairwise_reason,
+    round_robin,
+    run_figures,
+    shared_machine_findings,
+    summarize_agent,
+    torchrun_argv,
+)
+from tests.conftest import load_facts
+
+
+def facts_of(name: str) -> dict:
+    return load_facts(f"collectives_cluster/{name}")
+
+
+def evaluate(facts: dict, expect: Expect | None = None, **overrides):
+    check = CollectivesCluster()
+    params = check.params_from({**facts.get("_params", {}), **overrides})
+    return check.evaluate(facts, params, expect or Expect())
+
+
+def by_name(outcome, fragment: str):
+    found = [m for m in outcome.measurements if fragment in m.name]
+    assert found, [m.name for m in outcome.measurements]
+    return found
+
+
+# -- recorded runs -------------------------------------------------------------------------------
+
+
+def test_two_local_nodes_pass_with_the_measured_figures():
+    facts = facts_of("local_2nodes_pass.json")
+    outcome = evaluate(facts)
+    assert outcome.status is Status.PASS, outcome.summary
+    sizes = sorted(facts["run"]["result"]["sizes"], key=lambda s: s["bytes"])
+    latency = by_name(outcome, "latency at 8 B")[0]
+    assert latency.value == pytest.approx(sizes[0]["time_s"] * 1e6, abs=0.1)
+    busbw = by_name(outcome, "busbw at 16 MiB")[0]
+    assert busbw.value == pytest.approx(sizes[-1]["busbw_gbps"], abs=1e-3)
+    assert len(busbw.samples) == facts["_params"]["iters"]
+    assert by_name(outcome, "wrong elements")[0].value == 0
+    assert "gloo across 2 nodes x 1 process" in outcome.summary
+    # Both "nodes" are this machine: said, not hidden.
+    assert any("one machine" in d and "alpha, beta" in d for d in outcome.details)
+    # 127.0.0.1 was the address given for them: no host-name warning for that.
+    assert not any("resolves only to" in d for d in outcome.details)
+
+
+def test_testbed_pass_explains_host_names_that_resolve_to_loopback():
+    facts = facts_of("testbed_3nodes_pass.json")
+    outcome = evaluate(facts)
+    assert outcome.status is Status.PASS, outcome.summary
+    trap = next(d for d in outcome.details if "resolves only to" in d)
+    hostname = facts["probes"]["n1"]["hostname"]
+    assert f"{hostname!r}" in trap and "127.0.0.1" in trap and "n1, n2, n3" in trap
+    assert "--local-addr" in trap and "GLOO_SOCKET_IFNAME" in trap
+    # The addresses actually passed: every node's own IP and interface, none of them loopback.
+    launch = next(d for d in outcome.details if d.startswith("rendezvous on n1"))
+    for node in ("n1", "n2", "n3"):
+        assert f"{node}: --local-addr={facts['plan'][node]['ip']}" in launch
+        assert not is_loopback(facts["plan"][node]["ip"])
+        assert facts["plan"][node]["interface"] != "lo"
+
+
+def test_a_node_that_never_joins_is_error_naming_it_and_no_other():
+    facts = facts_of("local_absent_node.json")
+    outcome = evaluate(facts)
+    assert outcome.status is Status.ERROR
+    assert "beta" in outcome.summary and "never joined the rendezvous" in outcome.summary
+    assert "alpha" not in outcome.summary
+    assert facts["run"]["fault_nodes"] == ["beta"]
+    assert "pairwise" not in facts  # the node is already named
+
+
+def test_an_absent_rendezvous_host_is_named_rather_than_those_waiting_for_it():
+    facts = facts_of("local_absent_host.json")
+    outcome = evaluate(facts)
+    assert outcome.status is Status.ERROR
+    assert "alpha (the rendezvous host)" in outcome.summary
+    assert facts["run"]["fault_nodes"] == ["alpha"]
+
+
+def test_a_rank_that_never_reports_in_is_named_with_its_node():
+    outcome = evaluate(facts_of("local_absent_rank.json"))
+    assert outcome.status is Status.ERROR
+    assert "rank 1 (beta) never reported in" in outcome.summary
+
+
+def test_a_shaped_node_is_named_by_the_pairwise_pass():
+    facts = facts_of("testbed_n2_shaped_pairwise.json")
+    outcome = evaluate(facts)
+    assert outcome.status is Status.FAIL
+    assert "n2 is at fault" in outcome.summary
+    pairs = {m.node: m for m in outcome.measurements if m.node}
+    assert set(pairs) == {"n1 <-> n2", "n2 <-> n3", "n1 <-> n3"}
+    assert pairs["n1 <-> n2"].ok is False and pairs["n2 <-> n3"].ok is False and pairs["n1 <-> n3"].ok is True
+    assert pairs["n1 <-> n3"].value > 5 * max(pairs["n1 <-> n2"].value, pairs["n2 <-> n3"].value)
+    main = by_name(outcome, "busbw at 1 MiB")[0]
+    assert main.ok is False and main.threshold == facts["_params"]["min_busbw_gbps"]
+
+
+# -- built GPU facts -----------------------------------------------------------------------------
+
+
+def test_gpu_nodes_pass_and_the_busbw_floor_is_judged_when_set():
+    facts = facts_of("gpu_2nodes_8x_h100_nccl_built.json")
+    assert facts["_source"].startswith("built, not measured")
+    outcome = evaluate(facts, min_busbw_gbps=300)
+    assert outcome.status is Status.PASS
+    assert "nccl across 2 nodes x 8 GPUs" in outcome.summary
+    largest = by_name(outcome, "busbw at 256 MiB")[0]
+    assert largest.threshold == 300 and largest.ok is True
+    low = evaluate(facts, min_busbw_gbps=400)
+    assert low.status is Status.FAIL and "below 400 GB/s" in low.summary
+
+
+def test_wrong_sums_fail_naming_the_rank_and_its_node():
+    outcome = evaluate(facts_of("gpu_2nodes_wrong_sums_built.json"))
+    assert outcome.status is Status.FAIL
+    assert "rank 11 (gpu02): 4096 elements" in outcome.summary
+
+
+def test_a_slow_node_among_four_is_named():
+    outcome = evaluate(facts_of("gpu_4nodes_gpu03_slow_built.json"))
+    assert outcome.status is Status.FAIL
+    assert "gpu03 is at fault" in outcome.summary
+    assert "gpu01 <-> gpu02" not in outcome.summary
+
+
+def test_a_slow_pair_is_named_when_both_nodes_are_fine_with_others():
+    outcome = evaluate(facts_of("gpu_4nodes_pair_slow_built.json"))
+    assert outcome.status is Status.FAIL
+    assert "the pair gpu01 <-> gpu02 is at fault" in outcome.summary
+
+
+def test_a_latency_ceiling_is_judged_when_set():
+    facts = facts_of("gpu_2nodes_8x_h100_nccl_built.json")
+    outcome = evaluate(facts, max_latency_us=20)
+    assert outcome.status is Status.FAIL and "above 20 us" in outcome.summary
+
+
+# -- node counts, reachability, missing torch ------------------------------------------------------
+
+
+def test_one_node_is_skip_unless_several_are_expected():
+    facts = {"nodes": ["only"], "unreachable": [], "probes": {}}
+    assert evaluate(facts).status is Status.SKIP
+    expected = evaluate(facts, Expect(nodes=4))
+    assert expected.status is Status.ERROR and "expects 4 nodes" in expected.summary
+    assert CollectivesCluster().expected_to_run(Expect(nodes=4))
+    assert not CollectivesCluster().expected_to_run(Expect())
+
+
+def test_only_one_reachable_node_is_error_naming_the_unreachable():
+    outcome = evaluate({"nodes": ["a"], "unreachable": ["b", "c"], "probes": {}})
+    assert outcome.status is Status.ERROR and "b, c unreachable" in outcome.summary
+
+
+def test_unreachable_nodes_are_noted_and_the_others_measured():
+    facts = facts_of("local_2nodes_pass.json")
+    facts["unreachable"] = ["gamma"]
+    outcome = evaluate(facts)
+    assert outcome.status is Status.PASS
+    assert "gamma unreachable, not measured" in outcome.summary
+    assert any(d.startswith("not measured, unreachable: gamma") for d in outcome.details)
+
+
+def test_missing_torch_is_skip_everywhere_and_fail_on_some():
+    facts = facts_of("local_2nodes_pass.json")
+    nowhere = copy.deepcopy(facts)
+    for probe in nowhere["probes"].values():
+        probe["torch"] = None
+    nowhere.pop("run")
+    assert evaluate(nowhere).status is Status.SKIP
+    assert evaluate(nowhere, Expect(frameworks=["torch"])).status is Status.FAIL
+    one = copy.deepcopy(facts)
+    one["probes"]["beta"]["torch"] = None
+    outcome = evaluate(one)
+    assert outcome.status is Status.FAIL and "beta" in outcome.summary
+
+
+def test_a_node_whose_probe_failed_is_error_naming_it():
+    facts = facts_of("local_2nodes_pass.json")
+    facts["probes"]["beta"] = {"error": "beta could not be reached (ssh exit 255): Connection refused"}
+    outcome = evaluate(facts)
+    assert outcome.status is Status.ERROR and "Connection refused" in outcome.summary
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+
+
+def test_torchrun_command_passes_every_address_explicitly():
+    argv = torchrun_argv("/venv/bin/python", nnodes=3, nproc=8, rdzv_endpoint="10.0.0.1:29400", run_id="r1",
+                         is_host=True, local_addr="10.0.0.1", rdzv_timeout_s=60, env={"GLOO_SOCKET_IFNAME": "eth1"},
+                         module="allreduce", worker_args=["--backend", "nccl"])
+    assert argv[:2] == ["env", "GLOO_SOCKET_IFNAME=eth1"]
+    assert argv[2:5] == ["/venv/bin/python", "-m", "torch.distributed.run"]
+    assert "--rdzv-backend=c10d" in argv and "--rdzv-endpoint=10.0.0.1:29400" in argv
+    assert "--local-addr=10.0.0.1" in argv and "--nnodes=3" in argv and "--nproc-per-node=8" in argv
+    assert "--rdzv-conf=is_host=1,join_timeout=60,read_timeout=60" in argv
+    assert argv[-4:] == ["-m", "preflight.workers.allreduce", "--backend", "nccl"]
+    other = torchrun_argv("python3", nnodes=3, nproc=8, rdzv_endpoint="10.0.0.1:29400", run_id="r1", is_host=False,
+                          local_addr="10.0.0.2", rdzv_timeout_s=60, env={}, module="allreduce", worker_args=[])
+    assert "--rdzv-conf=is_host=0,join_timeout=60,read_timeout=60" in other
+
+
+@pytest.mark.parametrize("count", range(2, 10))
+def test_round_robin_meets_every_pair_once_in_disjoint_rounds(count):
+    names = [f"n{i}" for i in range(count)]
+    rounds = round_robin(names)
+    assert len(rounds) == (count - 1 if count % 2 == 0 else count)
+    seen = [frozenset(p) for r in rounds for p in r]
+    assert sorted(seen, key=sorted) == sorted({frozenset(p) for p in itertools.combinations(names, 2)}, key=sorted)
+    for pairs in rounds:
+        members = [n for p in pairs for n in p]
+        assert len(members) == len(set(members))
+
+
+def pair(a: str, b: str, state: str) -> dict:
+    return {"nodes": [a, b], "state": state}
+
+
+def test_attribution_names_a_node_a_pair_or_nothing():
+    names = ["a", "b", "c", "d"]
+    every = list(itertools.combinations(names, 2))
+    node_c = attribute([pair(x, y, "bad" if "c" in (x, y) else "good") for x, y in every])
+    assert node_c["nodes"] == ["c"] and node_c["pairs"] == []
+    link = attribute([pair(x, y, "bad" if {x, y} == {"a", "b"} else "good") for x, y in every])
+    assert link["nodes"] == [] and link["pairs"] == [["a", "b"]]
+    everything = attribute([pair(x, y, "bad") for x, y in every])
+    assert everything["all_bad"] and everything["nodes"] == []
+    fine = attribute([pair(x, y, "good") for x, y in every])
+    assert fine["nodes"] == [] and fine["pairs"] == [] and not fine["all_bad"] and fine["measured"] == 6
+    unmeasured = attribute([pair("a", "b", "error")])
+    assert unmeasured["measured"] == 0
+
+
+def test_pairwise_runs_only_when_it_can_tell_something():
+    params = Params(min_busbw_gbps=1.0)
+    ok = facts_of("testbed_3nodes_pass.json")["run"]
+    assert pairwise_reason(ok, Params(), 3) is None
+    slow = pairwise_reason(ok, Params(min_busbw_gbps=1e6), 3)
+    assert slow and "busbw" in slow
+    assert pairwise_reason(ok, Params(min_busbw_gbps=1e6), 2) is None  # one pair only: the run itself
+    named = facts_of("local_absent_node.json")["run"]
+    assert pairwise_reason(named, params, 3) is None
+    unnamed = {"ok": False, "fault_nodes": [], "error": "hang"}
+    assert pairwise_reason(unnamed, params, 3) == "the all-reduce across all nodes failed"
+
+
+def raw(name: str) -> dict:
+    data = facts_of(name)
+    return summarize_agent(data["stdout_lines"], data["stderr_text"], data["returncode"], data["killed"],
+                           data["duration_s"], data["transport_failure"])
+
+
+def test_torchrun_output_completed_rendezvous():
+    agent = raw("torchrun_rendezvous_complete.json")
+    assert agent["rendezvous"] == "complete" and agent["returncode"] == 0
+    assert agent["group_rank"] in (0, 1) and len(agent["global_ranks"]) == 1
+    assert agent["pids"]["torchrun"] > 0 and agent["pids"]["log_dir"].rsplit("/", 1)[-1].startswith("preflight-torchrun.")
+    assert agent["last_error"] == ""
+
+
+def test_torchrun_output_rendezvous_timeout_and_unreachable_host():
+    waited = raw("torchrun_rendezvous_timeout.json")
+    assert waited["rendezvous"] == "timeout" and waited["returncode"] != 0 and waited["global_ranks"] == []
+    assert "RendezvousTimeoutError" in waited["last_error"]
+    unreachable = raw("torchrun_rendezvous_unreachable.json")
+    assert unreachable["rendezvous"] == "unreachable"
+
+
+def test_torchrun_output_worker_failure_gives_the_failing_rank():
+    agent = raw("torchrun_worker_failed.json")
+    assert agent["rendezvous"] == "complete"
+    assert agent["last_error"].startswith("worker rank") and "exit code" in agent["last_error"]
+
+
+def test_interpretation_of_a_rendezvous_that_one_node_never_reached():
+    waited = raw("torchrun_rendezvous_timeout.json")
+    absent = summarize_agent(["@@pid 10 11 /tmp/preflight-torchrun.x"], "", 143, True, 20.0)
+    outcome = interpret_run({"a": waited, "b": absent}, "a", 8, 60)
+    assert outcome["phase"] == "rendezvous" and outcome["fault_nodes"] == ["b"]
+    assert "torchrun on b never joined the rendezvous within 8s" in outcome["error"]
+    nobody = interpret_run({"a": waited, "b": waited}, "a", 8, 60)
+    assert nobody["fault_nodes"] == [] and "in vain" in nobody["error"]
+
+
+def test_interpretation_of_a_lost_ssh_session_names_the_node():
+    lost = summarize_agent([], "Connection to 10.0.0.2 closed by remote host.", 255, False, 3.0, transport_failure=True)
+    done = raw("torchrun_rendezvous_complete.json")
+    outcome = interpret_run({"a": done, "b": lost}, "a", 60, 60)
+    assert outcome["fault_nodes"] == ["b"] and "lost contact with b" in outcome["error"]
+
+
+def test_run_figures_read_the_worker_report():
+    result = facts_of("gpu_2nodes_wrong_sums_built.json")["run"]["result"]
+    figures = run_figures(result)
+    assert figures["wrong"] == 4096 and figures["largest_bytes"] == 256 << 20
+    assert figures["busbw_gbps"] == pytest.approx(368.0)
+
+
+def test_backend_choice():
+    gpu = {"gpus": 8, "nccl": True, "gloo": True}
+    chosen = choose_backend({"a": gpu, "b": {**gpu, "gpus": 4}})
+    assert chosen["backend"] == "nccl" and chosen["nproc_per_node"] == 4 and "GPU counts differ" in chosen["notes"][0]
+    mixed = choose_backend({"a": gpu, "b": {"gpus": 0, "nccl": False, "gloo": True}}, cpu_ranks_per_node=2)
+    assert mixed["backend"] == "gloo" and mixed["nproc_per_node"] == 2 and "some nodes have GPUs" in mixed["notes"][0]
+    forced = choose_backend({"a": {"gpus": 0, "gloo": True}, "b": {"gpus": 0, "gloo": True}}, backend="nccl")
+    assert "error" in forced and "a, b have no GPU" in forced["error"]
+    assert "error" in choose_backend({"a": gpu}, backend="mpi")
+
+
+def test_addresses_and_loopback():
+    assert coordinator_ip("198.18.0.11") == "198.18.0.11"
+    assert coordinator_ip("localhost") in ("127.0.0.1", "::1")
+    for address in ("127.0.0.1", "127.0.1.1", "::1", "::ffff:127.0.0.1"):
+        assert is_loopback(address)
+    assert not is_loopback("10.0.0.1") and not is_loopback("gpu01")
+
+
+def test_loopback_findings_use_node_environment_facts_too():
+    probes = {"n1": {"hostname": "gpu01"}, "n2": {"hostname": "gpu02", "hostname_addresses": ["10.0.0.2"]}}
+    node_facts = {"n1": {"node.environment": {"hostname_addresses": ["127.0.1.1"]}}}
+    found = loopback_findings(probes, node_facts, {"n1": "10.0.0.1", "n2": "10.0.0.2"})
+    assert len(found) == 1 and "on n1 the host name 'gpu01' resolves only to 127.0.1.1" in found[0]
+
+
+def test_shared_machine_findings_group_by_boot_id():
+    probes = {"a": {"boot_id": "x"}, "b": {"boot_id": "x"}, "c": {"boot_id": "y"}}
+    found = shared_machine_findings(probes)
+    assert len(found) == 1 and found[0].startswith("a, b run on one machine")
+
+
+def test_nodes_that_waited_while_the_host_gave_up_are_not_blamed():
+    lost = raw("torchrun_rendezvous_host_lost.json")
+    closed = raw("torchrun_rendezvous_closed.json")
+    assert lost["rendezvous"] == "host lost" and closed["rendezvous"] == "closed"
+    host = raw("torchrun_rendezvous_timeout.json")
+    absent = summarize_agent(["@@pid 10 11 /tmp/preflight-torchrun.x"], "", 143, True, 20.0)
+    for victim in (lost, closed):
+        outcome = interpret_run({"n1": host, "n2": victim, "n3": absent}, "n1", 8, 60)
+        assert outcome["fault_nodes"] == ["n3"], outcome["error"]
+        assert "n2" not in outcome["error"]
+
+
+def test_testbed_node_that_never_joins_is_named_over_ssh():
+    facts = facts_of("testbed_absent_node.json")
+    outcome = evaluate(facts)
+    assert outcome.status is Status.ERROR
+    assert outcome.summary.endswith("torchrun on n3 never joined the rendezvous within 8s (still running; stopped)")
+    assert "n1" not in outcome.summary and "n2" not in outcome.summary
