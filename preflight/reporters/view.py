@@ -113,6 +113,16 @@ def is_noisy(m: Measurement, threshold: float = NOISY_SPREAD) -> bool:
     return spread is not None and spread > threshold
 
 
+def headline(decision: Decision, total: int) -> str:
+    """The verdict in words. A GO with skipped checks says so: nothing skipped was shown to be ready."""
+    text = HEADLINES[decision.verdict]
+    skipped = len(decision.skipped)
+    if decision.verdict is Verdict.GO and skipped:
+        text = (f"Ready to train, as far as was measured: {skipped} of {total} "
+                f"check{'s' if total != 1 else ''} skipped.")
+    return text
+
+
 def finding(result: CheckResult, expected_skip: bool = False) -> Finding:
     summary = result.summary
     if expected_skip:
@@ -151,7 +161,7 @@ def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportV
         report=report,
         decision=decision,
         verdict=decision.verdict.value,
-        headline=HEADLINES[decision.verdict],
+        headline=headline(decision, len(report.results)),
         reason=decision.reason,
         exit_code=decision.exit_code,
         blocking=[finding(r, id(r) in expected_skips) for r in decision.blocking],

@@ -193,3 +193,16 @@ def test_sentences_keep_the_spelling_of_names_they_start_with():
     assert _capital("tensorflow checkpoints write at 1 GB/s") == "TensorFlow checkpoints write at 1 GB/s"
     assert _capital("torch.save checkpoints write at 1 GB/s") == "torch.save checkpoints write at 1 GB/s"
     assert _capital("the slowest link") == "The slowest link"
+
+
+def test_a_go_with_skipped_checks_says_how_much_was_not_measured():
+    from preflight.model import Status
+    from preflight.reporters.view import build_view
+    from tests.conftest import make_report, make_result
+
+    clean = build_view(make_report([make_result(status=Status.PASS)]))
+    assert clean.verdict == "GO" and clean.headline == "Ready to train."
+    partial = build_view(make_report([make_result(status=Status.PASS),
+                                      make_result("gpu.visibility", status=Status.SKIP, summary="no driver")]))
+    assert partial.verdict == "GO"
+    assert partial.headline == "Ready to train, as far as was measured: 1 of 2 checks skipped."
