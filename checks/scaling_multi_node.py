@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preflight.check import Check, ClusterContext, Expect, Outcome, measure
-from preflight.model import Measurement, Scope, Status, worst
-from preflight_checks.collectives_cluster import (
+from preflight.cluster_launch import (
     MIN_LAUNCH_S, SLACK_S, choose_backend, coordinator_ip, launch, loopback_findings, names_text, node_plan,
     pick_port, probe_nodes, processes_text, run_launch, shared_machine_findings, worker_timeouts,
 )
+from preflight.model import Measurement, Scope, Status, worst
 from preflight_checks.scaling_multi_gpu import CPU_MODEL, GPU_MODEL
 
 SOURCE_CHECK = "scaling.multi_gpu"
@@ -286,7 +286,7 @@ class ScalingMultiNode(Check):
         details.insert(1, f"all {n} nodes: step {r_all['step_s'] * 1e3:.1f} ms = {r_all['compute_s'] * 1e3:.1f} ms compute + "
                           f"{max(0.0, r_all['step_s'] - r_all['compute_s']) * 1e3:.1f} ms exposed communication")
         if e > 1.1:
-            details.append(f"efficiency above 1: one node ran slower per device than the whole job did, which "
+            details.append("efficiency above 1: one node ran slower per device than the whole job did, which "
                            "points at other load on the baseline node while it was measured (or a baseline node "
                            "slower than the rest); rerun on idle nodes before trusting either figure")
         if r_one["compute_s"] and r_all["compute_s"] > 1.2 * r_one["compute_s"]:

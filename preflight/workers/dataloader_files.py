@@ -10,7 +10,6 @@ which stands in for the JPEG decode and augmentation of a real pipeline.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path

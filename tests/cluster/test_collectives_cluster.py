@@ -76,7 +76,7 @@ def test_a_node_whose_torchrun_never_joins_is_error_naming_it(testbed3, cluster_
 
 def test_a_dropped_ssh_session_ends_the_remote_command(testbed3, cluster_context):
     """The coordinator side dies (its ssh client is killed): the wrapper on the node ends what it ran."""
-    from preflight_checks.collectives_cluster import AgentSpec, NodeAgent, absent_argv
+    from preflight.cluster_launch import AgentSpec, NodeAgent, absent_argv
 
     ctx = cluster_context(testbed3, indexes=[1])
     node = testbed3.node(1)

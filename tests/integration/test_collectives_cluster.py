@@ -116,7 +116,7 @@ def test_a_rank_that_never_reports_in_is_named_with_its_node(tmp_path):
 
 def test_closing_the_wrappers_stdin_ends_the_command_and_its_children(tmp_path):
     """What happens when the check stops a launch, dies, or loses its ssh session: stdin closes."""
-    from preflight_checks.collectives_cluster import AgentSpec, NodeAgent, absent_argv
+    from preflight.cluster_launch import AgentSpec, NodeAgent, absent_argv
 
     ctx = context(tmp_path, ["alpha"], timeout_s=30)
     python = ctx.nodes[0]["python"]
@@ -141,7 +141,7 @@ def test_closing_the_wrappers_stdin_ends_the_command_and_its_children(tmp_path):
 
 
 def test_run_agents_stops_everything_at_its_deadline(tmp_path):
-    from preflight_checks.collectives_cluster import AgentSpec, absent_argv, run_agents
+    from preflight.cluster_launch import AgentSpec, absent_argv, run_agents
 
     ctx = context(tmp_path, ["alpha", "beta"], timeout_s=30)
     python = ctx.nodes[0]["python"]
@@ -158,7 +158,7 @@ def test_run_agents_stops_everything_at_its_deadline(tmp_path):
 
 
 def test_the_wrapper_expands_a_home_relative_python(tmp_path):
-    from preflight_checks.collectives_cluster import WRAPPER
+    from preflight.cluster_launch import WRAPPER
 
     out = subprocess.run(["sh", "-c", WRAPPER, "sh", "echo", "~/bin/python", "{log_dir}"], capture_output=True,
                          text=True, timeout=10, env={**os.environ, "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
@@ -173,7 +173,7 @@ def test_the_wrapper_expands_a_home_relative_python(tmp_path):
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip (installed wherever the test bed runs)")
 def test_the_probe_finds_the_interface_through_the_route_to_a_peer_when_no_interface_has_the_address():
     from preflight.launch import loopback_interface
-    from preflight_checks.collectives_cluster import PROBE
+    from preflight.cluster_launch import PROBE
 
     # 192.0.2.77 (TEST-NET-1) is on no interface here; the route to the peer 127.0.0.1 decides.
     out = subprocess.run([sys.executable, "-c", PROBE, "192.0.2.77", "192.0.2.77", "127.0.0.1"], capture_output=True,

@@ -12,22 +12,24 @@ import itertools
 import pytest
 
 from preflight.check import Expect
-from preflight.model import Status
-from preflight_checks.collectives_cluster import (
-    CollectivesCluster,
-    Params,
-    attribute,
+from preflight.cluster_launch import (
     choose_backend,
     coordinator_ip,
     interpret_run,
     is_loopback,
     loopback_findings,
-    pairwise_reason,
     round_robin,
-    run_figures,
     shared_machine_findings,
     summarize_agent,
     torchrun_argv,
+)
+from preflight.model import Status
+from preflight_checks.collectives_cluster import (
+    CollectivesCluster,
+    Params,
+    attribute,
+    pairwise_reason,
+    run_figures,
 )
 from tests.conftest import load_facts
 

@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
+import preflight.cluster_launch as launcher  # noqa: E402
 import preflight_checks.collectives_cluster as cc  # noqa: E402
 from preflight.check import ClusterContext, Expect  # noqa: E402
 from preflight.execute import execute  # noqa: E402
@@ -30,7 +31,7 @@ SCALING = HERE.parent / "scaling_multi_node"
 SMALL = {"iters": 10, "warmup": 3, "check_elements": 65536}
 
 raw_outputs: list[dict] = []
-_summarize = cc.summarize_agent
+_summarize = launcher.summarize_agent
 
 
 def _keep_raw(stdout_lines, stderr_text, returncode, killed, duration_s, transport_failure=False):
@@ -39,7 +40,7 @@ def _keep_raw(stdout_lines, stderr_text, returncode, killed, duration_s, transpo
     return _summarize(stdout_lines, stderr_text, returncode, killed, duration_s, transport_failure)
 
 
-cc.summarize_agent = _keep_raw
+launcher.summarize_agent = _keep_raw
 
 
 def run(check, specs, params: dict, source: str, timeout_s: float = 150, expect: Expect | None = None) -> dict:
