@@ -41,12 +41,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from preflight.allreduce_figures import MIB, human_bytes, judge_allreduce
+from preflight.check import Check, ClusterContext, Expect, Outcome, measure
 from preflight.cluster_launch import (
-    MIB, MIN_LAUNCH_S, SLACK_S, choose_backend, coordinator_ip, human_bytes, launch, loopback_findings,
-    names_text, node_plan, pick_port, probe_nodes, processes_text, rank_text, round_robin, run_launch,
+    MIN_LAUNCH_S, SLACK_S, choose_backend, launch, launch_and_wait, loopback_findings,
+    names_text, node_plan, pick_port, probe_usable, processes_text, rank_text, round_robin, run_launch,
     shared_machine_findings, unique, worker_timeouts,
 )
-from preflight.check import Check, ClusterContext, Expect, Outcome, measure
 from preflight.model import Measurement, Scope, Status, worst
 
 # The sizes collectives.local uses: on GPUs 256 MiB is where inter-node busbw reaches its plateau
@@ -201,21 +202,13 @@ class CollectivesCluster(Check):
     # -- collect -------------------------------------------------------------------------------
 
     def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
-        names = ctx.node_names
-        facts: dict[str, Any] = {"nodes": names, "unreachable": list(ctx.unreachable), "probes": {}}
+        facts = probe_usable(ctx)
+        names = facts["nodes"]
         if len(names) < 2:
             return facts
-        addresses = {spec["name"]: spec.get("address") or spec["name"] for spec in ctx.nodes}
-        ips = {n: coordinator_ip(addresses[n]) for n in names}
-        facts["addresses"] = addresses
-        facts["ips"] = ips
-        probes = probe_nodes(ctx, names, ips)
-        facts["probes"] = probes
         facts["hostnames"] = {n: ctx.node_facts.get(n, {}).get("node.environment", {}).get("hostname_addresses")
                               for n in names}
-        usable = [n for n in names if probes[n].get("torch") and probes[n].get("distributed")
-                  and probes[n].get("ip") and "error" not in probes[n]]
-        facts["usable"] = usable
+        probes, usable = facts["probes"], facts["usable"]
         if len(usable) < 2:
             return facts
 
@@ -243,17 +236,11 @@ class CollectivesCluster(Check):
     def _allreduce(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
                    choice: dict[str, Any], sizes: list[int], iters: int, warmup: int, budget_s: float,
                    port: int | None, absent_node: str | None = None) -> dict[str, Any]:
-        rdzv_s, join_s, pg_s = worker_timeouts(budget_s, params.rdzv_timeout_s, params.join_timeout_s,
-                                               params.pg_timeout_s)
-        args = self._worker_args(params, choice, sizes, iters, warmup, join_s, pg_s)
-        if port is None:
-            return {"nodes": nodes, "host": nodes[0], "ok": False, "phase": "launch", "fault_nodes": [nodes[0]],
-                    "error": f"could not find a free port for the rendezvous on {nodes[0]}"}
-        specs, launch_facts = launch(ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="allreduce",
-                                     worker_args=args, budget_s=budget_s, rdzv_timeout_s=rdzv_s, port=port,
-                                     absent_node=absent_node)
-        launch_facts["timeouts_s"].update({"join": round(join_s, 1), "pg": round(pg_s, 1)})
-        return run_launch(ctx, [(specs, launch_facts)], budget_s)[0]
+        return launch_and_wait(
+            ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="allreduce",
+            worker_args=lambda join_s, pg_s: self._worker_args(params, choice, sizes, iters, warmup, join_s, pg_s),
+            budget_s=budget_s, timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s),
+            port=port, absent_node=absent_node)
 
     @staticmethod
     def _worker_args(params: Params, choice: dict[str, Any], sizes: list[int], iters: int, warmup: int,
@@ -392,46 +379,10 @@ class CollectivesCluster(Check):
 
 
 def judge_main(run: dict[str, Any], params: Params, label: str) -> tuple[list[tuple[Status, str]], list[Measurement]]:
-    """Problems and measurements of a successful all-node run. Pure."""
-    result = run["result"]
+    """Problems and measurements of a successful all-node run, ranks named with their nodes. Pure."""
     owners = {int(r): n for r, n in (run.get("rank_nodes") or {}).items()}
-    problems: list[tuple[Status, str]] = []
-    measurements: list[Measurement] = []
-    sizes = sorted(result["sizes"], key=lambda s: s["bytes"])
-    wrong_total = 0
-    for entry in sizes:
-        bad = {rank: n for rank, n in enumerate(entry["known_sum_wrong_by_rank"]) if n}
-        if bad:
-            wrong_total += sum(bad.values())
-            problems.append((Status.FAIL, f"{label}: wrong known sums at {human_bytes(entry['bytes'])} on "
-                             + ", ".join(f"{rank_text(r, owners)}: {n} elements" for r, n in bad.items())))
-    random_bad = {rank: n for rank, n in enumerate(result["random_check"]["wrong_by_rank"]) if n}
-    if random_bad:
-        wrong_total += sum(random_bad.values())
-        problems.append((Status.FAIL, f"{label}: random-data sums differ from the reference on "
-                         + ", ".join(f"{rank_text(r, owners)}: {n} elements" for r, n in random_bad.items())))
-    measurements.append(measure(f"{label}: wrong elements (known sums, random data)", wrong_total, "", at_most=0))
-
-    small = sizes[0]
-    latency_us = small["time_s"] * 1e6
-    m = measure(f"{label}: latency at {human_bytes(small['bytes'])}", round(latency_us, 1), "us",
-                at_most=params.max_latency_us, samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
-    measurements.append(m)
-    if m.ok is False:
-        problems.append((Status.FAIL, f"{label}: latency {latency_us:.1f} us above {params.max_latency_us:g} us"))
-    largest = sizes[-1]
-    for entry in sizes[1:] or sizes:
-        is_largest = entry is largest
-        m = measure(f"{label}: busbw at {human_bytes(entry['bytes'])}", round(entry["busbw_gbps"], 3), "GB/s",
-                    at_least=params.min_busbw_gbps if is_largest else None,
-                    samples=[round(v, 3) for v in entry["busbw_samples_gbps"]])
-        measurements.append(m)
-        if m.ok is False:
-            problems.append((Status.FAIL, f"{label}: busbw {entry['busbw_gbps']:.2f} GB/s at "
-                                          f"{human_bytes(entry['bytes'])}, below {params.min_busbw_gbps:g} GB/s"))
-    measurements.append(measure(f"{label}: algbw at {human_bytes(largest['bytes'])}", round(largest["algbw_gbps"], 3),
-                                "GB/s", samples=[round(v, 3) for v in largest["algbw_samples_gbps"]]))
-    return problems, measurements
+    return judge_allreduce(run["result"], label, min_busbw_gbps=params.min_busbw_gbps,
+                           max_latency_us=params.max_latency_us, rank_name=lambda r: rank_text(r, owners))
 
 
 def judge_pair(launch_result: dict[str, Any], params: Params) -> dict[str, Any]:

@@ -16,10 +16,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from preflight.check import Check, Expect, NodeContext, Outcome, measure
+from preflight.allreduce_figures import MIB, human_bytes, judge_allreduce
+from preflight.check import Check, Expect, NodeContext, Outcome
 from preflight.model import Measurement, Status, worst
 
-MIB = 1 << 20
 # nccl-tests' sweep is 8 B .. 8 GiB; these points cover latency, the middle, and a message large
 # enough (256 MiB, a typical DDP/FSDP bucket set) for NVLink busbw to approach its plateau.
 GPU_SIZES = [8, MIB, 32 * MIB, 256 * MIB]
@@ -69,13 +69,6 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
-
-
-def human_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
 
 
 class CollectivesLocal(Check):
@@ -219,47 +212,12 @@ def judge_run(run: dict[str, Any], params: Params) -> tuple[list[tuple[Status, s
 
     result = run["result"]
     primary = run.get("role") == "primary"
-    problems: list[tuple[Status, str]] = []
-    measurements: list[Measurement] = []
+    # Thresholds apply to the primary backend; the gloo fallback on GPU nodes is reported only.
+    problems, measurements = judge_allreduce(
+        result, label, min_busbw_gbps=params.min_busbw_gbps if primary else None,
+        max_latency_us=params.max_latency_us if primary else None)
     sizes = sorted(result["sizes"], key=lambda s: s["bytes"])
-
-    wrong_total = 0
-    for entry in sizes:
-        bad = {rank: n for rank, n in enumerate(entry["known_sum_wrong_by_rank"]) if n}
-        if bad:
-            wrong_total += sum(bad.values())
-            problems.append((Status.FAIL, f"{label}: wrong known sums at {human_bytes(entry['bytes'])} on "
-                                          + ", ".join(f"rank {r} ({n} elements)" for r, n in bad.items())))
-    random_bad = {rank: n for rank, n in enumerate(result["random_check"]["wrong_by_rank"]) if n}
-    if random_bad:
-        wrong_total += sum(random_bad.values())
-        problems.append((Status.FAIL, f"{label}: random-data sums differ from the reference on "
-                                      + ", ".join(f"rank {r} ({n} elements)" for r, n in random_bad.items())))
-    measurements.append(measure(f"{label}: wrong elements (known sums, random data)", wrong_total, "", at_most=0))
-
-    small = sizes[0]
-    latency_us = small["time_s"] * 1e6
-    m = measure(f"{label}: latency at {human_bytes(small['bytes'])}", round(latency_us, 1), "us",
-                at_most=params.max_latency_us if primary else None,
-                samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
-    measurements.append(m)
-    if m.ok is False:
-        problems.append((Status.FAIL, f"{label}: latency {latency_us:.1f} us above {params.max_latency_us} us"))
-
-    largest = sizes[-1]
-    # With one size only, that size gives both figures.
-    for entry in sizes[1:] or sizes:
-        is_largest = entry is largest
-        m = measure(f"{label}: busbw at {human_bytes(entry['bytes'])}", round(entry["busbw_gbps"], 3), "GB/s",
-                    at_least=params.min_busbw_gbps if (primary and is_largest) else None,
-                    samples=[round(v, 3) for v in entry["busbw_samples_gbps"]])
-        measurements.append(m)
-        if m.ok is False:
-            problems.append((Status.FAIL, f"{label}: busbw {entry['busbw_gbps']:.1f} GB/s at "
-                                          f"{human_bytes(entry['bytes'])}, below {params.min_busbw_gbps} GB/s"))
-    measurements.append(measure(f"{label}: algbw at {human_bytes(largest['bytes'])}",
-                                round(largest["algbw_gbps"], 3), "GB/s",
-                                samples=[round(v, 3) for v in largest["algbw_samples_gbps"]]))
+    latency_us, largest = sizes[0]["time_s"] * 1e6, sizes[-1]
     text = (f"{label}: sums exact, latency {latency_us:.0f} us, busbw {largest['busbw_gbps']:.2f} GB/s "
             f"at {human_bytes(largest['bytes'])}")
     return problems, measurements, text

@@ -24,8 +24,8 @@ from typing import Any
 
 from preflight.check import Check, ClusterContext, Expect, Outcome, measure
 from preflight.cluster_launch import (
-    MIN_LAUNCH_S, SLACK_S, choose_backend, coordinator_ip, launch, loopback_findings, names_text, node_plan,
-    pick_port, probe_nodes, processes_text, run_launch, shared_machine_findings, worker_timeouts,
+    MIN_LAUNCH_S, SLACK_S, choose_backend, launch_and_wait, loopback_findings, names_text, node_plan,
+    pick_port, probe_usable, processes_text, shared_machine_findings,
 )
 from preflight.model import Measurement, Scope, Status, worst
 from preflight_checks.scaling_multi_gpu import CPU_MODEL, GPU_MODEL
@@ -127,19 +127,12 @@ class ScalingMultiNode(Check):
     # -- collect -------------------------------------------------------------------------------
 
     def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
-        names = ctx.node_names
-        facts: dict[str, Any] = {"nodes": names, "unreachable": list(ctx.unreachable), "probes": {}}
+        facts = probe_usable(ctx)
+        names = facts["nodes"]
         if len(names) < 2:
             return facts
-        addresses = {spec["name"]: spec.get("address") or spec["name"] for spec in ctx.nodes}
-        ips = {n: coordinator_ip(addresses[n]) for n in names}
-        facts["ips"] = ips
-        probes = probe_nodes(ctx, names, ips)
-        facts["probes"] = probes
+        probes, usable = facts["probes"], facts["usable"]
         facts["per_node"] = {n: _multi_gpu_summary(ctx.node_facts.get(n, {}).get(SOURCE_CHECK)) for n in names}
-        usable = [n for n in names if probes[n].get("torch") and probes[n].get("distributed")
-                  and probes[n].get("ip") and "error" not in probes[n]]
-        facts["usable"] = usable
         if len(usable) < 2:
             return facts
         choice = choose_backend({n: probes[n] for n in usable}, backend=params.backend,
@@ -171,22 +164,17 @@ class ScalingMultiNode(Check):
     def _launch(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
                 choice: dict[str, Any], model: dict[str, Any], threads: int, budget_s: float, port: int | None,
                 absent_node: str | None = None) -> dict[str, Any]:
-        if port is None:
-            return {"nodes": nodes, "host": nodes[0], "ok": False, "phase": "launch", "fault_nodes": [nodes[0]],
-                    "error": f"could not find a free port for the rendezvous on {nodes[0]}"}
-        rdzv_s, join_s, pg_s = worker_timeouts(budget_s, params.rdzv_timeout_s, params.join_timeout_s,
-                                               params.pg_timeout_s)
-        args = ["--backend", choice["backend"], "--device", choice["device"],
-                "--hidden", str(model["hidden"]), "--layers", str(model["layers"]), "--batch", str(model["batch"]),
-                "--steps", str(params.steps), "--warmup", str(params.warmup), "--threads", str(threads),
-                "--join-timeout-s", f"{join_s:.1f}", "--pg-timeout-s", f"{pg_s:.1f}"]
-        if model.get("workload"):
-            args += ["--workload", model["workload"]]
-        specs, launch_facts = launch(ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="ddp_scaling",
-                                     worker_args=args, budget_s=budget_s, rdzv_timeout_s=rdzv_s, port=port,
-                                     absent_node=absent_node)
-        launch_facts["timeouts_s"].update({"join": round(join_s, 1), "pg": round(pg_s, 1)})
-        return run_launch(ctx, [(specs, launch_facts)], budget_s)[0]
+        def worker_args(join_s: float, pg_s: float) -> list[str]:
+            args = ["--backend", choice["backend"], "--device", choice["device"],
+                    "--hidden", str(model["hidden"]), "--layers", str(model["layers"]), "--batch", str(model["batch"]),
+                    "--steps", str(params.steps), "--warmup", str(params.warmup), "--threads", str(threads),
+                    "--join-timeout-s", f"{join_s:.1f}", "--pg-timeout-s", f"{pg_s:.1f}"]
+            return args + (["--workload", model["workload"]] if model.get("workload") else [])
+
+        return launch_and_wait(
+            ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="ddp_scaling", worker_args=worker_args,
+            budget_s=budget_s, timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s),
+            port=port, absent_node=absent_node)
 
     # -- evaluate ------------------------------------------------------------------------------
 

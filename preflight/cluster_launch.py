@@ -24,11 +24,10 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from preflight.check import ClusterContext
 
-MIB = 1 << 20
 SLACK_S = 5.0  # kept back from the check's deadline for reporting
 PROBE_TIMEOUT_S = 60.0  # the probe imports torch, which takes seconds on a busy node
 GRACE_S = 8.0  # after one node's torchrun fails, the others get this long to end by themselves
@@ -214,13 +213,6 @@ print(json.dumps(facts))
 
 
 # -- small pure helpers --------------------------------------------------------------------------
-
-
-def human_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
 
 
 def is_loopback(address: str) -> bool:
@@ -714,6 +706,47 @@ def launch(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any], nproc
              "world_size": nproc * len(nodes), "timeouts_s": {"launch": round(budget_s, 1),
                                                                 "rendezvous": round(rdzv_timeout_s, 1)}}
     return specs, facts
+
+
+def probe_usable(ctx: ClusterContext) -> dict[str, Any]:
+    """Probe every reachable node and say which can run a torchrun launch: the facts both checks start from.
+
+    Keys: nodes, unreachable, probes; with two nodes or more also addresses, ips and usable (nodes
+    whose probe found torch with torch.distributed and a routable address).
+    """
+    names = ctx.node_names
+    facts: dict[str, Any] = {"nodes": names, "unreachable": list(ctx.unreachable), "probes": {}}
+    if len(names) < 2:
+        return facts
+    addresses = {spec["name"]: spec.get("address") or spec["name"] for spec in ctx.nodes}
+    ips = {n: coordinator_ip(addresses[n]) for n in names}
+    facts["addresses"] = addresses
+    facts["ips"] = ips
+    probes = probe_nodes(ctx, names, ips)
+    facts["probes"] = probes
+    facts["usable"] = [n for n in names if probes[n].get("torch") and probes[n].get("distributed")
+                       and probes[n].get("ip") and "error" not in probes[n]]
+    return facts
+
+
+def launch_and_wait(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any], nproc: int, module: str,
+                    worker_args: Callable[[float, float], list[str]], budget_s: float,
+                    timeouts_s: tuple[float, float, float], port: int | None,
+                    absent_node: str | None = None) -> dict[str, Any]:
+    """One torchrun launch over `nodes`, run to its end: the launch's facts with its outcome.
+
+    `timeouts_s` are the rendezvous, roll-call and process-group timeouts asked for; they are cut to
+    fit `budget_s`, and `worker_args(join_s, pg_s)` builds the worker's arguments from the cut ones.
+    """
+    if port is None:
+        return {"nodes": nodes, "host": nodes[0], "ok": False, "phase": "launch", "fault_nodes": [nodes[0]],
+                "error": f"could not find a free port for the rendezvous on {nodes[0]}"}
+    rdzv_s, join_s, pg_s = worker_timeouts(budget_s, *timeouts_s)
+    specs, launch_facts = launch(ctx, nodes=nodes, plan=plan, nproc=nproc, module=module,
+                                 worker_args=worker_args(join_s, pg_s), budget_s=budget_s, rdzv_timeout_s=rdzv_s,
+                                 port=port, absent_node=absent_node)
+    launch_facts["timeouts_s"].update({"join": round(join_s, 1), "pg": round(pg_s, 1)})
+    return run_launch(ctx, [(specs, launch_facts)], budget_s)[0]
 
 
 def worker_timeouts(budget_s: float, rdzv_s: float, join_s: float, pg_s: float) -> tuple[float, float, float]:

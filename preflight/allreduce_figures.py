@@ -1,0 +1,70 @@
+"""Judging one all-reduce run's figures: shared by collectives.local and collectives.cluster. Pure.
+
+The figures come from `preflight.workers.allreduce` (one JSON result from rank 0): per message size
+the known-sum errors by rank, the median time, algbw and busbw as nccl-tests define them
+(busbw = algbw x 2(n-1)/n), and a random-data check against a reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from preflight.check import measure
+from preflight.model import Measurement, Status
+
+MIB = 1 << 20
+
+
+def human_bytes(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def judge_allreduce(result: dict[str, Any], label: str, *, min_busbw_gbps: float | None,
+                    max_latency_us: float | None, rank_name: Callable[[int], str] = lambda r: f"rank {r}",
+                    ) -> tuple[list[tuple[Status, str]], list[Measurement]]:
+    """Problems and measurements of a completed run: exact sums, small-message latency, busbw.
+
+    Latency is judged at the smallest size, busbw at the largest (the others are reported); a None
+    threshold means the figure is reported, not judged.
+    """
+    problems: list[tuple[Status, str]] = []
+    measurements: list[Measurement] = []
+    sizes = sorted(result["sizes"], key=lambda s: s["bytes"])
+    wrong_total = 0
+    for entry in sizes:
+        bad = {rank: n for rank, n in enumerate(entry["known_sum_wrong_by_rank"]) if n}
+        if bad:
+            wrong_total += sum(bad.values())
+            problems.append((Status.FAIL, f"{label}: wrong known sums at {human_bytes(entry['bytes'])} on "
+                             + ", ".join(f"{rank_name(r)}: {n} elements" for r, n in bad.items())))
+    random_bad = {rank: n for rank, n in enumerate(result["random_check"]["wrong_by_rank"]) if n}
+    if random_bad:
+        wrong_total += sum(random_bad.values())
+        problems.append((Status.FAIL, f"{label}: random-data sums differ from the reference on "
+                         + ", ".join(f"{rank_name(r)}: {n} elements" for r, n in random_bad.items())))
+    measurements.append(measure(f"{label}: wrong elements (known sums, random data)", wrong_total, "", at_most=0))
+
+    small = sizes[0]
+    latency_us = small["time_s"] * 1e6
+    m = measure(f"{label}: latency at {human_bytes(small['bytes'])}", round(latency_us, 1), "us",
+                at_most=max_latency_us, samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
+    measurements.append(m)
+    if m.ok is False:
+        problems.append((Status.FAIL, f"{label}: latency {latency_us:.1f} us above {max_latency_us:g} us"))
+
+    largest = sizes[-1]
+    # With one size only, that size gives both figures.
+    for entry in sizes[1:] or sizes:
+        m = measure(f"{label}: busbw at {human_bytes(entry['bytes'])}", round(entry["busbw_gbps"], 3), "GB/s",
+                    at_least=min_busbw_gbps if entry is largest else None,
+                    samples=[round(v, 3) for v in entry["busbw_samples_gbps"]])
+        measurements.append(m)
+        if m.ok is False:
+            problems.append((Status.FAIL, f"{label}: busbw {entry['busbw_gbps']:.2f} GB/s at "
+                                          f"{human_bytes(entry['bytes'])}, below {min_busbw_gbps:g} GB/s"))
+    measurements.append(measure(f"{label}: algbw at {human_bytes(largest['bytes'])}", round(largest["algbw_gbps"], 3),
+                                "GB/s", samples=[round(v, 3) for v in largest["algbw_samples_gbps"]]))
+    return problems, measurements
