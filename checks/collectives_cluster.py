@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preflight.allreduce_figures import MIB, human_bytes, judge_allreduce
-from preflight.check import Check, ClusterContext, Expect, Outcome, measure
+from preflight.check import Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
 from preflight.cluster_launch import (
     MIN_LAUNCH_S, SLACK_S, choose_backend, launch, launch_and_wait, loopback_findings,
     names_text, node_plan, pick_port, probe_usable, processes_text, rank_text, round_robin, run_launch,
@@ -290,17 +290,11 @@ class CollectivesCluster(Check):
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         names = facts.get("nodes", [])
         unreachable = facts.get("unreachable", [])
-        total = len(names) + len(unreachable)
-        if total < 2:
-            if self.expected_to_run(expect):
-                return Outcome(Status.ERROR, f"the configuration expects {expect.nodes} nodes but this run has "
-                               f"{total}: there is nothing to all-reduce across",
-                               remediation=["list every node in the hosts file"])
-            return Outcome(Status.SKIP, "one node: there is nothing to all-reduce across nodes "
-                                        "(collectives.local covers the node's own devices)")
-        if len(names) < 2:
-            return Outcome(Status.ERROR, f"only {len(names)} of {total} nodes reachable ({names_text(unreachable)} "
-                           "unreachable): no all-reduce across nodes was possible")
+        too_few = too_few_nodes(
+            names, unreachable, expect, nothing="no all-reduce across nodes was possible",
+            single="there is nothing to all-reduce across nodes (collectives.local covers the node's own devices)")
+        if too_few:
+            return too_few
 
         problems: list[tuple[Status, str]] = []
         details: list[str] = []

@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.check import CannotMeasure, Check, ClusterContext, Expect, Outcome, measure
+from preflight.check import CannotMeasure, Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
 from preflight.model import Scope, Status, worst
 
 INSTALL_HINT = "install iperf3 on every node (Debian/Ubuntu: apt-get install iperf3; RHEL/Fedora: dnf install iperf3)"
@@ -567,15 +567,10 @@ class NetBandwidth(Check):
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         names = facts.get("nodes", [])
         unreachable = facts.get("unreachable", [])
-        total = len(names) + len(unreachable)
-        if total < 2:
-            if expect.nodes and expect.nodes > 1:
-                return Outcome(Status.ERROR, f"the configuration expects {expect.nodes} nodes but this run has "
-                               f"{total}: there is no link to measure", remediation=["list every node in the hosts file"])
-            return Outcome(Status.SKIP, "one node: there is no link between nodes to measure")
-        if len(names) < 2:
-            return Outcome(Status.ERROR, f"only {len(names)} of {total} nodes reachable ({', '.join(unreachable)} "
-                           "unreachable): no link could be measured")
+        too_few = too_few_nodes(names, unreachable, expect, single="there is no link between nodes to measure",
+                                nothing="no link between nodes could be measured")
+        if too_few:
+            return too_few
 
         problems: list[tuple[Status, str]] = []
         details: list[str] = []

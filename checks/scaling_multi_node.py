@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from preflight.check import Check, ClusterContext, Expect, Outcome, measure
+from preflight.check import Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
 from preflight.cluster_launch import (
     MIN_LAUNCH_S, SLACK_S, choose_backend, launch_and_wait, loopback_findings, names_text, node_plan,
     pick_port, probe_usable, processes_text, shared_machine_findings,
@@ -181,16 +181,11 @@ class ScalingMultiNode(Check):
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         names = facts.get("nodes", [])
         unreachable = facts.get("unreachable", [])
-        total = len(names) + len(unreachable)
-        if total < 2:
-            if self.expected_to_run(expect):
-                return Outcome(Status.ERROR, f"the configuration expects {expect.nodes} nodes but this run has "
-                               f"{total}: there is nothing to scale across", remediation=["list every node in the hosts file"])
-            return Outcome(Status.SKIP, "one node: there is nothing to scale across (scaling.multi_gpu covers the "
-                                        "node's own devices)")
-        if len(names) < 2:
-            return Outcome(Status.ERROR, f"only {len(names)} of {total} nodes reachable ({names_text(unreachable)} "
-                           "unreachable): scaling across nodes could not be measured")
+        too_few = too_few_nodes(
+            names, unreachable, expect, nothing="scaling across nodes could not be measured",
+            single="there is nothing to scale across (scaling.multi_gpu covers the node's own devices)")
+        if too_few:
+            return too_few
 
         problems: list[tuple[Status, str]] = []
         details: list[str] = []

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.check import CannotMeasure, Check, ClusterContext, Expect, Outcome, measure
+from preflight.check import CannotMeasure, Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
 from preflight.model import Scope, Status, worst
 
 # Write a token, and say which filesystem the directory is on (helps tell "local ext4" from "nfs").
@@ -144,19 +144,14 @@ class StorageShared(Check):
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         names = facts.get("nodes", [])
         unreachable = facts.get("unreachable", [])
-        total = len(names) + len(unreachable)
         directory = facts.get("dir")
         if not directory:
             return Outcome(Status.SKIP, "no shared directory configured: set dir for storage.shared to the checkpoint "
                            "directory", remediation=["set [checks.\"storage.shared\"] dir = \"/path/to/checkpoints\""])
-        if total < 2:
-            if expect.nodes and expect.nodes > 1:
-                return Outcome(Status.ERROR, f"the configuration expects {expect.nodes} nodes but this run has {total}: "
-                               "nothing to compare", remediation=["list every node in the hosts file"])
-            return Outcome(Status.SKIP, "one node: there is no other node to share the directory with")
-        if len(names) < 2:
-            return Outcome(Status.ERROR, f"only {len(names)} of {total} nodes reachable ({', '.join(unreachable)} "
-                           f"unreachable): cannot compare {directory} across nodes")
+        too_few = too_few_nodes(names, unreachable, expect, single="there is no other node to share the directory with",
+                                nothing=f"{directory} could not be compared across nodes")
+        if too_few:
+            return too_few
 
         writes = facts.get("writes", {})
         seen = facts.get("seen", {})

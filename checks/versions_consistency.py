@@ -113,7 +113,8 @@ class VersionsConsistency(Check):
             reason = "only one node" if len(stacks) == 1 else "no node recorded its stack"
             if expect.nodes and expect.nodes > 1:
                 compared.threshold, compared.comparison, compared.ok = 2, ">=", False
-                return Outcome(Status.FAIL, f"{expect.nodes} nodes expected, but {reason} to compare "
+                # Nothing could be compared: an ERROR, like every cross-node check short of nodes.
+                return Outcome(Status.ERROR, f"{expect.nodes} nodes expected, but {reason} to compare "
                                f"({len(stacks)} with facts)", [compared], details=notes)
             return Outcome(Status.SKIP, reason, [compared], details=notes, remediation=[])
 

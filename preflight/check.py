@@ -93,6 +93,26 @@ def measure(
     )
 
 
+def too_few_nodes(names: list[str], unreachable: list[str], expect: Expect, *, single: str,
+                  nothing: str) -> Outcome | None:
+    """What a cross-node check reports without two reachable nodes to work with; None when it has them.
+
+    One node in the run: SKIP (`single` says why), or ERROR when the configuration expects several.
+    Several nodes but fewer than two reachable: ERROR naming the unreachable ones. `nothing` says what
+    could not be done, e.g. "no link between nodes could be measured".
+    """
+    total = len(names) + len(unreachable)
+    if total < 2:
+        if expect.nodes and expect.nodes > 1:
+            return Outcome(Status.ERROR, f"the configuration expects {expect.nodes} nodes but this run has {total}: "
+                           f"{nothing}", remediation=["list every node in the hosts file"])
+        return Outcome(Status.SKIP, f"one node: {single}")
+    if len(names) < 2:
+        return Outcome(Status.ERROR, f"only {len(names)} of {total} nodes reachable "
+                       f"({', '.join(unreachable)} unreachable): {nothing}")
+    return None
+
+
 class Check:
     """Base class for node and cluster checks. Subclasses set the class attributes below."""
 
