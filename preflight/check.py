@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from preflight.model import Evidence, Measurement, Scope, Status
+from preflight.model import Evidence, Finding, Measurement, Scope, Status, worst
 
 OUTPUT_TAIL_CHARS = 4000
 
@@ -59,8 +59,36 @@ class Outcome:
     summary: str
     measurements: list[Measurement] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
-    # None means: the check's own remediation hints when the status is not PASS or SKIP.
+    # None means: the fixes of the findings that fired, or, for a check that states no findings,
+    # the check's own remediation hints when the status is not PASS or SKIP.
     remediation: list[str] | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+
+def outcome_from_findings(
+    findings: list[Finding],
+    measurements: list[Measurement] | None = None,
+    *,
+    passed: str,
+    details: list[str] | None = None,
+) -> Outcome:
+    """The one way a check turns what it found into its Outcome.
+
+    Status: the worst level among the findings (PASS when none is worse). Summary: the sentences of
+    the findings at that level, joined; `passed` when nothing is worse than PASS. Remediation: the
+    fixes of the findings that are not PASS, in order, without repeats. Details: every non-PASS
+    finding's sentence unless given.
+    """
+    status = worst([f.level for f in findings], default=Status.PASS)
+    if status is Status.PASS:
+        summary = passed
+    else:
+        summary = "; ".join(dict.fromkeys(f.message for f in findings if f.level is status))
+    fired = [f for f in findings if f.level is not Status.PASS]
+    fixes = list(dict.fromkeys(f.fix for f in fired if f.fix))
+    if details is None:
+        details = [f.message for f in fired] if len(fired) > 1 else []
+    return Outcome(status, summary, list(measurements or []), list(details), fixes, list(findings))
 
 
 def measure(
@@ -70,10 +98,18 @@ def measure(
     *,
     at_least: float | None = None,
     at_most: float | None = None,
+    equals: Any = None,
     samples: list[float] | None = None,
     node: str | None = None,
+    figure: str | None = None,
+    series: str | None = None,
+    at: float | int | str | None = None,
+    better: str | None = None,
 ) -> Measurement:
-    """A Measurement judged against at most one threshold."""
+    """A Measurement judged against at most one threshold (at_least, at_most or equals), with its
+    figure declaration (see preflight.model.Measurement) for the reporters."""
+    if sum(x is not None for x in (at_least, at_most, equals)) > 1:
+        raise ValueError("measure() takes at most one of at_least, at_most, equals")
     threshold, comparison, ok = None, None, None
     if at_least is not None:
         threshold, comparison = at_least, ">="
@@ -81,6 +117,9 @@ def measure(
     elif at_most is not None:
         threshold, comparison = at_most, "<="
         ok = value is not None and value <= at_most
+    elif equals is not None:
+        threshold, comparison = equals, "=="
+        ok = value == equals
     return Measurement(
         name=name,
         value=value,
@@ -90,6 +129,10 @@ def measure(
         ok=ok,
         samples=list(samples or []),
         node=node,
+        figure=figure,
+        series=series,
+        at=at,
+        better=better,
     )
 
 

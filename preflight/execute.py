@@ -47,7 +47,10 @@ def result_from_outcome(
     started_at: str = "",
 ) -> CheckResult:
     remediation = outcome.remediation
+    if remediation is None and outcome.findings:
+        remediation = list(dict.fromkeys(f.fix for f in outcome.findings if f.fix and f.level is not Status.PASS))
     if remediation is None:
+        # A check that states no findings (a third-party one, say) falls back to its own hints.
         remediation = [] if outcome.status in (Status.PASS, Status.SKIP) else list(check.remediation)
     return CheckResult(
         check_id=check.id,
@@ -60,6 +63,7 @@ def result_from_outcome(
         evidence=list(evidence or []),
         remediation=remediation,
         details=list(outcome.details),
+        findings=list(outcome.findings),
         why=check.why,
         duration_s=round(duration_s, 3),
         started_at=started_at or now_iso(),

@@ -50,13 +50,28 @@ class Scope(str, enum.Enum):
     CLUSTER = "cluster"  # runs once, from the coordinator, across nodes
 
 
+# What kind of figure a measurement is, so that reporters can draw it without knowing the check.
+# A check declares it; a reporter groups measurements by (check, figure, series) and draws one chart.
+FIGURE_LINK = "link"  # a rate between two endpoints; `at` is "src -> dst" (a heatmap of pairs)
+FIGURE_SCALING = "scaling"  # throughput at n devices or nodes; `at` is n (ideal line is n x at 1)
+FIGURE_SIZE = "size"  # a figure at a message or payload size; `at` is bytes (a sweep, log x axis)
+FIGURE_RATE = "rate"  # rates shown side by side (supply vs demand, write vs read); `at` is a label
+FIGURE_STEP = "step"  # a figure per step of a run (step time, data wait); `at` is the step number
+FIGURE_KINDS = (FIGURE_LINK, FIGURE_SCALING, FIGURE_SIZE, FIGURE_RATE, FIGURE_STEP)
+
+
 @dataclass
 class Measurement:
     """One figure with what it was judged against.
 
     `comparison` is how value relates to threshold when the figure is acceptable
-    (">=" means value must be at least threshold). `ok` is the judgement of this figure alone.
-    `samples` keeps repeated measurements so reports can show the spread.
+    (">=" means value must be at least threshold, "==" equal to it). `ok` is the judgement of this
+    figure alone. `samples` keeps repeated measurements so reports can show the spread.
+
+    The figure declaration (`figure`, `series`, `at`, `better`) says what kind of figure this is
+    (one of FIGURE_KINDS), which line or group it belongs to, the condition it was measured at (a
+    message size in bytes, a device count, a link "a -> b"), and whether higher or lower is better.
+    Reporters draw charts and key findings from these declarations alone.
     """
 
     name: str
@@ -67,6 +82,21 @@ class Measurement:
     ok: bool | None = None
     samples: list[float] = field(default_factory=list)
     node: str | None = None  # set for cluster checks whose figures belong to a node or a pair
+    figure: str | None = None  # one of FIGURE_KINDS, or None for a figure that is not charted
+    series: str | None = None  # the line or group within the chart ("nccl", "write", "measured")
+    at: float | int | str | None = None  # the condition: bytes, devices, "a -> b", a label
+    better: str | None = None  # "higher" or "lower"; None: derived from `comparison`
+
+    @property
+    def direction(self) -> str | None:
+        """"higher" or "lower" when one way is better, from the declaration or the threshold."""
+        if self.better:
+            return self.better
+        if self.comparison == ">=":
+            return "higher"
+        if self.comparison == "<=":
+            return "lower"
+        return None
 
     @property
     def spread(self) -> float | None:
@@ -78,6 +108,30 @@ class Measurement:
         if not median:
             return None
         return (ordered[-1] - ordered[0]) / abs(median)
+
+
+@dataclass
+class Finding:
+    """One thing a check found, with its own fix: what the reports show and what tests assert on.
+
+    `id` is stable and dotted under the check's id (`net.bandwidth.slow-link`); rewording `message`
+    breaks no test. `level` is the status this finding alone would give the check (PASS for a
+    positive finding worth stating, SKIP for "not applicable" with its reason). `fix` is advice for
+    this finding's own cause, never the check's generic hints. `node` names the node or link at fault
+    for a cluster check.
+    """
+
+    id: str
+    level: Status
+    message: str
+    fix: str = ""
+    node: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        data = dict(data)
+        data["level"] = Status(data["level"])
+        return cls(**data)
 
 
 @dataclass
@@ -102,6 +156,7 @@ class CheckResult:
     evidence: list[Evidence] = field(default_factory=list)
     remediation: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     why: str = ""
     duration_s: float = 0.0
     started_at: str = ""
@@ -121,6 +176,7 @@ class CheckResult:
         data["scope"] = Scope(data.get("scope", "node"))
         data["measurements"] = [Measurement(**m) for m in data.get("measurements", [])]
         data["evidence"] = [Evidence(**e) for e in data.get("evidence", [])]
+        data["findings"] = [Finding.from_dict(f) for f in data.get("findings", [])]
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
