@@ -80,7 +80,7 @@ def test_unwritable_output_dir_is_exit_2(runner, tmp_path):
 
 def test_run_writes_every_report_and_exit_code_matches(runner, tmp_path):
     result = runner.invoke(cli, ["run", "--checks", "node.environment", "--out", "out",
-                                 "--set", "node.environment.min_free_disk_gib=0"])
+                                 "--set", "node.environment.min_free_disk_gib=0.001"])
     out = tmp_path / "out"
     for name in ("report.html", "report.md", "results.json", "results.jsonl", "junit.xml"):
         assert (out / name).is_file(), name
