@@ -348,6 +348,7 @@ def report(results: str, out_dir: str, formats: str, fail_on: str | None) -> Non
     from preflight.verdict import decide
 
     chosen = _check_formats(formats)
+    _nonempty("--out", out_dir)
     past = _load_results(results)
     if fail_on:
         past.fail_on = fail_on

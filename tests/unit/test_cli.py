@@ -56,6 +56,14 @@ def test_init_writes_a_file_and_refuses_to_overwrite(runner, tmp_path):
     (["--format", "pdf"], "unknown report format pdf"),
     (["--set", "node.environment.min_shm_gib=lots"], "expected a number"),
     (["--timeout", "0"], "--timeout must be positive"),
+    (["--checks", ""], "--checks is empty"),
+    (["--checks", " , "], "--checks is empty"),
+    (["--set", "scaling.multi_gpu.warn_efficiency=0.95"], "scaling.multi_gpu.warn_efficiency"),
+    (["--set", "net.bandwidth.streams=-1"], "net.bandwidth.streams: must not be negative"),
+    (["--set", "net.bandwidth.min_gbps=0"], "net.bandwidth.min_gbps: must be greater than zero"),
+    (["--set", "expect.gpus_per_node=-8"], "expect.gpus_per_node: must not be negative"),
+    (["--set", "versions.pinned.requirements=[\"missing.txt\"]"], "missing.txt does not exist"),
+    (["--checks", "versions.consistency", "--skip", "versions.pinned"], "--skip versions.pinned removes what"),
 ])
 def test_bad_input_is_exit_2_before_anything_runs(runner, tmp_path, args, message):
     result = runner.invoke(cli, ["run", "--out", "out", *args])
@@ -111,3 +119,59 @@ def test_step_summary_is_appended_when_set(runner, tmp_path, monkeypatch):
     runner.invoke(cli, ["run", "--checks", "node.environment", "--out", "out"])
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "preflight:" in text
+
+
+def test_empty_out_is_exit_2(runner, tmp_path):
+    for command in (["run", "--checks", "node.environment", "--out", ""], ["report", "results.json", "--out", ""]):
+        result = runner.invoke(cli, command)
+        assert result.exit_code == 2 and "--out is empty" in result.output, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def _jsonl_report(tmp_path, planned, results, torn=""):
+    """results.jsonl as a killed run leaves it: the plan header, some results, perhaps a torn line."""
+    from preflight.model import CheckResult, NodeInfo, RunReport, Status
+    from preflight.plan import plan_header
+
+    report = RunReport(started_at="2026-11-29T10:00:00+00:00", preflight_version="0.1.0",
+                       nodes=[NodeInfo(name="node1")], planned=planned)
+    lines = [json.dumps(plan_header(report))]
+    lines += [CheckResult(cid, "node1", Status.PASS, "fine", title=cid).to_json_line() for cid in results]
+    path = tmp_path / "results.jsonl"
+    path.write_text("\n".join(lines) + "\n" + torn)
+    return path
+
+
+def test_report_of_a_killed_run_is_incomplete_naming_what_is_missing(runner, tmp_path):
+    _jsonl_report(tmp_path, ["node.environment", "versions.pinned", "gpu.visibility"], ["node.environment"],
+                  torn='{"check_id": "versions.pinned", "node": "no')
+    result = runner.invoke(cli, ["report", "results.jsonl", "--out", "out", "--format", "md"])
+    assert result.exit_code == 3, result.output
+    assert "dropped line 3 of results.jsonl" in result.output
+    assert "versions.pinned on node1" in result.output and "gpu.visibility on node1" in result.output
+    assert "INCOMPLETE" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_report_of_a_whole_run_from_its_jsonl_is_go(runner, tmp_path):
+    _jsonl_report(tmp_path, ["node.environment"], ["node.environment"])
+    result = runner.invoke(cli, ["report", "results.jsonl", "--out", "out", "--format", "md"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_bad_line_inside_results_jsonl_is_exit_2_naming_it(runner, tmp_path):
+    path = _jsonl_report(tmp_path, ["node.environment"], ["node.environment"])
+    text = path.read_text().splitlines()
+    path.write_text("\n".join([text[0], "{not json", text[1]]) + "\n")
+    result = runner.invoke(cli, ["report", "results.jsonl", "--out", "out"])
+    assert result.exit_code == 2 and "results.jsonl:2" in result.output and "Traceback" not in result.output
+
+
+def test_run_starts_results_jsonl_with_the_plan(runner, tmp_path):
+    result = runner.invoke(cli, ["run", "--checks", "node.environment", "--out", "out", "--format", "json",
+                                 "--set", "node.environment.min_free_disk_gib=0.001"])
+    assert result.exit_code in (0, 1), result.output
+    header = json.loads((tmp_path / "out" / "results.jsonl").read_text().splitlines()[0])["preflight_plan"]
+    assert header["planned"] == ["node.environment"] and header["preflight_version"]
+    assert [n["name"] for n in header["nodes"]] and "expect" in header and "needs" in header
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert "measured" in data["verdict"]["reason"]
