@@ -163,6 +163,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         plan_mod.prepare_params(selection.ids, registry.checks, config)
     except (plan_mod.PlanError, config_mod.ConfigError) as exc:
         raise UsageProblem(str(exc)) from None
+    config.pulled_in = dict(selection.added)
     for added, reader in selection.added.items():
         click.echo(f"preflight: also running {added}: {reader} reads what it records", err=True)
     checks = registry.ordered(selection.ids)

@@ -65,6 +65,7 @@ class Config:
     fail_on: str = "fail"
     profile: str = ""  # the --profile it was built on, if any
     profile_sources: list[str] = field(default_factory=list)  # where the profile's figures come from
+    pulled_in: dict[str, str] = field(default_factory=dict)  # check id -> the selected check that reads it
 
     def params_for(self, check: type[Check]) -> Any:
         return check.params_from(self.params.get(check.id))

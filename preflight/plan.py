@@ -82,10 +82,13 @@ def select(checks: dict[str, type[Check]], wanted: list[str], skipped: set[str],
     return selection
 
 
-def complete_report(report: RunReport, checks: list[type[Check]], expect: dict[str, Any]) -> None:
-    """What the verdict needs beyond the results: what each check needs, and the expectations."""
+def complete_report(report: RunReport, checks: list[type[Check]], expect: dict[str, Any],
+                    pulled_in: dict[str, str] | None = None) -> None:
+    """What the verdict needs beyond the results: what each check needs, the expectations, and
+    which checks ran only because another reads them."""
     report.needs = {c.id: needs_of(c) for c in checks if needs_of(c)}
     report.expect = dict(expect)
+    report.pulled_in = dict(pulled_in or {})
 
 
 def plan_header(report: RunReport) -> dict[str, Any]:
@@ -98,7 +101,7 @@ def plan_header(report: RunReport) -> dict[str, Any]:
 
 def write_header(stream: IO[str], report: RunReport, plan: Any) -> None:
     """Called by the runner where results.jsonl is opened, before any result."""
-    complete_report(report, plan.checks, plan.config.expect.to_dict())
+    complete_report(report, plan.checks, plan.config.expect.to_dict(), plan.config.pulled_in)
     stream.write(json.dumps(plan_header(report), sort_keys=True, default=str) + "\n")
     stream.flush()
 

@@ -76,8 +76,12 @@ class Decision:
 
 
 def measured_counts(report: RunReport) -> tuple[int, int]:
-    """(checks that measured something on at least one node, checks in the run)."""
-    ids = report.check_ids
+    """(checks that measured something on at least one node, checks in the run).
+
+    A check that ran only because an asked-for check reads it (`report.pulled_in`) is not counted:
+    node.environment measuring does not make `--checks gpu.visibility` on a node without GPUs GO.
+    """
+    ids = [cid for cid in report.check_ids if cid not in report.pulled_in] or report.check_ids
     measured = {r.check_id for r in report.results if r.status in MEASURED}
     return sum(1 for cid in ids if cid in measured), len(ids)
 

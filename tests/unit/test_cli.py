@@ -175,3 +175,20 @@ def test_run_starts_results_jsonl_with_the_plan(runner, tmp_path):
     assert [n["name"] for n in header["nodes"]] and "expect" in header and "needs" in header
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert "measured" in data["verdict"]["reason"]
+
+
+def test_a_check_pulls_in_what_it_reads(runner):
+    from preflight.plan import PlanError, select
+    from preflight.registry import discover
+
+    checks = discover().checks
+    chosen = select(checks, ["versions.consistency"], set(), explicit=True)
+    assert set(chosen.ids) == {"versions.consistency", "versions.pinned"}
+    assert chosen.added == {"versions.pinned": "versions.consistency"}
+    gpu = select(checks, ["gpu.visibility"], set(), explicit=True)
+    assert gpu.added == {"node.environment": "gpu.visibility"}
+    assert select(checks, ["gpu.visibility"], {"node.environment"}, explicit=True).ids == ["gpu.visibility"]
+    with pytest.raises(PlanError):
+        select(checks, ["versions.consistency"], {"versions.pinned"}, explicit=True)
+    implicit = select(checks, sorted(checks), {"versions.pinned"}, explicit=False)
+    assert "versions.consistency" not in implicit.ids and "versions.pinned" not in implicit.ids

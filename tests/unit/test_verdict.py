@@ -165,3 +165,10 @@ def test_a_plugin_that_failed_to_load_makes_it_incomplete_named_first():
 def test_missing_results_are_named():
     report = make_report([make_result("node.environment", "node1")], nodes=["node1", "node2"])
     assert "node.environment on node2" in decide(report).reason
+
+
+def test_a_check_pulled_in_for_another_does_not_count_as_measured():
+    report = make_report([make_result("node.environment", status=Status.PASS), _gpu_skip("node1")],
+                         needs={"gpu.visibility": ["gpu"]}, pulled_in={"node.environment": "gpu.visibility"})
+    decision = decide(report)
+    assert decision.verdict is Verdict.INCOMPLETE and (decision.measured, decision.total) == (0, 1)
