@@ -192,3 +192,28 @@ def test_a_check_pulls_in_what_it_reads(runner):
         select(checks, ["versions.consistency"], {"versions.pinned"}, explicit=True)
     implicit = select(checks, sorted(checks), {"versions.pinned"}, explicit=False)
     assert "versions.consistency" not in implicit.ids and "versions.pinned" not in implicit.ids
+
+
+def _with_broken_plugin(monkeypatch):
+    from preflight import cli as cli_module
+    from preflight.registry import LoadError, discover
+
+    registry = discover()
+    registry.errors.append(LoadError("acme.broken = acme_broken:Check", "acme-gpu-checks 0.3",
+                                     "ImportError: No module named 'acme_broken'"))
+    monkeypatch.setattr(cli_module, "_registry", lambda: registry)
+
+
+def test_a_plugin_that_failed_to_load_makes_the_run_incomplete_unless_skipped(runner, tmp_path, monkeypatch):
+    _with_broken_plugin(monkeypatch)
+    args = ["run", "--checks", "node.environment", "--format", "md,json",
+            "--set", "node.environment.min_free_disk_gib=0.001", "--set", "expect.frameworks=[]"]
+    result = runner.invoke(cli, [*args, "--out", "a"])
+    assert result.exit_code == 3, result.output
+    report_md = (tmp_path / "a" / "report.md").read_text()
+    first = report_md.splitlines()[2]
+    assert first.startswith("Check plugin failed to load: acme.broken (acme-gpu-checks 0.3)"), report_md[:400]
+    assert "preflight: INCOMPLETE - " in result.output and "acme.broken" in result.output.split("preflight: INCOMPLETE")[1]
+    skipped = runner.invoke(cli, [*args, "--skip", "acme.broken", "--out", "b"])
+    assert skipped.exit_code in (0, 1), skipped.output
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["load_errors"] == []
