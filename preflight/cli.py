@@ -37,7 +37,7 @@ def _split_ids(value: str | None) -> list[str]:
 # Options shared by `run` and `report`, defined once.
 def format_option(f: Callable) -> Callable:
     return click.option("--format", "formats", default="html,md,json,junit", show_default=True,
-                        help="Comma-separated report formats to write: html, md, json, junit.")(f)
+                        help="Comma-separated report formats to write: html, md, json, junit, prometheus.")(f)
 
 
 def out_option(f: Callable) -> Callable:
