@@ -19,12 +19,16 @@ On CPU nodes the GPU figures are "not measured: no GPU"; the rest is measured.
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from preflight.canary_figures import collectives_reference, summarise
-from preflight.check import Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
+from preflight.canary_figures import percentile
+from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
 from preflight.model import FIGURE_STEP, Finding, Measurement, Status
 
 LAUNCH_GRACE_S = 5.0
@@ -66,6 +70,8 @@ class Params:
     find_max_batch: bool = False
     # CPU processes on a CPU-only node (gloo) and threads for each.
     cpu_ranks: int = 2
+    # Also train under tensorflow's MirroredStrategy (tf.data input) where tensorflow is installed.
+    tensorflow: bool = True
     cpu_threads_per_rank: int = 1
     join_timeout_s: float = 60.0
     pg_timeout_s: float = 60.0
@@ -113,15 +119,23 @@ class CanaryTraining(Check):
         if params.batch_per_rank is not None:
             model["batch"] = params.batch_per_rank
         facts["model"] = None if params.entry else model
-        facts["run"] = self._launch(ctx, params, facts, model)
+        want_tf = params.tensorflow and importlib.util.find_spec("tensorflow") is not None
+        facts["run"] = self._launch(ctx, params, facts, model, share=0.6 if want_tf else 1.0)
+        if not params.tensorflow:
+            facts["tensorflow"] = {"skipped": "canary.training.tensorflow is off"}
+        elif not want_tf:
+            facts["tensorflow"] = {"skipped": "tensorflow is not installed"}
+        else:
+            facts["tensorflow"] = self._run_tensorflow(ctx, params, facts, model)
         facts["collectives_reference"] = collectives_reference(
             ctx.earlier.get("collectives.local"), facts["world_size"], facts["backend"])
         return facts
 
-    def _launch(self, ctx: NodeContext, params: Params, facts: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    def _launch(self, ctx: NodeContext, params: Params, facts: dict[str, Any], model: dict[str, Any],
+                share: float) -> dict[str, Any]:
         from preflight.launch import interpret_launch, launch_local, loopback_interface, worker_argv
 
-        launch_s = max(20.0, ctx.time_left() - SLACK_S)
+        launch_s = max(20.0, (ctx.time_left() - SLACK_S) * share)
         join_s = max(3.0, min(params.join_timeout_s, (launch_s - 20.0) / 1.5))
         pg_s = max(5.0, min(params.pg_timeout_s, launch_s - join_s - 5.0))
         threads = str(params.cpu_threads_per_rank)
@@ -142,6 +156,28 @@ class CanaryTraining(Check):
         for rank in launch.ranks:
             ctx.record(rank.command_line, rank.returncode, rank.stdout + rank.stderr, rank.duration_s)
         return interpret_launch(launch)
+
+    def _run_tensorflow(self, ctx: NodeContext, params: Params, facts: dict[str, Any],
+                        model: dict[str, Any]) -> dict[str, Any]:
+        from preflight.launch import worker_argv
+
+        argv = worker_argv("canary_tf", "--device", "gpu" if facts["device_kind"] == "cuda" else "cpu",
+                           "--replicas", str(max(1, params.cpu_ranks)), "--hidden", str(model["hidden"]),
+                           "--layers", str(model["layers"]), "--batch", str(model["batch"]),
+                           "--steps", str(params.steps), "--warmup", str(params.warmup),
+                           "--threads", str(params.cpu_threads_per_rank))
+        try:
+            proc = ctx.run(argv, timeout=max(15.0, ctx.time_left() - SLACK_S), env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+        except CannotMeasure as exc:
+            return {"ok": False, "error": str(exc)}
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        try:
+            payload = json.loads(lines[-1]) if lines else {}
+        except ValueError:
+            payload = {}
+        if proc.returncode == 0 and payload.get("ok"):
+            return payload
+        return {"ok": False, "error": payload.get("error") or f"exited with code {proc.returncode}"}
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         cid = self.id
@@ -181,6 +217,7 @@ class CanaryTraining(Check):
 
         findings += self._judge_latency(s, params, ms, cpu)
         findings += self._judge_gpu(s, result, params, ms, cpu)
+        findings += self._judge_tensorflow(facts.get("tensorflow") or {}, params, expect, ms)
         ms.append(measure("non-finite losses", s["non_finite_losses"], "", equals=0))
         if s["loss_last"] is not None:
             ms.append(measure("loss at the last step", s["loss_last"], ""))
@@ -255,6 +292,37 @@ class CanaryTraining(Check):
         largest = (result.get("max_batch") or {}).get("largest_fitting")
         if largest:
             ms.append(measure("largest batch per GPU that fits", largest, "samples"))
+        return findings
+
+
+    def _judge_tensorflow(self, tf: dict[str, Any], params: Params, expect: Expect,
+                          ms: list[Measurement]) -> list[Finding]:
+        """tensorflow's run beside torch's: step time and data wait reported, data wait and loss judged."""
+        cid = f"{self.id}.tensorflow"
+        judged = "tensorflow" in (expect.frameworks or [])
+        if "skipped" in tf or not tf:
+            level = Status.FAIL if judged and "not installed" in tf.get("skipped", "") else Status.PASS
+            return [Finding(f"{cid}-skipped", level, f"tensorflow: not run ({tf.get('skipped', 'no facts')})",
+                            "install tensorflow in the Python that runs training")]
+        if not tf.get("ok"):
+            return [Finding(f"{cid}-failed", Status.ERROR if judged else Status.WARN,
+                            f"tensorflow MirroredStrategy run failed: {tf.get('error')}",
+                            "read the tensorflow worker's output in the evidence")]
+        label = f"tensorflow MirroredStrategy ({tf['replicas']} replicas)"
+        share = sum(tf["wait_s"]) / sum(tf["step_s"])
+        ms += [measure(f"{label} step time median", round(percentile(tf["step_s"], 50) * 1e3, 3), "ms"),
+               measure(f"{label} step time p95", round(percentile(tf["step_s"], 95) * 1e3, 3), "ms"),
+               measure(f"{label} data wait share", round(share * 100, 2), "%", at_most=params.max_data_wait_share * 100)]
+        findings = []
+        if share > params.max_data_wait_share:
+            level = Status.FAIL if share > params.fail_data_wait_share else Status.WARN
+            findings.append(Finding(f"{cid}-data-wait", level, f"{label}: {share:.0%} of every step waits for the "
+                                    "next batch", "prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map "
+                                    "calls, cache; tf.data's profiler shows the slow stage"))
+        bad = sum(1 for v in tf["losses"] if not math.isfinite(v))
+        if bad:
+            findings.append(Finding(f"{cid}-loss-not-finite", Status.FAIL, f"{label}: {bad} step losses were NaN "
+                                    "or infinite", "lower the learning rate; check the input data for NaNs"))
         return findings
 
 

@@ -7,6 +7,7 @@ never a particular value.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -52,10 +53,16 @@ def test_reference_model_is_measured_with_latency_and_data_wait(tmp_path):
     assert len(ranks) == 2 and all(len(r["step_s"]) == 12 for r in ranks)
     # every step all-reduced at least one bucket on every rank, each timed by the hook
     assert all({b[0] for b in r["buckets"] if b[0] >= 0} == set(range(12)) for r in ranks)
+    if importlib.util.find_spec("tensorflow") is not None:
+        tf = result["facts"]["tensorflow"]
+        assert tf["ok"], tf
+        assert tf["strategy"] == "MirroredStrategy" and len(tf["step_s"]) == len(tf["wait_s"]) == 12
+        assert any(name.startswith("tensorflow MirroredStrategy") for name in found)
 
 
 def test_example_entry_trains_the_teams_model_through_its_dataloader(tmp_path):
     result = run_canary(tmp_path, "--set", "canary.training.entry=canary_entry:make_training",
+                        "--set", "canary.training.tensorflow=false",
                         env={"PYTHONPATH": str(ROOT / "examples")})
     assert result["status"] in ("PASS", "WARN"), result["summary"]
     run = result["facts"]["run"]["result"]

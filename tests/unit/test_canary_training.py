@@ -141,3 +141,26 @@ def test_failed_run_is_an_error_naming_the_entry_and_no_torch_is_skip_or_fail():
     assert "team.train:make" in outcome.remediation[0]
     assert evaluate({"torch_version": None}).status is Status.SKIP
     assert evaluate({"torch_version": None}, Expect(frameworks=["torch"])).status is Status.FAIL
+
+
+def test_tensorflow_run_is_reported_beside_torch_with_its_data_wait_judged():
+    facts = load_facts(CPU)
+    tf = facts["tensorflow"]
+    outcome = evaluate(facts)
+    label = f"tensorflow MirroredStrategy ({tf['replicas']} replicas)"
+    assert named(outcome, f"{label} step time median").value == pytest.approx(percentile(tf["step_s"], 50) * 1e3, rel=1e-3)
+    share = named(outcome, f"{label} data wait share")
+    assert share.value == pytest.approx(100 * sum(tf["wait_s"]) / sum(tf["step_s"]), abs=0.01)
+    tf["wait_s"] = [t * 0.5 for t in tf["step_s"]]
+    assert "canary.training.tensorflow-data-wait" in ids(evaluate(facts))
+
+
+def test_tensorflow_failure_warns_unless_the_team_uses_tensorflow():
+    facts = load_facts(CPU)
+    facts["tensorflow"] = {"ok": False, "error": "InvalidArgumentError: Graph execution error"}
+    relaxed = evaluate(facts, max_latency_ratio=1e9)
+    assert relaxed.status is Status.WARN and ids(relaxed) == {"canary.training.tensorflow-failed"}
+    assert evaluate(facts, Expect(frameworks=["tensorflow"]), max_latency_ratio=1e9).status is Status.ERROR
+    facts["tensorflow"] = {"skipped": "tensorflow is not installed"}
+    assert evaluate(facts, max_latency_ratio=1e9).status is Status.PASS
+    assert evaluate(facts, Expect(frameworks=["tensorflow"]), max_latency_ratio=1e9).status is Status.FAIL
