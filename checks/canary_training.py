@@ -199,8 +199,7 @@ class CanaryTraining(Check):
         s = summarise(result, facts.get("collectives_reference"))
         cpu = result.get("device") != "cuda"
         findings: list[Finding] = []
-        ms = step_measurements(s)
-        ms += [measure("step time median", round(s["step_median_s"] * 1e3, 3), "ms"),
+        ms = [measure("step time median", round(s["step_median_s"] * 1e3, 3), "ms"),
                measure("step time p95", round(s["step_p95_s"] * 1e3, 3), "ms")]
 
         share = s["data_wait_share"]
@@ -226,6 +225,7 @@ class CanaryTraining(Check):
                                     f"{s['non_finite_losses']} step losses were NaN or infinite",
                                     "lower the learning rate, check the input data for NaNs, use loss scaling "
                                     "with fp16 (torch.amp.GradScaler)"))
+        ms += step_measurements(s)  # after the summary figures, which tables show first
         where = f"{result['world_size']} {'GPUs' if not cpu else 'CPU processes'} ({result['backend']})"
         passed = (f"{s['steps']} steps of {result['model']} on {where}: step {s['step_median_s'] * 1e3:.1f} ms "
                   f"(p95 {s['step_p95_s'] * 1e3:.1f}), data wait {share:.1%}, all-reduce p99 "

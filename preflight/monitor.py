@@ -145,6 +145,15 @@ class Monitor:
             self._server = None
 
 
+class _PollOnScrape:
+    def __init__(self, timer: BucketTimer) -> None:
+        self.timer = timer
+
+    def collect(self) -> list[Any]:
+        self.timer.poll()
+        return []
+
+
 def instrument_ddp(model: Any, port: int | None = None, textfile: str | None = None, *, addr: str = "0.0.0.0",
                    rank: int | None = None, process_group: Any = None,
                    textfile_interval_s: float = TEXTFILE_INTERVAL_S) -> Monitor:
@@ -162,10 +171,13 @@ def instrument_ddp(model: Any, port: int | None = None, textfile: str | None = N
     if rank is None:
         rank = dist.get_rank(process_group) if dist.is_initialized() else 0
     registry = CollectorRegistry()
+    timer = BucketTimer(keep=False)
+    # Registered first, so every scrape reads back the GPU timings that completed since the last hook call.
+    registry.register(_PollOnScrape(timer))  # type: ignore[arg-type]
     histogram = Histogram(METRIC, "Time of one DDP gradient-bucket all-reduce, from the hook to completion",
                           ["rank"], registry=registry, buckets=LATENCY_BUCKETS_S)
     child = histogram.labels(rank=str(rank))
-    timer = BucketTimer(on_latency=lambda seconds, nbytes: child.observe(seconds), keep=False)
+    timer.on_latency = lambda seconds, nbytes: child.observe(seconds)
     model.register_comm_hook(process_group, timer.hook)
     monitor = Monitor(timer=timer, registry=registry, histogram=histogram, rank=rank, textfile=textfile)
     if port is not None:
