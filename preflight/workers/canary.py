@@ -39,6 +39,8 @@ from typing import Any
 from preflight.workers.process_group import DistEnv, add_dist_arguments, finish_group, init_group, join, run_worker
 
 NVML_INTERVAL_S = 0.1
+INPUT_FEATURES = 256
+POOL_BATCHES = 8
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,22 +65,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 def reference_training(device: Any, batch_size: int | None, hidden: int = 512, layers: int = 4,
                        seed: int = 0) -> tuple[Any, Any, Any, Any]:
-    """The built-in model, in the entry contract's shape: an MLP classifier on synthetic batches."""
+    """The built-in model, in the entry contract's shape: an MLP classifier on synthetic batches.
+
+    Inputs are narrow (INPUT_FEATURES wide, projected up to `hidden`), as a real model's inputs are
+    small next to its compute (token ids, image patches), and POOL_BATCHES batches are made up front
+    in host memory (pinned on GPU nodes) and cycled: the reference's data wait is then the copy to the
+    device, what a loader that keeps up costs. A slow loader shows through an entry of your own.
+    """
     import torch
     import torch.nn as nn
 
     batch = batch_size or 64
-    blocks: list[Any] = []
-    for _ in range(layers):
+    features = min(INPUT_FEATURES, hidden)
+    blocks: list[Any] = [nn.Linear(features, hidden), nn.GELU()]
+    for _ in range(max(0, layers - 1)):
         blocks += [nn.Linear(hidden, hidden), nn.GELU()]
     model = nn.Sequential(*blocks).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     generator = torch.Generator().manual_seed(seed)
+    pin = getattr(device, "type", "cpu") == "cuda"
+    pool = []
+    for _ in range(POOL_BATCHES):
+        pair = (torch.randn(batch, features, generator=generator), torch.randint(0, hidden, (batch,), generator=generator))
+        pool.append(tuple(t.pin_memory() for t in pair) if pin else pair)
 
     def batches() -> Any:
-        while True:  # made on the CPU, as a loader would, and copied to the device by the loop
-            yield (torch.randn(batch, hidden, generator=generator),
-                   torch.randint(0, hidden, (batch,), generator=generator))
+        while True:
+            yield from pool
 
     return model, optimizer, nn.CrossEntropyLoss(), batches()
 
@@ -241,7 +254,7 @@ def run_canary(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
     result: dict[str, Any] = {
         "backend": args.backend, "device": "cuda" if cuda else "cpu", "world_size": env.world_size,
         "threads_per_rank": args.threads, "entry": args.entry,
-        "model": args.entry or f"reference MLP: {args.layers} x Linear({args.hidden}, {args.hidden}) + GELU",
+        "model": args.entry or f"reference MLP: {args.layers} x Linear(.., {args.hidden}) + GELU",
         "parameters": parameters, "batch_per_rank": args.batch, "steps": args.steps, "warmup": args.warmup,
         "ranks": gathered, "idle_allreduce": idle, "torch_version": torch.__version__,
         "members": {str(r): m for r, m in members.items()},
