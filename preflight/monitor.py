@@ -68,7 +68,7 @@ class BucketTimer:
 
         self.poll()
         tensor = bucket.buffer()
-        group = state if state is not None else None
+        group = state  # the process group passed to register_comm_hook; None: the default group
         world = dist.get_world_size(group)
         nbytes = tensor.numel() * tensor.element_size()
         step, started = self.step, time.perf_counter()
