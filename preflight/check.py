@@ -172,6 +172,11 @@ class Check:
     timeout_s: ClassVar[float] = 120.0
     # Checks whose facts (on the same node) this one reads through ctx.earlier; they run first.
     run_after: ClassVar[tuple[str, ...]] = ()
+    # A cheap check that runs before the others on every node, so a missing driver is reported first.
+    run_first: ClassVar[bool] = False
+    # What each run level changes (preflight.levels): level -> parameter overrides, plus "timeout"
+    # (seconds at that level) and "skip" (why the check does not run at that level).
+    levels: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def collect(self, ctx: Any, params: Any) -> dict[str, Any]:
         raise NotImplementedError

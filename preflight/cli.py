@@ -116,10 +116,15 @@ def _writable_dir(path: str) -> Path:
               help="Relative change of a figure that counts against the baseline (0.1 = 10%).")
 @click.option("--fail-on-regression", is_flag=True,
               help="With --baseline: a regression makes the verdict NO-GO (without it, regressions are warnings).")
+@click.option("--level", type=click.Choice(["quick", "standard", "thorough"]), default=None,
+              help="How much to measure: quick (probes, at most 30 s per node: a Slurm prolog), standard "
+                   "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
+@click.option("--fail-fast", is_flag=True, help="Stop the run as soon as the verdict is NO-GO.")
 def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
-        baseline_tolerance: float = 0.1, fail_on_regression: bool = False) -> None:
+        baseline_tolerance: float = 0.1, fail_on_regression: bool = False, level: str | None = None,
+        fail_fast: bool = False) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight import config as config_mod
     from preflight.runner import NodeTarget, RunPlan, Runner
@@ -141,6 +146,8 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         raise UsageProblem(str(exc)) from None
     if fail_on:
         config.fail_on = fail_on
+    if level:
+        config.level = level
     if timeout is not None:
         if timeout <= 0:
             raise UsageProblem("--timeout must be positive")
@@ -176,14 +183,16 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
                    command=shlex.join(["preflight", *sys.argv[1:]]),
-                   load_errors=[e.to_dict() for e in registry.errors if _plugin_name(e) not in skipped])
-    progress = _progress_printer(total=len(plan.node_checks) * len(nodes) + len(plan.cluster_checks))
+                   load_errors=[e.to_dict() for e in registry.errors if _plugin_name(e) not in skipped],
+                   fail_fast=fail_fast)
+    progress = _progress(plan, nodes)
     # CI cancels jobs with SIGTERM: treat it as Ctrl-C so the partial reports are still written.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     runner = Runner(plan, on_event=progress)
     try:
         report = runner.run()
     finally:
+        progress.stop()
         for node in nodes:
             close = getattr(node.transport, "close", None)
             if close:
@@ -224,42 +233,14 @@ def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], acce
         raise UsageProblem(str(exc)) from None
 
 
-def _progress_printer(total: int) -> Callable:
-    from preflight.reporters.terminal import STYLES, result_line
+def _progress(plan: Any, nodes: list[Any]) -> Any:
+    from preflight.progress import STILL_RUNNING_INTERVAL_S, Progress
 
-    interactive = sys.stdout.isatty() and not os.environ.get("CI")
-    done = {"n": 0}
-    if not interactive:
-        def plain(event: tuple) -> None:
-            if event[0] == "result":
-                done["n"] += 1
-                click.echo(result_line(event[1]))
-        return plain
-
-    from rich.console import Console
-
-    console = Console()
-    status = console.status("starting agents ...")
-    status.start()
-    running: dict[str, str] = {}
-
-    def live(event: tuple) -> None:
-        kind, a, b = event
-        if kind == "start":
-            running[a] = b
-        elif kind == "result":
-            done["n"] += 1
-            running.pop(a.node, None)
-            style = STYLES.get(a.status.value, "")
-            console.print(f"[{style}]{a.status.value:<5}[/] {a.check_id:<24} {a.node:<16} {a.summary}",
-                          highlight=False, markup=True, soft_wrap=True)
-        now = ", ".join(f"{check} on {node}" for node, check in list(running.items())[:4])
-        status.update(f"[{done['n']}/{total}] {now or 'waiting ...'}")
-        if done["n"] >= total:
-            status.stop()
-
-    live.stop = status.stop  # type: ignore[attr-defined]
-    return live
+    interval = float(os.environ.get("PREFLIGHT_PROGRESS_INTERVAL_S") or STILL_RUNNING_INTERVAL_S)
+    total = sum(len(nodes) if c.scope.value == "node" else 1 for c in plan.checks)  # results expected
+    return Progress(total, {c.id: plan.config.timeout_for(c) for c in plan.checks},
+                    interactive=sys.stdout.isatty() and not os.environ.get("CI"), interval_s=interval,
+                    echo=click.echo)
 
 
 def _finish(report: Any, out: Path, formats: list[str], announce: bool = True) -> None:

@@ -1,12 +1,13 @@
 """preflight.toml: expectations and per-check parameters.
 
-Precedence is CLI > file > the check's own defaults. Every key is validated against the check's
-Params dataclass, so a typo is an error that names the file, the key and the line, not a silently
-ignored setting.
+Precedence is CLI > file > profile > run level > the check's own defaults. Every key is validated
+against the check's Params dataclass, so a typo is an error that names the file, the key and the
+line, not a silently ignored setting.
 
     [run]
     timeout = 300              # default per-check timeout, seconds
     fail_on = "fail"           # or "warn"
+    level = "standard"         # or "quick", "thorough" (preflight.levels)
 
     [expect]
     gpus_per_node = 8
@@ -36,9 +37,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from preflight import levels
 from preflight.check import Check, Expect
 
-RUN_KEYS = {"timeout": (int, float), "fail_on": (str,)}
+RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
 FAIL_ON_CHOICES = ("fail", "warn")
 # Keys every check section accepts besides its Params fields.
 COMMON_CHECK_KEYS = {"timeout": (int, float)}
@@ -66,16 +68,26 @@ class Config:
     profile: str = ""  # the --profile it was built on, if any
     profile_sources: list[str] = field(default_factory=list)  # where the profile's figures come from
     pulled_in: dict[str, str] = field(default_factory=dict)  # check id -> the selected check that reads it
+    level: str = levels.DEFAULT_LEVEL  # the run level (--level, [run] level)
+
+    def overrides_for(self, check: type[Check]) -> dict[str, Any]:
+        """The parameters a check runs with beyond its defaults: the level's, then the user's."""
+        return {**levels.overrides(check, self.level), **self.params.get(check.id, {})}
 
     def params_for(self, check: type[Check]) -> Any:
-        return check.params_from(self.params.get(check.id))
+        return check.params_from(self.overrides_for(check))
 
     def timeout_for(self, check: type[Check]) -> float:
         if check.id in self.timeouts:
             return self.timeouts[check.id]
         if self.default_timeout is not None:
             return self.default_timeout
-        return check.timeout_s
+        at_level = levels.timeout(check, self.level)
+        return at_level if at_level is not None else check.timeout_s
+
+    def skipped_at_level(self, check: type[Check]) -> str:
+        """Why the check does not run at this run's level, or ""."""
+        return levels.skip_reason(check, self.level)
 
 
 def load(path: str | Path | None, checks: dict[str, type[Check]], profile: str | None = None) -> Config:
@@ -171,6 +183,10 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
                 if body["fail_on"] not in FAIL_ON_CHOICES:
                     fail(f"must be one of {', '.join(FAIL_ON_CHOICES)}", "run.fail_on")
                 config.fail_on = body["fail_on"]
+            if "level" in body:
+                if body["level"] not in levels.LEVELS:
+                    fail(f"must be one of {', '.join(levels.LEVELS)}", "run.level")
+                config.level = body["level"]
         elif section == "expect":
             _expect_table(body, "expect", fail)
             config.expect = _parse_expect(body, fail)
@@ -399,12 +415,14 @@ def render_init(checks: dict[str, type[Check]]) -> str:
     """A commented preflight.toml with every check's parameters at their defaults."""
     out = [
         "# preflight.toml: what this cluster must have, and per-check parameters.",
-        "# Precedence: command line (--set, --timeout, --fail-on) > this file > each check's defaults.",
+        "# Precedence: command line (--set, --timeout, --fail-on, --level) > this file > --profile > the run",
+        "# level > each check's defaults.",
         "# Every line below is commented out at its default; uncomment what you change.",
         "",
         "[run]",
         "# timeout = 300        # seconds per check, unless the check sets its own",
         '# fail_on = "fail"     # "warn" makes WARN block the verdict too',
+        '# level = "standard"   # "quick" (probes, at most 30 s per node) or "thorough"',
         "",
         "[expect]",
         "# gpus_per_node = 8    # GPU checks must then run: a SKIP blocks the verdict",

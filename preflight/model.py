@@ -212,6 +212,9 @@ class RunReport:
     incomplete: bool = False  # interrupted, or not every planned result arrived
     incomplete_reason: str = ""
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM
+    level: str = "standard"  # run level (preflight.levels): quick, standard or thorough
+    level_budget_s: float | None = None  # check time per node the level is designed to fit in
+    stopped_early: str = ""  # why the run stopped before every planned check ran (--fail-fast)
     config_path: str = ""
     profile: str = ""  # node-type profile the thresholds came from (--profile)
     profile_sources: list[str] = field(default_factory=list)  # where that profile's figures are published

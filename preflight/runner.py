@@ -25,10 +25,12 @@ from preflight.agent import DONE, HELLO, RESULT, START
 from preflight.check import Check, Expect
 from preflight.config import Config
 from preflight.execute import error_result, now_iso
-from preflight.model import CLUSTER_NODE, CheckResult, Evidence, NodeInfo, RunReport, Scope
+from preflight import levels
+from preflight.model import CLUSTER_NODE, CheckResult, Evidence, Finding, NodeInfo, RunReport, Scope, Status
 from preflight.plan import write_header
 from preflight.proc import kill_tree, run_json_child
 from preflight.transport import Transport
+from preflight.verdict import Verdict, decide
 
 
 @dataclass
@@ -50,14 +52,19 @@ class RunPlan:
     fanout: int = 64
     command: str = ""
     load_errors: list[dict[str, str]] = field(default_factory=list)
+    fail_fast: bool = False  # stop once the verdict is NO-GO
 
     @property
     def node_checks(self) -> list[type[Check]]:
-        return [c for c in self.checks if c.scope is Scope.NODE]
+        return [c for c in self.checks if c.scope is Scope.NODE and not self.config.skipped_at_level(c)]
 
     @property
     def cluster_checks(self) -> list[type[Check]]:
-        return [c for c in self.checks if c.scope is Scope.CLUSTER]
+        return [c for c in self.checks if c.scope is Scope.CLUSTER and not self.config.skipped_at_level(c)]
+
+    @property
+    def skipped_at_level(self) -> list[type[Check]]:
+        return [c for c in self.checks if self.config.skipped_at_level(c)]
 
     def expect_for(self, node: NodeTarget) -> Expect:
         expect = Expect(**vars(self.config.expect))
@@ -91,7 +98,7 @@ class Runner:
             preflight_version=preflight.__version__,
             nodes=[NodeInfo(name=n.name, address=n.transport.address, slots=n.slots) for n in plan.nodes],
             planned=[c.id for c in plan.checks],
-            cluster_checks=[c.id for c in plan.cluster_checks],
+            cluster_checks=[c.id for c in plan.checks if c.scope is Scope.CLUSTER],
             expected=plan.expected_checks(),
             fail_on=plan.config.fail_on,
             config_path=plan.config.path or "",
@@ -99,6 +106,8 @@ class Runner:
             profile_sources=list(plan.config.profile_sources),
             command=plan.command,
             load_errors=plan.load_errors,
+            level=plan.config.level,
+            level_budget_s=levels.BUDGET_S.get(plan.config.level),
         )
         plan.output_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = plan.output_dir / "results.jsonl"
@@ -112,10 +121,16 @@ class Runner:
         self.jsonl.flush()
         os.fsync(self.jsonl.fileno())
         self.on_event(("result", result, None))
+        if self.plan.fail_fast and not self.stop.is_set() and decide(self.report).verdict is Verdict.NO_GO:
+            self.report.stopped_early = (f"--fail-fast: stopped once {result.check_id} on {result.node} made the "
+                                         "verdict NO-GO; the checks still planned did not run")
+            self.stop.set()
+            self._stop_everything()
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> RunReport:
         try:
+            self._record_level_skips()
             self._run_node_checks()
             if not self.stop.is_set():
                 self._run_cluster_checks()
@@ -130,6 +145,22 @@ class Runner:
             # Checks clean their own scratch space; this removes the (now empty) folders above it.
             shutil.rmtree(self.plan.output_dir / "scratch", ignore_errors=True)
         return self.report
+
+    def _record_level_skips(self) -> None:
+        """A SKIP, on every node it would run on, for each check this run's level leaves out."""
+        level = self.plan.config.level
+        for check in self.plan.skipped_at_level:
+            reason = self.plan.config.skipped_at_level(check)
+            summary = levels.skip_summary(check.id, level, reason)
+            finding = Finding(f"{check.id}{levels.SKIPPED_AT_LEVEL}", Status.SKIP, summary,
+                              fix="run with --level standard to include it")
+            where = [CLUSTER_NODE] if check.scope is Scope.CLUSTER else [n.name for n in self.plan.nodes]
+            for node in where:
+                if self.stop.is_set():
+                    return
+                self.record(CheckResult(check_id=check.id, node=node, status=Status.SKIP, summary=summary,
+                                        title=check.title, scope=check.scope, why=check.why, findings=[finding],
+                                        started_at=now_iso()))
 
     def _run_node_checks(self) -> None:
         if not self.plan.node_checks:
@@ -179,7 +210,7 @@ class Runner:
             "expect": self.plan.expect_for(node).to_dict(),
             "coordinator_version": preflight.__version__,
             "checks": [{"id": c.id, "timeout_s": self.plan.config.timeout_for(c),
-                        "params": self.plan.config.params.get(c.id, {})} for c in checks],
+                        "params": self.plan.config.overrides_for(c)} for c in checks],
         }
         argv = [node.transport.python, "-m", "preflight.agent"]
         try:
@@ -269,7 +300,7 @@ class Runner:
             self.on_event(("start", CLUSTER_NODE, check.id))
             job = {
                 "check_id": check.id, "node": CLUSTER_NODE, "output_dir": str(self.plan.output_dir),
-                "timeout_s": timeout, "params": self.plan.config.params.get(check.id, {}),
+                "timeout_s": timeout, "params": self.plan.config.overrides_for(check),
                 "expect": self.plan.config.expect.to_dict(),
                 "nodes": [{**n.transport.to_spec(), "slots": n.slots} for n in reachable],
                 "node_facts": node_facts, "unreachable": unreachable,

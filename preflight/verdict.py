@@ -12,7 +12,8 @@ A SKIP blocks when the run says the check had to measure here:
 - the node has NVIDIA GPUs on its PCI bus (node.environment's facts) and the check needs a GPU:
   "no driver" there is a broken GPU node, not a CPU node.
 A SKIP whose findings all end in NOT_APPLICABLE ("one GPU only: nothing to scale across") states
-that the check does not apply to this node's shape, and never blocks through these inferences.
+that the check does not apply to this node's shape, and never blocks through these inferences. A
+SKIP because the run level leaves the check out (--level quick) never blocks.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from preflight.levels import SKIPPED_AT_LEVEL
 from preflight.model import CLUSTER_NODE, CheckResult, RunReport, Scope, Status
 
 
@@ -96,6 +98,8 @@ def skip_blocks(result: CheckResult, report: RunReport, with_gpus: set[str] | No
     """Why this SKIP blocks the verdict, or "" when it does not."""
     if result.status is not Status.SKIP:
         return ""
+    if result.findings and all(f.id.endswith(SKIPPED_AT_LEVEL) for f in result.findings):
+        return ""  # the run level (--level quick) leaves it out on purpose
     if result.check_id in set(report.expected):
         return "the configuration expects it to run"
     if result.findings and all(f.id.endswith(NOT_APPLICABLE) for f in result.findings if f.level is Status.SKIP):

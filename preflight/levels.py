@@ -1,0 +1,67 @@
+"""Run levels: how much a run measures, sized to the time there is.
+
+    quick      probes and small measurements only, for a Slurm prolog or a node health check:
+               at most QUICK_BUDGET_S of check time per node, by design (every check that runs at
+               quick declares a timeout, and their sum per node stays within the budget; a test
+               holds it there). Checks that cannot fit are skipped with a reason that says so, and
+               that SKIP never blocks the verdict.
+    standard   today's run: each check at its own defaults.
+    thorough   larger messages and checkpoints, more repeats, the full bandwidth matrix.
+
+Each check declares what each level changes in its `levels` class attribute, a dict from level to
+parameter overrides; two keys are not parameters: "timeout" (the check's timeout at that level, in
+seconds) and "skip" (a sentence: why the check does not run at that level). Precedence, lowest first:
+the check's defaults < the level < the profile < the config file < --set (and --timeout).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LEVELS = ("quick", "standard", "thorough")
+DEFAULT_LEVEL = "standard"
+# Check time per node each level is designed to fit in, in seconds.
+QUICK_BUDGET_S = 30.0
+BUDGET_S = {"quick": QUICK_BUDGET_S, "standard": 15 * 60.0, "thorough": 60 * 60.0}
+DESCRIPTION = {
+    "quick": "probes and small measurements only (Slurm prolog, node health check)",
+    "standard": "every check at its defaults",
+    "thorough": "larger messages and checkpoints, more repeats, the full bandwidth matrix",
+}
+# Keys of a level's declaration that are not parameters of the check.
+TIMEOUT_KEY = "timeout"
+SKIP_KEY = "skip"
+RESERVED = (TIMEOUT_KEY, SKIP_KEY)
+# Finding id suffix of the SKIP a check gets at a level it does not run at (never blocks).
+SKIPPED_AT_LEVEL = ".skipped-at-level"
+
+
+def declaration(check: Any, level: str) -> dict[str, Any]:
+    """What `level` changes for `check`, as the check declares it ({} when nothing)."""
+    return dict((getattr(check, "levels", None) or {}).get(level) or {})
+
+
+def overrides(check: Any, level: str) -> dict[str, Any]:
+    """The parameter overrides of `level` for `check` (without "timeout" and "skip")."""
+    return {k: v for k, v in declaration(check, level).items() if k not in RESERVED}
+
+
+def timeout(check: Any, level: str) -> float | None:
+    value = declaration(check, level).get(TIMEOUT_KEY)
+    return float(value) if value is not None else None
+
+
+def skip_reason(check: Any, level: str) -> str:
+    """Why `check` does not run at `level`, or "" when it runs."""
+    return str(declaration(check, level).get(SKIP_KEY) or "")
+
+
+def budget_text(level: str) -> str:
+    seconds = BUDGET_S.get(level)
+    if seconds is None:
+        return ""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def skip_summary(check_id: str, level: str, reason: str) -> str:
+    return f"not run at --level {level}: {reason}"
