@@ -119,7 +119,7 @@ def torch_facts(devices: bool, matmul_size: int, pcie_load_s: float, copy_mib: i
     facts["matmul"] = {"size": matmul_size, "dtype": "float32", "reference": "numpy float64 on the CPU"}
     nvml = _nvml_for_links()
     try:
-        _strict_fp32(torch)
+        facts["fp32"] = _strict_fp32(torch)
         for index in range(facts["device_count"]):
             entry = _torch_device(torch, index, a, b, reference, nvml, pcie_load_s)
             if "error" not in entry and copy_mib > 0:
@@ -137,13 +137,29 @@ def torch_facts(devices: bool, matmul_size: int, pcie_load_s: float, copy_mib: i
     return facts
 
 
-def _strict_fp32(torch: Any) -> None:
-    # TF32 would make the product differ from the float64 reference by ~1e-3 and hide nothing
-    # worth finding; the comparison wants plain IEEE float32.
+def _strict_fp32(torch: Any) -> dict[str, Any]:
+    """Plain IEEE float32 matmuls for the product: TF32 would differ from the float64 reference
+    by ~1e-3 and hide nothing worth finding. Returns what was set, for the facts.
+
+    Through the legacy switch, which torch keeps in step with the newer `fp32_precision` one.
+    Setting only the newer one is not enough where TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 is set (NVIDIA's
+    NGC PyTorch containers): the override turns the legacy state on at start-up, the two disagree,
+    and torch 2.9+ raises "mix of the legacy and new APIs" before every cuBLAS matmul.
+    """
+    import os
+
+    state: dict[str, Any] = {"override_env": os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")}
+    torch.backends.cuda.matmul.allow_tf32 = False
     try:
+        # The same consistency check cuBLAS calls make (Context::allowTF32CuBLAS).
+        state["allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
+    except RuntimeError as exc:
+        # A torch that keeps the two apart: set the newer switch too, so that both say IEEE.
         torch.backends.cuda.matmul.fp32_precision = "ieee"
-    except (AttributeError, RuntimeError):
-        torch.backends.cuda.matmul.allow_tf32 = False
+        state["allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
+        state["note"] = f"both switches set: {_error(exc)[:120]}"
+    state["fp32_precision"] = getattr(torch.backends.cuda.matmul, "fp32_precision", None)
+    return state
 
 
 def _nvml_for_links() -> Any:
