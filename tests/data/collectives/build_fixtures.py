@@ -165,9 +165,9 @@ def fixtures() -> dict[str, dict]:
     for name, node in NODES.items():
         sizes = sorted(set(GPU_SIZES) | {node["profile_size"]})
         out[f"healthy_{name}_built.json"] = node_facts(name, sizes, False, BUILT.format(
-            what=f"a healthy {name} node collected with --profile {name} (its busbw size added to the sweep)"))
+            what=f"a healthy node of type {name} collected with --profile {name} (its busbw size added to the sweep)"))
         out[f"degraded_{name}_built.json"] = node_facts(name, sizes, True, BUILT.format(
-            what=f"a {name} node with NCCL_P2P_DISABLE=1, collected with --profile {name}"))
+            what=f"a node of type {name} with NCCL_P2P_DISABLE=1, collected with --profile {name}"))
     text = nccl_tests_text(NODES["h100-8x"], 256 * MIB, False)
     out["nccl_tests_8x_h100_built.json"] = {
         "_source": "built by hand, not recorded (tests/data/collectives/build_fixtures.py): the text nccl-tests "

@@ -24,8 +24,9 @@ SOURCE = (
     "nvmlDeviceGetRemappedRows, nvmlDeviceGetCurrentClocksEventReasons bit values from nvml.h, "
     "nvmlDeviceGetTemperatureThreshold, nvmlDeviceGetCurr/MaxPcieLinkGeneration and Width, nvmlDeviceGetNvLinkState, "
     "nvmlSystemGetCudaDriverVersion encoding 1000*major+10*minor) and typical `nvidia-smi -q` figures of an HGX H100 "
-    "80GB SXM node; host<->device copy rates near the 52 GB/s floor cloud health checks use for H100 on PCIe gen5 x16; "
-    "not recorded on real hardware."
+    "80GB SXM node; memory used at idle as NVML's v1 nvmlDeviceGetMemoryInfo counts it (the driver's reservation, "
+    "~0.5 GiB); host<->device copy rates near the 52 GB/s floor cloud health checks use for H100 on PCIe gen5 x16, "
+    "timed bound to each GPU's NUMA node; not recorded on real hardware."
 )
 BUS_IDS = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0",
            "00000000:9A:00.0", "00000000:AB:00.0", "00000000:BA:00.0", "00000000:DB:00.0"]
