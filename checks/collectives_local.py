@@ -238,6 +238,10 @@ FIX_SLOW = ("run with NCCL_DEBUG=INFO to see the transports NCCL picked and `nvi
             "fabric manager runs, NCCL_P2P_DISABLE is not set, and ACS/IOMMU do not route P2P through the CPU")
 
 
+FIX_SLOW_GLOO = ("gloo runs over loopback on this node's CPUs: other load on the cores, or GLOO_SOCKET_IFNAME naming a "
+                 "slow interface, slows it; compare with an idle node of the same kind")
+
+
 def _finding(name: str, level: Status, message: str, fix: str = "") -> Finding:
     return Finding(f"{CollectivesLocal.id}.{name}", level, message, fix)
 
@@ -279,7 +283,7 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
     measurements.append(latency)
     if latency.ok is False:
         findings.append(_finding("latency", Status.FAIL, f"{label}: latency {latency_us:.1f} us above "
-                                 f"{max_latency:g} us", FIX_SLOW))
+                                 f"{max_latency:g} us", FIX_SLOW if backend == "nccl" else FIX_SLOW_GLOO))
     floor = params.min_busbw_gbps if judged else None
     at_size = params.busbw_size_bytes or largest["bytes"]
     if floor is not None and not any(e["bytes"] == at_size for e in sizes):
@@ -295,7 +299,8 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
         measurements.append(m)
         if m.ok is False:
             findings.append(_finding("slow-busbw", Status.FAIL, f"{label}: busbw {entry['busbw_gbps']:.2f} GB/s at "
-                                     f"{human_bytes(entry['bytes'])}, below {floor:g} GB/s", FIX_SLOW))
+                                     f"{human_bytes(entry['bytes'])}, below {floor:g} GB/s",
+                                     FIX_SLOW if backend == "nccl" else FIX_SLOW_GLOO))
     measurements.append(shared[-1])  # algbw at the largest size
     text = (f"{label}: sums exact, latency {latency_us:.0f} us, busbw {largest['busbw_gbps']:.2f} GB/s "
             f"at {human_bytes(largest['bytes'])}")
