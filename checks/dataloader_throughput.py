@@ -365,7 +365,7 @@ class DataloaderThroughput(Check):
             details.append(f"{headline} ({label}: {supply:.1f} samples/s; GPUs: {need:.1f} samples/s from "
                            f"{demand['source']}; required with margin {params.margin}: {need * params.margin:.1f})")
             for shown in loaders:
-                measurements.append(measure("GPU demand samples/s", round(need, 1), "samples/s",
+                measurements.append(measure(f"GPU demand samples/s ({shown})", round(need, 1), "samples/s",
                                             figure=FIGURE_RATE, series="demand", at=shown))
             measurements.append(measure(f"{label} vs GPU demand", round(percent, 1), "%",
                                         at_least=round(params.margin * 100, 1)))

@@ -201,10 +201,39 @@ def test_facts_of_older_runs_with_a_reference_model_demand_are_not_judged_by_it(
     assert judge(facts, params).status is Status.PASS
 
 
-def test_tf_data_worker_runs_with_the_gpus_hidden():
-    from preflight_checks.dataloader_throughput import TF_WORKER_ENV
+def test_tf_data_worker_runs_with_the_gpus_hidden(tmp_path):
+    # tensorflow reserves nearly all memory of every GPU it sees; the loader's worker must see none.
+    import subprocess
 
-    assert TF_WORKER_ENV["CUDA_VISIBLE_DEVICES"] == ""
+    from preflight_checks.dataloader_throughput import measure_tensorflow
+
+    class Ctx:
+        def time_left(self):
+            return 100.0
+
+        def run(self, argv, timeout, env=None):
+            self.env = env
+            stdout = json.dumps({"tensorflow": "2.21.0", "gpus_hidden": True,
+                                 "passes": [{"pass": 0, "samples": 64, "bytes": 640, "seconds": 0.5}]})
+            return subprocess.CompletedProcess(argv, 0, stdout + "\n", "")
+
+    ctx = Ctx()
+    result = measure_tensorflow(ctx, ["a", "b"], Params(), False, tmp_path)
+    assert ctx.env["CUDA_VISIBLE_DEVICES"] == "" and result["gpus_hidden"] is True
+    assert result["samples_per_s"] == 128.0
+
+
+def test_tf_data_worker_hides_the_gpus_itself():
+    pytest.importorskip("tensorflow")
+    import os
+    import subprocess
+    import sys
+
+    code = "import tensorflow as tf; from preflight.workers.dataloader_tf import hide_gpus; print(hide_gpus(tf))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "True"
 
 
 def test_percentiles_and_distribution():
