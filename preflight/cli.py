@@ -325,13 +325,31 @@ def explain(check_id: str) -> None:
 @out_option
 @format_option
 @fail_on_option
-def report(results: str, out_dir: str, formats: str, fail_on: str | None) -> None:
+@click.option("--rejudge", is_flag=True, help="Judge the recorded facts again with today's code and the thresholds "
+              "below (the run's own profile unless --profile is given), touching no machine; written to "
+              "<out>/rejudged/ when --out holds RESULTS.")
+@click.option("--profile", default=None, metavar="NAME|FILE", help="With --rejudge: thresholds of this profile.")
+@click.option("--set", "settings", multiple=True, metavar="ID.KEY=VALUE", help="With --rejudge: override a parameter.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="With --rejudge: a preflight.toml to judge with.")
+def report(results: str, out_dir: str, formats: str, fail_on: str | None, rejudge: bool = False,
+           profile: str | None = None, settings: tuple[str, ...] = (), config_file: str | None = None) -> None:
     """Re-render the reports of a past run from its results.json (or results.jsonl) without re-running."""
     from preflight.verdict import decide
 
     chosen = _check_formats(formats)
     _nonempty("--out", out_dir)
     past = _load_results(results)
+    if rejudge:
+        from preflight.config import ConfigError
+        from preflight.rejudge import rejudge_for_cli
+
+        try:
+            past, out_dir = rejudge_for_cli(past, _registry(), results, out_dir, profile, list(settings), config_file)
+        except ConfigError as exc:
+            raise UsageProblem(str(exc)) from None
+    elif profile is not None or settings or config_file:
+        raise UsageProblem("--profile, --set and --config apply to `report` only with --rejudge")
     if fail_on:
         past.fail_on = fail_on
     out = _writable_dir(out_dir)
