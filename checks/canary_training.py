@@ -93,6 +93,10 @@ class CanaryTraining(Check):
     )
     Params = Params
     timeout_s = 240.0
+    levels = {
+        "quick": {"skip": "it is a monitored training run of tens of steps, minutes on a GPU node"},
+        "thorough": {"timeout": 900, "steps": 100, "warmup": 10},
+    }
     run_after = ("collectives.local",)
 
     def expected_to_run(self, expect: Expect) -> bool:

@@ -695,6 +695,11 @@ class CheckpointRoundtrip(Check):
     )
     Params = Params
     timeout_s = 600.0
+    levels = {
+        "quick": {"skip": "it writes and reads 256 MB per format three times and kills and resumes a "
+                          "training run, a minute or more"},
+        "thorough": {"timeout": 1800, "size_mb": 2048.0, "repeats": 5, "tf_size_mb": 256.0},
+    }
 
     def collect(self, ctx: NodeContext, params: Params) -> dict[str, Any]:
         torch_version = _framework_version("torch", ("torch",))

@@ -195,6 +195,10 @@ class CollectivesCluster(Check):
     )
     Params = Params
     timeout_s = 300.0
+    levels = {
+        "quick": {"skip": "it starts torchrun on every node and sweeps all-reduce sizes, a minute or more"},
+        "thorough": {"timeout": 900, "iters": 50, "warmup": 10, "pairwise_iters": 10},
+    }
 
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.nodes and expect.nodes > 1)

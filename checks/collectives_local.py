@@ -104,6 +104,11 @@ class CollectivesLocal(Check):
     )
     Params = Params
     timeout_s = 180.0
+    levels = {
+        "quick": {"skip": "it starts one process per GPU and a communicator (10-20 s on 8 GPUs before the "
+                          "first message), more than a 30 s quick run leaves after the probes"},
+        "thorough": {"timeout": 600, "iters": 50, "warmup": 10},
+    }
 
     def expected_to_run(self, expect: Expect) -> bool:
         return "torch" in (expect.frameworks or [])

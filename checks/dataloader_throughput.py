@@ -226,6 +226,10 @@ class DataloaderThroughput(Check):
     )
     Params = Params
     timeout_s = 600.0
+    levels = {
+        "quick": {"skip": "it builds or lists a dataset and times several passes of up to 30 s each"},
+        "thorough": {"timeout": 1800, "passes": 5, "max_seconds_per_pass": 60.0, "max_samples_per_pass": 100000},
+    }
     run_after = (SCALING_CHECK,)
 
     def collect(self, ctx: NodeContext, params: Params) -> dict[str, Any]:

@@ -112,6 +112,14 @@ class GpuVisibility(Check):
     # Its idle readings (temperature, throttle reasons, free memory, leftover processes) describe the
     # node only before the other checks load the GPUs for minutes: it runs before every other node check.
     run_first = True
+    # quick: NVML and one torch probe with a small product and short copies (torch import and CUDA
+    # start-up dominate: 5-10 s on an 8-GPU node); tensorflow's import alone would cost several more.
+    levels = {
+        "quick": {"timeout": 20, "probe_timeout_s": 10.0, "probe_tensorflow": False, "matmul_size": 1024,
+                  "pcie_load_s": 0.2, "host_device_copy_mib": 64, "host_device_repeats": 2},
+        "thorough": {"timeout": 600, "host_device_copy_mib": 1024, "host_device_repeats": 10,
+                     "throttle_samples": 10, "pcie_load_s": 1.0},
+    }
 
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.gpus_per_node and expect.gpus_per_node > 0)

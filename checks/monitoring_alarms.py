@@ -56,6 +56,7 @@ class MonitoringAlarms(Check):
     remediation = (ADD_RULES, "deploy dcgm-exporter on every GPU node and let Prometheus scrape it")
     Params = Params
     timeout_s = 60.0
+    levels = {"quick": {"timeout": 15, "request_timeout_s": 5.0}}
 
     def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
         nodes = [{"name": n["name"], "address": n.get("address") or "", "kind": n.get("kind", "")} for n in ctx.nodes]

@@ -395,6 +395,11 @@ class NetBandwidth(Check):
     )
     Params = Params
     timeout_s = 300.0
+    # quick: one 3 s measurement per ring link; thorough: every ordered pair, five 10 s measurements.
+    levels = {
+        "quick": {"timeout": 30, "repeats": 1, "duration_s": 3, "pattern": "ring"},
+        "thorough": {"timeout": 1800, "pattern": "full", "repeats": 5, "duration_s": 10},
+    }
 
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.nodes and expect.nodes > 1)

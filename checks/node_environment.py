@@ -122,6 +122,9 @@ class NodeEnvironment(Check):
     )
     Params = Params
     timeout_s = 30.0
+    run_first = True
+    # Reads limits, /proc and the filesystem: well under a second, at every level.
+    levels = {"quick": {"timeout": 5}}
 
     def collect(self, ctx: NodeContext, params: Params) -> dict[str, Any]:
         import psutil  # core dependency; imported here to keep CLI start-up lean

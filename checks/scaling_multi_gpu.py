@@ -171,6 +171,10 @@ class ScalingMultiGpu(Check):
     Params = Params
     # Eight launches on an 8-GPU node (torch and tensorflow at 1, 2, 4, 8) with cold CUDA starts.
     timeout_s = 480.0
+    levels = {
+        "quick": {"skip": "it trains at 1, 2, 4 and 8 devices, minutes on a GPU node"},
+        "thorough": {"timeout": 1200, "steps": 30, "warmup": 5},
+    }
 
     def expected_to_run(self, expect: Expect) -> bool:
         return "torch" in (expect.frameworks or [])

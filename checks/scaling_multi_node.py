@@ -120,6 +120,10 @@ class ScalingMultiNode(Check):
     )
     Params = Params
     timeout_s = 300.0
+    levels = {
+        "quick": {"skip": "it trains on one node and then on all of them, minutes"},
+        "thorough": {"timeout": 900, "steps": 30, "warmup": 5},
+    }
 
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.nodes and expect.nodes > 1)

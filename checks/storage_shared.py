@@ -65,6 +65,8 @@ class StorageShared(Check):
     )
     Params = Params
     timeout_s = 120.0
+    # quick: a token written on one node must show on the others within 5 s instead of 10.
+    levels = {"quick": {"timeout": 20, "visible_within_s": 5.0}}
 
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.nodes and expect.nodes > 1)

@@ -82,6 +82,8 @@ class VersionsConsistency(Check):
     )
     Params = Params
     timeout_s = 30.0
+    # Compares what versions.pinned recorded on each node: no probe of its own, at every level.
+    levels = {"quick": {"timeout": 10}}
     run_after = (SOURCE_CHECK,)
 
     def expected_to_run(self, expect: Expect) -> bool:

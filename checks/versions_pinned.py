@@ -44,6 +44,8 @@ class Params:
     require_installed_frameworks_pinned: bool = True
     # Probing torch or tensorflow for their CUDA/cuDNN/NCCL versions (tensorflow's import takes seconds).
     probe_timeout_s: float = 120.0
+    # False: versions from package metadata only, without the CUDA/cuDNN/NCCL builds (no import).
+    probe_builds: bool = True
     # The pins themselves, read by preflight where it starts (from `requirements`, or the lock files
     # it finds there) and sent to every node; not set by hand.
     pins: dict[str, Any] | None = None
@@ -99,7 +101,7 @@ STACK_FIELDS = ("python", "torch", "torch_cuda", "cudnn", "nccl", "tensorflow", 
                 "jax", "numpy", "driver", "cuda_driver", "os", "kernel", "glibc")
 
 
-def collect_stack(ctx: Any, probe_timeout_s: float) -> dict[str, Any]:
+def collect_stack(ctx: Any, probe_timeout_s: float, probe_builds: bool = True) -> dict[str, Any]:
     from preflight.workers.gpu_nvml import nvml_facts
     from preflight.workers.gpu_probe import framework_installed, run_probe
 
@@ -107,7 +109,7 @@ def collect_stack(ctx: Any, probe_timeout_s: float) -> dict[str, Any]:
     errors: dict[str, str] = {}
     stack["python"] = platform.python_version()
     stack["torch"] = installed_version("torch")
-    if framework_installed("torch"):
+    if probe_builds and framework_installed("torch"):
         probe = run_probe(ctx, "torch", [], min(probe_timeout_s, ctx.time_left() - 5))
         if probe.get("error"):
             errors["torch"] = probe["error"]
@@ -118,12 +120,13 @@ def collect_stack(ctx: Any, probe_timeout_s: float) -> dict[str, Any]:
     tf_distribution = _module_distribution("tensorflow")
     stack["tensorflow"] = installed_version(tf_distribution) if tf_distribution else None
     stack["tensorflow_distribution"] = tf_distribution
-    if framework_installed("tensorflow"):
+    if probe_builds and framework_installed("tensorflow"):
         probe = run_probe(ctx, "tensorflow", [], min(probe_timeout_s, ctx.time_left() - 5))
         if probe.get("error"):
             errors["tensorflow"] = probe["error"]
         stack["tensorflow"] = stack["tensorflow"] or probe.get("version")
         stack["tensorflow_cuda"], stack["tensorflow_cudnn"] = probe.get("cuda"), probe.get("cudnn")
+    stack["builds_probed"] = probe_builds
     stack["jax"] = installed_version("jax")
     stack["numpy"] = installed_version("numpy")
     nvml = nvml_facts(with_gpus=False)
@@ -178,6 +181,10 @@ class VersionsPinned(Check):
     )
     Params = Params
     timeout_s = 240.0
+    run_first = True
+    # quick reads versions from package metadata only (no framework import, under a second); the
+    # CUDA/cuDNN/NCCL builds need torch and tensorflow imported, seconds each, left to standard.
+    levels = {"quick": {"timeout": 5, "probe_builds": False}}
 
     @classmethod
     def prepare_on_coordinator(cls, overrides: dict[str, Any], cwd: Path) -> dict[str, Any]:
@@ -191,7 +198,7 @@ class VersionsPinned(Check):
         return {**overrides, "pins": pins}
 
     def collect(self, ctx: NodeContext, params: Params) -> dict[str, Any]:
-        return {"stack": collect_stack(ctx, params.probe_timeout_s), **collect_pins(params)}
+        return {"stack": collect_stack(ctx, params.probe_timeout_s, params.probe_builds), **collect_pins(params)}
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         stack = facts.get("stack") or {}
@@ -220,7 +227,9 @@ class VersionsPinned(Check):
 def describe_stack(stack: dict[str, Any]) -> str:
     parts = [f"python {stack.get('python')}"]
     if stack.get("torch"):
-        extras = [f"CUDA {stack['torch_cuda']}" if stack.get("torch_cuda") else "no CUDA"]
+        unprobed = stack.get("builds_probed") is False
+        extras = [f"CUDA {stack['torch_cuda']}" if stack.get("torch_cuda") else
+                  "CUDA build not probed" if unprobed else "no CUDA"]
         extras += [f"cuDNN {stack['cudnn']}"] if stack.get("cudnn") else []
         extras += [f"NCCL {stack['nccl']}"] if stack.get("nccl") else []
         parts.append(f"torch {stack['torch']} ({', '.join(extras)})")

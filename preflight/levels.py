@@ -52,16 +52,24 @@ def timeout(check: Any, level: str) -> float | None:
 
 
 def skip_reason(check: Any, level: str) -> str:
-    """Why `check` does not run at `level`, or "" when it runs."""
+    """Why `check` does not run at `level`, or "" when it runs.
+
+    At quick, a check that declares nothing for quick (a plugin written before levels) is left out:
+    its time is unknown, and quick promises its budget.
+    """
+    if level == "quick" and "quick" not in (getattr(check, "levels", None) or {}):
+        return (f"it declares no quick variant (a `levels` entry for quick), so it could overrun the "
+                f"{QUICK_BUDGET_S:.0f} s budget")
     return str(declaration(check, level).get(SKIP_KEY) or "")
-
-
-def budget_text(level: str) -> str:
-    seconds = BUDGET_S.get(level)
-    if seconds is None:
-        return ""
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def skip_summary(check_id: str, level: str, reason: str) -> str:
     return f"not run at --level {level}: {reason}"
+
+
+def level_text(report: Any) -> str:
+    """The level line of every report: which level ran and its time budget per node."""
+    level = getattr(report, "level", DEFAULT_LEVEL) or DEFAULT_LEVEL
+    budget = report.level_budget_s if getattr(report, "level_budget_s", None) else BUDGET_S.get(level)
+    seconds = f"{budget:.0f} s" if budget and budget < 120 else f"{budget / 60:.0f} min" if budget else ""
+    return f"{level}: {DESCRIPTION.get(level, '')}" + (f"; at most {seconds} of checks per node" if seconds else "")

@@ -171,6 +171,8 @@ def decide(report: RunReport) -> Decision:
     else:
         verdict = Verdict.GO
         reason = "every check passed" if not warnings else f"no blocking findings ({len(warnings)} warnings)"
+    if report.stopped_early:
+        reason += f"; the run was stopped early ({report.stopped_early})"
     if report.load_errors:
         # Named first in every report: its checks are missing from everything below.
         reason = _load_error_text(report.load_errors) + (f"; {reason}" if reason else "")

@@ -7,6 +7,7 @@ control codes.
 from __future__ import annotations
 
 from preflight.diff import describe
+from preflight.levels import level_text
 from preflight.model import CheckResult, RunReport
 from preflight.reporters.view import build_view
 
@@ -28,6 +29,7 @@ def render(report: RunReport) -> str:
                  f"{counts['ERROR']} errors, {counts['SKIP']} skipped" + (f" in {view.duration}" if view.duration else ""))
     if view.report.incomplete:
         lines.append(f"  incomplete: {view.report.incomplete_reason}")
+    lines.append(f"  level {level_text(view.report)}")
     if view.key_findings:
         lines.append("Findings:")
         for k in view.key_findings:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preflight.diff import BASELINE_CHECK_ID, Diff
+from preflight.levels import level_text
 from preflight.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Status
 from preflight.reporters import charts
 from preflight.verdict import Decision, Verdict, decide
@@ -468,6 +469,7 @@ def _at_a_glance(report: RunReport) -> list[tuple[str, str]]:
     profile = getattr(report, "profile", "")
     if profile:
         rows.append(("Thresholds", f"profile {profile}"))
+    rows.append(("Level", level_text(report)))
     started = when(report.started_at)
     duration = _duration(report.started_at, report.finished_at)
     rows.append(("When", started + (f", took {duration}" if duration else "")))

@@ -1,0 +1,78 @@
+"""Progress while a run runs: lines for checks still running without a terminal, elapsed time on one."""
+
+from __future__ import annotations
+
+import threading
+
+from preflight.model import CLUSTER_NODE, Status
+from preflight.progress import Progress
+from tests.conftest import make_result
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_line_every_interval_for_a_check_still_running():
+    clock, lines = FakeClock(), []
+    progress = Progress(3, {"checkpoint.roundtrip": 300.0}, interactive=False, interval_s=30, echo=lines.append,
+                        clock=clock)
+    try:
+        progress(("start", "gpu03", "checkpoint.roundtrip"))
+        clock.now += 29
+        assert progress.still_running_lines() == []
+        clock.now += 1
+        assert progress.still_running_lines() == ["still running checkpoint.roundtrip on gpu03, 30 s of 300 s"]
+        assert progress.still_running_lines() == []  # once per interval
+        clock.now += 30
+        assert progress.still_running_lines() == ["still running checkpoint.roundtrip on gpu03, 60 s of 300 s"]
+        progress(("result", make_result("checkpoint.roundtrip", "gpu03", Status.PASS, "fine"), None))
+        clock.now += 300
+        assert progress.still_running_lines() == []
+        assert any(line.startswith("PASS  checkpoint.roundtrip") for line in lines)
+    finally:
+        progress.stop()
+
+
+def test_the_ticker_prints_without_being_asked():
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def echo(line: str) -> None:
+        lines.append(line)
+        if line.startswith("still running"):
+            seen.set()
+
+    progress = Progress(1, {"net.bandwidth": 300.0}, interactive=False, interval_s=0.2, echo=echo)
+    try:
+        progress(("start", CLUSTER_NODE, "net.bandwidth"))
+        assert seen.wait(10)
+    finally:
+        progress.stop()
+    assert lines[0] == "still running net.bandwidth across the cluster, 0 s of 300 s"
+
+
+def test_terminal_status_names_each_node_with_its_elapsed_time():
+    clock = FakeClock()
+    progress = Progress(4, {"gpu.visibility": 20.0, "versions.pinned": 5.0}, interactive=False, echo=lambda _: None,
+                        clock=clock)
+    try:
+        progress(("start", "gpu01", "gpu.visibility"))
+        clock.now += 3
+        progress(("start", "gpu02", "versions.pinned"))
+        clock.now += 2
+        text = progress.status_text()
+    finally:
+        progress.stop()
+    assert text == "[0/4] gpu.visibility on gpu01 (5 s of 20 s), versions.pinned on gpu02 (2 s of 5 s)"
+
+
+def test_stop_ends_the_ticker():
+    progress = Progress(1, {}, interactive=False, interval_s=0.05, echo=lambda _: None)
+    progress.stop()
+    progress._ticker.join(timeout=2)
+    assert not progress._ticker.is_alive()
