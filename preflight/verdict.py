@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from preflight.diff import comparison_results
 from preflight.model import CLUSTER_NODE, CheckResult, RunReport, Status
 
 
@@ -51,11 +52,12 @@ def decide(report: RunReport) -> Decision:
         blocking_statuses.add(Status.WARN)
 
     expected = set(report.expected)
-    skipped = [r for r in report.results if r.status is Status.SKIP]
+    results = [*report.results, *comparison_results(report)]  # the baseline comparison weighs like a result
+    skipped = [r for r in results if r.status is Status.SKIP]
     skipped_expected = [r for r in skipped if r.check_id in expected]
-    blocking = [r for r in report.results if r.status in blocking_statuses] + skipped_expected
+    blocking = [r for r in results if r.status in blocking_statuses] + skipped_expected
     blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))
-    warnings = [r for r in report.results if r.status is Status.WARN and r not in blocking]
+    warnings = [r for r in results if r.status is Status.WARN and r not in blocking]
     missing = _missing(report)
 
     if blocking:
@@ -67,7 +69,7 @@ def decide(report: RunReport) -> Decision:
             "no check produced a result" if not report.results else f"{len(missing)} planned results missing")
     else:
         verdict = Verdict.GO
-        reason = "every check passed" if not warnings else f"no blocking findings ({len(warnings)} warnings)"
+        reason = "every check passed" if not warnings else f"no blocking findings ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})"
     return Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason)
 
 
