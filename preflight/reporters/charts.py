@@ -202,18 +202,25 @@ def _draw_scaling(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
 
     def draw(fig: Any) -> None:
         ax = fig.subplots()
+        ends = []
         for i, line in enumerate(shown):
             colour = _colour(i)
             xs = [x for x, _, _ in line.points]
-            ax.plot(xs, [y for _, y, _ in line.points], marker="o", color=colour, linewidth=1.8,
-                    label=f"{line.label} measured".strip())
+            ax.plot(xs, [y for _, y, _ in line.points], marker="o", color=colour, linewidth=1.8, label=line.label)
             ideal = figures.efficiency(line)
             if ideal:
-                ax.plot(xs, [i_value for _, i_value, _ in ideal], linestyle="--", color=colour, alpha=0.5,
-                        linewidth=1.2, label=f"{line.label} ideal".strip())
-                x, y = xs[-1], line.points[-1][1]
-                ax.annotate(percent(ideal[-1][2]), (x, y), xytext=(4, -2), textcoords="offset points",
-                            fontsize=8.5, color=colour, va="center")
+                ax.plot(xs, [i_value for _, i_value, _ in ideal], linestyle="--", color=colour, alpha=0.45,
+                        linewidth=1.1, label="ideal (dashed)" if i == 0 else None)
+                ends.append((line.points[-1][1], xs[-1], ideal[-1][2], colour))
+        # Label each line's last point with its efficiency, spaced so that labels never collide.
+        ends.sort(reverse=True)
+        top = max((y for _, y, _ in (p for line in shown for p in line.points)), default=1.0)
+        step, last_y = top * 0.05, math.inf
+        for y, x, eff, colour in ends:
+            label_y = min(y, last_y - step)
+            last_y = label_y
+            ax.annotate(percent(eff), (x, y), xytext=(x + counts[-1] * 0.03, label_y), fontsize=8.5, color=colour,
+                        va="center")
         ax.set_xlim(0, counts[-1] * 1.15)
         ax.set_ylim(bottom=0)
         ax.set_xticks(counts, [number(n) for n in counts])

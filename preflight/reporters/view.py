@@ -243,7 +243,7 @@ def _capital(text: str) -> str:
     first, _, rest = text.partition(" ")
     if first.lower() in _PROPER_NAMES:
         return " ".join(filter(None, [_PROPER_NAMES[first.lower()], rest]))
-    if first[:1].islower() and any(ch in first for ch in "._"):
+    if first[:1].islower() and any(ch in first for ch in "._0123456789"):
         return text  # an identifier (torch.save, nccl_ops) keeps its spelling
     return text[:1].upper() + text[1:]
 

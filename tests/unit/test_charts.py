@@ -83,7 +83,7 @@ def test_undeclared_figures_draw_nothing_whatever_their_names():
 @pytest.mark.parametrize("kind, points, words", [
     (FIGURE_LINK, [("a to b", 9.0, None, "a -> b"), ("b to a", 3.0, None, "b -> a")], ["receiver", "sender"]),
     (FIGURE_SCALING, [("rate 1", 100.0, "ddp", 1), ("rate 2", 190.0, "ddp", 2), ("rate 4", 300.0, "ddp", 4)],
-     ["devices", "ddp ideal", "75%"]),
+     ["devices", "ideal (dashed)", "75%"]),
     (FIGURE_SIZE, [("bw 1k", 1.0, "tcp", 1024), ("bw 1m", 40.0, "tcp", 1 << 20), ("bw 1m", 9.0, "udp", 1 << 20),
                    ("bw 1k", 0.5, "udp", 1024)], ["message size", "1 MiB", "tcp", "udp"]),
     (FIGURE_RATE, [("in", 5.0, "write", "fmt-a"), ("out", 7.0, "read", "fmt-a"), ("in", 2.0, "write", "fmt-b")],
@@ -242,3 +242,17 @@ def test_reporters_name_no_check():
     found = subprocess.run(["git", "grep", "-nE", pattern, "--", "preflight/reporters", "templates"], cwd=root,
                            capture_output=True, text=True)
     assert found.returncode == 1 and found.stdout == "", found.stdout
+
+
+def test_the_example_plugin_gets_its_chart_without_any_reporter_change():
+    checks = pytest.importorskip("preflight_example.checks", reason="install tests/plugins/preflight-example")
+    from preflight.check import Expect
+    from preflight.execute import result_from_outcome
+
+    echo = checks.Echo()
+    facts = echo.collect(type("Ctx", (), {"record": lambda *a: None})(), checks.EchoParams())
+    result = result_from_outcome(checks.Echo, echo.evaluate(facts, checks.EchoParams(), Expect()), node="n1",
+                                 facts=facts)
+    page = html.render(make_report([result]))
+    assert page.count('<figure class="chart">') == 1 and "Example: echo a status" in page
+    assert "sha256" in page and "1 MiB" in page
