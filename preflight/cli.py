@@ -80,6 +80,8 @@ def _writable_dir(path: str | None) -> Path:
     """The run's own directory (see preflight/outdir.py): a new one per run without --out."""
     from preflight.outdir import OutputDirError, run_directory
 
+    if path == "-":
+        raise UsageProblem("--out - prints one report and is for `preflight report`; a run writes a directory")
     try:
         return run_directory(path or DEFAULT_OUT, per_run=path is None)
     except OutputDirError as exc:

@@ -12,7 +12,8 @@ import re
 
 # Inline markup characters, and the two that would start raw HTML or an entity. `>` and `#`, `-`,
 # `+` only matter at the start of a line, and escaped text never starts one.
-_MD_SPECIAL = re.compile(r"([\\*_\[\]|~<&])")
+# An underscore inside a word (NCCL_DEBUG) starts no emphasis in CommonMark: it stays as it is.
+_MD_SPECIAL = re.compile(r"([\\*\[\]|~<&]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
 

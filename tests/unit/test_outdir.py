@@ -71,3 +71,10 @@ def test_report_prints_markdown_to_standard_output(tmp_path, sample_report):
     assert not (tmp_path / "-").exists() and not (tmp_path / "preflight-report").exists()
     several = CliRunner().invoke(cli, ["report", str(results), "--out", "-"])
     assert several.exit_code == 2 and "--out - prints one report" in several.output
+
+
+def test_a_run_cannot_write_to_standard_output(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, ["run", "--checks", "node.environment", "--out", "-"])
+    assert done.exit_code == 2 and "--out - prints one report" in done.output
+    assert list(tmp_path.iterdir()) == []

@@ -214,3 +214,11 @@ def test_a_report_of_a_check_no_reporter_knows_draws_its_chart_and_finding():
     page = html.render(report)
     assert page.count('<figure class="chart">') == 1 and "Acme ping latency" in page
     assert "Udp reaches 31 us at 64 KiB, at most the 50 us needed" in page
+
+
+def test_markdown_escapes_only_what_would_turn_into_markup():
+    from preflight.reporters.markdown_text import md_escape
+
+    assert md_escape("NCCL_DEBUG=INFO _x_ *b* [l](u) <s> & 1 -> 2") == \
+        "NCCL_DEBUG=INFO \\_x\\_ \\*b\\* \\[l\\](u) \\<s> \\& 1 -> 2"
+    assert md_escape("run `a | b` and ` alone") == "run `a \\| b` and ' alone"
