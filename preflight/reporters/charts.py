@@ -224,11 +224,11 @@ def _draw_scaling(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
         ax.set_xlim(0, counts[-1] * 1.15)
         ax.set_ylim(bottom=0)
         ax.set_xticks(counts, [number(n) for n in counts])
-        ax.set_xlabel("devices")
+        ax.set_xlabel(group.counted)
         ax.set_ylabel(group.quantity_label)
         ax.legend(loc="upper left")
 
-    caption = (f"{group.quantity_label} at each device count, measured (solid) and ideal (dashed: n times the "
+    caption = (f"{group.quantity_label} by the number of {group.counted}, measured (solid) and ideal (dashed: n times the "
                f"figure at the smallest count); labels are the efficiency at the largest count.")
     if len(found) > len(shown):
         caption += f" The {len(shown)} least efficient of {len(found)} series are shown."

@@ -24,6 +24,7 @@ from preflight.model import (
     CheckResult,
     Measurement,
     RunReport,
+    Scope,
 )
 from preflight.reporters.numbers import number, percent, quantity, size
 
@@ -76,6 +77,11 @@ class FigureGroup:
     def higher_is_better(self) -> bool:
         directions = [p.m.direction for p in self.points if p.m.direction]
         return not directions or directions[0] != "lower"
+
+    @property
+    def counted(self) -> str:
+        """What a scaling figure's `at` counts: nodes for a cluster-scope check, devices on one node."""
+        return "nodes" if any(p.result.scope is Scope.CLUSTER for p in self.points) else "devices"
 
     @property
     def quantity_label(self) -> str:
@@ -262,7 +268,7 @@ def _scaling_sentence(group: FigureGroup) -> Sentence | None:
     n0, v0, _ = line.points[0]
     effective = line.points[-1][1] / (v0 / n0)
     series = line.last.series
-    text = f"{number(n)} devices deliver the throughput of {effective:.1f} ({percent(eff)} efficiency)"
+    text = f"{number(n)} {group.counted} deliver the throughput of {effective:.1f} ({percent(eff)} efficiency)"
     if series and len({ln.last.series for ln in lines(group)}) > 1:
         text = f"with {series}, {text}"
     return Sentence(text, line.last, line.last.short_of(), len({ln.node for ln in lines(group)}), node)

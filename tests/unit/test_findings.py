@@ -58,6 +58,9 @@ def test_sentences_come_from_declarations_of_any_check():
     scaling = one_check(*[measure("t", v, "samples/s", figure=FIGURE_SCALING, series="ddp", at=n)
                           for n, v in ((1, 100.0), (2, 190.0), (8, 690.0))])
     assert [k.text for k in key_findings(scaling)] == ["8 devices deliver the throughput of 6.9 (86% efficiency)"]
+    across = make_report([make_result("acme.nodes", CLUSTER_NODE, scope=Scope.CLUSTER, measurements=[
+        measure("t", v, "samples/s", figure=FIGURE_SCALING, series="ddp", at=n) for n, v in ((1, 100.0), (4, 360.0))])])
+    assert [k.text for k in key_findings(across)] == ["4 nodes deliver the throughput of 3.6 (90% efficiency)"]
     rate = one_check(measure("s", 0.62, "GB/s", at_least=1.0, figure=FIGURE_RATE, series="write", at="torch.save"),
                      measure("s", 3.21, "GB/s", at_least=1.0, figure=FIGURE_RATE, series="read", at="torch.save"),
                      status=Status.WARN)
