@@ -11,7 +11,7 @@ from typing import Any
 from preflight.diff import Diff, FigureChange, StatusChange, VersionChange
 from preflight.model import CLUSTER_NODE
 from preflight.reporters.markdown_text import md_escape
-from preflight.reporters.numbers import count, percent, quantity
+from preflight.reporters.numbers import change as signed, count, percent, quantity
 
 
 def _join(parts: list[str]) -> str:
@@ -64,7 +64,7 @@ def describe(change: StatusChange | FigureChange | VersionChange) -> str:
         text = f"{change.check_id} {change.name}" + (f" ({change.node})" if shown_node else "")
         text += f": {_value(change.old, change.unit)} -> {_value(change.new, change.unit)}"
         if change.change is not None:
-            text += f" ({change.change:+.0%})"
+            text += f" ({signed(change.change)})"
         if change.noisy:
             text += " [noisy]"
         return text

@@ -46,7 +46,9 @@ def size(count: float | int) -> str:
 
 
 def duration(seconds: float) -> str:
-    """12s, 3m 05s, 1h 02m."""
+    """0.4s, 2.5s, 12s, 3m 05s, 1h 02m."""
+    if seconds < 9.95:
+        return f"{seconds:.1f}s"
     minutes, secs = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
     if hours:
@@ -57,6 +59,11 @@ def duration(seconds: float) -> str:
 def percent(fraction: float) -> str:
     """A fraction as a whole percentage: 0.863 -> 86%."""
     return f"{fraction:.0%}"
+
+
+def change(fraction: float) -> str:
+    """A relative change with its sign: -25%, +12%."""
+    return f"{fraction:+.0%}"
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

@@ -10,7 +10,7 @@ import markupsafe
 
 from preflight.reporters import view
 from preflight.reporters.markdown_text import md_code_block, md_escape
-from preflight.reporters.numbers import count, quantity
+from preflight.reporters.numbers import change, count, duration, percent, quantity
 
 
 def html_text(text: object) -> markupsafe.Markup:
@@ -34,6 +34,9 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env.filters["threshold"] = view.format_threshold
     env.filters["spread"] = view.format_spread
     env.filters["quantity"] = quantity
+    env.filters["percent"] = percent
+    env.filters["change"] = change
+    env.filters["duration"] = duration
     env.filters["text"] = html_text
     env.globals["count"] = count
     return env
