@@ -257,3 +257,17 @@ def test_the_example_plugin_gets_its_chart_without_any_reporter_change():
     page = html.render(make_report([result]))
     assert page.count('<figure class="chart">') == 1 and "Example: echo a status" in page
     assert "sha256" in page and "1 MiB" in page
+
+
+def test_the_chart_fixture_is_what_the_checks_evaluate_today():
+    # cluster_run.json is not frozen: it must be what the real evaluate() functions make of its facts
+    # now, so renaming or re-declaring a figure in a check shows up here rather than in a stale file.
+    # Regenerate with `python tests/data/reports/build_cluster_run.py` after changing a check.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_cluster_run", DATA / "reports" / "build_cluster_run.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    stored = json.loads((DATA / "reports" / "cluster_run.json").read_text())
+    stored.pop("_source")
+    assert json.loads(json.dumps(builder.build().to_dict(), sort_keys=True)) == stored
