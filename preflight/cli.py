@@ -37,7 +37,7 @@ def _split_ids(value: str | None) -> list[str]:
 # Options shared by `run` and `report`, defined once.
 def format_option(f: Callable) -> Callable:
     return click.option("--format", "formats", default="html,md,json,junit", show_default=True,
-                        help="Comma-separated report formats to write: html, md, json, junit.")(f)
+                        help="Comma-separated report formats to write: html, md, json, junit, prometheus.")(f)
 
 
 def out_option(f: Callable) -> Callable:
@@ -416,6 +416,41 @@ def diff_runs(old: str, new: str, tolerance: float, fmt: str, ignore_versions: b
     render = {"text": words.render_text, "md": words.render_markdown, "json": words.render_json}[fmt]
     click.echo(render(comparison), nl=False)
     sys.exit(comparison.exit_code)
+
+
+@cli.command("alerts")
+@click.option("--out", "out_file", default="-", show_default=True, help="File to write (- for stdout).")
+@click.option("--format", "fmt", type=click.Choice(["rules", "prometheus-operator"]), default="rules", show_default=True,
+              help="A Prometheus rule file, or a PrometheusRule manifest for prometheus-operator.")
+@click.option("--from", "from_results", type=click.Path(dir_okay=False), default=None,
+              help="results.json of a run: floor and ceiling from its canary.training figures.")
+@click.option("--gpu-util-floor", type=float, default=None, help="Alarm below this GPU utilisation, percent (default 50).")
+@click.option("--comm-latency-ceiling", type=float, default=None, help="Alarm above this all-reduce p99, seconds (default 0.25).")
+@click.option("--window", default=None, help="Averaging window of every alert, a Prometheus duration (e.g. 10m).")
+@click.option("--for", "for_", default=None, help="How long a condition must hold before it fires, for every alert.")
+@click.option("--name", default="preflight-go-live", show_default=True, help="PrometheusRule name.")
+@click.option("--namespace", default=None, help="PrometheusRule namespace.")
+def alerts_command(out_file: str, fmt: str, from_results: str | None, gpu_util_floor: float | None,
+                   comm_latency_ceiling: float | None, window: str | None, for_: str | None, name: str,
+                   namespace: str | None) -> None:
+    """Write Prometheus alerting rules for the go-live alarms: low GPU utilisation, XID errors, high
+    all-reduce latency, GPU telemetry that stopped arriving."""
+    from preflight import alerts
+
+    report = _load_results(from_results).to_dict() if from_results else None
+    try:
+        text = alerts.build(fmt, report=report, floor_pct=gpu_util_floor, ceiling_s=comm_latency_ceiling,
+                            window=window, for_=for_, name=name, namespace=namespace)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    if out_file == "-":
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(out_file).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageProblem(f"cannot write {out_file}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {out_file}", err=True)
 
 
 def main() -> None:
