@@ -80,6 +80,8 @@ def _writable_dir(path: str | None) -> Path:
     """The run's own directory (see preflight/outdir.py): a new one per run without --out."""
     from preflight.outdir import OutputDirError, run_directory
 
+    if path is not None:
+        _nonempty("--out", path)
     if path == "-":
         raise UsageProblem("--out - prints one report and is for `preflight report`; a run writes a directory")
     try:
@@ -126,12 +128,18 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     from preflight.runner import NodeTarget, RunPlan, Runner
     from preflight.transport import LocalTransport
 
+    from preflight import plan as plan_mod
+
     chosen_formats = _check_formats(formats)
+    _nonempty("--out", out_dir)
+    if only is not None:
+        _nonempty("--checks", only)
     baseline = _load_baseline(baseline_file, baseline_tolerance, fail_on_regression)
     registry = _registry()
     try:
         config = config_mod.load(config_file, registry.checks, profile=profile)
         config_mod.apply_cli_settings(config, list(settings), registry.checks)
+        config_mod.validate(config, registry.checks)
     except config_mod.ConfigError as exc:
         raise UsageProblem(str(exc)) from None
     if fail_on:
@@ -147,11 +155,21 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     for check_id in [*wanted, *skipped]:
         if check_id not in registry.checks:
             hint = ""
-            broken = [e for e in registry.errors if e.entry_point.split(" =")[0] == check_id]
+            broken = [e for e in registry.errors if _plugin_name(e) == check_id]
+            if broken and check_id in skipped:
+                continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
             if broken:
                 hint = f" (its plugin failed to load: {broken[0].error})"
             raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
-    checks = registry.ordered([c for c in wanted if c not in skipped])
+    try:
+        selection = plan_mod.select(registry.checks, wanted, skipped, explicit=bool(_split_ids(only)))
+        plan_mod.prepare_params(selection.ids, registry.checks, config)
+    except (plan_mod.PlanError, config_mod.ConfigError) as exc:
+        raise UsageProblem(str(exc)) from None
+    config.pulled_in = dict(selection.added)
+    for added, reader in selection.added.items():
+        click.echo(f"preflight: also running {added}: {reader} reads what it records", err=True)
+    checks = registry.ordered(selection.ids)
 
     if nodes_file:
         nodes = _nodes_from_file(nodes_file, remote_python, list(ssh_options), ssh_accept_new)
@@ -161,7 +179,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
                    command=shlex.join(["preflight", *sys.argv[1:]]),
-                   load_errors=[e.to_dict() for e in registry.errors])
+                   load_errors=[e.to_dict() for e in registry.errors if _plugin_name(e) not in skipped])
     progress = _progress_printer(total=len(plan.node_checks) * len(nodes) + len(plan.cluster_checks))
     # CI cancels jobs with SIGTERM: treat it as Ctrl-C so the partial reports are still written.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -181,6 +199,17 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     from preflight.verdict import decide
 
     sys.exit(EXIT_INTERRUPTED if report.interrupted else decide(report).exit_code)
+
+
+def _plugin_name(error: Any) -> str:
+    """The check id a plugin that failed to load would have had (its entry point's name)."""
+    return error.entry_point.split(" =")[0]
+
+
+def _nonempty(flag: str, value: str) -> None:
+    if not value.strip() or (flag == "--checks" and not _split_ids(value)):
+        raise UsageProblem(f"{flag} is empty; give {'a directory' if flag == '--out' else 'check ids'} or leave "
+                           f"{flag} out")
 
 
 def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[Any]:
@@ -326,6 +355,8 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None)
     from preflight.verdict import decide
 
     chosen = _check_formats(formats)
+    if out_dir is not None:
+        _nonempty("--out", out_dir)
     if out_dir == "-" and len(chosen) != 1:
         raise UsageProblem("--out - prints one report: choose one with --format (md, html, json or junit)")
     past = _load_results(results)
@@ -344,7 +375,7 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None)
 def _load_results(path: str) -> Any:
     import json
 
-    from preflight.model import CheckResult, RunReport
+    from preflight.model import RunReport
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -352,14 +383,11 @@ def _load_results(path: str) -> Any:
         raise UsageProblem(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         if path.endswith(".jsonl"):
-            # Only results survive in the stream: rebuild a report around them, marked incomplete
-            # unless every line is there (we cannot know what was planned).
-            results = [CheckResult.from_dict(json.loads(line)) for line in text.splitlines() if line.strip()]
-            rebuilt = RunReport(started_at=results[0].started_at if results else "", results=results,
-                                planned=list(dict.fromkeys(r.check_id for r in results)),
-                                cluster_checks=list(dict.fromkeys(r.check_id for r in results if r.scope.value == "cluster")),
-                                preflight_version=__version__)
-            rebuilt.finished_at = results[-1].started_at if results else ""
+            from preflight.plan import read_results_jsonl
+
+            rebuilt, notes = read_results_jsonl(text, path, __version__)
+            for note in notes:
+                click.echo(f"preflight: note: {note}", err=True)
             return rebuilt
         return RunReport.from_dict(json.loads(text))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:

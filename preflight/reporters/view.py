@@ -20,7 +20,7 @@ from preflight.verdict import Decision, Verdict, decide
 HEADLINES = {
     Verdict.GO: "Ready to train.",
     Verdict.NO_GO: "Not ready to train.",
-    Verdict.INCOMPLETE: "No verdict: the run did not finish.",
+    Verdict.INCOMPLETE: "No verdict.",  # the decision's reason says why (not finished, missing, nothing measured)
 }
 
 # The advice for a node that could not be reached, whatever check was to run there.
