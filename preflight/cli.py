@@ -76,7 +76,7 @@ def _check_formats(formats: str) -> list[str]:
     return chosen
 
 
-def _writable_dir(path: str | None) -> Path:
+def _writable_dir(path: str | None, keep: Path | None = None) -> Path:
     """The run's own directory (see preflight/outdir.py): a new one per run without --out."""
     from preflight.outdir import OutputDirError, run_directory
 
@@ -85,7 +85,7 @@ def _writable_dir(path: str | None) -> Path:
     if path == "-":
         raise UsageProblem("--out - prints one report and is for `preflight report`; a run writes a directory")
     try:
-        return run_directory(path or DEFAULT_OUT, per_run=path is None)
+        return run_directory(path or DEFAULT_OUT, per_run=path is None, keep=keep)
     except OutputDirError as exc:
         raise UsageProblem(str(exc)) from None
 
@@ -347,7 +347,15 @@ def explain(check_id: str) -> None:
 @out_option
 @format_option
 @fail_on_option
-def report(results: str, out_dir: str | None, formats: str, fail_on: str | None) -> None:
+@click.option("--rejudge", is_flag=True, help="Judge the recorded facts again with today's code and the thresholds "
+              "below (the run's own profile unless --profile is given), touching no machine; written to "
+              "<out>/rejudged/ when --out holds RESULTS.")
+@click.option("--profile", default=None, metavar="NAME|FILE", help="With --rejudge: thresholds of this profile.")
+@click.option("--set", "settings", multiple=True, metavar="ID.KEY=VALUE", help="With --rejudge: override a parameter.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="With --rejudge: a preflight.toml to judge with.")
+def report(results: str, out_dir: str | None, formats: str, fail_on: str | None, rejudge: bool = False,
+           profile: str | None = None, settings: tuple[str, ...] = (), config_file: str | None = None) -> None:
     """Re-render the reports of a past run from its results.json (or results.jsonl) without re-running.
 
     `--out -` prints the one report asked for to standard output (e.g. `--format md --out -` for a
@@ -360,6 +368,18 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None)
     if out_dir == "-" and len(chosen) != 1:
         raise UsageProblem("--out - prints one report: choose one with --format (md, html, json or junit)")
     past = _load_results(results)
+    if rejudge:
+        from preflight.config import ConfigError
+        from preflight.rejudge import rejudge_for_cli
+
+        try:
+            past, rejudged_out = rejudge_for_cli(past, _registry(), results, out_dir or DEFAULT_OUT, profile,
+                                                 list(settings), config_file)
+            out_dir = rejudged_out if out_dir is not None else None  # without --out: a new directory anyway
+        except ConfigError as exc:
+            raise UsageProblem(str(exc)) from None
+    elif profile is not None or settings or config_file:
+        raise UsageProblem("--profile, --set and --config apply to `report` only with --rejudge")
     if fail_on:
         past.fail_on = fail_on
     if out_dir == "-":
@@ -367,7 +387,7 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None)
 
         click.echo(renderer(chosen[0])(past), nl=False)
         sys.exit(decide(past).exit_code)
-    out = _writable_dir(out_dir)
+    out = _writable_dir(out_dir, keep=Path(results))  # the results re-rendered are the same run's: kept
     _finish(past, out, chosen)
     sys.exit(decide(past).exit_code)
 

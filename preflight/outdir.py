@@ -29,8 +29,10 @@ def _check_writable(out: Path) -> None:
     probe.unlink()
 
 
-def run_directory(path: str | Path, *, per_run: bool, now: dt.datetime | None = None) -> Path:
-    """The directory this run writes into, made ready (see the module docstring)."""
+def run_directory(path: str | Path, *, per_run: bool, now: dt.datetime | None = None,
+                  keep: Path | None = None) -> Path:
+    """The directory this run writes into, made ready (see the module docstring). `keep` is a file
+    never removed: the results `preflight report` re-renders, which belong to the same run."""
     base = Path(path)
     try:
         if per_run:
@@ -49,6 +51,8 @@ def run_directory(path: str | Path, *, per_run: bool, now: dt.datetime | None = 
         _check_writable(base)
         for name in OWNED_FILES:
             stale = base / name
+            if keep is not None and stale.resolve() == keep.resolve():
+                continue
             if stale.is_file() or stale.is_symlink():
                 stale.unlink()
         return base

@@ -101,12 +101,11 @@ def test_cluster_results_read_across_the_cluster():
 def test_key_findings_of_a_cluster_run_blocking_first():
     texts = [(k.blocking, k.status, k.text) for k in build_view(cluster_run()).key_findings]
     assert texts == [
-        (True, "FAIL", "On gpu02, the worst of 3 nodes, torch DataLoader supply is 14,336 samples/s, below the "
-                       "24,576 samples/s needed (demand 20,480 samples/s)"),
-        (True, "FAIL", "On gpu03, the worst of 3 nodes, nccl (8 GPUs) reaches 441 GB/s at 1 GiB, below the "
-                       "460 GB/s needed"),
+        (True, "FAIL", "On gpu03, the worst of 3 nodes, nccl reaches 441 GB/s at 1 GiB, below the 460 GB/s needed"),
         (True, "FAIL", "The slowest link, gpu02 -> gpu03, carries 4.2 Gbit/s, below the 10 Gbit/s the cluster needs"),
         (False, "WARN", "On gpu01, the worst of 3 nodes, 8 devices deliver the throughput of 6.9 (86% efficiency)"),
+        # The loader is judged against no demand here (the scaling figure is not the team's model): no need.
+        (False, "WARN", "On gpu02, the worst of 3 nodes, torch DataLoader supply is 14,336 samples/s"),
         (False, "WARN", "On gpu03, the worst of 3 nodes, torch.save write is 0.62 GB/s, below the 1 GB/s needed "
                         "(read 3.2 GB/s)"),
         (False, "WARN", "1 figure varied across repeats by more than 20% of its median and is flagged as noisy: "
@@ -201,7 +200,7 @@ def test_the_judged_backend_speaks_for_all_reduce():
     result.measurements += [measure("gloo busbw", 1.0, "GB/s", figure=FIGURE_SIZE, series="gloo (2 processes)",
                                     at=size) for size in (1 << 20, 1 << 30)]
     (finding,) = [k for k in key_findings(report) if k.check_id == "collectives.local"]
-    assert "nccl (8 GPUs) reaches 441 GB/s" in finding.text and finding.node == "gpu03" and finding.blocking
+    assert "nccl reaches 441 GB/s" in finding.text and finding.node == "gpu03" and finding.blocking
 
 
 def test_sentences_keep_the_spelling_of_names_they_start_with():

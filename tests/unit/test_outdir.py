@@ -78,3 +78,12 @@ def test_a_run_cannot_write_to_standard_output(tmp_path, monkeypatch):
     done = CliRunner().invoke(cli, ["run", "--checks", "node.environment", "--out", "-"])
     assert done.exit_code == 2 and "--out - prints one report" in done.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_rerendering_a_run_in_its_own_directory_keeps_its_results(tmp_path, sample_report):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text(json_report.render(sample_report))
+    (out / "report.html").write_text("old")
+    CliRunner().invoke(cli, ["report", str(out / "results.json"), "--out", str(out), "--format", "md"])
+    assert sorted(p.name for p in out.iterdir()) == ["report.md", "results.json"]
