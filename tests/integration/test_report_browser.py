@@ -163,7 +163,7 @@ def test_a_synthesised_cluster_report_with_every_chart(tmp_path):
 
     page, console = open_report(path, tmp_path)
     assert console == []
-    assert page.text("verdict").startswith("NO-GO Not ready to train. 3 blocking findings.")
+    assert page.text("verdict").startswith("NO-GO Not ready to train. 2 blocking findings.")
     findings = page.text("findings")
     assert "BLOCKS The slowest link, gpu02 -> gpu03, carries 4.2 Gbit/s, below the 10 Gbit/s the cluster needs." \
         in findings
