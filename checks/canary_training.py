@@ -92,6 +92,31 @@ class CanaryTraining(Check):
         "Set the go-live alarms from this run: preflight alerts --from preflight-report/results.json --out rules.yml",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "entry": ("your training step to run instead of the reference model: \"package.module:function\" "
+                  "returning (model, optimizer, loss_fn, batches)"),
+        "steps": "timed training steps (count)",
+        "warmup": "untimed steps before timing starts (count)",
+        "batch_per_rank": ("samples per rank per step (count); unset: the entry's own batch size, or the "
+                           "reference model's"),
+        "max_data_wait_share": ("share of step time spent waiting for the next batch above which it warns "
+                                "(fraction, 0-1)"),
+        "fail_data_wait_share": ("share of step time spent waiting for data above which it fails (fraction, "
+                                 "0-1)"),
+        "min_gpu_utilization_pct": "lowest mean utilisation of the least busy GPU during the steps (percent)",
+        "max_latency_ratio": ("highest p99 all-reduce time during training over the same all-reduce alone "
+                              "(ratio)"),
+        "min_memory_headroom": "least free device memory at peak, as a share of capacity (fraction, 0-1)",
+        "find_max_batch": ("after the run, find the largest batch per GPU that fits by doubling until out of "
+                           "memory (true/false)"),
+        "cpu_ranks": "processes on a CPU-only node, with gloo (count)",
+        "tensorflow": ("also train under tensorflow's MirroredStrategy where tensorflow is installed "
+                       "(true/false)"),
+        "cpu_threads_per_rank": "threads per CPU process (count)",
+        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
+        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
+    }
     timeout_s = 240.0
     levels = {
         "quick": {"skip": "it is a monitored training run of tens of steps, minutes on a GPU node"},

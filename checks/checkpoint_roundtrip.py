@@ -38,6 +38,7 @@ from typing import Any
 
 from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure
 from preflight.model import Status, worst
+from preflight.faults import fault
 
 GB = 1e9
 MB = 1e6
@@ -82,9 +83,6 @@ class Params:
     # A checkpoint the team produced with its previous stack (a torch.save file, or a DCP directory):
     # it must still load, with weights_only=True as torch loads by default since 2.6.
     compat_path: str | None = None
-    # Fault injection for tests: the training run's checkpoints leave out random-number states, as a
-    # careless training script does; the resume test must then FAIL.
-    fault_drop_rng_state: bool = False
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -519,11 +517,14 @@ def resume_test(ctx: NodeContext, workdir: Path, params: Params, device: str) ->
 
     base = ["--steps", str(params.resume_steps), "--save-every", str(params.resume_save_every),
             "--seed", str(params.seed), "--device", device]
-    if params.fault_drop_rng_state:
+    # Tests only (preflight.faults): the checkpoints leave out random-number states, as a careless
+    # training script does; the resume test must then FAIL.
+    drop_rng_state = bool(fault("checkpoint.roundtrip", "drop_rng_state", False))
+    if drop_rng_state:
         base.append("--drop-rng-state")
     facts: dict[str, Any] = {"steps": params.resume_steps, "save_every": params.resume_save_every,
                              "kill_after_step": params.resume_kill_after_step, "device": device,
-                             "drop_rng_state": params.fault_drop_rng_state}
+                             "drop_rng_state": drop_rng_state}
     module = "preflight.workers.checkpoint_train"
     budget = max(10.0, ctx.time_left() / 4)
 
@@ -694,6 +695,27 @@ class CheckpointRoundtrip(Check):
         "checkpoint before upgrading.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "dir": ("directory checkpoints are written to; point it at the filesystem training saves to (unset: a "
+                "scratch directory)"),
+        "size_mb": "size of the model plus optimizer state written (MB)",
+        "min_write_gbps": "lowest single-writer write speed (GB/s)",
+        "min_read_gbps": "lowest single-reader read speed (GB/s)",
+        "repeats": "times each format is written and read; the median is judged (count)",
+        "device": "where the tensors live: \"auto\" (GPU when torch sees one), \"cuda\" or \"cpu\"",
+        "dcp": "also use torch.distributed.checkpoint, the format FSDP saves with (true/false)",
+        "resume_test": ("kill a short training run between checkpoints and check it resumes exactly "
+                        "(true/false)"),
+        "resume_steps": "steps of the kill-and-resume training run (count)",
+        "resume_save_every": "steps between its checkpoints (count)",
+        "resume_kill_after_step": "step after which the run is killed (step number)",
+        "seed": "random seed of the training run (integer)",
+        "tensorflow": "also round-trip a tensorflow checkpoint where tensorflow is installed (true/false)",
+        "tf_size_mb": "size of the tensorflow checkpoint, at most size_mb (MB)",
+        "compat_path": ("a checkpoint made with the team's previous stack that must still load (file or DCP "
+                        "directory)"),
+    }
     timeout_s = 600.0
     levels = {
         "quick": {"skip": "it writes and reads 256 MB per format three times and kills and resumes a "

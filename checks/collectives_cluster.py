@@ -49,6 +49,7 @@ from preflight.cluster_launch import (
     shared_machine_findings, unique, worker_timeouts,
 )
 from preflight.model import Measurement, Scope, Status, worst
+from preflight.faults import fault
 
 # The sizes collectives.local uses: on GPUs 256 MiB is where inter-node busbw reaches its plateau
 # in nccl-tests; on CPU 16 MiB is past gloo's plateau and keeps a run within seconds.
@@ -99,11 +100,6 @@ class Params:
     pairwise: bool = True
     pairwise_timeout_s: float = 120.0
     pairwise_iters: int = 5
-    # Fault injection, for tests and demonstrations only: on this node a process that never joins
-    # the rendezvous stands in for torchrun (it stays alive until it is killed).
-    inject_absent_node: str | None = None
-    # Fault injection: this global rank never joins the workers' roll call.
-    inject_absent_rank: int | None = None
 
 
 def run_figures(result: dict[str, Any]) -> dict[str, Any]:
@@ -194,6 +190,31 @@ class CollectivesCluster(Check):
         "broken NCCL build.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "min_busbw_gbps": ("lowest all-reduce bus bandwidth across nodes at the largest size (GB/s); unset: "
+                           "reported, not judged"),
+        "max_latency_us": ("highest all-reduce time at the smallest size (microseconds); unset: reported, not "
+                           "judged"),
+        "backend": "\"nccl\" or \"gloo\"; unset: NCCL when every node has GPUs, gloo otherwise",
+        "sizes_bytes": "all-reduce message sizes (bytes); unset: a default sweep per backend",
+        "iters": "timed all-reduce operations per size (count)",
+        "warmup": "untimed operations per size before timing (count)",
+        "check_elements": "elements of the random-data correctness tensor (count, 4 bytes each)",
+        "gloo_ranks_per_node": "processes per node with gloo (count)",
+        "gpus_per_node": "GPUs used per node with NCCL (count); unset: the fewest any node has",
+        "rdzv_port": "rendezvous port on the first node (TCP port); unset: one that was free there",
+        "rdzv_timeout_s": "how long torchrun waits for every node to join (seconds)",
+        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
+        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
+        "socket_ifname": ("network interface gloo uses on every node (GLOO_SOCKET_IFNAME); unset: found on "
+                          "each node"),
+        "env": "extra environment variables for torchrun on every node (e.g. NCCL_IB_HCA)",
+        "pairwise": ("when the all-node run fails or is slow, measure node pairs to name the one at fault "
+                     "(true/false)"),
+        "pairwise_timeout_s": "time allowed for the pairwise pass (seconds)",
+        "pairwise_iters": "timed operations per pair in the pairwise pass (count)",
+    }
     timeout_s = 300.0
     levels = {
         "quick": {"skip": "it starts torchrun on every node and sweeps all-reduce sizes, a minute or more"},
@@ -230,7 +251,8 @@ class CollectivesCluster(Check):
         budget = max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S - reserve)
         port = params.rdzv_port or probes[usable[0]].get("free_port")
         facts["run"] = self._allreduce(ctx, params, usable, plan, choice, choice["sizes"], params.iters,
-                                       params.warmup, budget, port, absent_node=params.inject_absent_node)
+                                       params.warmup, budget, port,
+                                       absent_node=fault("collectives.cluster", "absent_node"))
         reason = pairwise_reason(facts["run"], params, len(usable))
         if reason and params.pairwise:
             budget = min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
@@ -253,8 +275,9 @@ class CollectivesCluster(Check):
                 "--sizes", ",".join(str(s) for s in sizes), "--iters", str(iters), "--warmup", str(warmup),
                 "--check-elements", str(params.check_elements),
                 "--join-timeout-s", f"{join_s:.1f}", "--pg-timeout-s", f"{pg_s:.1f}"]
-        if params.inject_absent_rank is not None:
-            args += ["--absent-rank", str(params.inject_absent_rank)]
+        # Tests only (preflight.faults): this global rank never joins the workers' roll call.
+        if fault("collectives.cluster", "absent_rank") is not None:
+            args += ["--absent-rank", str(fault("collectives.cluster", "absent_rank"))]
         return args
 
     def _pairwise(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],

@@ -24,6 +24,7 @@ from preflight.nccl_tests import row_at as row_at_size
 from preflight.allreduce_figures import MIB, human_bytes, judge_allreduce
 from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
 from preflight.model import FIGURE_SIZE, Finding, Measurement, Status
+from preflight.faults import fault
 
 # nccl-tests' sweep is 8 B .. 8 GiB; these points cover latency, the middle, and a message large
 # enough (256 MiB, a typical DDP/FSDP bucket set) for NVLink busbw to approach its plateau.
@@ -69,9 +70,6 @@ class Params:
     # init_process_group(timeout=...): a collective that waits longer than this fails. Always kept
     # shorter than what is left of this check's own timeout.
     pg_timeout_s: float = 60.0
-    # Fault injection, for tests and demonstrations only: this rank of every run never joins (its
-    # process stays alive without reporting in), which must end as ERROR naming it.
-    inject_absent_rank: int | None = None
 
 
 def usable_cpus() -> int:
@@ -103,6 +101,26 @@ class CollectivesLocal(Check):
         "Wrong sums: a hardware fault (run the GPU's diagnostics, e.g. `dcgmi diag -r 3`) or a broken NCCL build.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "min_busbw_gbps": ("lowest all-reduce bus bandwidth across this node's GPUs (GB/s); unset: reported, "
+                           "not judged"),
+        "busbw_size_bytes": ("message size min_busbw_gbps holds at, added to the sweep (bytes); unset: the "
+                             "largest size"),
+        "nccl_tests": "also run nccl-tests' all_reduce_perf when it is on the PATH (true/false)",
+        "max_latency_us": ("highest all-reduce time at the smallest size (microseconds); unset: reported, not "
+                           "judged"),
+        "sizes_bytes": ("all-reduce message sizes of the main backend (bytes); unset: a default sweep per "
+                        "backend"),
+        "fallback_sizes_bytes": "message sizes of the gloo fallback on GPU nodes (bytes)",
+        "iters": "timed all-reduce operations per size (count)",
+        "warmup": "untimed operations per size before timing (count)",
+        "gloo_ranks": "gloo processes (count); unset: min(usable CPUs, 8), at least 2",
+        "check_gloo_on_gpu_nodes": "also check the gloo fallback on GPU nodes (true/false)",
+        "check_elements": "elements of the random-data correctness tensor (count, 4 bytes each)",
+        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
+        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
+    }
     timeout_s = 180.0
     levels = {
         "quick": {"skip": "it starts one process per GPU and a communicator (10-20 s on 8 GPUs before the "
@@ -186,8 +204,9 @@ class CollectivesLocal(Check):
         if plan["backend"] == "gloo":
             # All ranks are on this node: loopback, whatever the hostname resolves to.
             env["GLOO_SOCKET_IFNAME"] = loopback_interface()
-        if params.inject_absent_rank is not None:
-            argv += ["--absent-rank", str(params.inject_absent_rank)]
+        # Tests only (preflight.faults): this rank of every run never joins; it must end as ERROR naming it.
+        if fault("collectives.local", "absent_rank") is not None:
+            argv += ["--absent-rank", str(fault("collectives.local", "absent_rank"))]
         launch = launch_local(argv, plan["world_size"], timeout_s=launch_s, env=env, grace_s=LAUNCH_GRACE_S)
         for rank in launch.ranks:
             ctx.record(rank.command_line, rank.returncode, rank.stdout + rank.stderr, rank.duration_s)

@@ -225,6 +225,32 @@ class DataloaderThroughput(Check):
         "Stage the dataset on local NVMe before training, or use a faster storage tier.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "path": "directory of the dataset to read (unset: a synthetic set in the scratch directory)",
+        "glob": "pattern of the files to read below path",
+        "num_workers": ("DataLoader worker processes (count); unset: one per usable core minus one, at most "
+                        "64"),
+        "batch_size": "samples per batch (count)",
+        "passes": "timed passes over the data; the median is judged (count)",
+        "warmup_batches": "untimed batches at the start of each pass (count)",
+        "max_samples_per_pass": "most samples read in one pass (count)",
+        "max_seconds_per_pass": "longest one pass may read (seconds)",
+        "max_files_listed": "most files listed before the listing stops and says so (count)",
+        "small_files_count": "file count above which many small files are reported (count)",
+        "small_files_median_bytes": "median file size below which files count as small (bytes)",
+        "synthetic_files": "files in the synthetic set (count)",
+        "synthetic_shape": "channels, height and width of each synthetic sample (uint8 pixels)",
+        "dataset": "your Dataset to time instead of plain file reads: \"package.module:factory\"",
+        "dataset_kwargs": "keyword arguments for the dataset factory",
+        "required_samples_per_s": ("what the GPUs of the whole node consume (samples/s); unset: from "
+                                   "scaling.multi_gpu"),
+        "required_samples_per_s_per_gpu": "what one GPU consumes (samples/s), times the node's GPUs",
+        "margin": "factor by which the loader must beat the demand (ratio)",
+        "drop_cache": "drop each file from the page cache before a pass, so storage is measured (true/false)",
+        "tensorflow": "also time a tf.data pipeline where tensorflow is installed (true/false)",
+        "seed": "random seed of the synthetic set and the shuffling (integer)",
+    }
     timeout_s = 600.0
     levels = {
         "quick": {"skip": "it builds or lists a dataset and times several passes of up to 30 s each"},

@@ -108,6 +108,36 @@ class GpuVisibility(Check):
         "Framework built for a newer CUDA than the driver: upgrade the driver, or install the framework build for the driver's CUDA.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "probe_tensorflow": "also check what tensorflow sees (its import costs seconds) (true/false)",
+        "matmul_size": ("side of the float32 matrices each GPU multiplies to prove it computes right "
+                        "(elements)"),
+        "matmul_max_rel_error": ("largest deviation from the float64 product, relative to its largest entry "
+                                 "(fraction)"),
+        "pcie_load_s": "busy time before the PCIe link is read under load (seconds)",
+        "min_host_device_gbps": ("lowest pinned host<->device copy speed per GPU, each direction (GB/s); "
+                                 "unset: a share of the link"),
+        "min_host_device_link_fraction": ("lowest copy speed as a share of what the GPU's PCIe link carries "
+                                          "(fraction, 0-1)"),
+        "host_device_copy_mib": "size of each timed host<->device copy (MiB)",
+        "host_device_repeats": "timed copies per direction (count)",
+        "probe_timeout_s": "time allowed for each framework probe (seconds)",
+        "throttle_samples": ("times NVML throttle reasons are read; a reason counts when most readings show "
+                             "it (count)"),
+        "max_idle_temperature_c": "highest idle GPU temperature (degrees C)",
+        "min_free_memory_fraction": "least free GPU memory before training starts (fraction, 0-1)",
+        "warn_on_processes": "warn when any process holds GPU memory (true/false)",
+        "require_ecc": "require ECC on (true/false)",
+        "max_volatile_uncorrectable_ecc": "most uncorrectable ECC errors since the driver loaded (count)",
+        "fail_on_pending_remap": ("make a pending row remap or page retirement block instead of warn "
+                                  "(true/false)"),
+        "fail_throttle_reasons": "NVML throttle reasons that fail the check (names)",
+        "warn_throttle_reasons": "NVML throttle reasons that warn (names)",
+        "require_persistence_mode": "require persistence mode on (true/false)",
+        "expected_nvlink_links": ("NVLink links each GPU must have up (count); unset: as many as the best GPU "
+                                  "on the node"),
+    }
     timeout_s = 300.0
     # Its idle readings (temperature, throttle reasons, free memory, leftover processes) describe the
     # node only before the other checks load the GPUs for minutes: it runs before every other node check.

@@ -55,6 +55,11 @@ class MonitoringAlarms(Check):
     )
     remediation = (ADD_RULES, "deploy dcgm-exporter on every GPU node and let Prometheus scrape it")
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "prometheus_url": "base URL of the Prometheus to ask, e.g. http://prometheus:9090 (unset: SKIP)",
+        "request_timeout_s": "time allowed for each HTTP request (seconds)",
+    }
     timeout_s = 60.0
     levels = {"quick": {"timeout": 15, "request_timeout_s": 5.0}}
 

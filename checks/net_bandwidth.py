@@ -394,6 +394,17 @@ class NetBandwidth(Check):
         INSTALL_HINT,
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "min_gbps": "lowest TCP bandwidth of each link between nodes (Gbit/s)",
+        "pattern": "\"ring\" (each node to the next) or \"full\" (every ordered pair)",
+        "streams": "parallel iperf3 processes per link (count)",
+        "duration_s": "traffic per measurement (seconds)",
+        "omit_s": "leading seconds left out, so TCP slow start does not count (seconds)",
+        "repeats": "measurements per link; the median is judged (count)",
+        "base_port": "first TCP port iperf3 listens on; a link uses base_port .. base_port + streams - 1",
+        "server_start_timeout_s": "time allowed for the iperf3 server to start (seconds)",
+    }
     timeout_s = 300.0
     # quick: one 3 s measurement per ring link; thorough: every ordered pair, five 10 s measurements.
     levels = {

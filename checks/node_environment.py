@@ -121,6 +121,16 @@ class NodeEnvironment(Check):
         "Free disk space or point the checkpoint and output directories at a larger volume.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "min_shm_gib": "smallest /dev/shm (GiB)",
+        "require_unlimited_memlock": "require an unlimited locked-memory limit, as RDMA needs (true/false)",
+        "min_open_files": "lowest open-files limit (count)",
+        "min_free_disk_gib": "least free space where checkpoints and the report go (GiB)",
+        "min_cpus": "fewest usable CPUs (count)",
+        "min_memory_gib": "least memory (GiB)",
+        "disk_paths": "more directories whose free space is checked (paths)",
+    }
     timeout_s = 30.0
     run_first = True
     # Reads limits, /proc and the filesystem: well under a second, at every level.

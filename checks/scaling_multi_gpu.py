@@ -29,6 +29,7 @@ from typing import Any
 
 from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
 from preflight.model import FIGURE_SCALING, Finding, Measurement, Status
+from preflight.faults import fault
 
 MAX_DEFAULT_DEVICES = 8
 LAUNCH_GRACE_S = 5.0
@@ -75,8 +76,6 @@ class Params:
     tensorflow: bool = True
     join_timeout_s: float = 60.0
     pg_timeout_s: float = 120.0
-    # Fault injection, for tests and demonstrations only: this rank never joins.
-    inject_absent_rank: int | None = None
 
 
 def count_text(n: int, device_kind: str) -> str:
@@ -169,6 +168,23 @@ class ScalingMultiGpu(Check):
         "On CPU-only nodes, ranks share the CPU cores: low efficiency there describes the CPU, not a GPU fabric.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "min_efficiency": "lowest scaling efficiency at the largest device count (fraction, 0-1)",
+        "warn_efficiency": ("efficiency below which it fails; between this and min_efficiency it warns "
+                            "(fraction, 0-1)"),
+        "device_counts": "device counts to measure (counts); unset: 1, 2, 4, 8 up to the node's GPUs",
+        "hidden_size": "width of the reference model (units per layer); unset: a default per device kind",
+        "layers": "depth of the reference model (layers); unset: a default per device kind",
+        "batch_per_device": "samples per device per step (count); unset: a default per device kind",
+        "workload": "your model to time instead of the reference one: \"package.module:factory\"",
+        "steps": "timed step pairs (a normal step and a no_sync step) (count)",
+        "warmup": "untimed steps before timing (count)",
+        "cpu_threads_per_rank": "threads per CPU process, the same at every count (count)",
+        "tensorflow": "also time tensorflow's MirroredStrategy where tensorflow is installed (true/false)",
+        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
+        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
+    }
     # Eight launches on an 8-GPU node (torch and tensorflow at 1, 2, 4, 8) with cold CUDA starts.
     timeout_s = 480.0
     levels = {
@@ -252,8 +268,8 @@ class ScalingMultiGpu(Check):
         )
         if params.workload:
             argv += ["--workload", params.workload]
-        if params.inject_absent_rank is not None:
-            argv += ["--absent-rank", str(params.inject_absent_rank)]
+        if fault("scaling.multi_gpu", "absent_rank") is not None:  # tests only: this rank never joins
+            argv += ["--absent-rank", str(fault("scaling.multi_gpu", "absent_rank"))]
         threads = str(params.cpu_threads_per_rank)
         env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
                "GLOO_SOCKET_IFNAME": loopback_interface()}

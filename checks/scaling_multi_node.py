@@ -29,6 +29,7 @@ from preflight.cluster_launch import (
 )
 from preflight.model import Measurement, Scope, Status, worst
 from preflight_checks.scaling_multi_gpu import CPU_MODEL, GPU_MODEL
+from preflight.faults import fault
 
 SOURCE_CHECK = "scaling.multi_gpu"
 
@@ -68,9 +69,6 @@ class Params:
     pg_timeout_s: float = 120.0
     socket_ifname: str | None = None  # GLOO_SOCKET_IFNAME everywhere; None: found on each node
     env: dict[str, str] = field(default_factory=dict)  # extra environment for torchrun on every node
-    # Fault injection, for tests and demonstrations only: on this node a process that never joins
-    # the rendezvous stands in for torchrun.
-    inject_absent_node: str | None = None
 
 
 def efficiency(one: float, all_nodes: float, nodes: int) -> dict[str, float]:
@@ -119,6 +117,30 @@ class ScalingMultiNode(Check):
         "Larger per-device batches or gradient accumulation hide more communication behind compute.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "min_efficiency": "lowest scaling efficiency with all nodes (fraction, 0-1)",
+        "warn_efficiency": ("efficiency below which it fails; between this and min_efficiency it warns "
+                            "(fraction, 0-1)"),
+        "hidden_size": "width of the reference model (units per layer); unset: what scaling.multi_gpu ran",
+        "layers": "depth of the reference model (layers); unset: what scaling.multi_gpu ran",
+        "batch_per_device": "samples per device per step (count); unset: what scaling.multi_gpu ran",
+        "workload": "your model to time instead of the reference one: \"package.module:factory\"",
+        "steps": "timed step pairs (a normal step and a no_sync step) (count)",
+        "warmup": "untimed steps before timing (count)",
+        "backend": "\"nccl\" or \"gloo\"; unset: NCCL when every node has GPUs, gloo otherwise",
+        "gpus_per_node": "GPUs used per node with NCCL (count); unset: the fewest any node has",
+        "cpu_ranks_per_node": "processes per node with gloo (count)",
+        "cpu_threads_per_rank": "threads per CPU process (count)",
+        "baseline_node": "node the one-node figure is measured on; unset: the first reachable node",
+        "rdzv_port": "rendezvous port (TCP port); unset: one that was free on the hosting node",
+        "rdzv_timeout_s": "how long torchrun waits for every node to join (seconds)",
+        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
+        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
+        "socket_ifname": ("network interface gloo uses on every node (GLOO_SOCKET_IFNAME); unset: found on "
+                          "each node"),
+        "env": "extra environment variables for torchrun on every node",
+    }
     timeout_s = 300.0
     levels = {
         "quick": {"skip": "it trains on one node and then on all of them, minutes"},
@@ -162,7 +184,7 @@ class ScalingMultiNode(Check):
         host = usable[0]
         port = params.rdzv_port or pick_port(ctx, host, plan[host]["ip"])
         facts["all_nodes"] = self._launch(ctx, params, usable, plan, choice, model, threads, budget, port,
-                                          absent_node=params.inject_absent_node)
+                                          absent_node=fault("scaling.multi_node", "absent_node"))
         return facts
 
     def _launch(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],

@@ -64,6 +64,11 @@ class StorageShared(Check):
         "may write there.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "dir": "checkpoint directory every node must see as the same filesystem (path; unset: SKIP)",
+        "visible_within_s": "longest a file written on one node may take to show on the others (seconds)",
+    }
     timeout_s = 120.0
     # quick: a token written on one node must show on the others within 5 s instead of 10.
     levels = {"quick": {"timeout": 20, "visible_within_s": 5.0}}

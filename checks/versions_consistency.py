@@ -81,6 +81,11 @@ class VersionsConsistency(Check):
         "with the same NVIDIA driver package.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "fields": ("stack fields that must be identical on every node (names, as versions.pinned records "
+                   "them)"),
+    }
     timeout_s = 30.0
     # Compares what versions.pinned recorded on each node: no probe of its own, at every level.
     levels = {"quick": {"timeout": 10}}

@@ -180,6 +180,19 @@ class VersionsPinned(Check):
         "Keep `pip freeze > requirements.lock` of the tested environment and install from it on every node.",
     )
     Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "requirements": ("files with the team's pins: requirements files, pyproject.toml or pip freeze output "
+                         "(paths)"),
+        "frameworks": "packages that must be pinned exactly (==) and match exactly (names)",
+        "require_installed_frameworks_pinned": ("an installed framework that no file pins counts as unpinned "
+                                                "(true/false)"),
+        "probe_timeout_s": ("time allowed for importing each framework to read its CUDA/cuDNN/NCCL builds "
+                            "(seconds)"),
+        "probe_builds": ("import the frameworks to read their CUDA/cuDNN/NCCL builds; false: package metadata "
+                         "only (true/false)"),
+        "pins": "the pins as read where preflight starts and sent to every node; not set by hand",
+    }
     timeout_s = 240.0
     run_first = True
     # quick reads versions from package metadata only (no framework import, under a second); the

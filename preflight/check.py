@@ -177,6 +177,8 @@ class Check:
     # What each run level changes (preflight.levels): level -> parameter overrides, plus "timeout"
     # (seconds at that level) and "skip" (why the check does not run at that level).
     levels: ClassVar[dict[str, dict[str, Any]]] = {}
+    # One line per Params field for people (`preflight explain`): what it means, with its unit.
+    param_help: ClassVar[dict[str, str]] = {}
 
     def collect(self, ctx: Any, params: Any) -> dict[str, Any]:
         raise NotImplementedError

@@ -302,6 +302,8 @@ def explain(check_id: str) -> None:
     """What a check measures, why it matters, and its parameters."""
     import dataclasses
 
+    from preflight.config import _toml_value
+
     registry = _registry()
     if check_id not in registry.checks:
         raise UsageProblem(f"unknown check id {check_id!r}; `preflight list` shows the known ones")
@@ -320,7 +322,19 @@ def explain(check_id: str) -> None:
     if dataclasses.is_dataclass(check.Params) and dataclasses.fields(check.Params):
         click.echo(f"\nParameters ([checks.\"{check.id}\"] in preflight.toml, or --set {check.id}.NAME=VALUE):")
         for f in dataclasses.fields(check.Params):
-            click.echo(f"  {f.name} = {_default_of(f)!r}")
+            default = _default_of(f)
+            shown = "unset" if default is None else _toml_value(default)
+            click.echo(f"  {f.name} = {shown}")
+            meaning = check.param_help.get(f.name, "")
+            if meaning:
+                click.echo(click.wrap_text(meaning, initial_indent="      ", subsequent_indent="      "))
+    from preflight.levels import describe
+
+    lines = describe(check, _toml_value)
+    if lines:
+        click.echo("\nRun levels (--level; the profile, the config file and --set override them):")
+        for line in lines:
+            click.echo(line)
 
 
 @cli.command()

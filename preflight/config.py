@@ -438,6 +438,8 @@ def render_init(checks: dict[str, type[Check]]) -> str:
             for f in dataclasses.fields(check.Params):
                 default = f.default if f.default is not dataclasses.MISSING else (
                     f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+                if check.param_help.get(f.name):
+                    out.append(f"# {f.name}: {check.param_help[f.name]}")
                 if default is None:
                     out.append(f"# {f.name} =            (unset by default)")
                 else:

@@ -16,7 +16,7 @@ the check's defaults < the level < the profile < the config file < --set (and --
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 LEVELS = ("quick", "standard", "thorough")
 DEFAULT_LEVEL = "standard"
@@ -73,3 +73,15 @@ def level_text(report: Any) -> str:
     budget = report.level_budget_s if getattr(report, "level_budget_s", None) else BUDGET_S.get(level)
     seconds = f"{budget:.0f} s" if budget and budget < 120 else f"{budget / 60:.0f} min" if budget else ""
     return f"{level}: {DESCRIPTION.get(level, '')}" + (f"; at most {seconds} of checks per node" if seconds else "")
+
+
+def describe(check: Any, show: Callable[[Any], str] = repr) -> list[str]:
+    """One line per level that changes something for `check`, for `preflight explain`."""
+    lines = []
+    for level in LEVELS:
+        reason = skip_reason(check, level)
+        if reason:
+            lines.append(f"  {level}: not run ({reason})")
+        elif declaration(check, level):
+            lines.append(f"  {level}: " + ", ".join(f"{k} = {show(v)}" for k, v in declaration(check, level).items()))
+    return lines

@@ -15,6 +15,7 @@ import pytest
 
 from preflight.execute import execute
 from preflight.model import Status
+from preflight import faults
 
 pytestmark = [pytest.mark.root, pytest.mark.torch]
 pytest.importorskip("torch")
@@ -65,8 +66,9 @@ def test_a_slow_node_is_named_by_the_pairwise_pass(make_testbed, cluster_context
     assert all(leftovers(bed, node) == [] for node in bed.nodes)
 
 
-def test_a_node_whose_torchrun_never_joins_is_error_naming_it(testbed3, cluster_context):
-    result, elapsed = run_check(cluster_context(testbed3, timeout_s=60), inject_absent_node="n3", rdzv_timeout_s=8)
+def test_a_node_whose_torchrun_never_joins_is_error_naming_it(testbed3, cluster_context, monkeypatch):
+    monkeypatch.setenv(faults.ENV, faults.env_value({"collectives.cluster": {"absent_node": "n3"}}))
+    result, elapsed = run_check(cluster_context(testbed3, timeout_s=60), rdzv_timeout_s=8)
     assert result.status is Status.ERROR
     assert "torchrun on n3 never joined the rendezvous" in result.summary
     assert "n1" not in result.summary and "n2" not in result.summary

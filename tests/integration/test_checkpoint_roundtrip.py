@@ -16,6 +16,7 @@ from preflight.check import Expect, NodeContext
 from preflight.execute import execute
 from preflight.model import Status
 from preflight_checks.checkpoint_roundtrip import CheckpointRoundtrip
+from preflight import faults
 from tests.conftest import pids_alive
 
 pytestmark = pytest.mark.torch
@@ -74,8 +75,9 @@ def test_exact_round_trip_and_exact_resume(tmp_path):
     assert any("SIGKILL" in e.output_tail for e in result.evidence)
 
 
-def test_resume_that_drops_rng_state_is_caught(tmp_path):
-    result = run_check(tmp_path, dir=str(tmp_path), dcp=False, repeats=1, fault_drop_rng_state=True)
+def test_resume_that_drops_rng_state_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setenv(faults.ENV, faults.env_value({"checkpoint.roundtrip": {"drop_rng_state": True}}))
+    result = run_check(tmp_path, dir=str(tmp_path), dcp=False, repeats=1)
     assert result.status is Status.FAIL, result.summary
     assert "does not end with the weights of an uninterrupted run" in result.summary
     assert result.facts["resume"]["exact"] is False

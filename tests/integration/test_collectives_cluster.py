@@ -20,6 +20,7 @@ from preflight.check import ClusterContext, Expect
 from preflight.execute import execute
 from preflight.model import Status
 from preflight.transport.local import LocalTransport
+from preflight import faults
 from tests.conftest import pids_alive
 
 pytestmark = pytest.mark.torch
@@ -93,9 +94,10 @@ def test_two_local_nodes_all_reduce_through_torchrun(tmp_path):
     assert not any(os.path.exists(d) for d in log_dirs(result.facts))
 
 
-def test_a_node_whose_torchrun_never_joins_is_error_naming_it_within_the_timeout(tmp_path):
+def test_a_node_whose_torchrun_never_joins_is_error_naming_it_within_the_timeout(tmp_path, monkeypatch):
     timeout_s = 60
-    result, elapsed = run_check(tmp_path, timeout_s=timeout_s, inject_absent_node="beta", rdzv_timeout_s=8)
+    monkeypatch.setenv(faults.ENV, faults.env_value({"collectives.cluster": {"absent_node": "beta"}}))
+    result, elapsed = run_check(tmp_path, timeout_s=timeout_s, rdzv_timeout_s=8)
     assert result.status is Status.ERROR
     assert "beta never joined the rendezvous within 8s" in result.summary
     assert "alpha" not in result.summary
@@ -105,8 +107,9 @@ def test_a_node_whose_torchrun_never_joins_is_error_naming_it_within_the_timeout
     assert our_leftovers() == []
 
 
-def test_a_rank_that_never_reports_in_is_named_with_its_node(tmp_path):
-    result, _ = run_check(tmp_path, timeout_s=60, inject_absent_rank=1, join_timeout_s=5)
+def test_a_rank_that_never_reports_in_is_named_with_its_node(tmp_path, monkeypatch):
+    monkeypatch.setenv(faults.ENV, faults.env_value({"collectives.cluster": {"absent_rank": 1}}))
+    result, _ = run_check(tmp_path, timeout_s=60, join_timeout_s=5)
     assert result.status is Status.ERROR
     owner = result.facts["run"]["rank_nodes"]["1"]
     assert f"rank 1 ({owner}) never reported in" in result.summary

@@ -17,6 +17,7 @@ from preflight.check import Expect, NodeContext
 from preflight.execute import execute
 from preflight.launch import launch_local
 from preflight.model import Status
+from preflight import faults
 from tests.conftest import pids_alive
 
 SMALL = {"sizes_bytes": [8, 65536, 1 << 20], "iters": 5, "warmup": 2, "check_elements": 4096}
@@ -127,10 +128,11 @@ def test_gloo_among_two_processes_is_correct_and_measured(tmp_path):
 
 @pytest.mark.torch
 @pytest.mark.parametrize("absent", [1, 0])
-def test_a_rank_that_never_joins_is_error_naming_it_and_nothing_is_left(tmp_path, absent):
+def test_a_rank_that_never_joins_is_error_naming_it_and_nothing_is_left(tmp_path, absent, monkeypatch):
     pytest.importorskip("torch")
     timeout_s = 45
-    result, elapsed = run_check(tmp_path, timeout_s, gloo_ranks=2, join_timeout_s=4, inject_absent_rank=absent, **SMALL)
+    monkeypatch.setenv(faults.ENV, faults.env_value({"collectives.local": {"absent_rank": absent}}))
+    result, elapsed = run_check(tmp_path, timeout_s, gloo_ranks=2, join_timeout_s=4, **SMALL)
     assert result.status is Status.ERROR, result.summary
     assert f"rank {absent}" in result.summary and "never joined" in result.summary
     assert result.facts["runs"][0]["missing_ranks"] == [absent]

@@ -14,6 +14,7 @@ import pytest
 from preflight.check import Expect, NodeContext
 from preflight.execute import execute
 from preflight.model import Status
+from preflight import faults
 from tests.conftest import DATA, pids_alive
 
 SMALL_MODEL = {"hidden_size": 128, "layers": 2, "batch_per_device": 32, "steps": 4, "warmup": 1,
@@ -103,10 +104,10 @@ def test_the_teams_own_model_through_scaling_workload(tmp_path, monkeypatch):
 
 
 @pytest.mark.torch
-def test_a_rank_that_never_joins_is_error_and_nothing_is_left(tmp_path):
+def test_a_rank_that_never_joins_is_error_and_nothing_is_left(tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    result, elapsed = run_check(tmp_path, 60, tensorflow=False, device_counts=[2], join_timeout_s=4,
-                                inject_absent_rank=1)
+    monkeypatch.setenv(faults.ENV, faults.env_value({"scaling.multi_gpu": {"absent_rank": 1}}))
+    result, elapsed = run_check(tmp_path, 60, tensorflow=False, device_counts=[2], join_timeout_s=4)
     assert result.status is Status.ERROR
     assert "2 CPU processes: rank 1 of 2 never joined" in result.summary
     assert elapsed < 60

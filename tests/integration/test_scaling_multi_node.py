@@ -13,6 +13,7 @@ from preflight.check import ClusterContext, Expect
 from preflight.execute import execute
 from preflight.model import Status
 from preflight.transport.local import LocalTransport
+from preflight import faults
 from tests.conftest import pids_alive
 from tests.integration.test_collectives_cluster import launched_pids, our_leftovers
 
@@ -58,8 +59,9 @@ def test_one_node_against_two_nodes_under_torchrun(tmp_path):
     assert our_leftovers() == []
 
 
-def test_a_node_that_never_joins_is_error_naming_it(tmp_path):
-    result, elapsed = run_check(tmp_path, timeout_s=60, inject_absent_node="node2", rdzv_timeout_s=8)
+def test_a_node_that_never_joins_is_error_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setenv(faults.ENV, faults.env_value({"scaling.multi_node": {"absent_node": "node2"}}))
+    result, elapsed = run_check(tmp_path, timeout_s=60, rdzv_timeout_s=8)
     assert result.status is Status.ERROR
     assert "all 2 nodes: torchrun on node2 never joined the rendezvous" in result.summary
     assert result.facts["one_node"]["ok"]  # the baseline node measured fine on its own

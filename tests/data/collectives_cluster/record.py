@@ -11,6 +11,7 @@ checks really collected (real torchrun, gloo, ssh), with the parameters they ran
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +25,7 @@ from preflight.check import ClusterContext, Expect  # noqa: E402
 from preflight.execute import execute  # noqa: E402
 from preflight.transport.local import LocalTransport  # noqa: E402
 from preflight_checks.scaling_multi_node import ScalingMultiNode  # noqa: E402
+from preflight import faults  # noqa: E402
 from tests.cluster.testbed import TestBed, unavailable_reason  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -47,9 +49,17 @@ def run(check, specs, params: dict, source: str, timeout_s: float = 150, expect:
     tmp = Path(tempfile.mkdtemp())
     expect = expect or Expect(nodes=len(specs))
     ctx = ClusterContext(nodes=specs, output_dir=tmp, scratch_dir=tmp, expect=expect, timeout_s=timeout_s)
-    result = execute(check, ctx, check.params_from(params), expect, node="cluster")
+    # "inject_absent_node" and the like are faults (preflight.faults), set through the environment.
+    injected = {k[len("inject_"):]: v for k, v in params.items() if k.startswith("inject_")}
+    os.environ[faults.ENV] = faults.env_value({check.id: injected})
+    try:
+        result = execute(check, ctx, check.params_from({k: v for k, v in params.items()
+                                                        if not k.startswith("inject_")}), expect, node="cluster")
+    finally:
+        os.environ.pop(faults.ENV, None)
     print(f"{check.id}: {result.status.value} {result.summary}")
-    return {"_source": source, "_params": params, **result.facts}
+    return {"_source": source, "_params": {k: v for k, v in params.items() if not k.startswith("inject_")},
+            "_faults": injected, **result.facts}
 
 
 def save(path: Path, data: dict) -> None:
