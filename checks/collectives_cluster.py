@@ -44,10 +44,13 @@ from typing import Any
 from preflight.allreduce_figures import MIB, human_bytes, judge_allreduce
 from preflight.check import Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
 from preflight.cluster_launch import (
-    MIN_LAUNCH_S, SLACK_S, choose_backend, launch, launch_and_wait, loopback_findings,
-    names_text, node_plan, pick_port, probe_usable, processes_text, rank_text, round_robin, run_launch,
-    shared_machine_findings, unique, worker_timeouts,
+    MIN_LAUNCH_S, SLACK_S, launch, launch_and_wait, node_plan, pick_port, probe_usable, run_launch, worker_timeouts,
 )
+from preflight.cluster_nodes import (
+    choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings, unique,
+)
+from preflight.pairs import round_robin
+from preflight.torchrun_log import rank_text
 from preflight.model import Measurement, Scope, Status, worst
 
 # The sizes collectives.local uses: on GPUs 256 MiB is where inter-node busbw reaches its plateau

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preflight.check import Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
-from preflight.cluster_launch import (
-    MIN_LAUNCH_S, SLACK_S, choose_backend, launch_and_wait, loopback_findings, names_text, node_plan,
-    pick_port, probe_usable, processes_text, shared_machine_findings,
+from preflight.cluster_launch import MIN_LAUNCH_S, SLACK_S, launch_and_wait, node_plan, pick_port, probe_usable
+from preflight.cluster_nodes import (
+    choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings,
 )
 from preflight.model import Measurement, Scope, Status, worst
 from preflight_checks.scaling_multi_gpu import CPU_MODEL, GPU_MODEL

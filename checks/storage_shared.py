@@ -18,24 +18,7 @@ from typing import Any
 from preflight.check import CannotMeasure, Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
 from preflight.model import Scope, Status, worst
 
-# Write a token, and say which filesystem the directory is on (helps tell "local ext4" from "nfs").
-WRITE_SCRIPT = r"""
-dir=$1; path=$2; token=$3
-[ -d "$dir" ] || { echo "@@error no such directory: $dir"; exit 3; }
-fstype=$(stat -f -c %T "$dir" 2>/dev/null || echo unknown)
-echo "@@fstype $fstype"
-if ! err=$( { printf '%s\n' "$token" > "$path"; } 2>&1 ); then
-  echo "@@error cannot create a file there (${err##*: })"; exit 4
-fi
-echo "@@written"
-"""
-
-# For each path: "@@found PATH" and its first line, or "@@missing PATH".
-READ_SCRIPT = r"""
-for path in "$@"; do
-  if [ -f "$path" ]; then echo "@@found $path"; head -n 1 "$path"; else echo "@@missing $path"; fi
-done
-"""
+TOKEN_PROGRAM = "preflight.workers.storage_token"
 
 
 @dataclass
@@ -82,7 +65,7 @@ class StorageShared(Check):
         facts.update(token_run=run_id, writes={}, seen={}, read_errors={}, cleanup_errors={})
 
         def write(node: str) -> dict[str, Any]:
-            argv = ["sh", "-c", WRITE_SCRIPT, "sh", params.dir, paths[node], tokens[node]]
+            argv = [ctx.transport(node).python, "-m", TOKEN_PROGRAM, "write", params.dir, paths[node], tokens[node]]
             proc = self._run(ctx, node, argv)
             entry: dict[str, Any] = {"path": paths[node], "written": "@@written" in proc.get("out", "")}
             for line in proc.get("out", "").splitlines():
@@ -98,7 +81,8 @@ class StorageShared(Check):
 
         def read(node: str) -> tuple[dict[str, bool], str | None]:
             seen: dict[str, bool] = {}
-            proc = self._run(ctx, node, ["sh", "-c", READ_SCRIPT, "sh", *[paths[w] for w in names]])
+            proc = self._run(ctx, node, [ctx.transport(node).python, "-m", TOKEN_PROGRAM, "read",
+                                         *[paths[w] for w in names]])
             if "error" in proc:
                 return seen, proc["error"]
             lines = proc["out"].splitlines()

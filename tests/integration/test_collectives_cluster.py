@@ -157,26 +157,27 @@ def test_run_agents_stops_everything_at_its_deadline(tmp_path):
     assert sum(e.command.startswith("[on ") for e in ctx.evidence) == 2
 
 
-def test_the_wrapper_expands_a_home_relative_python(tmp_path):
-    from preflight.cluster_launch import WRAPPER
-
-    out = subprocess.run(["sh", "-c", WRAPPER, "sh", "echo", "~/bin/python", "{log_dir}"], capture_output=True,
-                         text=True, timeout=10, env={**os.environ, "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
+def test_the_guard_expands_a_home_relative_python_and_the_log_dir_inside_an_argument(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "preflight.workers.guard", "--", "echo", "~/bin/python", "{log_dir}",
+                          "--log-dir={log_dir}"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                         env={**os.environ, "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
     lines = out.stdout.splitlines()
     printed = next(line for line in lines if not line.startswith("@@"))
-    python, log_dir = printed.split()
+    python, log_dir, option = printed.split()
     assert python == f"{tmp_path}/bin/python"
     assert Path(log_dir).name.startswith("preflight-torchrun.") and not Path(log_dir).exists()
+    assert option == f"--log-dir={log_dir}"  # the placeholder inside an argument is filled in too
     assert lines[-1] == "@@exit 0"
+    assert list(tmp_path.iterdir()) == []  # nothing left in the home or working directory
 
 
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip (installed wherever the test bed runs)")
 def test_the_probe_finds_the_interface_through_the_route_to_a_peer_when_no_interface_has_the_address():
     from preflight.launch import loopback_interface
-    from preflight.cluster_launch import PROBE
 
     # 192.0.2.77 (TEST-NET-1) is on no interface here; the route to the peer 127.0.0.1 decides.
-    out = subprocess.run([sys.executable, "-c", PROBE, "192.0.2.77", "192.0.2.77", "127.0.0.1"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "preflight.workers.probe", "--own-ip", "192.0.2.77", "--own-address",
+                          "192.0.2.77", "--peers", "127.0.0.1"], capture_output=True,
                          text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr
     facts = json.loads(out.stdout.strip().splitlines()[-1])

@@ -12,12 +12,8 @@ import pytest
 
 from preflight.check import Expect
 from preflight.model import Status
-from preflight_checks.checkpoint_roundtrip import (
-    CheckpointRoundtrip,
-    Params,
-    storage_message,
-    storage_problem_kind,
-)
+from preflight_checks.checkpoint_roundtrip import CheckpointRoundtrip, Params
+from preflight_checks.checkpoint_storage import storage_message, storage_problem_kind
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "checkpoint"
 CHECK = CheckpointRoundtrip()
@@ -222,7 +218,7 @@ def test_storage_messages_name_the_path():
 
 def test_compare_states_is_bitwise():
     torch = pytest.importorskip("torch")
-    from preflight_checks.checkpoint_roundtrip import compare_states
+    from preflight_checks.checkpoint_state import compare_states
 
     nan_a = torch.tensor([0x7FC00001], dtype=torch.int32).view(torch.float32)
     nan_b = torch.tensor([0x7FC00002], dtype=torch.int32).view(torch.float32)
@@ -261,7 +257,7 @@ def test_compare_states_is_bitwise():
 
 def test_compare_states_bounds_the_report():
     torch = pytest.importorskip("torch")
-    from preflight_checks.checkpoint_roundtrip import (
+    from preflight_checks.checkpoint_state import (
         MAX_REPORTED_MISMATCHES,
         compare_states,
     )
@@ -275,7 +271,7 @@ def test_compare_states_bounds_the_report():
 
 def test_state_has_every_rng_and_edge_values():
     pytest.importorskip("torch")
-    from preflight_checks.checkpoint_roundtrip import (
+    from preflight_checks.checkpoint_state import (
         blank_like,
         build_state,
         count_tensors,
@@ -295,7 +291,7 @@ def test_state_that_cannot_fit_in_memory_is_refused():
     import psutil
 
     from preflight.check import CannotMeasure
-    from preflight_checks.checkpoint_roundtrip import _check_memory
+    from preflight_checks.checkpoint_state import check_memory as _check_memory
 
     available = psutil.virtual_memory().available
     with pytest.raises(CannotMeasure, match="needs about .* MB of memory"):

@@ -12,17 +12,16 @@ import itertools
 import pytest
 
 from preflight.check import Expect
-from preflight.cluster_launch import (
+from preflight.cluster_launch import torchrun_argv
+from preflight.cluster_nodes import (
     choose_backend,
     coordinator_ip,
-    interpret_run,
     is_loopback,
     loopback_findings,
-    round_robin,
     shared_machine_findings,
-    summarize_agent,
-    torchrun_argv,
 )
+from preflight.pairs import round_robin
+from preflight.torchrun_log import interpret_run, summarize_agent
 from preflight.model import Status
 from preflight_checks.collectives_cluster import (
     CollectivesCluster,
