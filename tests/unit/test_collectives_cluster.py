@@ -123,6 +123,35 @@ def test_a_shaped_node_is_named_by_the_pairwise_pass():
     assert main.ok is False and main.threshold == facts["_params"]["min_busbw_gbps"]
 
 
+def test_recorded_facts_rejudged_with_other_thresholds_give_the_other_answer():
+    """collect() stores figures, evaluate() judges: the same recorded run, judged again."""
+    facts = facts_of("testbed_n2_shaped_pairwise.json")
+    ids = lambda outcome: {f.id for f in outcome.findings}  # noqa: E731
+    recorded = evaluate(facts)
+    assert recorded.status is Status.FAIL
+    assert {"collectives.cluster.slow-busbw", "collectives.cluster.pairwise-node"} <= ids(recorded)
+    # A floor every figure meets: the run passes and every pair is good on its own.
+    lenient = evaluate(facts, min_busbw_gbps=0.01)
+    assert lenient.status is Status.PASS, lenient.summary
+    assert "collectives.cluster.pairwise-all-good" in ids(lenient)
+    assert "collectives.cluster.pairwise-node" not in ids(lenient)
+    # A floor no pair meets: the pairwise pass blames the fabric, not n2.
+    strict = evaluate(facts, min_busbw_gbps=10.0)
+    assert strict.status is Status.FAIL
+    assert "collectives.cluster.pairwise-all-bad" in ids(strict) and "n2 is at fault" not in strict.summary
+
+
+def test_pair_facts_hold_figures_and_no_judgement():
+    from preflight_checks.collectives_cluster import pair_facts
+
+    run = facts_of("testbed_n2_shaped_pairwise.json")["run"]
+    pair = pair_facts(run)
+    assert "state" not in pair and "problems" not in pair
+    assert pair["ok"] and pair["busbw_gbps"] == run["result"]["sizes"][-1]["busbw_gbps"]
+    failed = pair_facts({"nodes": ["a", "b"], "ok": False, "error": "boom", "phase": "rendezvous"})
+    assert failed == {"nodes": ["a", "b"], "ok": False, "error": "boom", "phase": "rendezvous"}
+
+
 # -- built GPU facts -----------------------------------------------------------------------------
 
 
