@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from preflight.check import Check, Expect, NodeContext, Outcome, measure
+from preflight.check import Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
 from preflight.filesystems import filesystem_type
-from preflight.model import Status, worst
+from preflight.model import FIGURE_RATE, Finding, Measurement, Status
 
 
 from preflight_checks.checkpoint_formats import compat_test, roundtrip_format
@@ -38,6 +38,10 @@ from preflight_checks.checkpoint_storage import (
     FREE_SPACE_FACTOR, MB, free_bytes, storage_kind_from_text, storage_message, storage_problem_kind,
 )
 from preflight_checks.checkpoint_tensorflow import tensorflow_test, tf_size_mb
+
+
+# The `at` label of each format's write and read figures (FIGURE_RATE).
+FORMAT_LABELS = {"torch.save": "torch.save", "dcp": "DCP", "tensorflow": "TensorFlow"}
 
 
 @dataclass
@@ -207,9 +211,14 @@ class CheckpointRoundtrip(Check):
         frameworks = facts.get("frameworks", {})
         if not frameworks.get("torch") and not frameworks.get("tensorflow"):
             return Outcome(Status.SKIP, "neither torch nor tensorflow is installed: no checkpoint to write")
-        findings: list[tuple[Status, str]] = []
-        measurements = []
+        findings: list[Finding] = []
+        measurements: list[Measurement] = []
         details: list[str] = []
+        storage_fix, speed_fix, state_fix, compat_fix = self.remediation
+
+        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
+            findings.append(Finding(f"{self.id}.{kind}", level, message, fix))
+
         where = facts.get("dir", "?")
         if facts.get("dir_is_scratch"):
             details.append(f"checkpoints were written to the scratch directory {where}; set checkpoint.dir to "
@@ -220,7 +229,8 @@ class CheckpointRoundtrip(Check):
         compat = facts.get("compat")
         if compat:
             if compat.get("error"):
-                findings.append((Status.FAIL, f"old checkpoint {compat['path']} does not load: {compat['error']}"))
+                found("compat-broken", Status.FAIL, f"old checkpoint {compat['path']} does not load: {compat['error']}",
+                      compat_fix)
             else:
                 details.append(
                     f"old checkpoint {compat['path']} ({compat.get('format')}) loads: {compat.get('tensors')} tensors, "
@@ -229,7 +239,8 @@ class CheckpointRoundtrip(Check):
 
         storage = facts.get("storage_error")
         if storage:
-            findings.append((Status.FAIL, storage["message"]))
+            found("storage-" + storage.get("kind", "other").replace("_", "-"), Status.FAIL, storage["message"],
+                  storage_fix)
             return self._outcome(findings, measurements, details + ([storage["error"]] if storage.get("error") else []))
 
         if facts.get("torch"):
@@ -238,18 +249,24 @@ class CheckpointRoundtrip(Check):
                            f"on {facts.get('device', 'cpu')}")
             for fmt, result in torch_facts.get("formats", {}).items():
                 label = "torch.save" if fmt == "torch.save" else "torch.distributed.checkpoint"
+                at = FORMAT_LABELS.get(fmt, fmt)
                 if result["mismatches"]:
-                    findings.append((Status.FAIL, f"{label} round trip is not exact: {result['mismatches'][0]}"))
+                    found("not-exact", Status.FAIL, f"{label} round trip is not exact: {result['mismatches'][0]}",
+                          storage_fix)
                     details.extend(f"{label}: {m}" for m in result["mismatches"])
                 write = measure(f"{label} write", round(statistics.median(result["write_gbps_samples"]), 3), "GB/s",
-                                at_least=params.min_write_gbps, samples=[round(s, 3) for s in result["write_gbps_samples"]])
+                                at_least=params.min_write_gbps, samples=[round(s, 3) for s in result["write_gbps_samples"]],
+                                figure=FIGURE_RATE, series="write", at=at)
                 read = measure(f"{label} read", round(statistics.median(result["read_gbps_samples"]), 3), "GB/s",
-                               at_least=params.min_read_gbps, samples=[round(s, 3) for s in result["read_gbps_samples"]])
+                               at_least=params.min_read_gbps, samples=[round(s, 3) for s in result["read_gbps_samples"]],
+                               figure=FIGURE_RATE, series="read", at=at)
                 measurements += [write, read]
                 if not write.ok:
-                    findings.append((Status.WARN, f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s"))
+                    found("slow-write", Status.WARN,
+                          f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s", speed_fix)
                 if not read.ok:
-                    findings.append((Status.WARN, f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s"))
+                    found("slow-read", Status.WARN,
+                          f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s", speed_fix)
                 if not result.get("cache_dropped"):
                     details.append(f"{label}: the page cache could not be dropped before reading; the read figure "
                                    "may be memory speed")
@@ -258,68 +275,73 @@ class CheckpointRoundtrip(Check):
 
         resume = facts.get("resume")
         if resume:
-            if resume.get("error"):
-                findings.append((Status.ERROR, f"resume test could not run: {resume['error']}"))
-                if resume.get("output_tail"):
-                    details.append(resume["output_tail"])
-            else:
-                resumed_from = resume.get("resumed_from_step")
-                measurements.append(measure("resumed weights equal uninterrupted run", "yes" if resume["exact"] else "no"))
-                measurements[-1].threshold, measurements[-1].comparison, measurements[-1].ok = "yes", "==", resume["exact"]
-                if not resumed_from:
-                    findings.append((Status.FAIL, "the resumed run found no checkpoint to resume from after the kill"))
-                elif not resume["exact"]:
-                    first = (resume["parameter_mismatches"] or resume["optimizer_mismatches"])[0]
-                    diff = resume.get("max_abs_difference")
-                    findings.append((Status.FAIL,
-                                     f"a run killed after step {resume['kill_after_step']} and resumed from step "
-                                     f"{resumed_from} does not end with the weights of an uninterrupted run ({first}"
-                                     + (f", largest difference {diff:.3g}" if diff else "") + "): the checkpoint "
-                                     "misses state, such as random-number states"))
-                    details.extend(f"resume: {m}" for m in resume["parameter_mismatches"] + resume["optimizer_mismatches"])
-                else:
-                    details.append(f"resume: killed (SIGKILL) after step {resume['kill_after_step']}, resumed from the "
-                                   f"step-{resumed_from} checkpoint, {resume['parameters_compared']} parameter tensors "
-                                   f"equal bit for bit after {resume['steps']} steps on {resume['device']}")
-                if resume.get("drop_rng_state"):
-                    details.append("fault injection: the training run dropped its random-number states")
+            self._judge_resume(resume, found, measurements, details, state_fix)
 
         tf = facts.get("tensorflow")
         if tf:
             if tf.get("error"):
                 status = Status.ERROR if tf.get("timed_out") else Status.FAIL
-                findings.append((status, f"tensorflow checkpoint round trip failed: {tf['error']}"))
+                found("tensorflow-failed", status, f"tensorflow checkpoint round trip failed: {tf['error']}",
+                      storage_fix)
                 if tf.get("output_tail"):
                     details.append(tf["output_tail"])
             else:
                 if tf.get("mismatches"):
-                    findings.append((Status.FAIL, f"tensorflow restore is not exact: {tf['mismatches'][0]}"))
+                    found("tensorflow-not-exact", Status.FAIL, f"tensorflow restore is not exact: {tf['mismatches'][0]}",
+                          storage_fix)
                 if tf.get("manager_latest") != tf.get("latest_checkpoint"):
-                    findings.append((Status.FAIL, f"CheckpointManager's latest is {tf.get('manager_latest')}, "
-                                                  f"not the checkpoint just saved ({tf.get('latest_checkpoint')})"))
-                measurements.append(measure("tensorflow checkpoint write", round(tf.get("write_gbps", 0.0), 3), "GB/s"))
-                measurements.append(measure("tensorflow checkpoint read", round(tf.get("read_gbps", 0.0), 3), "GB/s"))
+                    found("tensorflow-stale-latest", Status.FAIL,
+                          f"CheckpointManager's latest is {tf.get('manager_latest')}, not the checkpoint just saved "
+                          f"({tf.get('latest_checkpoint')})", storage_fix)
+                measurements.append(measure("tensorflow checkpoint write", round(tf.get("write_gbps", 0.0), 3), "GB/s",
+                                            figure=FIGURE_RATE, series="write", at=FORMAT_LABELS["tensorflow"]))
+                measurements.append(measure("tensorflow checkpoint read", round(tf.get("read_gbps", 0.0), 3), "GB/s",
+                                            figure=FIGURE_RATE, series="read", at=FORMAT_LABELS["tensorflow"]))
                 details.append(f"tensorflow {tf.get('tensorflow')}: {tf.get('variables')} variables, "
                                f"{tf.get('state_bytes', 0) / MB:.1f} MB, restored with assert_consumed()"
                                + ("" if tf.get("mismatches") else ", equal bit for bit"))
 
         if facts.get("left_behind"):
-            findings.append((Status.WARN, f"could not remove {', '.join(facts['left_behind'])}"))
+            found("left-behind", Status.WARN, f"could not remove {', '.join(facts['left_behind'])}")
         return self._outcome(findings, measurements, details)
 
     @staticmethod
-    def _outcome(findings: list[tuple[Status, str]], measurements: list, details: list[str]) -> Outcome:
-        status = worst([s for s, _ in findings], default=Status.PASS)
-        if findings:
-            summary = "; ".join(text for s, text in findings if s is status)
-            details = [text for _, text in findings] + details
+    def _judge_resume(resume: dict[str, Any], found: Any, measurements: list[Measurement], details: list[str],
+                      fix: str) -> None:
+        if resume.get("error"):
+            found("resume-error", Status.ERROR, f"resume test could not run: {resume['error']}")
+            if resume.get("output_tail"):
+                details.append(resume["output_tail"])
+            return
+        resumed_from = resume.get("resumed_from_step")
+        measurements.append(measure("resumed weights equal uninterrupted run", "yes" if resume["exact"] else "no",
+                                    equals="yes"))
+        if not resumed_from:
+            found("resume-no-checkpoint", Status.FAIL,
+                  "the resumed run found no checkpoint to resume from after the kill", fix)
+        elif not resume["exact"]:
+            first = (resume["parameter_mismatches"] or resume["optimizer_mismatches"])[0]
+            diff = resume.get("max_abs_difference")
+            found("resume-not-exact", Status.FAIL,
+                  f"a run killed after step {resume['kill_after_step']} and resumed from step {resumed_from} does not "
+                  f"end with the weights of an uninterrupted run ({first}"
+                  + (f", largest difference {diff:.3g}" if diff else "") + "): the checkpoint misses state, such as "
+                  "random-number states", fix)
+            details.extend(f"resume: {m}" for m in resume["parameter_mismatches"] + resume["optimizer_mismatches"])
         else:
-            parts = [f"{m.name} {m.value} {m.unit}" for m in measurements
-                     if m.unit == "GB/s" and (m.name.startswith("torch.save") or m.name.endswith("write"))]
-            exact = "round trips exact"
-            if any(m.name.startswith("resumed") for m in measurements):
-                exact += ", killed run resumes exactly"
-            summary = f"{exact}; " + ", ".join(parts) if parts else exact
-        return Outcome(status, summary, measurements, details)
+            details.append(f"resume: killed (SIGKILL) after step {resume['kill_after_step']}, resumed from the "
+                           f"step-{resumed_from} checkpoint, {resume['parameters_compared']} parameter tensors "
+                           f"equal bit for bit after {resume['steps']} steps on {resume['device']}")
+        if resume.get("drop_rng_state"):
+            details.append("fault injection: the training run dropped its random-number states")
 
-
+    @staticmethod
+    def _outcome(findings: list[Finding], measurements: list[Measurement], details: list[str]) -> Outcome:
+        parts = [f"{m.name} {m.value} {m.unit}" for m in measurements
+                 if m.unit == "GB/s" and (m.name.startswith("torch.save") or m.name.endswith("write"))]
+        exact = "round trips exact"
+        if any(m.name.startswith("resumed") for m in measurements):
+            exact += ", killed run resumes exactly"
+        passed = f"{exact}; " + ", ".join(parts) if parts else exact
+        fired = [f.message for f in findings if f.level is not Status.PASS]
+        return outcome_from_findings(findings, measurements, passed=passed, details=fired + details)

@@ -37,10 +37,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.check import CannotMeasure, Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
+from preflight.check import (
+    CannotMeasure, Check, ClusterContext, Expect, Outcome, measure, outcome_from_findings, too_few_nodes,
+)
 from preflight.cluster_launch import run_probe
 from preflight.iperf import parse_client_output, summarize_sample
-from preflight.model import Scope, Status, worst
+from preflight.model import FIGURE_LINK, Finding, Measurement, Scope, Status
 from preflight.pairs import full_rounds, ring_rounds
 from preflight.proc import RemoteProcess
 
@@ -300,17 +302,20 @@ class NetBandwidth(Check):
         if too_few:
             return too_few
 
-        problems: list[tuple[Status, str]] = []
+        findings: list[Finding] = []
         details: list[str] = []
-        remediation: list[str] = []
+
+        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
+            findings.append(Finding(f"{self.id}.{kind}", level, message, fix))
+
         probes = facts.get("probe", {})
         missing = [n for n in names if not probes.get(n, {}).get("iperf3") and "error" not in probes.get(n, {})]
         broken = {n: probes[n]["error"] for n in names if "error" in probes.get(n, {})}
         if missing:
-            problems.append((Status.ERROR, f"iperf3 is not installed on {', '.join(missing)}: {INSTALL_HINT}"))
-            remediation.append(INSTALL_HINT)
+            found("no-iperf3", Status.ERROR, f"iperf3 is not installed on {', '.join(missing)}: {INSTALL_HINT}",
+                  INSTALL_HINT)
         for node, error in broken.items():
-            problems.append((Status.ERROR, error))
+            found("probe-failed", Status.ERROR, error)
         if unreachable:
             details.append(f"not measured, unreachable: {', '.join(unreachable)}; links among the other nodes only")
 
@@ -319,6 +324,11 @@ class NetBandwidth(Check):
         slow: list[tuple[float, str]] = []
         for link in facts.get("links", []):
             label = f"{link['src']} -> {link['dst']}"
+
+            def figure(value: float | None, samples: list[float] | None = None, label: str = label) -> Measurement:
+                return measure(label, value, "Gbit/s", at_least=params.min_gbps, samples=samples, node=label,
+                               figure=FIGURE_LINK, at=label, better="higher")
+
             local_why = link.get("why_local") if link.get("local") else None
             samples = link.get("samples", [])
             for sample in samples:
@@ -326,18 +336,20 @@ class NetBandwidth(Check):
                     if local_host and local_host == remote_host:
                         local_why = local_why or f"iperf3 connected {local_host} to itself"
             if local_why:
-                problems.append((Status.ERROR, f"{label}: the route is local to {link['src']} ({local_why}); "
-                                 "a figure over it would be memory bandwidth, not the network"))
-                measurements.append(measure(label, None, "Gbit/s", at_least=params.min_gbps, node=label))
+                found("local-route", Status.ERROR, f"{label}: the route is local to {link['src']} ({local_why}); "
+                      "a figure over it would be memory bandwidth, not the network",
+                      "Give each node in the hosts file the address other nodes reach it by; two names for one "
+                      "machine, or a name that resolves to 127.x on the sender, measures nothing.")
+                measurements.append(figure(None))
                 continue
             values = [s["gbps"] for s in samples if "gbps" in s]
             errors = [s["error"] for s in samples if "error" in s] + ([link["error"]] if link.get("error") else [])
             if not values:
-                problems.append((Status.ERROR, f"{label}: not measured: {errors[0] if errors else 'no samples'}"))
-                measurements.append(measure(label, None, "Gbit/s", at_least=params.min_gbps, node=label))
+                found("not-measured", Status.ERROR, f"{label}: not measured: {errors[0] if errors else 'no samples'}")
+                measurements.append(figure(None))
                 continue
             median = round(statistics.median(values), 3)
-            m = measure(label, median, "Gbit/s", at_least=params.min_gbps, samples=values, node=label)
+            m = figure(median, values)
             measurements.append(m)
             measured.append((median, label))
             text = f"{label}: {median:.2f} Gbit/s (samples {', '.join(f'{v:.2f}' for v in values)})"
@@ -350,29 +362,18 @@ class NetBandwidth(Check):
             slow.sort()
             listed = ", ".join(f"{label} {value:.2f}" for value, label in slow[:6])
             more = f" and {len(slow) - 6} more" if len(slow) > 6 else ""
-            problems.append((Status.FAIL, f"{len(slow)} of {len(measured)} links below {params.min_gbps:g} Gbit/s: "
-                             f"{listed}{more} Gbit/s; slowest {slow[0][1]}"))
-        if not measured and not problems:
-            problems.append((Status.ERROR, "no link was measured"))
+            found("slow-link", Status.FAIL, f"{len(slow)} of {len(measured)} links below {params.min_gbps:g} Gbit/s: "
+                  f"{listed}{more} Gbit/s; slowest {slow[0][1]}", " ".join(self.remediation[:2]))
+        if not measured and not findings:
+            found("nothing-measured", Status.ERROR, "no link was measured")
 
-        status = worst([s for s, _ in problems], default=Status.PASS)
-        if status is Status.PASS:
+        passed = ""
+        if measured:
             slowest_value, slowest = min(measured)
             fastest_value, _ = max(measured)
-            summary = (f"{len(measured)} links ({facts.get('pattern')}), all at least {params.min_gbps:g} Gbit/s; "
-                       f"slowest {slowest} at {slowest_value:.2f} Gbit/s, fastest {fastest_value:.2f}")
-        else:
-            ordered = sorted(problems, key=lambda p: -p[0].severity)
-            summary = "; ".join(text for _, text in ordered[:3])
-            if len(ordered) > 3:
-                summary += f"; and {len(ordered) - 3} more (see details)"
-            if measured and not slow:
-                slowest_value, slowest = min(measured)
-                summary += f" (slowest measured link {slowest} at {slowest_value:.2f} Gbit/s)"
-        if slow:
-            remediation += list(self.remediation[:2])
-        if any("route is local" in text for _, text in problems):
-            remediation.append("Give each node in the hosts file the address other nodes reach it by; two names for "
-                               "one machine, or a name that resolves to 127.x on the sender, measures nothing.")
-        details = [text for _, text in problems] + details
-        return Outcome(status, summary, measurements, details=details, remediation=remediation or None)
+            passed = (f"{len(measured)} links ({facts.get('pattern')}), all at least {params.min_gbps:g} Gbit/s; "
+                      f"slowest {slowest} at {slowest_value:.2f} Gbit/s, fastest {fastest_value:.2f}")
+            if findings and not slow:
+                details.append(f"slowest measured link {slowest} at {slowest_value:.2f} Gbit/s")
+        fired = [f.message for f in findings if f.level is not Status.PASS]
+        return outcome_from_findings(findings, measurements, passed=passed, details=fired + details)

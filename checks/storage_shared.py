@@ -1,6 +1,7 @@
 """storage.shared: the checkpoint directory is one filesystem on every node.
 
-Each node writes a token file (unique to this run) into the directory through its transport; every
+Each node writes a token file (unique to this run) into the directory through its transport
+(preflight.workers.storage_token, which also says which filesystem holds the directory); every
 node then reads back every token. The who-sees-whom matrix is the facts: a node that cannot see a
 token another wrote has a different directory there (a local disk where a mount was expected, a
 mount that failed at boot, another export), and a job resumed on it would not find its checkpoint.
@@ -15,8 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.check import CannotMeasure, Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
-from preflight.model import Scope, Status, worst
+from preflight.check import (
+    CannotMeasure, Check, ClusterContext, Expect, Outcome, measure, outcome_from_findings, too_few_nodes,
+)
+from preflight.model import Finding, Scope, Status
 
 TOKEN_PROGRAM = "preflight.workers.storage_token"
 
@@ -140,19 +143,24 @@ class StorageShared(Check):
         writes = facts.get("writes", {})
         seen = facts.get("seen", {})
         read_errors = facts.get("read_errors", {})
-        problems: list[tuple[Status, str]] = []
+        problems: list[Finding] = []
         details: list[str] = []
+        mount_fix, write_fix = self.remediation
+
+        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
+            problems.append(Finding(f"{self.id}.{kind}", level, message, fix))
+
         write_errors: dict[str, list[str]] = {}
         for node in names:
             entry = writes.get(node, {})
             if entry.get("unreachable"):
-                problems.append((Status.ERROR, f"could not write the token on {node}: {entry.get('error')}"))
+                found("unreachable", Status.ERROR, f"could not write the token on {node}: {entry.get('error')}")
             elif not entry.get("written"):
                 write_errors.setdefault(entry.get("error", "no result"), []).append(node)
         for error, nodes in write_errors.items():
-            problems.append((Status.FAIL, f"{', '.join(nodes)} cannot write to {directory}: {error}"))
+            found("cannot-write", Status.FAIL, f"{', '.join(nodes)} cannot write to {directory}: {error}", write_fix)
         for node, error in read_errors.items():
-            problems.append((Status.ERROR, f"could not read the tokens back on {node}: {error}"))
+            found("read-failed", Status.ERROR, f"could not read the tokens back on {node}: {error}")
         written = [n for n in names if writes.get(n, {}).get("written")]
 
         measurements = []
@@ -177,7 +185,7 @@ class StorageShared(Check):
             else:
                 text = f"{directory} is not fully shared: " + "; ".join(
                     f"{r} does not see {', '.join(w)}" for r, w in missing_by_reader.items() if w)
-            problems.append((Status.FAIL, text))
+            found("not-shared", Status.FAIL, text, mount_fix)
         fstypes = {n: writes.get(n, {}).get("fstype") for n in names if writes.get(n, {}).get("fstype")}
         if len(set(fstypes.values())) > 1:
             details.append("filesystem types differ: " + ", ".join(f"{n} {t}" for n, t in fstypes.items()))
@@ -186,15 +194,12 @@ class StorageShared(Check):
         for node, error in facts.get("cleanup_errors", {}).items():
             details.append(f"could not remove the token on {node}: {error}")
         if not written and not problems:
-            problems.append((Status.ERROR, "no token was written"))
+            found("nothing-written", Status.ERROR, "no token was written")
 
-        status = worst([s for s, _ in problems], default=Status.PASS)
-        if status is Status.PASS:
-            kind = next(iter(fstypes.values()), "")
-            summary = f"all {len(names)} nodes see each other's files in {directory}" + (f" ({kind})" if kind else "")
-        else:
-            summary = "; ".join(text for s, text in problems if s is status)
-        return Outcome(status, summary, measurements, details=[t for _, t in problems] + details)
+        kind = next(iter(fstypes.values()), "")
+        passed = f"all {len(names)} nodes see each other's files in {directory}" + (f" ({kind})" if kind else "")
+        return outcome_from_findings(problems, measurements, passed=passed,
+                                     details=[f.message for f in problems] + details)
 
 
 def _partition(names: list[str], seen: dict[str, dict[str, bool]], written: list[str]) -> list[list[str]] | None:

@@ -297,3 +297,16 @@ def test_state_that_cannot_fit_in_memory_is_refused():
     with pytest.raises(CannotMeasure, match="needs about .* MB of memory"):
         _check_memory(available / 1e6)
     _check_memory(available / 1e6 / 4)
+
+
+def test_findings_have_ids_and_rates_declare_their_figure():
+    facts, params = fixture("pass_cpu")
+    outcome = judge(facts, passing_params(facts, params))
+    rates = {(m.series, m.at) for m in outcome.measurements if m.figure == "rate"}
+    assert {("write", "torch.save"), ("read", "torch.save")} <= rates
+    if "dcp" in facts["torch"]["formats"]:
+        assert {("write", "DCP"), ("read", "DCP")} <= rates
+    resumed = next(m for m in outcome.measurements if m.name.startswith("resumed"))
+    assert (resumed.comparison, resumed.threshold, resumed.ok) == ("==", "yes", True)
+    slow = judge(facts, CHECK.params_from({**vars(params), "min_write_gbps": 1e9}))
+    assert "checkpoint.roundtrip.slow-write" in {f.id for f in slow.findings}
