@@ -17,11 +17,13 @@ namespaces), each node then advertises its own loopback and the job hangs at sta
 launch every node is probed with its own Python: its host name and what that resolves to, the
 interface that carries its address (or, when none does, the route to a peer: `ip -j route get`),
 its boot id, its torch, GPUs, NCCL and gloo. The probe's answers go into the launch as
---local-addr, the rendezvous endpoint and GLOO_SOCKET_IFNAME, and a host name that resolves only to
+--local-addr, the rendezvous endpoint, GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, and a host name that resolves only to
 loopback is explained in the details.
 
 NCCL on GPU nodes (K = GPUs per node), gloo among K CPU processes otherwise (K = gloo_ranks_per_node).
-Figures follow nccl-tests: algbw = bytes / time, busbw = algbw x 2(n-1)/n over all n ranks.
+Figures follow nccl-tests: algbw = bytes / time, busbw = algbw x 2(n-1)/n over all n ranks. With
+NCCL the ranks run with NCCL_DEBUG=INFO (subsystems INIT,NET), and which network NCCL used between
+nodes (NET/IB or NET/Socket) is read from its lines and reported.
 
 When the all-reduce fails, returns wrong sums, or misses a threshold that is set, and the failure is
 not already pinned on a node (one that never joined), a pairwise pass runs two-node all-reduces over
@@ -93,7 +95,7 @@ class Params:
     # init_process_group(timeout=...): a collective that waits longer fails. Always kept shorter
     # than what is left of this check's own timeout.
     pg_timeout_s: float = 60.0
-    # GLOO_SOCKET_IFNAME on every node. None: on each node the interface that carries the address
+    # GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME on every node. None: on each node the interface that carries the address
     # other nodes reach it at, as the probe found it there.
     socket_ifname: str | None = None
     # Extra environment for torchrun on every node (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, ...).
@@ -230,6 +232,9 @@ class CollectivesCluster(Check):
         port = params.rdzv_port or probes[usable[0]].get("free_port")
         facts["run"] = self._allreduce(ctx, params, usable, plan, choice, choice["sizes"], params.iters,
                                        params.warmup, budget, port, absent_node=params.inject_absent_node)
+        if choice["backend"] == "nccl":
+            facts["nccl_network"] = {node: (agent.get("nccl") or {}).get("network")
+                                     for node, agent in (facts["run"].get("agents") or {}).items()}
         reason = pairwise_reason(facts["run"], params, len(usable))
         if reason and params.pairwise:
             budget = min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
@@ -354,10 +359,23 @@ class CollectivesCluster(Check):
                 phase = run.get("phase") or "launch"
                 status = Status.FAIL if phase == "collective" else Status.ERROR
                 found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}",
-                      fix["slow"] if phase in ("collective", "timeout") else fix["joined"])
+                      fix["slow"] if phase in ("collective", "timeout", "stopped") else fix["joined"])
         elif len(facts.get("usable", [])) < 2 and not findings:
             found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured",
                   fix["joined"])
+
+        nccl = facts.get("nccl_network") or {}
+        if nccl:
+            by_network: dict[str, list[str]] = {}
+            for node, network in nccl.items():
+                by_network.setdefault(network or "unknown (NCCL printed no network)", []).append(node)
+            details.append("NCCL between nodes ran over " + "; ".join(
+                f"{network} on {names_text(nodes)}" for network, nodes in by_network.items()))
+            on_sockets = by_network.get("Socket", [])
+            if on_sockets:
+                found("nccl-over-sockets", Status.WARN,
+                      f"NCCL ran over TCP sockets (NET/Socket), not InfiniBand or RoCE, on {names_text(on_sockets)}: "
+                      "if these nodes have an RDMA fabric, NCCL is not using it", fix["slow"])
 
         pairwise = facts.get("pairwise")
         if pairwise:

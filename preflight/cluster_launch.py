@@ -213,7 +213,12 @@ def node_plan(ctx: ClusterContext, probes: dict[str, dict[str, Any]], nodes: lis
                "PYTHONUNBUFFERED": "1"}
         iface = socket_ifname or probe.get("interface")
         if iface:
+            # Both backends get the interface the other nodes reach this one through; left to itself
+            # NCCL picks one by its own rules, which may be one the peers cannot reach.
             env["GLOO_SOCKET_IFNAME"] = iface
+            env["NCCL_SOCKET_IFNAME"] = iface
+        # NCCL says which network it uses (NET/IB or NET/Socket) at INFO, read back by torchrun_log.
+        env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"})
         env.update(extra_env)
         plan[node] = {"python": ctx.transport(node).python, "ip": probe.get("ip"), "interface": iface, "env": env}
     return plan

@@ -66,7 +66,7 @@ def loopback_findings(probes: dict[str, dict[str, Any]], node_facts: dict[str, d
             "with defaults, c10d would not see the first node as the rendezvous host (it compares the endpoint with "
             "what the host name resolves to), torchrun would publish that name as the workers' store address, and "
             "gloo would bind to loopback: each node reaches itself instead of its peers and the job hangs at start. This "
-            "check passed --local-addr, --rdzv-endpoint and GLOO_SOCKET_IFNAME explicitly; do the same in your "
+            "check passed --local-addr, --rdzv-endpoint, GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME explicitly; do the same in your "
             "launch scripts (or make the host name resolve to the node's routable address in /etc/hosts)"))
     return found
 

@@ -244,6 +244,13 @@ def interpret_launch(launch: LaunchResult) -> dict[str, Any]:
         # The rank that noticed says who and for how long; its words are the clearest account.
         outcome["error"] = next((text for _, text in errors if "never joined" in text),
                                 f"{who} {', '.join(map(str, missing))} never joined")
+    elif errors and [r.rank for r in launch.ranks if r.killed and not reports.get(r.rank)]:
+        # Ranks that joined, went silent while the others failed waiting for them, and were killed.
+        stopped = [r.rank for r in launch.ranks if r.killed and not reports.get(r.rank)]
+        who = "rank" if len(stopped) == 1 else "ranks"
+        rank, text = errors[0]
+        outcome["error"] = (f"{who} {', '.join(map(str, stopped))} stopped inside a collective: reported nothing "
+                            f"and killed, while the others failed waiting (rank {rank}: {text})")
     elif errors:
         outcome["error"] = "; ".join(f"rank {rank}: {text}" for rank, text in errors)
     elif launch.timed_out:

@@ -32,6 +32,8 @@ from preflight.transport import Transport
 AGENT_GRACE_S = 15.0
 # After the agent's stdin closes it ends its check and exits; the guard gives it this long first.
 AGENT_STOP_GRACE_S = 5.0
+# How long a silent or garbled agent gets to end after its stdin closes, before it is killed.
+AGENT_KILL_WAIT_S = 2.0
 
 
 @dataclass
@@ -138,14 +140,14 @@ class Runner:
             return
         pool = ThreadPoolExecutor(max_workers=max(1, min(self.plan.fanout, len(self.plan.nodes))),
                                   thread_name_prefix="agent")
-        pending = {pool.submit(self._drive_agent, node) for node in self.plan.nodes}
+        pending = {pool.submit(self._drive_agent, node): node for node in self.plan.nodes}
         try:
             # The main thread only consumes events, so Ctrl-C lands here promptly.
             while pending:
                 try:
                     kind, payload = self.events.get(timeout=0.2)
                 except queue.Empty:
-                    pending = {f for f in pending if not f.done()}
+                    pending = self._still_driving(pending)
                     continue
                 if kind == "result":
                     self.record(payload)
@@ -166,6 +168,16 @@ class Runner:
             raise
         finally:
             pool.shutdown(wait=not self.stop.is_set(), cancel_futures=True)
+
+    def _still_driving(self, pending: dict[Any, NodeTarget]) -> dict[Any, NodeTarget]:
+        """The drivers still running; one that died of an exception loses its node, never silently."""
+        for future, node in pending.items():
+            if future.done() and future.exception() is not None:
+                exc = future.exception()
+                done = {r.check_id for r in self.report.results if r.node == node.name}
+                self._node_lost(node, self.plan.node_checks, done,
+                                f"preflight failed while driving {node.name}: {type(exc).__name__}: {exc}", None)
+        return {f: n for f, n in pending.items() if not f.done()}
 
     def _update_node(self, name: str, reachable: bool, error: str) -> None:
         for info in self.report.nodes:
@@ -250,7 +262,8 @@ class Runner:
                 problem = (f"the agent on {node.name} sent a line preflight cannot read ({type(exc).__name__}: "
                            f"{exc}): {line[:200]!r}")
                 break
-        returncode = agent.stop()
+        # An agent that went silent or garbled is not waited for long: it gets its stop, then the kill.
+        returncode = agent.stop(grace_s=AGENT_KILL_WAIT_S if problem else None)
         stderr = agent.stderr[-4000:]
         if finished and hello and hello.get("version") == preflight.__version__ and problem is None:
             return agent

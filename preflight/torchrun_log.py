@@ -72,7 +72,43 @@ def summarize_agent(stdout_lines: list[str], stderr_text: str, returncode: int |
         "pids": pids,
         "reports": reports,
         "last_error": last_error,
+        "nccl": nccl_network(list(stdout_lines) + stderr_text.splitlines()),
     }
+
+
+_NCCL_USING = re.compile(r"NCCL INFO Using network (\w+)")
+_NCCL_VIA = re.compile(r"NCCL INFO .*\bvia (NET/\w+|P2P|SHM|COLLNET)")
+_NCCL_NET_INIT = re.compile(r"NCCL INFO (NET/\w+) : Using (.*)")
+
+
+def nccl_network(lines: list[str]) -> dict[str, Any] | None:
+    """Which network NCCL ran over, from its NCCL_DEBUG=INFO lines; None when NCCL printed none. Pure.
+
+    "Using network IB" (or Socket, or a plugin's name) is NCCL's choice for traffic between nodes;
+    "via NET/IB/0" on a channel line shows what a ring or tree really used; "NET/IB : Using [0]mlx5_0:1/IB"
+    names the devices.
+    """
+    network = None
+    via: set[str] = set()
+    devices: dict[str, str] = {}
+    for line in lines:
+        if "NCCL INFO" not in line:
+            continue
+        found = _NCCL_USING.search(line)
+        if found:
+            network = network or found.group(1)
+        found = _NCCL_VIA.search(line)
+        if found:
+            via.add(found.group(1))
+        found = _NCCL_NET_INIT.search(line)
+        if found:
+            devices.setdefault(found.group(1), found.group(2).strip()[:200])
+    if network is None and not via and not devices:
+        return None
+    if network is None:
+        nets = sorted(v for v in via if v.startswith("NET/"))
+        network = nets[0].split("/", 1)[1] if nets else None
+    return {"network": network, "via": sorted(via), "devices": devices}
 
 
 _ROOT_FIELD = re.compile(r"^\s*(rank|exitcode|traceback)\s*:\s*(.*)$")
@@ -117,7 +153,7 @@ def interpret_run(agents: dict[str, dict[str, Any]], host: str, rdzv_timeout_s: 
     """What one multi-node launch came to. Pure.
 
     Returns ok, result (rank 0's report without "ok"), phase ("launch", "rendezvous", "roll call",
-    "collective", "timeout"), error (a sentence naming nodes and ranks) and fault_nodes (nodes the
+    "stopped" (a rank that went silent inside a collective), "collective", "timeout"), error (a sentence naming nodes and ranks) and fault_nodes (nodes the
     failure is pinned on; empty when the launch alone cannot tell, which the pairwise pass is for).
     """
     owners = rank_nodes(agents)
@@ -167,6 +203,20 @@ def interpret_run(agents: dict[str, dict[str, Any]], host: str, rdzv_timeout_s: 
         out["fault_nodes"] = sorted({owners[m] for m in missing if m in owners})
         who = ", ".join(rank_text(m, owners) for m in missing)
         out["error"] = f"{who} never reported in after torchrun started it (the workers' roll call)"
+        return out
+    reported = {int(rep["rank"]) for _, rep in reports if rep.get("rank") is not None}
+    stopped = sorted(r for r, node in owners.items() if r not in reported and agents[node].get("killed"))
+    if errors and stopped:
+        # Ranks that joined, then went silent while the others failed waiting for them, and were still
+        # running when the launch was stopped: the ones that stopped inside a collective.
+        out["phase"] = "stopped"
+        out["fault_nodes"] = sorted({owners[r] for r in stopped})
+        first_node, first = errors[0]
+        where = rank_text(int(first["rank"]), owners) if first.get("rank") is not None else first_node
+        out["error"] = (f"{', '.join(rank_text(r, owners) for r in stopped)} stopped inside a collective: "
+                        f"{'it' if len(stopped) == 1 else 'they'} reported nothing and {'was' if len(stopped) == 1 else 'were'} "
+                        f"still running when the launch was stopped, while the others failed waiting "
+                        f"({where}: {first.get('error') or 'failed'})")
         return out
     if errors:
         out["phase"] = "collective"

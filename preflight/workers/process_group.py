@@ -15,7 +15,9 @@ Any rank that fails prints one JSON object with `"ok": false`, its `"rank"`, an 
 ranks are missing, `"missing_ranks"`; it then exits with status 1. Everything else goes to stderr.
 
 Fault injection, for tests only: `--absent-rank K` makes rank K stay alive without ever joining
-(it sleeps until it is killed), which is how a hung or unreachable rank looks to the others.
+(it sleeps until it is killed), which is how a hung or unreachable rank looks to the others; the
+environment variable PREFLIGHT_FAULT_STOP_IN_COLLECTIVE=K makes rank K join and then stop inside
+its first all_reduce.
 """
 
 from __future__ import annotations
@@ -230,6 +232,27 @@ def init_group(store: Any, env: DistEnv, backend: str, pg_timeout_s: float, devi
         backend, store=store, rank=env.rank, world_size=env.world_size,
         timeout=dt.timedelta(seconds=pg_timeout_s), **kwargs,
     )
+    stop_inside_collectives_if_asked(env)
+
+
+# Fault injection for tests, through the environment only (never a parameter a user sets): the rank
+# named here joins the roll call and the process group like every other, then stops inside its first
+# all_reduce and stays there until it is killed: a rank that hangs mid-job, as a wedged GPU would.
+FAULT_STOP_ENV = "PREFLIGHT_FAULT_STOP_IN_COLLECTIVE"
+
+
+def stop_inside_collectives_if_asked(env: DistEnv) -> None:
+    wanted = os.environ.get(FAULT_STOP_ENV, "").strip()
+    if not wanted or int(wanted) != env.rank:
+        return
+    import torch.distributed as dist
+
+    def stopped(*_: Any, **__: Any) -> None:
+        print(f"rank {env.rank}: fault injection, stopped inside all_reduce", file=sys.stderr, flush=True)
+        while True:
+            time.sleep(3600)
+
+    dist.all_reduce = stopped
 
 
 def finish_group() -> None:

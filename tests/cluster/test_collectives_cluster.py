@@ -7,6 +7,7 @@ the slow-link case); each test also checks that nothing it started is left on th
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -36,8 +37,20 @@ def run_check(ctx, **overrides):
     return result, time.monotonic() - start
 
 
+def home_and_working_dir(ctx, node: str) -> dict[str, list[str]]:
+    """What is in the node's home and in the directory remote commands start in, seen over ssh."""
+    script = ("import json, os\nplaces = {os.path.expanduser('~'), os.getcwd()}\n"
+              "print(json.dumps({p: sorted(os.listdir(p)) for p in places}))")
+    transport = ctx.transport(node)
+    return json.loads(transport.run([transport.python, "-c", script], timeout=30).stdout)
+
+
 def test_three_nodes_pass_and_the_loopback_host_name_is_explained(testbed3, cluster_context):
-    result, elapsed = run_check(cluster_context(testbed3))
+    ctx = cluster_context(testbed3)
+    before = {n: home_and_working_dir(ctx, n) for n in ctx.node_names}
+    result, elapsed = run_check(ctx)
+    # Nothing left behind on the nodes: no torchrun log folders ("{log_dir}/preflight-*/attempt_0").
+    assert {n: home_and_working_dir(ctx, n) for n in ctx.node_names} == before
     assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
     assert "gloo across 3 nodes x 1 process" in result.summary
     run = result.facts["run"]

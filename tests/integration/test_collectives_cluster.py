@@ -70,7 +70,11 @@ def log_dirs(facts: dict) -> list[str]:
 
 
 def test_two_local_nodes_all_reduce_through_torchrun(tmp_path):
+    places = {os.path.expanduser("~"), os.getcwd()}
+    before = {p: sorted(os.listdir(p)) for p in places}
     result, elapsed = run_check(tmp_path)
+    # Nothing left in the home or working directory (torchrun's "{log_dir}/preflight-*/attempt_0" once was).
+    assert {p: sorted(os.listdir(p)) for p in places} == before
     assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
     run = result.facts["run"]
     assert run["ok"] and run["world_size"] == 2 and run["nodes"] == ["alpha", "beta"]
@@ -110,6 +114,21 @@ def test_a_rank_that_never_reports_in_is_named_with_its_node(tmp_path):
     assert result.status is Status.ERROR
     owner = result.facts["run"]["rank_nodes"]["1"]
     assert f"rank 1 ({owner}) never reported in" in result.summary
+    assert pids_alive(launched_pids(result.facts)) == []
+    assert our_leftovers() == []
+
+
+def test_a_rank_that_stops_inside_a_collective_is_error_naming_it_and_nothing_is_left(tmp_path, monkeypatch):
+    from preflight.workers.process_group import FAULT_STOP_ENV
+
+    monkeypatch.setenv(FAULT_STOP_ENV, "1")  # rank 1 joins, then hangs in its first all_reduce
+    result, elapsed = run_check(tmp_path, timeout_s=60, pg_timeout_s=5)
+    assert result.status is Status.ERROR, result.summary
+    owner = result.facts["run"]["rank_nodes"]["1"]
+    assert f"rank 1 ({owner}) stopped inside a collective" in result.summary
+    assert "collectives.cluster.stopped" in {f.id for f in result.findings}
+    assert result.facts["run"]["fault_nodes"] == [owner]
+    assert elapsed < 60
     assert pids_alive(launched_pids(result.facts)) == []
     assert our_leftovers() == []
 

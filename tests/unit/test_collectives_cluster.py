@@ -403,3 +403,61 @@ def test_testbed_node_that_never_joins_is_named_over_ssh():
     assert outcome.status is Status.ERROR
     assert outcome.summary.endswith("torchrun on n3 never joined the rendezvous within 8s (still running; stopped)")
     assert "n1" not in outcome.summary and "n2" not in outcome.summary
+
+
+# NCCL_DEBUG=INFO lines in NCCL 2.2x's format (written from its source's format strings, not recorded
+# on a GPU node): an InfiniBand node, and one that found no IB device and fell back to sockets.
+NCCL_IB_LINES = [
+    "gpu01:12345:12345 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.1.0.1<0>",
+    "gpu01:12345:12345 [0] NCCL INFO Using network IB",
+    "gpu01:12345:12400 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0",
+    "gpu01:12345:12400 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM",
+]
+NCCL_SOCKET_LINES = [
+    "node1:2201:2201 [0] NCCL INFO NET/IB : No device found.",
+    "node1:2201:2201 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+    "node1:2201:2201 [0] NCCL INFO Using network Socket",
+    "node1:2201:2230 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0",
+]
+
+
+def test_the_network_nccl_used_is_read_from_its_info_lines():
+    from preflight.torchrun_log import nccl_network
+
+    ib = nccl_network(["I1129 torchrun noise"] + NCCL_IB_LINES)
+    assert ib["network"] == "IB" and ib["via"] == ["NET/IB", "P2P"]
+    assert ib["devices"]["NET/IB"].startswith("[0]mlx5_0:1/IB")
+    sockets = nccl_network(NCCL_SOCKET_LINES)
+    assert sockets["network"] == "Socket" and sockets["via"] == ["NET/Socket"]
+    assert "NET/IB" not in sockets["devices"]  # "No device found" is not a device
+    assert nccl_network(NCCL_SOCKET_LINES[-1:])["network"] == "Socket"  # from the channel line alone
+    assert nccl_network(["gloo only", "I1129 16:23:51 torchrun"]) is None
+    assert summarize_agent(NCCL_IB_LINES, "", 0, False, 1.0)["nccl"]["network"] == "IB"
+
+
+def test_nccl_over_sockets_is_a_warning_and_the_network_is_reported():
+    facts = copy.deepcopy(facts_of("gpu_2nodes_8x_h100_nccl_built.json"))
+    facts["nccl_network"] = {"gpu01": "IB", "gpu02": "IB"}
+    outcome = evaluate(facts)
+    assert outcome.status is Status.PASS
+    assert any(d.startswith("NCCL between nodes ran over IB on gpu01, gpu02") for d in outcome.details)
+    facts["nccl_network"] = {"gpu01": "IB", "gpu02": "Socket"}
+    outcome = evaluate(facts)
+    assert outcome.status is Status.WARN
+    assert [f.id for f in outcome.findings if f.level is Status.WARN] == ["collectives.cluster.nccl-over-sockets"]
+    assert "gpu02" in outcome.summary and "gpu01" not in outcome.summary
+
+
+def test_both_backends_get_the_probed_interface():
+    from preflight.cluster_launch import node_plan
+    from preflight.check import ClusterContext
+
+    ctx = ClusterContext(nodes=[{"kind": "local", "name": "a", "address": "127.0.0.1", "python": "python3"}],
+                         output_dir=".", scratch_dir=".", expect=Expect(), timeout_s=10)
+    plan = node_plan(ctx, {"a": {"interface": "ib0", "ip": "10.1.0.1"}}, ["a"], socket_ifname=None,
+                     extra_env={}, threads=1)
+    env = plan["a"]["env"]
+    assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "ib0" and env["NCCL_DEBUG"] == "INFO"
+    mine = node_plan(ctx, {"a": {"interface": "ib0", "ip": "10.1.0.1"}}, ["a"], socket_ifname=None,
+                     extra_env={"NCCL_SOCKET_IFNAME": "eth1"}, threads=1)
+    assert mine["a"]["env"]["NCCL_SOCKET_IFNAME"] == "eth1"  # the user's own setting wins
