@@ -25,6 +25,7 @@ def summarize_agent(stdout_lines: list[str], stderr_text: str, returncode: int |
                     duration_s: float, transport_failure: bool = False) -> dict[str, Any]:
     """One node's torchrun run, as facts: where it got to, its ranks, what the ranks reported. Pure."""
     reports = []
+    error_files: list[dict[str, Any]] = []
     pids: dict[str, Any] = {}
     exit_code = None
     for line in stdout_lines:
@@ -36,6 +37,8 @@ def summarize_agent(stdout_lines: list[str], stderr_text: str, returncode: int |
                         "log_dir": parts[3] if len(parts) > 3 else ""}
         elif text.startswith(EXIT_MARKER):
             exit_code = int(text.split()[1])
+        elif text.startswith(ERROR_FILE_MARKER):
+            error_files.append(read_error_file(text[len(ERROR_FILE_MARKER):]))
         elif text.startswith("{"):
             try:
                 value = json.loads(text)
@@ -60,7 +63,11 @@ def summarize_agent(stdout_lines: list[str], stderr_text: str, returncode: int |
     ranks_match = _RANKS.search(stderr_text)
     group_match = _GROUP_RANK.search(stderr_text)
     ended_badly = killed or transport_failure or (returncode if exit_code is None else exit_code) not in (0, None)
-    last_error = _agent_error(stderr_text, rendezvous) if ended_badly else ""
+    global_ranks = [int(r) for r in ranks_match.group(1).replace(" ", "").split(",") if r] if ranks_match else []
+    last_error = ""
+    if ended_badly:
+        # The workers' own words first (torchelastic error files), torchrun's log lines after.
+        last_error = _error_file_text(error_files, global_ranks) or _agent_error(stderr_text, rendezvous)
     return {
         "returncode": returncode if exit_code is None else exit_code,
         "killed": killed,
@@ -68,7 +75,8 @@ def summarize_agent(stdout_lines: list[str], stderr_text: str, returncode: int |
         "duration_s": round(duration_s, 2),
         "rendezvous": rendezvous,
         "group_rank": int(group_match.group(1)) if group_match else None,
-        "global_ranks": [int(r) for r in ranks_match.group(1).replace(" ", "").split(",") if r] if ranks_match else [],
+        "global_ranks": global_ranks,
+        "error_files": error_files,
         "pids": pids,
         "reports": reports,
         "last_error": last_error,
@@ -109,6 +117,34 @@ def nccl_network(lines: list[str]) -> dict[str, Any] | None:
         nets = sorted(v for v in via if v.startswith("NET/"))
         network = nets[0].split("/", 1)[1] if nets else None
     return {"network": network, "via": sorted(via), "devices": devices}
+
+
+ERROR_FILE_MARKER = "@@error-file "
+
+
+def read_error_file(text: str) -> dict[str, Any]:
+    """One "@@error-file LOCAL_RANK JSON" line: the local rank and the message of a torchelastic error
+    file ({"message": {"message": ..., "extraInfo": {...}}}). Pure."""
+    local_rank, _, payload = text.partition(" ")
+    try:
+        content = json.loads(payload)
+    except ValueError:
+        content = {}
+    message = content.get("message") if isinstance(content, dict) else None
+    if isinstance(message, dict):
+        message = message.get("message")
+    return {"local_rank": int(local_rank) if local_rank.isdigit() else None, "message": str(message or "")[:300]}
+
+
+def _error_file_text(error_files: list[dict[str, Any]], global_ranks: list[int]) -> str:
+    """The first worker failure a torchelastic error file recorded, with its global rank. Pure."""
+    for entry in sorted(error_files, key=lambda e: (e.get("local_rank") is None, e.get("local_rank") or 0)):
+        if entry.get("message"):
+            local = entry.get("local_rank")
+            rank = global_ranks[local] if local is not None and local < len(global_ranks) else local
+            first = entry["message"].strip().splitlines()[0]
+            return f"worker rank {rank if rank is not None else '?'} failed: {first}"[:300]
+    return ""
 
 
 _ROOT_FIELD = re.compile(r"^\s*(rank|exitcode|traceback)\s*:\s*(.*)$")

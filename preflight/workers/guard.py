@@ -13,7 +13,8 @@ node's transport (a local child, ssh, srun):
   session dropped), the command's stdin is closed, and `--grace` seconds later the command's whole
   tree gets SIGTERM, then SIGKILL 5 s after that; the same after `--life` seconds, and on SIGTERM
   or SIGHUP to the guard. If the guard itself is killed, the command gets SIGTERM from the kernel;
-- once the command has ended, whatever is left in its session is killed, the log directory
+- once the command has ended, whatever is left in its session is killed, the torchelastic error
+  files its workers wrote are printed (`@@error-file <local rank> <json>`), the log directory
   removed, and `@@exit <code>` printed (128 + signal for a signal, as a shell reports it).
 
 `--kill` is the last resort when the guard did not answer: it kills the command's tree, only while
@@ -56,6 +57,22 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         pass
+
+
+def report_error_files(log_dir: str) -> None:
+    """Print the torchelastic error files the command's workers left ("@@error-file LOCAL_RANK JSON"):
+    torchrun points each worker's TORCHELASTIC_ERROR_FILE at <log dir>/<run>/attempt_N/<local rank>/error.json."""
+    import json
+
+    for root, _, files in os.walk(log_dir):
+        if "error.json" not in files:
+            continue
+        try:
+            with open(os.path.join(root, "error.json"), encoding="utf-8", errors="replace") as handle:
+                content = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        print(f"@@error-file {os.path.basename(root)} {json.dumps(content)}", flush=True)
 
 
 def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float | None) -> int:
@@ -117,6 +134,7 @@ def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float
         except subprocess.TimeoutExpired:
             pass
     kill_session(child.pid)
+    report_error_files(log_dir)
     shutil.rmtree(log_dir, ignore_errors=True)
     code = child.returncode
     code = 128 - code if code < 0 else code

@@ -277,11 +277,13 @@ def run_worker(body: Callable[[argparse.Namespace, DistEnv], dict[str, Any] | No
         result = body(args, env)
     except RanksMissing as exc:
         emit({"ok": False, "rank": env.rank, "error": str(exc), "missing_ranks": exc.missing})
+        record_error_file(exc)
         sys.stderr.flush()
         os._exit(1)  # skip interpreter teardown: a half-made process group can hang it
     except Exception as exc:  # noqa: BLE001 - reported, with the traceback on stderr
         traceback.print_exc()
         emit({"ok": False, "rank": env.rank, "error": f"{type(exc).__name__}: {_first_line(exc)}"})
+        record_error_file(exc)
         sys.stderr.flush()
         os._exit(1)
     if env.rank == 0 and result is not None:
@@ -291,6 +293,22 @@ def run_worker(body: Callable[[argparse.Namespace, DistEnv], dict[str, Any] | No
     # step leaves behind (gloo, torch 2.13) aborts about one exit in two with "terminate called
     # without an active exception", after the result is out, and torchrun reports the rank failed.
     os._exit(0)
+
+
+def record_error_file(exc: BaseException) -> None:
+    """Under torchrun, write the failure where torchelastic looks for it (TORCHELASTIC_ERROR_FILE),
+    in its format, so that torchrun's summary and preflight's reading of it name the real error."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    record = {"message": {"message": f"{type(exc).__name__}: {exc}",
+                          "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(time.time()))}}}
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+    except OSError:
+        pass
 
 
 def _ranks_text(ranks: list[int]) -> str:

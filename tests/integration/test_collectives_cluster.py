@@ -177,7 +177,7 @@ def test_run_agents_stops_everything_at_its_deadline(tmp_path):
 
 
 def test_the_guard_expands_a_home_relative_python_and_the_log_dir_inside_an_argument(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "preflight.workers.guard", "--", "echo", "~/bin/python", "{log_dir}",
+    out = subprocess.run([sys.executable, "-m", "preflight.workers.guard", "--grace", "20", "--", "echo", "~/bin/python", "{log_dir}",
                           "--log-dir={log_dir}"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
                          env={**os.environ, "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
     lines = out.stdout.splitlines()
@@ -188,6 +188,17 @@ def test_the_guard_expands_a_home_relative_python_and_the_log_dir_inside_an_argu
     assert option == f"--log-dir={log_dir}"  # the placeholder inside an argument is filled in too
     assert lines[-1] == "@@exit 0"
     assert list(tmp_path.iterdir()) == []  # nothing left in the home or working directory
+
+
+def test_the_guard_reports_the_workers_torchelastic_error_files(tmp_path):
+    writer = ("import json, os, sys\nd = os.path.join(sys.argv[1], 'run', 'attempt_0', '3')\nos.makedirs(d)\n"
+              "json.dump({'message': {'message': 'RuntimeError: boom', 'extraInfo': {}}}, open(d + '/error.json', 'w'))")
+    out = subprocess.run([sys.executable, "-m", "preflight.workers.guard", "--grace", "20", "--", sys.executable, "-c", writer,
+                          "{log_dir}"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    reported = [line for line in out.stdout.splitlines() if line.startswith("@@error-file ")]
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(reported) == 1 and reported[0].startswith("@@error-file 3 ")
+    assert json.loads(reported[0].split(" ", 2)[2])["message"]["message"] == "RuntimeError: boom"
 
 
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip (installed wherever the test bed runs)")

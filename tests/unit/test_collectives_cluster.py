@@ -7,6 +7,7 @@ local nodes, and three namespace nodes over ssh; the GPU ones are built and say 
 from __future__ import annotations
 
 import copy
+import json
 import itertools
 
 import pytest
@@ -461,3 +462,16 @@ def test_both_backends_get_the_probed_interface():
     mine = node_plan(ctx, {"a": {"interface": "ib0", "ip": "10.1.0.1"}}, ["a"], socket_ifname=None,
                      extra_env={"NCCL_SOCKET_IFNAME": "eth1"}, threads=1)
     assert mine["a"]["env"]["NCCL_SOCKET_IFNAME"] == "eth1"  # the user's own setting wins
+
+
+def test_a_torchelastic_error_file_is_preferred_over_torchrun_log_lines():
+    data = facts_of("torchrun_worker_failed.json")
+    from_logs = summarize_agent(data["stdout_lines"], data["stderr_text"], 1, False, 1.0)
+    assert from_logs["last_error"] and from_logs["error_files"] == []
+    record = {"message": {"message": "RuntimeError: Timed out waiting 5000ms for recv operation",
+                          "extraInfo": {"py_callstack": "Traceback ...", "timestamp": "1764500000"}}}
+    lines = data["stdout_lines"][:-1] + ["@@error-file 0 " + json.dumps(record)] + data["stdout_lines"][-1:]
+    agent = summarize_agent(lines, data["stderr_text"], 1, False, 1.0)
+    rank = agent["global_ranks"][0]
+    assert agent["last_error"] == f"worker rank {rank} failed: RuntimeError: Timed out waiting 5000ms for recv operation"
+    assert agent["error_files"] == [{"local_rank": 0, "message": record["message"]["message"]}]
