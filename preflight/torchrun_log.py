@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from preflight.cluster_nodes import names_text
-from preflight.proc import EXIT_MARKER, PID_MARKER
+from preflight.proc import EXIT_MARKER, PID_MARKER, json_objects
 
 
 _RANKS = re.compile(r"\bglobal_ranks=\[([\d,\s]*)\]")
@@ -24,7 +24,6 @@ _LOG_LINE = re.compile(r"^\[?[IWEDF]\d{4} \d\d:\d\d:\d\d")
 def summarize_agent(stdout_lines: list[str], stderr_text: str, returncode: int | None, killed: bool,
                     duration_s: float, transport_failure: bool = False) -> dict[str, Any]:
     """One node's torchrun run, as facts: where it got to, its ranks, what the ranks reported. Pure."""
-    reports = []
     error_files: list[dict[str, Any]] = []
     pids: dict[str, Any] = {}
     exit_code = None
@@ -39,13 +38,7 @@ def summarize_agent(stdout_lines: list[str], stderr_text: str, returncode: int |
             exit_code = int(text.split()[1])
         elif text.startswith(ERROR_FILE_MARKER):
             error_files.append(read_error_file(text[len(ERROR_FILE_MARKER):]))
-        elif text.startswith("{"):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                reports.append(value)
+    reports = json_objects(stdout_lines)  # what the ranks reported, in the worker protocol
     if "Rendezvous complete for workers" in stderr_text:
         rendezvous = "complete"
     elif "RendezvousTimeoutError" in stderr_text:
