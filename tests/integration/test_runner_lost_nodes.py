@@ -17,12 +17,11 @@ import pytest
 import preflight
 import preflight.runner as runner_module
 from preflight.agent import DONE, HELLO, RESULT, START
-from preflight.check import Check
+from preflight.check import Check, Outcome
 from preflight.config import Config
 from preflight.execute import result_from_outcome
-from preflight.check import Outcome
 from preflight.model import Status
-from preflight.runner import Runner, RunPlan, NodeTarget
+from preflight.runner import NodeTarget, Runner, RunPlan
 from preflight.transport.local import LocalTransport
 from tests.conftest import pids_alive
 
