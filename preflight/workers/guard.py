@@ -134,11 +134,15 @@ def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float
         except subprocess.TimeoutExpired:
             pass
     kill_session(child.pid)
-    report_error_files(log_dir)
-    shutil.rmtree(log_dir, ignore_errors=True)
     code = child.returncode
     code = 128 - code if code < 0 else code
-    print(f"@@exit {code}", flush=True)
+    try:
+        report_error_files(log_dir)
+        print(f"@@exit {code}", flush=True)
+    except OSError:
+        pass  # nobody is reading any more (the ssh session dropped): the exit status still says it
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
     return code
 
 
