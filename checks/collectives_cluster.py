@@ -30,11 +30,12 @@ not already pinned on a node (one that never joined), a pairwise pass runs two-n
 disjoint pairs at once, in round-robin rounds, within `pairwise_timeout_s`: a node whose every pair
 is bad while other pairs are fine is at fault; otherwise the bad pairs are.
 
-Processes: each torchrun runs under a small shell wrapper on its node that prints its PID, holds the
-transport's stdin, and sends SIGTERM (then SIGKILL) to torchrun when that stdin closes, which is
-what happens when the check stops it, when the check itself is killed, and when an ssh session
-drops. Workers die with their torchrun (PR_SET_PDEATHSIG in the worker). What is still running
-after that is killed by its recorded PID on the node, and the local end by its process group.
+Processes: each torchrun is started with the node's transport's spawn(), under the guard
+(preflight.workers.guard) that prints its PID, holds the transport's stdin, and sends torchrun's
+tree SIGTERM (then SIGKILL) when that stdin closes, which is what happens when the check stops it,
+when the check itself is killed, and when an ssh session drops. Workers die with their torchrun
+(PR_SET_PDEATHSIG in the worker). What is still running after that is killed by its recorded PID
+on the node, and the local end's tree here (preflight.proc).
 """
 
 from __future__ import annotations
