@@ -16,14 +16,9 @@ import pytest
 
 from preflight.check import Expect
 from preflight.model import Status
-from preflight_checks.net_bandwidth import (
-    NetBandwidth,
-    Params,
-    full_rounds,
-    parse_client_output,
-    ring_rounds,
-    summarize_sample,
-)
+from preflight.iperf import parse_client_output, summarize_sample
+from preflight.pairs import full_rounds, ring_rounds
+from preflight_checks.net_bandwidth import NetBandwidth, Params
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "net"
 SHAPED_RATE_GBPS = 2.0  # the tbf rate of node 2's link when the data was recorded
