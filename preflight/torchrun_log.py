@@ -233,18 +233,18 @@ def interpret_run(agents: dict[str, dict[str, Any]], host: str, rdzv_timeout_s: 
         who = ", ".join(rank_text(m, owners) for m in missing)
         out["error"] = f"{who} never reported in after torchrun started it (the workers' roll call)"
         return out
-    reported = {int(rep["rank"]) for _, rep in reports if rep.get("rank") is not None}
-    stopped = sorted(r for r, node in owners.items() if r not in reported and agents[node].get("killed"))
+    reporting_nodes = {node for node, _ in reports}
+    stopped = sorted(r for r, node in owners.items() if node not in reporting_nodes)
     if errors and stopped:
-        # Ranks that joined, then went silent while the others failed waiting for them, and were still
-        # running when the launch was stopped: the ones that stopped inside a collective.
+        # Ranks that joined (torchrun started them), then said nothing at all, on nodes where no rank
+        # said anything, while the others failed waiting for them: the ones that stopped inside a
+        # collective (hung, or died without a word) and were ended by their torchrun or by us.
         out["phase"] = "stopped"
         out["fault_nodes"] = sorted({owners[r] for r in stopped})
         first_node, first = errors[0]
         where = rank_text(int(first["rank"]), owners) if first.get("rank") is not None else first_node
         out["error"] = (f"{', '.join(rank_text(r, owners) for r in stopped)} stopped inside a collective: "
-                        f"{'it' if len(stopped) == 1 else 'they'} reported nothing and {'was' if len(stopped) == 1 else 'were'} "
-                        f"still running when the launch was stopped, while the others failed waiting "
+                        f"{'it' if len(stopped) == 1 else 'they'} reported nothing, while the others failed waiting "
                         f"({where}: {first.get('error') or 'failed'})")
         return out
     if errors:

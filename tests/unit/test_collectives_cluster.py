@@ -475,3 +475,17 @@ def test_a_torchelastic_error_file_is_preferred_over_torchrun_log_lines():
     rank = agent["global_ranks"][0]
     assert agent["last_error"] == f"worker rank {rank} failed: RuntimeError: Timed out waiting 5000ms for recv operation"
     assert agent["error_files"] == [{"local_rank": 0, "message": record["message"]["message"]}]
+
+
+def test_a_rank_that_joined_and_went_silent_is_named_whoever_ended_it():
+    waiting = {"ok": False, "rank": 0, "error": "RuntimeError: Timed out waiting 5000ms for recv operation"}
+    for killed_by_us in (True, False):  # stopped by the launch, or by its torchrun when the store went
+        agents = {"a": {"rendezvous": "complete", "global_ranks": [0], "reports": [waiting], "returncode": 1},
+                  "b": {"rendezvous": "complete", "global_ranks": [1], "reports": [], "killed": killed_by_us,
+                        "returncode": 143 if killed_by_us else 1}}
+        outcome = interpret_run(agents, "a", 10, 30)
+        assert outcome["phase"] == "stopped" and outcome["fault_nodes"] == ["b"]
+        assert outcome["error"].startswith("rank 1 (b) stopped inside a collective")
+    # Every node's ranks spoke: their errors are listed, nobody is singled out.
+    agents["b"]["reports"] = [{"ok": False, "rank": 1, "error": "boom"}]
+    assert interpret_run(agents, "a", 10, 30)["phase"] == "collective"
