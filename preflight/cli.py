@@ -115,10 +115,15 @@ def _writable_dir(path: str) -> Path:
               help="Relative change of a figure that counts against the baseline (0.1 = 10%).")
 @click.option("--fail-on-regression", is_flag=True,
               help="With --baseline: a regression makes the verdict NO-GO (without it, regressions are warnings).")
+@click.option("--slurm", is_flag=True, help="Check the nodes of the Slurm allocation this runs in (salloc/sbatch), "
+              "through job steps; their interpreter defaults to this one.")
+@click.option("--drain", is_flag=True, help="With --slurm: drain each node with a blocking finding of its own.")
+@click.option("--resume", is_flag=True, help="With --slurm: resume nodes preflight drained that now pass.")
 def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
-        baseline_tolerance: float = 0.1, fail_on_regression: bool = False) -> None:
+        baseline_tolerance: float = 0.1, fail_on_regression: bool = False, slurm: bool = False,
+        drain: bool = False, resume: bool = False) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight import config as config_mod
     from preflight.runner import NodeTarget, RunPlan, Runner
@@ -151,7 +156,9 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
             raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
     checks = registry.ordered([c for c in wanted if c not in skipped])
 
-    if nodes_file:
+    if slurm or drain or resume:
+        nodes = _slurm_nodes(nodes_file, slurm, remote_python)
+    elif nodes_file:
         nodes = _nodes_from_file(nodes_file, remote_python, list(ssh_options), ssh_accept_new)
     else:
         nodes = [NodeTarget(LocalTransport())]
@@ -176,6 +183,11 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
         attach(report, baseline, baseline_tolerance, label=str(baseline_file), fail_on_regression=fail_on_regression)
     _finish(report, out, chosen_formats)
+    if drain or resume:
+        from preflight.slurm import apply
+
+        for action in apply(report, drain, resume):
+            click.echo(f"slurm: {action.describe()}", err=bool(action.error))
     from preflight.verdict import decide
 
     sys.exit(EXIT_INTERRUPTED if report.interrupted else decide(report).exit_code)
@@ -193,6 +205,23 @@ def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], acce
     except HostsFileError as exc:
         raise UsageProblem(str(exc)) from None
     except ValueError as exc:  # an --ssh-option that is not Key=Value
+        raise UsageProblem(str(exc)) from None
+
+
+def _slurm_nodes(nodes_file: str | None, slurm: bool, remote_python: str) -> list[Any]:
+    from preflight import slurm as slurm_mod
+
+    if not slurm:
+        raise UsageProblem("--drain and --resume act on the nodes of a Slurm allocation: add --slurm")
+    if nodes_file:
+        raise UsageProblem("--nodes and --slurm exclude each other: the allocation says which nodes to check")
+    if slurm_mod.allocation_from_env() is None:
+        raise UsageProblem(slurm_mod.outside_allocation_message(sys.argv[1:]))
+    source = click.get_current_context().get_parameter_source("remote_python")
+    python = sys.executable if source is click.core.ParameterSource.DEFAULT else remote_python
+    try:
+        return slurm_mod.allocation_nodes(python)
+    except (slurm_mod.SlurmError, ValueError) as exc:
         raise UsageProblem(str(exc)) from None
 
 
@@ -254,6 +283,31 @@ def _finish(report: Any, out: Path, formats: list[str], announce: bool = True) -
                 fh.write(renderer("md")(report) + "\n")
         except OSError as exc:
             click.echo(f"preflight: warning: cannot append to GITHUB_STEP_SUMMARY: {exc}", err=True)
+
+
+@cli.command(epilog=EXIT_CODE_HELP)
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="preflight.toml with expectations and per-check parameters.")
+@click.option("--set", "settings", multiple=True, metavar="ID.KEY=VALUE", help="Override a check parameter.")
+@click.option("--budget", type=click.FloatRange(1), default=45.0, show_default=True,
+              help="Seconds all checks together may take (slurmd stops a HealthCheckProgram at 60).")
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="Also keep results.json here (default: nothing is written).")
+@click.option("--drain", is_flag=True, help="Drain this node in Slurm when it has a blocking finding.")
+@click.option("--resume", is_flag=True, help="Resume this node when preflight drained it and it now passes.")
+def healthcheck(config_file: str | None, settings: tuple[str, ...], budget: float, out_dir: str | None,
+                drain: bool, resume: bool) -> None:
+    """The cheap node checks (node.environment, gpu.visibility, versions.*) on this node only, for a
+    Slurm Prolog or HealthCheckProgram: bounded time, the exit code is the verdict, nothing leaves the node."""
+    from preflight.config import ConfigError
+    from preflight.healthcheck import run_healthcheck
+
+    try:
+        code = run_healthcheck(config_file, list(settings), budget, out_dir, drain, resume, click.echo,
+                               command=shlex.join(["preflight", *sys.argv[1:]]))
+    except ConfigError as exc:
+        raise UsageProblem(str(exc)) from None
+    sys.exit(code)
 
 
 @cli.command("list")
