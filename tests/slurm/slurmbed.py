@@ -69,6 +69,8 @@ class SlurmBed(TestBed):
     # Node index -> size of a private tmpfs mounted on /dev/shm for that node's slurmd and its jobs.
     shm: dict[int, str] = field(default_factory=dict)
     cpus: int = 2
+    extra_conf: str = ""  # slurm.conf lines to add (a HealthCheckProgram)
+    link_conf: Path | None = None  # a symlink to make to slurm.conf (for programs slurmd starts)
     sdir: Path = field(init=False)
     conf: Path = field(init=False)
     _procs: dict[str, subprocess.Popen] = field(default_factory=dict, init=False)
@@ -83,6 +85,8 @@ class SlurmBed(TestBed):
         self.ctld_port, self.slurmd_port = _free_port(), _free_port()
         self.conf = self.sdir / "slurm.conf"
         self.conf.write_text(self.slurm_conf())
+        if self.link_conf is not None:
+            self.link_conf.symlink_to(self.conf)
         (self.sdir / "ctld").mkdir()
         hosts = "127.0.0.1 localhost\n" + f"{self.bridge_address} {self.controller}\n" + "".join(
             f"{node.address} {node.name}\n" for node in self.nodes)
@@ -164,6 +168,7 @@ class SlurmBed(TestBed):
             "ReturnToService=2\nMpiDefault=none\nSwitchType=switch/none\n"
             "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
             "SlurmdTimeout=300\nMessageTimeout=10\nKillWait=5\nInactiveLimit=0\n"
+            + self.extra_conf.rstrip("\n") + "\n"
             + nodes
             + f"PartitionName={PARTITION} Nodes={','.join(n.name for n in self.nodes)} Default=YES "
               "MaxTime=INFINITE State=UP\n"
@@ -225,7 +230,10 @@ class SlurmBed(TestBed):
                 states = self.states()
             except (RuntimeError, subprocess.TimeoutExpired):
                 return False
-            return all(name in states and states[name].state == "IDLE" for name in wanted)
+            # Registered and answering; a node drained at start (by a health check) counts too.
+            return all(name in states and states[name].state.split("+")[0] == "IDLE"
+                       and "NOT_RESPONDING" not in states[name].state and "*" not in states[name].state
+                       for name in wanted)
 
         self._wait(ready, timeout, f"nodes {wanted} did not become idle")
 
