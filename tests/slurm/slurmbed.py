@@ -69,6 +69,7 @@ class SlurmBed(TestBed):
     # Node index -> size of a private tmpfs mounted on /dev/shm for that node's slurmd and its jobs.
     shm: dict[int, str] = field(default_factory=dict)
     cpus: int = 2
+    slurmd_timeout: int = 300  # seconds before slurmctld declares a silent node DOWN
     extra_conf: str = ""  # slurm.conf lines to add (a HealthCheckProgram)
     link_conf: Path | None = None  # a symlink to make to slurm.conf (for programs slurmd starts)
     sdir: Path = field(init=False)
@@ -167,7 +168,7 @@ class SlurmBed(TestBed):
             "SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n"
             "ReturnToService=2\nMpiDefault=none\nSwitchType=switch/none\n"
             "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
-            "SlurmdTimeout=300\nMessageTimeout=10\nKillWait=5\nInactiveLimit=0\n"
+            f"SlurmdTimeout={self.slurmd_timeout}\nMessageTimeout=10\nKillWait=5\nInactiveLimit=0\n"
             + self.extra_conf.rstrip("\n") + "\n"
             + nodes
             + f"PartitionName={PARTITION} Nodes={','.join(n.name for n in self.nodes)} Default=YES "
@@ -237,10 +238,10 @@ class SlurmBed(TestBed):
 
         self._wait(ready, timeout, f"nodes {wanted} did not become idle")
 
-    def allocate(self, count: int, timeout: float = 60) -> dict[str, str]:
+    def allocate(self, count: int, timeout: float = 60, *options: str) -> dict[str, str]:
         """Hold a `count`-node allocation (salloc --no-shell) and return the environment of a
         program running inside it, as salloc and sbatch set it: SLURM_JOB_ID, SLURM_JOB_NODELIST."""
-        proc = subprocess.run(["salloc", f"-N{count}", "--no-shell", "-J", "pft-alloc"], capture_output=True,
+        proc = subprocess.run(["salloc", f"-N{count}", "--no-shell", "-J", "pft-alloc", *options], capture_output=True,
                               text=True, env=self.env, timeout=timeout, stdin=subprocess.DEVNULL)
         match = re.search(r"Granted job allocation (\d+)", proc.stderr)
         if proc.returncode != 0 or not match:
@@ -261,7 +262,9 @@ class SlurmBed(TestBed):
         for proc in psutil.process_iter(["cmdline"]):
             cmdline = proc.info.get("cmdline") or []
             if cmdline and os.path.basename(cmdline[0]) == "srun" and f"--jobid={jobid}" in cmdline:
-                found.append(" ".join(cmdline))
+                with contextlib.suppress(psutil.Error):
+                    if proc.environ().get("SLURM_CONF") == str(self.conf):  # job ids restart in every bed
+                        found.append(" ".join(cmdline))
         return found
 
     def drain(self, name: str, reason: str) -> None:

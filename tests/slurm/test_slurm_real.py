@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,34 @@ def test_a_node_whose_slurmd_died_is_error_and_named_and_nothing_is_left_running
     assert "n3" in (out / "report.md").read_text()
     assert_nothing_left(bed, jobid)
     bed.release(jobid)
+
+
+def test_a_node_lost_mid_run_is_named_once_slurm_declares_it_down_and_the_rest_completes(make_slurm_bed, tmp_path):
+    # --no-kill (as the sbatch example asks): a failed node ends its own steps, not the whole job.
+    bed = make_slurm_bed(2, slurmd_timeout=10)
+    inside = bed.allocate(2, 60, "--no-kill")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "preflight", "run", "--slurm", "--checks", "node.environment,example.sleep",
+                             "--set", "example.sleep.seconds=20", "--format", "json", "--out", str(out)],
+                            cwd=tmp_path, env={**inside, "CI": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not any("time.sleep" in cmd for _, cmd in bed.leftovers(2)):  # example.sleep's child on n2
+            assert time.monotonic() < deadline and proc.poll() is None, "the run never reached example.sleep on n2"
+            time.sleep(0.1)
+        bed.kill_node(bed.node(2))  # slurmd, its steps and the agent go at once: a crashed node
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, stdout[-3000:] + stderr[-2000:]
+    by_key = {(r["check_id"], r["node"]): r for r in results(out)["results"]}
+    assert by_key[("example.sleep", "n2")]["status"] == "ERROR"
+    assert "lost contact with n2" in by_key[("example.sleep", "n2")]["summary"]
+    assert by_key[("example.sleep", "n1")]["status"] == "PASS"
+    assert by_key[("node.environment", "n1")]["status"] in ("PASS", "WARN")
+    assert by_key[("node.environment", "n2")]["status"] == "ERROR"
+    assert_nothing_left(bed, inside["SLURM_JOB_ID"])
+    bed.release(inside["SLURM_JOB_ID"])
