@@ -422,7 +422,7 @@ class DataloaderThroughput(Check):
     def _judged_loaders(loaders: dict[str, dict[str, Any]], expect: Expect) -> dict[str, dict[str, Any]]:
         """The loaders of the frameworks the team uses; all measured ones when it did not say."""
         wanted = {"torch": "torch DataLoader", "tensorflow": "tf.data"}
-        chosen = {wanted[f]: loaders[wanted[f]] for f in expect.frameworks if wanted.get(f) in loaders}
+        chosen = {wanted[f]: loaders[wanted[f]] for f in expect.frameworks or [] if wanted.get(f) in loaders}
         return chosen or loaders
 
     @staticmethod

@@ -1,7 +1,13 @@
-"""node.environment: the operating-system facts every training job depends on."""
+"""node.environment: the operating-system facts every training job depends on.
+
+Also what the node has to train with: the NVIDIA GPUs on its PCI bus (whether or not a driver is
+loaded) and which frameworks are importable. The verdict reads both: a node with NVIDIA GPUs must
+have every GPU check measure, and a node with neither PyTorch nor TensorFlow cannot train.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import resource
 import shutil
@@ -9,11 +15,18 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.check import Check, Expect, NodeContext, Outcome, measure
-from preflight.model import Status, worst
+from preflight.check import Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
+from preflight.model import Finding, Status
 
 GIB = 1024**3
 UNLIMITED = -1  # how facts spell RLIM_INFINITY, which JSON cannot carry portably
+PCI_ROOT = "/sys/bus/pci/devices"
+NVIDIA_VENDOR = 0x10DE
+# PCI base class 0x03 is a display controller (0x0300 VGA, 0x0302 3D controller: data-centre GPUs).
+# NVSwitches and NVIDIA's network and bridge devices share the vendor id but not this class.
+DISPLAY_CLASS = 0x03
+FRAMEWORKS = ("torch", "tensorflow")
+NO_FRAMEWORK = "neither PyTorch nor TensorFlow is installed: nothing here can train"
 
 
 @dataclass
@@ -35,6 +48,51 @@ class Params:
 
 def _limit(value: int) -> int:
     return UNLIMITED if value == resource.RLIM_INFINITY else int(value)
+
+
+def _read_hex(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return int(fh.read().strip(), 16)
+    except (OSError, ValueError):
+        return None
+
+
+def nvidia_pci_gpus(root: str = PCI_ROOT) -> list[dict[str, Any]]:
+    """NVIDIA GPUs on the PCI bus, with the kernel driver each is bound to (None: no driver).
+
+    Read from sysfs, so it works with no NVIDIA software installed at all: this is what says a node
+    is a GPU node whose driver is missing, rather than a CPU node.
+    """
+    gpus = []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    for name in names:
+        device = os.path.join(root, name)
+        if _read_hex(os.path.join(device, "vendor")) != NVIDIA_VENDOR:
+            continue
+        pci_class = _read_hex(os.path.join(device, "class"))
+        if pci_class is None or pci_class >> 16 != DISPLAY_CLASS:
+            continue
+        driver_link = os.path.join(device, "driver")
+        driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
+        device_id = _read_hex(os.path.join(device, "device"))
+        gpus.append({"address": name, "class": f"0x{pci_class:06x}",
+                     "device": f"0x{device_id:04x}" if device_id is not None else None, "driver": driver})
+    return gpus
+
+
+def importable(names: list[str]) -> dict[str, bool]:
+    """Which top-level modules could be imported, without importing them."""
+    found = {}
+    for name in names:
+        try:
+            found[name] = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found[name] = False
+    return found
 
 
 def _resolve_all(name: str) -> list[str]:
@@ -96,74 +154,130 @@ class NodeEnvironment(Check):
             "memory_total_bytes": psutil.virtual_memory().total,
             "memory_available_bytes": psutil.virtual_memory().available,
             "env": {k: os.environ[k] for k in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "MASTER_ADDR") if k in os.environ},
+            "nvidia_gpus": nvidia_pci_gpus(),
+            "frameworks": importable(list(dict.fromkeys([*FRAMEWORKS, *(ctx.expect.frameworks or [])]))),
         }
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
+        findings: list[Finding] = []
         measurements = []
-        problems: list[tuple[Status, str]] = []
+
+        def found(name: str, level: Status, message: str, fix: str) -> None:
+            findings.append(Finding(f"{self.id}.{name}", level, message, fix))
 
         shm = facts.get("shm_total_bytes")
+        shm_fix = ("Containers: run with --shm-size=16g (or --ipc=host); Kubernetes: mount an emptyDir with "
+                   "medium: Memory at /dev/shm.")
         if shm is None:
-            problems.append((Status.FAIL, "/dev/shm is missing: DataLoader workers cannot share batches"))
+            found("shm-missing", Status.FAIL, "/dev/shm is missing: DataLoader workers cannot share batches", shm_fix)
             measurements.append(measure("/dev/shm size", None, "GiB", at_least=params.min_shm_gib))
         else:
             m = measure("/dev/shm size", round(shm / GIB, 2), "GiB", at_least=params.min_shm_gib)
             measurements.append(m)
             if not m.ok:
-                problems.append((Status.FAIL, f"/dev/shm is {shm / GIB:.2f} GiB, below {params.min_shm_gib} GiB: DataLoader workers will crash"))
+                found("shm-small", Status.FAIL, f"/dev/shm is {shm / GIB:.2f} GiB, below {params.min_shm_gib} GiB: "
+                      "DataLoader workers will crash", shm_fix)
 
         memlock = facts.get("memlock_soft")
         memlock_text = "unlimited" if memlock == UNLIMITED else f"{memlock / 1024:.0f} KiB"
-        measurements.append(measure("locked-memory limit (soft)", memlock_text, ""))
-        if params.require_unlimited_memlock and memlock != UNLIMITED:
-            measurements[-1].threshold, measurements[-1].comparison, measurements[-1].ok = "unlimited", "==", False
-            problems.append((Status.WARN, f"locked-memory limit is {memlock_text}, not unlimited: RDMA transports (InfiniBand, RoCE, EFA) need it unlimited"))
-        elif params.require_unlimited_memlock:
-            measurements[-1].threshold, measurements[-1].comparison, measurements[-1].ok = "unlimited", "==", True
+        if params.require_unlimited_memlock:
+            measurements.append(measure("locked-memory limit (soft)", memlock_text, "", equals="unlimited"))
+            if memlock != UNLIMITED:
+                found("memlock-limited", Status.WARN, f"locked-memory limit is {memlock_text}, not unlimited: RDMA "
+                      "transports (InfiniBand, RoCE, EFA) need it unlimited",
+                      "Set memlock unlimited in /etc/security/limits.conf or the container runtime "
+                      "(docker run --ulimit memlock=-1).")
+        else:
+            measurements.append(measure("locked-memory limit (soft)", memlock_text, ""))
 
         nofile = facts.get("nofile_soft")
         nofile_value = float("inf") if nofile == UNLIMITED else nofile
-        m = measure("open-files limit (soft)", nofile if nofile != UNLIMITED else "unlimited", "", )
+        m = measure("open-files limit (soft)", nofile if nofile != UNLIMITED else "unlimited", "")
         m.threshold, m.comparison, m.ok = params.min_open_files, ">=", nofile_value >= params.min_open_files
         measurements.append(m)
         if not m.ok:
             hard = facts.get("nofile_hard")
-            hint = " (the hard limit allows raising it)" if hard == UNLIMITED or (hard or 0) >= params.min_open_files else ""
-            problems.append((Status.WARN, f"open-files limit is {nofile}, below {params.min_open_files}{hint}"))
+            raisable = hard == UNLIMITED or (hard or 0) >= params.min_open_files
+            hint = " (the hard limit allows raising it)" if raisable else ""
+            found("nofile-low", Status.WARN, f"open-files limit is {nofile}, below {params.min_open_files}{hint}",
+                  "Raise nofile (ulimit -n, or nofile 1048576 in /etc/security/limits.conf or the container "
+                  "runtime).")
 
         for path, disk in sorted(facts.get("disks", {}).items()):
             if "error" in disk:
-                problems.append((Status.FAIL, f"cannot read free space of {path}: {disk['error']}"))
+                found("disk-unreadable", Status.FAIL, f"cannot read free space of {path}: {disk['error']}",
+                      f"Create {path} or fix its permissions, or point the setting that names it elsewhere.")
                 continue
             m = measure(f"free disk at {path}", round(disk["free_bytes"] / GIB, 1), "GiB", at_least=params.min_free_disk_gib)
             measurements.append(m)
             if not m.ok:
-                problems.append((Status.WARN, f"only {disk['free_bytes'] / GIB:.1f} GiB free at {path}, below {params.min_free_disk_gib} GiB"))
+                found("disk-low", Status.WARN, f"only {disk['free_bytes'] / GIB:.1f} GiB free at {path}, below "
+                      f"{params.min_free_disk_gib} GiB",
+                      "Free disk space or point the checkpoint and output directories at a larger volume.")
 
+        self._judge_hostname(facts, found)
+
+        cpus = facts.get("cpu_affinity") or facts.get("cpu_count") or 0
+        measurements.append(measure("usable CPUs", cpus, "", at_least=params.min_cpus))
+        if cpus < params.min_cpus:
+            found("cpus-few", Status.FAIL, f"{cpus} usable CPUs, below {params.min_cpus}",
+                  "Give the job more CPUs (the container's --cpus or cpuset, or the scheduler's allocation).")
+        mem = (facts.get("memory_total_bytes") or 0) / GIB
+        measurements.append(measure("memory", round(mem, 1), "GiB", at_least=params.min_memory_gib))
+        if mem < params.min_memory_gib:
+            found("memory-low", Status.FAIL, f"{mem:.1f} GiB of memory, below {params.min_memory_gib} GiB",
+                  "Give the job more memory (the container's --memory, or the scheduler's allocation).")
+
+        measurements += self._judge_hardware(facts, expect, found)
+        passed = f"shm {(shm or 0) / GIB:.1f} GiB, memlock {memlock_text}, nofile {nofile}, {cpus} CPUs, {mem:.0f} GiB RAM"
+        return outcome_from_findings(findings, measurements, passed=passed)
+
+    @staticmethod
+    def _judge_hostname(facts: dict[str, Any], found: Any) -> None:
         addresses = facts.get("hostname_addresses") or []
         loopback = [a for a in addresses if a.startswith("127.") or a == "::1"]
+        fix = ("Make the hostname resolve to the node's routable address (fix /etc/hosts or DNS), or set "
+               "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface that carries training traffic.")
         if not addresses:
-            problems.append((Status.WARN, f"hostname {facts.get('hostname')!r} does not resolve: torchrun and NCCL bootstrap by hostname"))
+            found("hostname-unresolved", Status.WARN, f"hostname {facts.get('hostname')!r} does not resolve: torchrun "
+                  "and NCCL bootstrap by hostname", fix)
         elif loopback and len(loopback) == len(addresses):
             pinned = facts.get("env", {})
             text = (f"hostname {facts.get('hostname')!r} resolves only to {', '.join(loopback)}: NCCL and gloo will "
                     "advertise a loopback address and multi-node jobs hang at rendezvous")
             if pinned.get("NCCL_SOCKET_IFNAME") or pinned.get("GLOO_SOCKET_IFNAME"):
                 text += " (NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME is set, which works around it)"
-            problems.append((Status.WARN, text))
+            found("hostname-loopback", Status.WARN, text, fix)
 
-        cpus = facts.get("cpu_affinity") or facts.get("cpu_count") or 0
-        measurements.append(measure("usable CPUs", cpus, "", at_least=params.min_cpus))
-        if cpus < params.min_cpus:
-            problems.append((Status.FAIL, f"{cpus} usable CPUs, below {params.min_cpus}"))
-        mem = (facts.get("memory_total_bytes") or 0) / GIB
-        measurements.append(measure("memory", round(mem, 1), "GiB", at_least=params.min_memory_gib))
-        if mem < params.min_memory_gib:
-            problems.append((Status.FAIL, f"{mem:.1f} GiB of memory, below {params.min_memory_gib} GiB"))
-
-        status = worst([s for s, _ in problems], default=Status.PASS)
-        if not problems:
-            summary = f"shm {shm / GIB:.1f} GiB, memlock {memlock_text}, nofile {nofile}, {cpus} CPUs, {mem:.0f} GiB RAM"
-        else:
-            summary = "; ".join(text for s, text in problems if s is status)
-        return Outcome(status, summary, measurements, details=[text for _, text in problems])
+    @staticmethod
+    def _judge_hardware(facts: dict[str, Any], expect: Expect, found: Any) -> list:
+        """GPUs on the PCI bus without a driver, and frameworks to train with. Facts recorded by an older
+        preflight carry neither, and are not judged on them."""
+        measurements = []
+        gpus = facts.get("nvidia_gpus")
+        if gpus is not None:
+            measurements.append(measure("NVIDIA GPUs on the PCI bus", len(gpus), ""))
+            bound = [g for g in gpus if g.get("driver") == "nvidia"]
+            if gpus and not bound:
+                drivers = sorted({g.get("driver") or "no driver" for g in gpus})
+                found("gpu-without-driver", Status.FAIL,
+                      f"{len(gpus)} NVIDIA GPU{'s' if len(gpus) != 1 else ''} on the PCI bus, but none is bound to "
+                      f"the NVIDIA driver ({', '.join(drivers)}): nothing can use them",
+                      "Install the NVIDIA driver for these GPUs and load it (modprobe nvidia, or reboot); "
+                      "`nvidia-smi` must list every GPU.")
+        frameworks = facts.get("frameworks")
+        if frameworks is None:
+            return measurements
+        wanted = expect.frameworks
+        if wanted is None and not any(frameworks.get(f) for f in FRAMEWORKS):
+            found("no-framework", Status.FAIL, NO_FRAMEWORK,
+                  "Install the framework the team trains with into the Python that runs preflight (pip install "
+                  "torch, or pip install tensorflow), or set expect.frameworks = [] if this node is not meant "
+                  "to train.")
+        for name in wanted or []:
+            if name in frameworks and not frameworks[name]:
+                found("framework-missing", Status.FAIL,
+                      f"{name} is expected (expect.frameworks) but cannot be imported here",
+                      f"Install {name} into the Python that runs preflight on this node (pip install {name}), "
+                      "or remove it from expect.frameworks.")
+        return measurements

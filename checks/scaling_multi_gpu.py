@@ -13,7 +13,9 @@ With tensorflow installed, the same model is timed under MirroredStrategy in its
 (`preflight.workers.tf_scaling`) and reported beside torch's.
 
 Judged on E at the largest count: PASS at min_efficiency and above, WARN down to warn_efficiency,
-FAIL below. The facts carry `training_samples_per_s` (the node's throughput at its largest measured
+FAIL below. On a node without GPUs the ranks are CPU processes sharing its cores: the figure is
+reported as information about that node (a SKIP-level finding), never judged by GPU thresholds. The
+facts carry `training_samples_per_s` (the node's throughput at its largest measured
 count), which dataloader.throughput reads as the rate its loader must feed.
 """
 
@@ -25,8 +27,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure
-from preflight.model import Measurement, Status
+from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
+from preflight.model import FIGURE_SCALING, Finding, Measurement, Status
 
 MAX_DEFAULT_DEVICES = 8
 LAUNCH_GRACE_S = 5.0
@@ -286,9 +288,16 @@ class ScalingMultiGpu(Check):
         return run
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
+        findings: list[Finding] = []
+
+        def found(name: str, level: Status, message: str, fix: str = "") -> None:
+            findings.append(Finding(f"{self.id}.{name}", level, message, fix))
+
         if facts.get("torch_version") is None:
-            status = Status.FAIL if self.expected_to_run(expect) else Status.SKIP
-            return Outcome(status, "torch is not installed: scaling is measured with torch DistributedDataParallel")
+            level = Status.FAIL if self.expected_to_run(expect) else Status.SKIP
+            found("no-torch", level, "torch is not installed: scaling is measured with torch DistributedDataParallel",
+                  "Install torch into the Python that runs preflight (pip install torch, the CUDA build on GPU nodes).")
+            return outcome_from_findings(findings, passed="")
         device_kind = facts.get("device_kind", "cpu")
         kind = device_kind
         details: list[str] = list(facts.get("notes", []))
@@ -304,26 +313,26 @@ class ScalingMultiGpu(Check):
 
         if failed:
             text = "; ".join(f"{count_text(r['devices'], kind)}: {r.get('error') or 'failed'}" for r in failed)
-            return Outcome(Status.ERROR, f"could not measure: {text}", measurements, details=details + [text])
+            found("launch-failed", Status.ERROR, f"could not measure: {text}",
+                  "Look at the ranks' output in the evidence: a rank that never joins is often a GPU held by "
+                  "another process, or GLOO_SOCKET_IFNAME naming an interface that does not exist.")
+            return outcome_from_findings(findings, measurements, passed="", details=details + [text])
         if not table:
-            return Outcome(Status.ERROR, "no device count was measured", details=details)
+            found("nothing-measured", Status.ERROR, "no device count was measured")
+            return outcome_from_findings(findings, passed="", details=details)
         if len(table) == 1:
             only = table[0]
-            return Outcome(Status.SKIP, f"{count_text(1, kind)} only: nothing to scale across "
-                                        f"({only['samples_per_s']:,.0f} samples/s measured)", measurements,
-                           details=details)
+            # One device has nothing to scale across: not a fault of a one-GPU node, whatever is expected.
+            found("single-device.not-applicable", Status.SKIP, f"{count_text(1, kind)} only: nothing to scale "
+                  f"across ({only['samples_per_s']:,.0f} samples/s measured)")
+            return outcome_from_findings(findings, measurements, passed="", details=details)
 
         top = table[-1]
         n, efficiency = top["devices"], top["efficiency"]
-        if efficiency >= params.min_efficiency:
-            status = Status.PASS
-        elif efficiency >= params.warn_efficiency:
-            status = Status.WARN
-        else:
-            status = Status.FAIL
+        judged_at = ("" if device_kind == "cpu" else
+                     f"; PASS at {params.min_efficiency:.2f}, WARN down to {params.warn_efficiency:.2f}")
         summary = (f"{count_text(n, kind)} deliver the throughput of {top['effective_devices']:.1f} "
-                   f"(efficiency {efficiency:.2f}; PASS at {params.min_efficiency:.2f}, WARN down to "
-                   f"{params.warn_efficiency:.2f}); {top['samples_per_s']:,.0f} samples/s")
+                   f"(efficiency {efficiency:.2f}{judged_at}); {top['samples_per_s']:,.0f} samples/s")
         if top.get("comm_s") is not None:
             summary += (f"; step {top['step_s'] * 1e3:.1f} ms = {top['compute_s'] * 1e3:.1f} ms compute + "
                         f"{max(0.0, top['comm_s']) * 1e3:.1f} ms exposed communication")
@@ -348,20 +357,33 @@ class ScalingMultiGpu(Check):
         details.append("model: " + (model.get("workload") or f"reference MLP {model.get('layers')} x {model.get('hidden')}")
                        + f", {model.get('batch')} samples per device per step")
         if device_kind == "cpu":
+            # The figure is information about this CPU node, not a measure of a GPU fabric: no GPU
+            # threshold judges it, and it never blocks.
             cpus = facts.get("cpu_count")
             note = (f"CPU only: {n} gloo processes with {facts.get('threads_per_rank', 1)} thread each share "
                     f"{cpus} CPUs with each other and with whatever else runs here; the figure describes this "
-                    "CPU node, not a GPU interconnect. Low efficiency here is a finding, not a fault of the check.")
+                    "CPU node, not a GPU interconnect, and is not judged.")
             details.insert(0, note)
-            summary += f" [CPU only: processes share {cpus} CPUs]"
+            for m in measurements:
+                m.threshold, m.comparison, m.ok = None, None, None
+            found("cpu-only.not-applicable", Status.SKIP,
+                  f"{summary} [CPU only: processes share {cpus} CPUs]; reported, not judged: it describes CPU "
+                  "sharing on this node, not a GPU fabric")
+        elif efficiency >= params.min_efficiency:
+            found("efficiency", Status.PASS, summary)
+        else:
+            level = Status.WARN if efficiency >= params.warn_efficiency else Status.FAIL
+            found("low-efficiency", level, summary,
+                  "Compare the communication share of the step with collectives.local's busbw: low busbw means the "
+                  "interconnect (check `nvidia-smi topo -m`, NVLink status, fabric manager, NCCL_P2P_DISABLE); "
+                  "fine busbw points at a straggler GPU (gpu.visibility's clocks and throttle reasons).")
 
-        tf_status, tf_measurements, tf_details = self._judge_tensorflow(facts.get("tensorflow") or {}, params, expect, kind)
+        tf_findings, tf_measurements, tf_details = self._judge_tensorflow(
+            facts.get("tensorflow") or {}, params, expect, kind)
         measurements += tf_measurements
         details += tf_details
-        if tf_status.severity > status.severity:
-            status = tf_status
-            summary += "; " + tf_details[-1]
-        return Outcome(status, summary, measurements, details=details)
+        findings += tf_findings
+        return outcome_from_findings(findings, measurements, passed=summary, details=details)
 
     @staticmethod
     def _row_measurements(row: dict[str, Any], result: dict[str, Any], kind: str, params: Params,
@@ -371,7 +393,8 @@ class ScalingMultiGpu(Check):
         largest = row is table[-1] and n > 1
         batch = result.get("batch_per_device", 0)
         out = [measure(f"throughput {on}", round(row["samples_per_s"], 1), "samples/s",
-                       samples=[round(n * batch / t, 1) for t in result.get("step_samples_s", []) if t > 0])]
+                       samples=[round(n * batch / t, 1) for t in result.get("step_samples_s", []) if t > 0],
+                       figure=FIGURE_SCALING, series="measured", at=n, better="higher")]
         if n > 1 and "efficiency" in row:
             out.append(measure(f"efficiency {on}", round(row["efficiency"], 3), "",
                                at_least=params.min_efficiency if largest else None))
@@ -387,43 +410,53 @@ class ScalingMultiGpu(Check):
 
     @staticmethod
     def _judge_tensorflow(tf_facts: dict[str, Any], params: Params, expect: Expect,
-                          kind: str) -> tuple[Status, list[Measurement], list[str]]:
-        """tensorflow's figures, reported beside torch's; judged only when the team says it uses tensorflow."""
+                          kind: str) -> tuple[list[Finding], list[Measurement], list[str]]:
+        """tensorflow's figures, reported beside torch's; judged only when the team says it uses tensorflow
+        (and never by GPU thresholds on a CPU node)."""
         judged = "tensorflow" in (expect.frameworks or [])
+        prefix = f"{ScalingMultiGpu.id}.tensorflow"
         if "skipped" in tf_facts:
-            status = Status.FAIL if judged and "not installed" in tf_facts["skipped"] else Status.PASS
-            return status, [], [f"tensorflow: not measured ({tf_facts['skipped']})"]
+            text = f"tensorflow: not measured ({tf_facts['skipped']})"
+            if judged and "not installed" in tf_facts["skipped"]:
+                return [Finding(f"{prefix}-not-installed", Status.FAIL, text,
+                                "Install tensorflow (pip install tensorflow), or remove it from expect.frameworks.")], [], [text]
+            return [], [], [text]
         runs = tf_facts.get("runs", [])
         failed = [r for r in runs if not r.get("ok")]
         measurements = []
         table = scaling_table(_points(runs))
         results = {r["devices"]: r["result"] for r in runs if r.get("ok")}
+        judge_figures = judged and kind == "cuda"
         for row in table:
             n = row["devices"]
             result = results[n]
             measurements.append(measure(f"tensorflow MirroredStrategy throughput on {replica_text(n, kind)}",
                                         round(row["samples_per_s"], 1), "samples/s",
                                         samples=[round(n * result["batch_per_device"] / t, 1)
-                                                 for t in result.get("step_samples_s", []) if t > 0]))
+                                                 for t in result.get("step_samples_s", []) if t > 0],
+                                        figure=FIGURE_SCALING, series="tensorflow", at=n, better="higher"))
             if n > 1 and "efficiency" in row:
                 largest = row is table[-1]
                 measurements.append(measure(f"tensorflow MirroredStrategy efficiency on {replica_text(n, kind)}",
                                             round(row["efficiency"], 3), "",
-                                            at_least=params.min_efficiency if (judged and largest) else None))
+                                            at_least=params.min_efficiency if (judge_figures and largest) else None))
         if failed:
             text = "tensorflow MirroredStrategy: " + "; ".join(
                 f"{r['devices']} replicas: {r.get('error') or 'failed'}" for r in failed)
-            return (Status.ERROR if judged else Status.WARN), measurements, [text]
+            level = Status.ERROR if judged else Status.WARN
+            return [Finding(f"{prefix}-failed", level, text, "Run the tensorflow worker by hand "
+                            "(python -m preflight.workers.tf_scaling) and read its error.")], measurements, [text]
         if len(table) < 2 or "efficiency" not in table[-1]:
-            return Status.PASS, measurements, ["tensorflow MirroredStrategy: fewer than two device counts measured"]
+            return [], measurements, ["tensorflow MirroredStrategy: fewer than two device counts measured"]
         top = table[-1]
         text = (f"tensorflow MirroredStrategy: {replica_text(top['devices'], kind)} deliver the throughput of "
                 f"{top['effective_devices']:.1f} (efficiency {top['efficiency']:.2f}), "
-                f"{top['samples_per_s']:,.0f} samples/s" + ("" if judged else "; reported, not judged"))
-        status = Status.PASS
-        if judged:
+                f"{top['samples_per_s']:,.0f} samples/s" + ("" if judge_figures else "; reported, not judged"))
+        level = Status.PASS
+        if judge_figures:
             if top["efficiency"] < params.warn_efficiency:
-                status = Status.FAIL
+                level = Status.FAIL
             elif top["efficiency"] < params.min_efficiency:
-                status = Status.WARN
-        return status, measurements, [text]
+                level = Status.WARN
+        fix = "tensorflow scales worse than expected: check its NCCL all-reduce (TF_CPP_VMODULE) and its device placement."
+        return [Finding(f"{prefix}-efficiency", level, text, fix)], measurements, [text]

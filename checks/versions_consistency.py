@@ -11,8 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from preflight.check import Check, ClusterContext, Expect, Outcome, measure
-from preflight.model import Scope, Status
+from preflight.check import Check, ClusterContext, Expect, Outcome, measure, outcome_from_findings
+from preflight.model import Finding, Scope, Status
 
 SOURCE_CHECK = "versions.pinned"
 NAMES_SHOWN = 5  # nodes listed by name before "and N more"
@@ -103,6 +103,11 @@ class VersionsConsistency(Check):
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         stacks: dict[str, dict[str, Any]] = facts.get("stacks") or {}
         no_facts: list[str] = facts.get("no_facts") or []
+        findings: list[Finding] = []
+
+        def found(name: str, level: Status, message: str, fix: str = "", node: str | None = None) -> None:
+            findings.append(Finding(f"{self.id}.{name}", level, message, fix, node))
+
         notes = []
         if no_facts:
             notes.append(f"no facts from {_names(no_facts)}: {SOURCE_CHECK} did not run there or failed")
@@ -111,15 +116,21 @@ class VersionsConsistency(Check):
         compared = measure("nodes compared", len(stacks), "")
         if len(stacks) < 2:
             reason = "only one node" if len(stacks) == 1 else "no node recorded its stack"
-            if expect.nodes and expect.nodes > 1:
-                compared.threshold, compared.comparison, compared.ok = 2, ">=", False
+            in_run = len(stacks) + len(no_facts)
+            if (expect.nodes and expect.nodes > 1) or in_run > 1:
                 # Nothing could be compared: an ERROR, like every cross-node check short of nodes.
-                return Outcome(Status.ERROR, f"{expect.nodes} nodes expected, but {reason} to compare "
-                               f"({len(stacks)} with facts)", [compared], details=notes)
-            return Outcome(Status.SKIP, reason, [compared], details=notes, remediation=[])
+                nodes = expect.nodes if expect.nodes and expect.nodes > 1 else in_run
+                compared = measure("nodes compared", len(stacks), "", at_least=2)
+                found("too-few-stacks", Status.ERROR, f"{nodes} nodes expected, but {reason} to compare "
+                      f"({len(stacks)} with facts)",
+                      f"Look at {SOURCE_CHECK}'s result on the nodes without facts; list every node in the hosts file.")
+            else:
+                found("single-node", Status.SKIP, reason)
+            return outcome_from_findings(findings, [compared], passed="", details=notes)
 
-        problems: list[str] = []
         differing: list[str] = []
+        rebuild = ("Rebuild or re-image the differing nodes from the same container image or lock file as the "
+                   "others, with the same NVIDIA driver package.")
         for name in params.fields:
             recorded = {node: stack for node, stack in stacks.items() if name in stack}
             if not recorded:
@@ -128,18 +139,21 @@ class VersionsConsistency(Check):
             if len(recorded) < len(stacks):
                 missing = [n for n in stacks if n not in recorded]
                 notes.append(f"{name}: not recorded on {_names(missing)} (an older preflight there?)")
-            found = compare_field(name, {node: stack[name] for node, stack in recorded.items()})
-            if found:
+            problems = compare_field(name, {node: stack[name] for node, stack in recorded.items()})
+            if problems:
                 differing.append(name)
-                problems += found
+            for problem in problems:
+                node = problem.split(":", 1)[0][len("node "):] if problem.startswith("node ") else None
+                found(f"{name.replace('_', '-')}-differs", Status.FAIL, problem, rebuild, node)
         measurements = [compared, measure("stack fields that differ", len(differing), "", at_most=0)]
-        if problems:
-            return Outcome(Status.FAIL, "; ".join(problems), measurements, details=problems + notes)
-        if no_facts:
-            summary = (f"{len(stacks)} nodes identical in {', '.join(params.fields)}; "
-                       f"{len(no_facts)} node(s) without facts were not compared: {_names(no_facts)}")
-            return Outcome(Status.WARN, summary, measurements, details=notes)
+        if no_facts and not differing:
+            found("no-facts", Status.WARN,
+                  f"{len(stacks)} nodes identical in {', '.join(params.fields)}; {len(no_facts)} node(s) without "
+                  f"facts were not compared: {_names(no_facts)}",
+                  f"Look at {SOURCE_CHECK}'s result on {_names(no_facts)}: it did not record the stack there.")
         reference = next(iter(stacks.values()))
         shown = ", ".join(f"{name} {_shown(reference.get(name))}" for name in ("python", "torch", "nccl", "driver")
                           if name in params.fields)
-        return Outcome(Status.PASS, f"all {len(stacks)} nodes identical ({shown})", measurements, details=notes)
+        fired = [f.message for f in findings if f.level is Status.FAIL]
+        return outcome_from_findings(findings, measurements, passed=f"all {len(stacks)} nodes identical ({shown})",
+                                     details=fired + notes)

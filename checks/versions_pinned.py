@@ -1,32 +1,29 @@
 """versions.pinned: the framework stack is locked, and what is installed is what was locked.
 
-Reads the team's pins (requirements files with their -r/-c includes, a pyproject.toml, or the
-output of `pip freeze`), compares them with the installed distributions, and records the whole
-runtime stack (Python, torch with its CUDA/cuDNN/NCCL, tensorflow with its built CUDA/cuDNN, numpy,
-NVIDIA driver, OS, kernel, glibc) as facts, which versions.consistency compares across nodes.
-
-Requirement lines are parsed with `packaging`, as pip reads them; only the line-level syntax of
-requirements files (comments, continuations, options) is handled here.
+The team's pins (configured requirements files, or the requirements*.txt, pyproject.toml, uv.lock,
+poetry.lock, Pipfile.lock or environment.yml found where preflight starts) are read once, on the
+coordinator (preflight.pins), and travel to every node in the check's parameters: no node needs the
+file. Each node compares them with its installed distributions, and records the whole runtime stack
+(Python, torch with its CUDA/cuDNN/NCCL, tensorflow with its built CUDA/cuDNN, numpy, NVIDIA driver,
+OS, kernel, glibc) as facts, which versions.consistency compares across nodes.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import shlex
-import urllib.parse
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure
-from preflight.model import Status, worst
+from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
+from preflight.model import Finding, Status
+from preflight.pins import gather, read_requirements  # noqa: F401 - read_requirements is part of this module's API
 
 
 def _default_frameworks() -> list[str]:
@@ -47,230 +44,9 @@ class Params:
     require_installed_frameworks_pinned: bool = True
     # Probing torch or tensorflow for their CUDA/cuDNN/NCCL versions (tensorflow's import takes seconds).
     probe_timeout_s: float = 120.0
-
-
-# ------------------------------------------------------------------------------------ parsing
-
-_INCLUDE_OPTIONS = {"-r": "requirement", "--requirement": "requirement", "-c": "constraint", "--constraint": "constraint"}
-_EDITABLE_OPTIONS = ("-e", "--editable")
-
-
-def _strip_comment(line: str) -> str:
-    # pip: "#" starts a comment at the start of a line or after whitespace (so "#egg=" stays).
-    for pos, char in enumerate(line):
-        if char == "#" and (pos == 0 or line[pos - 1].isspace()):
-            return line[:pos]
-    return line
-
-
-def _expand_env(text: str) -> str:
-    # pip expands ${NAME} (that form only) in requirements files, e.g. for private index tokens.
-    out, pos = [], 0
-    while True:
-        start = text.find("${", pos)
-        end = text.find("}", start + 2) if start >= 0 else -1
-        if start < 0 or end < 0:
-            out.append(text[pos:])
-            return "".join(out)
-        out.append(text[pos:start])
-        name = text[start + 2:end]
-        out.append(os.environ.get(name, text[start:end + 1]))
-        pos = end + 1
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first physical line number, line) with comments removed and backslash continuations joined."""
-    lines: list[tuple[int, str]] = []
-    pending, start = "", 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not pending:
-            start = number
-        stripped = raw.rstrip()
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        pending += raw
-        line = _strip_comment(pending).strip()
-        pending = ""
-        if line:
-            lines.append((start, line))
-    if pending.strip():
-        lines.append((start, _strip_comment(pending).strip()))
-    return lines
-
-
-def _requirement_part(line: str) -> str:
-    # pip's rule: the requirement is every token up to the first one that starts with "-"
-    # (per-requirement options such as --hash=sha256:... follow it).
-    kept = []
-    for token in line.split():
-        if token.startswith("-"):
-            break
-        kept.append(token)
-    return " ".join(kept).strip()
-
-
-def _looks_like_location(text: str) -> bool:
-    return "://" in text or text.startswith((".", "/", "~")) or text.endswith((".whl", ".zip", ".tar.gz", ".tgz"))
-
-
-def _wheel_version(location: str) -> tuple[str, str] | None:
-    """(name, version) from a wheel file name in a URL or path, which pins the version exactly."""
-    filename = urllib.parse.unquote(urllib.parse.urlparse(location).path.rsplit("/", 1)[-1])
-    if not filename.endswith(".whl"):
-        return None
-    try:
-        name, version, _, _ = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
-        return None
-    return str(name), str(version)
-
-
-class _Reader:
-    """Reads requirement sources into entries (one per requirement line) and skipped lines."""
-
-    def __init__(self) -> None:
-        self.entries: list[dict[str, Any]] = []
-        self.skipped: list[dict[str, Any]] = []
-        self.files: list[str] = []
-        self._seen: set[Path] = set()
-
-    def read(self, path: str, source: str = "requirement", included_from: str | None = None) -> None:
-        file = Path(os.path.expanduser(path))
-        where = f" (included from {included_from})" if included_from else ""
-        if not file.is_file():
-            raise CannotMeasure(f"requirements file {path} does not exist{where}")
-        resolved = file.resolve()
-        if resolved in self._seen:
-            return  # included twice, or an include cycle
-        self._seen.add(resolved)
-        self.files.append(str(file))
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CannotMeasure(f"cannot read requirements file {path}{where}: {exc}") from exc
-        if file.name == "pyproject.toml" or file.suffix == ".toml":
-            self._read_pyproject(file, text)
-        else:
-            self._read_requirements(file, text, source)
-
-    def _read_requirements(self, file: Path, text: str, source: str) -> None:
-        for number, line in _logical_lines(_expand_env(text)):
-            where = f"{file}:{number}"
-            if line.startswith("-"):
-                self._option(file, number, line, source)
-                continue
-            spec = _requirement_part(line)
-            if _looks_like_location(spec) and "@" not in spec.split("://")[0]:
-                wheel = _wheel_version(spec)
-                if wheel:
-                    self._add(file, number, line, Requirement(f"{wheel[0]}=={wheel[1]}"), source, kind_hint="wheel")
-                else:
-                    self.skipped.append({"where": where, "line": line, "reason": "a URL or path without a version; not compared"})
-                continue
-            try:
-                requirement = Requirement(spec)
-            except InvalidRequirement as exc:
-                raise CannotMeasure(f"{where}: cannot parse {line!r}: {exc}") from exc
-            self._add(file, number, line, requirement, source)
-
-    def _option(self, file: Path, number: int, line: str, source: str) -> None:
-        where = f"{file}:{number}"
-        try:
-            tokens = shlex.split(line)
-        except ValueError as exc:
-            raise CannotMeasure(f"{where}: cannot parse {line!r}: {exc}") from exc
-        option, value = tokens[0], tokens[1] if len(tokens) > 1 else None
-        if "=" in option and option.startswith("--"):
-            option, value = option.split("=", 1)
-        elif option[:2] in ("-r", "-c", "-e") and len(option) > 2:
-            option, value = option[:2], option[2:]
-        if option in _INCLUDE_OPTIONS:
-            if not value:
-                raise CannotMeasure(f"{where}: {option} without a file name")
-            if "://" in value:
-                raise CannotMeasure(f"{where}: {option} {value}: remote requirement files are not fetched")
-            target = Path(os.path.expanduser(value))
-            if not target.is_absolute():
-                target = file.parent / target
-            include_source = "constraint" if _INCLUDE_OPTIONS[option] == "constraint" else source
-            self.read(str(target), include_source, included_from=where)
-        elif option in _EDITABLE_OPTIONS:
-            self.skipped.append({"where": where, "line": line, "reason": "an editable install; its version is the checkout's"})
-        else:
-            self.skipped.append({"where": where, "line": line, "reason": "a pip option, not a requirement"})
-
-    def _read_pyproject(self, file: Path, text: str) -> None:
-        try:
-            import tomllib
-        except ImportError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise CannotMeasure(f"{file}: cannot parse: {exc}") from exc
-        project = data.get("project") or {}
-        groups: list[tuple[str | None, list[Any]]] = [(None, project.get("dependencies") or [])]
-        groups += [(f"extra {name}", deps) for name, deps in (project.get("optional-dependencies") or {}).items()]
-        groups += [(f"group {name}", deps) for name, deps in (data.get("dependency-groups") or {}).items()]
-        if not any(deps for _, deps in groups):
-            raise CannotMeasure(f"{file}: no [project] dependencies, optional-dependencies or [dependency-groups] "
-                                "to read (Poetry's [tool.poetry] tables are not read)")
-        lines = text.splitlines()
-        for optional, deps in groups:
-            for dep in deps:
-                if not isinstance(dep, str):
-                    continue  # {include-group = "..."} entries of dependency groups
-                number = _line_of(lines, dep)
-                try:
-                    requirement = Requirement(dep)
-                except InvalidRequirement as exc:
-                    raise CannotMeasure(f"{file}:{number}: cannot parse {dep!r}: {exc}") from exc
-                self._add(file, number, dep, requirement, "requirement", optional=optional)
-
-    def _add(self, file: Path, number: int, line: str, requirement: Requirement, source: str,
-             optional: str | None = None, kind_hint: str | None = None) -> None:
-        specifiers = list(requirement.specifier)
-        exact = None
-        if len(specifiers) == 1 and specifiers[0].operator in ("==", "===") and "*" not in specifiers[0].version:
-            exact = specifiers[0].version
-        if requirement.url:
-            wheel = _wheel_version(requirement.url)
-            exact = wheel[1] if wheel else None
-            kind = "exact" if wheel else "url"
-            specifier = f"=={exact}" if wheel else ""
-        else:
-            kind = "exact" if exact else ("range" if specifiers else "unpinned")
-            specifier = str(requirement.specifier)
-        applies = True
-        if requirement.marker is not None:
-            try:
-                applies = requirement.marker.evaluate({"extra": ""})
-            except Exception:  # noqa: BLE001 - an unknown marker variable: keep the line
-                applies = True
-        self.entries.append({
-            "where": f"{file}:{number}", "line": " ".join(line.split()), "name": canonicalize_name(requirement.name),
-            "specifier": specifier, "exact": exact, "kind": kind, "source": source,
-            "marker": str(requirement.marker) if requirement.marker else None, "applies": bool(applies),
-            "optional": optional, "from": kind_hint,
-        })
-
-
-def _line_of(lines: list[str], dep: str) -> int:
-    for quote in ('"', "'"):
-        needle = f"{quote}{dep}{quote}"
-        for number, line in enumerate(lines, start=1):
-            if needle in line:
-                return number
-    return 0
-
-
-def read_requirements(paths: list[str]) -> dict[str, Any]:
-    """Entries and skipped lines of every file (following includes); raises CannotMeasure."""
-    reader = _Reader()
-    for path in paths:
-        reader.read(path)
-    return {"files": reader.files, "entries": reader.entries, "skipped": reader.skipped}
+    # The pins themselves, read by preflight where it starts (from `requirements`, or the lock files
+    # it finds there) and sent to every node; not set by hand.
+    pins: dict[str, Any] | None = None
 
 
 # -------------------------------------------------------------------------------------- stack
@@ -362,17 +138,21 @@ def collect_stack(ctx: Any, probe_timeout_s: float) -> dict[str, Any]:
 
 
 def collect_pins(params: Params) -> dict[str, Any]:
-    """The pins of the configured files and the installed version of every package they name."""
-    facts: dict[str, Any] = {"requirements_files": list(params.requirements)}
-    pins: dict[str, Any] = {"files": [], "entries": [], "skipped": []}
-    if params.requirements:
+    """The pins (sent by the coordinator, or read here when the check runs on its own) and the
+    installed version of every package they name."""
+    facts: dict[str, Any] = {}
+    pins: dict[str, Any] = {"files": [], "entries": [], "skipped": [], "errors": []}
+    if params.pins is not None:
+        pins = params.pins
+    else:
         try:
-            pins = read_requirements(params.requirements)
+            pins = gather(list(params.requirements), Path.cwd())
         except CannotMeasure as exc:
             # Keep the stack (the cross-node comparison needs it) and let evaluate say ERROR.
             facts["requirements_error"] = str(exc)
+    facts["requirements_files"] = list(pins.get("files") or params.requirements)
     facts["pins"] = pins
-    names = {e["name"] for e in pins["entries"]} | {canonicalize_name(f) for f in params.frameworks}
+    names = {e["name"] for e in pins.get("entries") or []} | {canonicalize_name(f) for f in params.frameworks}
     facts["installed"] = {name: installed_version(name) for name in sorted(names)}
     return facts
 
@@ -399,20 +179,41 @@ class VersionsPinned(Check):
     Params = Params
     timeout_s = 240.0
 
+    @classmethod
+    def prepare_on_coordinator(cls, overrides: dict[str, Any], cwd: Path) -> dict[str, Any]:
+        """Read the pins where preflight starts, once, for every node (see preflight.plan)."""
+        if overrides.get("pins") is not None:
+            return overrides
+        try:
+            pins = gather(list(overrides.get("requirements") or []), cwd)
+        except CannotMeasure as exc:
+            raise ValueError(f"{exc} (versions.pinned.requirements; relative paths are taken from {cwd})") from None
+        return {**overrides, "pins": pins}
+
     def collect(self, ctx: NodeContext, params: Params) -> dict[str, Any]:
         return {"stack": collect_stack(ctx, params.probe_timeout_s), **collect_pins(params)}
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         stack = facts.get("stack") or {}
         stack_text = describe_stack(stack)
-        if facts.get("requirements_error"):
-            return Outcome(Status.ERROR, f"could not measure: {facts['requirements_error']}",
-                           details=[f"runtime stack: {stack_text}"],
-                           remediation=["Fix the file or the path in versions.requirements (relative paths are taken "
-                                        "from the directory preflight runs in; -r/-c includes from the including file)."])
+        pins = facts.get("pins") or {}
+        read_error = facts.get("requirements_error") or "; ".join(pins.get("errors") or [])
+        if read_error:
+            finding = Finding(f"{self.id}.unreadable", Status.ERROR, f"could not measure: {read_error}",
+                              "Fix the file, or the path in versions.requirements (relative paths are taken from "
+                              "the directory preflight starts in; -r/-c includes from the including file).")
+            return outcome_from_findings([finding], passed="", details=[f"runtime stack: {stack_text}"])
         if not facts.get("requirements_files"):
-            return Outcome(Status.PASS, f"no requirements file configured, nothing was compared; recorded the stack: {stack_text}",
-                           [measure("pins compared", 0, "")], details=_stack_errors(stack))
+            where = f" in {pins['cwd']}" if pins.get("cwd") else ""
+            finding = Finding(
+                f"{self.id}.not-pinned", Status.WARN,
+                f"framework versions are not pinned anywhere preflight can see: no requirements*.txt, pyproject.toml, "
+                f"uv.lock, poetry.lock, Pipfile.lock or environment.yml{where}",
+                "Start preflight in the training repository that holds the lock file, or name it with "
+                "--set versions.requirements='[\"path/to/requirements.txt\"]'; without one, write it: "
+                "pip freeze > requirements.txt (or uv lock, poetry lock).")
+            return outcome_from_findings([finding], [measure("pins compared", 0, "")],
+                                         passed="", details=[f"runtime stack: {stack_text}", *_stack_errors(stack)])
         return _judge_pins(facts, params, stack_text)
 
 
@@ -454,7 +255,7 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
     pins = facts.get("pins") or {}
     installed: dict[str, str | None] = facts.get("installed") or {}
     frameworks = {canonicalize_name(f) for f in params.frameworks}
-    problems: list[tuple[Status, str]] = []
+    findings: list[Finding] = []
     notes: list[str] = []
     entries = [e for e in pins.get("entries") or [] if e.get("applies", True)]
     for entry in pins.get("entries") or []:
@@ -463,6 +264,11 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
     for skipped in pins.get("skipped") or []:
         notes.append(f"{skipped['where']}: {skipped['line']!r} skipped: {skipped['reason']}")
 
+    def found(name: str, level: Status, message: str, fix: str) -> None:
+        findings.append(Finding(f"{VersionsPinned.id}.{name}", level, message, fix))
+
+    rebuild = ("Rebuild the image or virtual environment from the pinned files (pip install -r requirements.txt, "
+               "uv sync, poetry install), or update the pin on purpose if the installed version is the intended one.")
     by_name: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         by_name.setdefault(entry["name"], []).append(entry)
@@ -471,11 +277,30 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
     framework_pins: list[str] = []
     for name, group in sorted(by_name.items()):
         is_framework = name in frameworks
+        kind = "framework" if is_framework else "package"
+        level = Status.FAIL if is_framework else Status.WARN
         have = installed.get(name)
         exact = [e for e in group if e["kind"] == "exact"]
         if is_framework and not exact:
             lines = "; ".join(f"{e['where']} {e['line']!r}" for e in group)
-            problems.append((Status.WARN, f"{name} is not pinned exactly (==): {lines}"))
+            found("framework-not-exact", Status.WARN, f"{name} is not pinned exactly (==): {lines}",
+                  f"Pin {name} with == (e.g. {name}==X.Y.Z, with the index URL of the CUDA build).")
+        # A lock file may lock one package at several versions (one per platform or Python): it is
+        # installed as locked when it matches any of them.
+        locked = [e for e in group if e["source"] == "lock" and e["kind"] == "exact"]
+        if locked:
+            group = [e for e in group if e not in locked]
+            if have is None:
+                notes.append(f"{name} is locked ({locked[0]['where']}) but not installed here")
+            else:
+                compared += 1
+                if any(_satisfies(e["specifier"], have) for e in locked):
+                    framework_pins += [f"{name} {have}"] if is_framework else []
+                else:
+                    mismatched += 1
+                    versions = ", ".join(dict.fromkeys(e["exact"] for e in locked))
+                    found(f"{kind}-mismatch", level, f"{name}: locked {versions} ({locked[0]['where']}), "
+                          f"installed {have}", rebuild)
         for entry in group:
             if entry["kind"] in ("unpinned", "url"):
                 continue
@@ -488,8 +313,7 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
                     continue
                 compared += 1
                 mismatched += 1
-                status = Status.FAIL if is_framework else Status.WARN
-                problems.append((status, f"{name} is pinned ({where}) but not installed"))
+                found(f"{kind}-not-installed", level, f"{name} is pinned ({where}) but not installed", rebuild)
                 continue
             compared += 1
             ok = _satisfies(entry["specifier"], have)
@@ -500,26 +324,27 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
                 # Frameworks must match: their drift changes kernels, numerics and checkpoints. Any
                 # other package that drifts is reported, not blocking: most drift in utilities is
                 # harmless, and a team that depends on one adds it to `frameworks`.
-                status = Status.FAIL if is_framework else Status.WARN
                 wanted = "pinned" if entry["kind"] == "exact" else "requires"
-                problems.append((status, f"{name}: {wanted} {entry['specifier']} ({entry['where']}), installed {have}"))
+                found(f"{kind}-mismatch", level, f"{name}: {wanted} {entry['specifier']} ({entry['where']}), "
+                      f"installed {have}", rebuild)
             elif is_framework and entry["kind"] == "exact":
                 framework_pins.append(f"{name} {have}")
 
     if params.require_installed_frameworks_pinned:
         for name in sorted(frameworks):
             if installed.get(name) and name not in by_name:
-                problems.append((Status.WARN, f"{name} {installed[name]} is installed but no requirements file pins it"))
+                found("framework-unpinned", Status.WARN,
+                      f"{name} {installed[name]} is installed but no requirements file pins it",
+                      f"Add {name}=={installed[name]} to the team's requirements or lock file.")
+    files = ", ".join(pins.get("files") or facts.get("requirements_files") or [])
+    if not compared and not findings:
+        found("nothing-compared", Status.WARN, f"no pin in {files} names an installed package: nothing was compared",
+              "Pin the packages this node trains with (torch, tensorflow, numpy) in the team's requirements.")
 
     measurements = [measure("pins compared", compared, ""), measure("pins not matching the installed version", mismatched, "",
                                                                      at_most=0)]
-    status = worst([s for s, _ in problems], default=Status.PASS)
-    details = [t for _, t in problems] + notes + _stack_errors(facts.get("stack") or {})
-    files = ", ".join(pins.get("files") or facts.get("requirements_files") or [])
-    if problems:
-        summary = "; ".join(t for s, t in problems if s is status)
-    else:
-        pinned = f"; frameworks pinned and installed: {', '.join(sorted(set(framework_pins)))}" if framework_pins else ""
-        summary = f"{compared} pins from {files} match the installed packages{pinned}"
-    details.append(f"runtime stack: {stack_text}")
-    return Outcome(status, summary, measurements, details=details)
+    pinned = f"; frameworks pinned and installed: {', '.join(sorted(set(framework_pins)))}" if framework_pins else ""
+    fired = [f.message for f in findings if f.level is not Status.PASS]
+    details = fired + notes + _stack_errors(facts.get("stack") or {}) + [f"runtime stack: {stack_text}"]
+    return outcome_from_findings(findings, measurements, details=details,
+                                 passed=f"{compared} pins from {files} match the installed packages{pinned}")

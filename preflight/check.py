@@ -36,7 +36,9 @@ class Expect:
 
     gpus_per_node: int | None = None
     nodes: int | None = None
-    frameworks: list[str] = field(default_factory=list)
+    # None: not stated (a node that can train with neither torch nor tensorflow is not ready);
+    # []: stated on purpose, no framework is expected.
+    frameworks: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

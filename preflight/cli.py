@@ -37,7 +37,7 @@ def _split_ids(value: str | None) -> list[str]:
 # Options shared by `run` and `report`, defined once.
 def format_option(f: Callable) -> Callable:
     return click.option("--format", "formats", default="html,md,json,junit", show_default=True,
-                        help="Comma-separated report formats to write: html, md, json, junit.")(f)
+                        help="Comma-separated report formats to write: html, md, json, junit, prometheus.")(f)
 
 
 def out_option(f: Callable) -> Callable:
@@ -75,6 +75,7 @@ def _check_formats(formats: str) -> list[str]:
 
 
 def _writable_dir(path: str) -> Path:
+    _nonempty("--out", path)
     out = Path(path)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -129,12 +130,18 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     from preflight.runner import NodeTarget, RunPlan, Runner
     from preflight.transport import LocalTransport
 
+    from preflight import plan as plan_mod
+
     chosen_formats = _check_formats(formats)
+    _nonempty("--out", out_dir)
+    if only is not None:
+        _nonempty("--checks", only)
     baseline = _load_baseline(baseline_file, baseline_tolerance, fail_on_regression)
     registry = _registry()
     try:
         config = config_mod.load(config_file, registry.checks, profile=profile)
         config_mod.apply_cli_settings(config, list(settings), registry.checks)
+        config_mod.validate(config, registry.checks)
     except config_mod.ConfigError as exc:
         raise UsageProblem(str(exc)) from None
     if fail_on:
@@ -150,11 +157,21 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     for check_id in [*wanted, *skipped]:
         if check_id not in registry.checks:
             hint = ""
-            broken = [e for e in registry.errors if e.entry_point.split(" =")[0] == check_id]
+            broken = [e for e in registry.errors if _plugin_name(e) == check_id]
+            if broken and check_id in skipped:
+                continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
             if broken:
                 hint = f" (its plugin failed to load: {broken[0].error})"
             raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
-    checks = registry.ordered([c for c in wanted if c not in skipped])
+    try:
+        selection = plan_mod.select(registry.checks, wanted, skipped, explicit=bool(_split_ids(only)))
+        plan_mod.prepare_params(selection.ids, registry.checks, config)
+    except (plan_mod.PlanError, config_mod.ConfigError) as exc:
+        raise UsageProblem(str(exc)) from None
+    config.pulled_in = dict(selection.added)
+    for added, reader in selection.added.items():
+        click.echo(f"preflight: also running {added}: {reader} reads what it records", err=True)
+    checks = registry.ordered(selection.ids)
 
     if slurm or drain or resume:
         nodes = _slurm_nodes(nodes_file, slurm, remote_python)
@@ -166,7 +183,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
                    command=shlex.join(["preflight", *sys.argv[1:]]),
-                   load_errors=[e.to_dict() for e in registry.errors])
+                   load_errors=[e.to_dict() for e in registry.errors if _plugin_name(e) not in skipped])
     progress = _progress_printer(total=len(plan.node_checks) * len(nodes) + len(plan.cluster_checks))
     # CI cancels jobs with SIGTERM: treat it as Ctrl-C so the partial reports are still written.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -193,6 +210,17 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     sys.exit(EXIT_INTERRUPTED if report.interrupted else decide(report).exit_code)
 
 
+def _plugin_name(error: Any) -> str:
+    """The check id a plugin that failed to load would have had (its entry point's name)."""
+    return error.entry_point.split(" =")[0]
+
+
+def _nonempty(flag: str, value: str) -> None:
+    if not value.strip() or (flag == "--checks" and not _split_ids(value)):
+        raise UsageProblem(f"{flag} is empty; give {'a directory' if flag == '--out' else 'check ids'} or leave "
+                           f"{flag} out")
+
+
 def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[Any]:
     from preflight.hosts import HostsFileError, load_hosts
     from preflight.runner import NodeTarget
@@ -211,16 +239,10 @@ def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], acce
 def _slurm_nodes(nodes_file: str | None, slurm: bool, remote_python: str) -> list[Any]:
     from preflight import slurm as slurm_mod
 
-    if not slurm:
-        raise UsageProblem("--drain and --resume act on the nodes of a Slurm allocation: add --slurm")
-    if nodes_file:
-        raise UsageProblem("--nodes and --slurm exclude each other: the allocation says which nodes to check")
-    if slurm_mod.allocation_from_env() is None:
-        raise UsageProblem(slurm_mod.outside_allocation_message(sys.argv[1:]))
     source = click.get_current_context().get_parameter_source("remote_python")
     python = sys.executable if source is click.core.ParameterSource.DEFAULT else remote_python
     try:
-        return slurm_mod.allocation_nodes(python)
+        return slurm_mod.nodes_for_run(bool(nodes_file), slurm, python, sys.argv[1:])
     except (slurm_mod.SlurmError, ValueError) as exc:
         raise UsageProblem(str(exc)) from None
 
@@ -283,31 +305,6 @@ def _finish(report: Any, out: Path, formats: list[str], announce: bool = True) -
                 fh.write(renderer("md")(report) + "\n")
         except OSError as exc:
             click.echo(f"preflight: warning: cannot append to GITHUB_STEP_SUMMARY: {exc}", err=True)
-
-
-@cli.command(epilog=EXIT_CODE_HELP)
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
-              help="preflight.toml with expectations and per-check parameters.")
-@click.option("--set", "settings", multiple=True, metavar="ID.KEY=VALUE", help="Override a check parameter.")
-@click.option("--budget", type=click.FloatRange(1), default=45.0, show_default=True,
-              help="Seconds all checks together may take (slurmd stops a HealthCheckProgram at 60).")
-@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
-              help="Also keep results.json here (default: nothing is written).")
-@click.option("--drain", is_flag=True, help="Drain this node in Slurm when it has a blocking finding.")
-@click.option("--resume", is_flag=True, help="Resume this node when preflight drained it and it now passes.")
-def healthcheck(config_file: str | None, settings: tuple[str, ...], budget: float, out_dir: str | None,
-                drain: bool, resume: bool) -> None:
-    """The cheap node checks (node.environment, gpu.visibility, versions.*) on this node only, for a
-    Slurm Prolog or HealthCheckProgram: bounded time, the exit code is the verdict, nothing leaves the node."""
-    from preflight.config import ConfigError
-    from preflight.healthcheck import run_healthcheck
-
-    try:
-        code = run_healthcheck(config_file, list(settings), budget, out_dir, drain, resume, click.echo,
-                               command=shlex.join(["preflight", *sys.argv[1:]]))
-    except ConfigError as exc:
-        raise UsageProblem(str(exc)) from None
-    sys.exit(code)
 
 
 @cli.command("list")
@@ -375,6 +372,7 @@ def report(results: str, out_dir: str, formats: str, fail_on: str | None) -> Non
     from preflight.verdict import decide
 
     chosen = _check_formats(formats)
+    _nonempty("--out", out_dir)
     past = _load_results(results)
     if fail_on:
         past.fail_on = fail_on
@@ -386,7 +384,7 @@ def report(results: str, out_dir: str, formats: str, fail_on: str | None) -> Non
 def _load_results(path: str) -> Any:
     import json
 
-    from preflight.model import CheckResult, RunReport
+    from preflight.model import RunReport
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -394,14 +392,11 @@ def _load_results(path: str) -> Any:
         raise UsageProblem(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         if path.endswith(".jsonl"):
-            # Only results survive in the stream: rebuild a report around them, marked incomplete
-            # unless every line is there (we cannot know what was planned).
-            results = [CheckResult.from_dict(json.loads(line)) for line in text.splitlines() if line.strip()]
-            rebuilt = RunReport(started_at=results[0].started_at if results else "", results=results,
-                                planned=list(dict.fromkeys(r.check_id for r in results)),
-                                cluster_checks=list(dict.fromkeys(r.check_id for r in results if r.scope.value == "cluster")),
-                                preflight_version=__version__)
-            rebuilt.finished_at = results[-1].started_at if results else ""
+            from preflight.plan import read_results_jsonl
+
+            rebuilt, notes = read_results_jsonl(text, path, __version__)
+            for note in notes:
+                click.echo(f"preflight: note: {note}", err=True)
             return rebuilt
         return RunReport.from_dict(json.loads(text))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -457,6 +452,46 @@ def diff_runs(old: str, new: str, tolerance: float, fmt: str, ignore_versions: b
     render = {"text": diff.render_text, "md": diff.render_markdown, "json": diff.Diff.to_json}[fmt]
     click.echo(render(comparison), nl=False)
     sys.exit(comparison.exit_code)
+
+
+@cli.command("alerts")
+@click.option("--out", "out_file", default="-", show_default=True, help="File to write (- for stdout).")
+@click.option("--format", "fmt", type=click.Choice(["rules", "prometheus-operator"]), default="rules", show_default=True,
+              help="A Prometheus rule file, or a PrometheusRule manifest for prometheus-operator.")
+@click.option("--from", "from_results", type=click.Path(dir_okay=False), default=None,
+              help="results.json of a run: floor and ceiling from its canary.training figures.")
+@click.option("--gpu-util-floor", type=float, default=None, help="Alarm below this GPU utilisation, percent (default 50).")
+@click.option("--comm-latency-ceiling", type=float, default=None, help="Alarm above this all-reduce p99, seconds (default 0.25).")
+@click.option("--window", default=None, help="Averaging window of every alert, a Prometheus duration (e.g. 10m).")
+@click.option("--for", "for_", default=None, help="How long a condition must hold before it fires, for every alert.")
+@click.option("--name", default="preflight-go-live", show_default=True, help="PrometheusRule name.")
+@click.option("--namespace", default=None, help="PrometheusRule namespace.")
+def alerts_command(out_file: str, fmt: str, from_results: str | None, gpu_util_floor: float | None,
+                   comm_latency_ceiling: float | None, window: str | None, for_: str | None, name: str,
+                   namespace: str | None) -> None:
+    """Write Prometheus alerting rules for the go-live alarms: low GPU utilisation, XID errors, high
+    all-reduce latency, GPU telemetry that stopped arriving."""
+    from preflight import alerts
+
+    report = _load_results(from_results).to_dict() if from_results else None
+    try:
+        text = alerts.build(fmt, report=report, floor_pct=gpu_util_floor, ceiling_s=comm_latency_ceiling,
+                            window=window, for_=for_, name=name, namespace=namespace)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    if out_file == "-":
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(out_file).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageProblem(f"cannot write {out_file}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {out_file}", err=True)
+
+
+from preflight.healthcheck import healthcheck  # noqa: E402 - registered after the group exists
+
+cli.add_command(healthcheck)
 
 
 def main() -> None:

@@ -65,6 +65,7 @@ class Config:
     fail_on: str = "fail"
     profile: str = ""  # the --profile it was built on, if any
     profile_sources: list[str] = field(default_factory=list)  # where the profile's figures come from
+    pulled_in: dict[str, str] = field(default_factory=dict)  # check id -> the selected check that reads it
 
     def params_for(self, check: type[Check]) -> Any:
         return check.params_from(self.params.get(check.id))
@@ -163,6 +164,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
                 if key not in RUN_KEYS:
                     fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}", f"run.{key}")
                 _expect_type(value, RUN_KEYS[key], f"run.{key}", fail)
+                check_value(key, value, f"run.{key}", fail)
             if "timeout" in body:
                 config.default_timeout = float(body["timeout"])
             if "fail_on" in body:
@@ -232,6 +234,7 @@ def _parse_expect(body: dict[str, Any], fail: Any) -> Expect:
             fail(f"unknown key; [expect] accepts {', '.join(sorted(hints))}", f"expect.{key}")
         if value is not None and not _matches(value, hints[key]):
             fail(f"expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}", f"expect.{key}")
+        check_value(key, value, f"expect.{key}", fail)
         values[key] = value
     return Expect(**values)
 
@@ -242,6 +245,7 @@ def _apply_check_overrides(config: Config, check: type[Check], overrides: dict[s
         name = f"{where}.{key}" if not where.endswith(f".{key}") else where
         if key == "timeout":
             _expect_type(value, COMMON_CHECK_KEYS["timeout"], name, fail)
+            check_value("timeout", value, name, fail)
             config.timeouts[check.id] = float(value)
             continue
         if key not in fields:
@@ -249,6 +253,7 @@ def _apply_check_overrides(config: Config, check: type[Check], overrides: dict[s
             fail(f"unknown parameter for {check.id}; known: {known}", name)
         if not _matches(value, fields[key]):
             fail(f"expected {_type_name(fields[key])}, got {type(value).__name__} {value!r}", name)
+        check_value(key, value, name, fail)
         config.params.setdefault(check.id, {})[key] = value
 
 
@@ -301,13 +306,93 @@ def _expect_type(value: Any, kinds: tuple[type, ...], name: str, fail: Any) -> N
 
 
 def _line_of(text: str, dotted_key: str) -> int | None:
-    """Best effort: the line that sets the last part of a dotted key (tomllib keeps no positions)."""
+    """The line that sets a dotted key, tracking [tables] (tomllib keeps no positions).
+
+    `timeout` under [checks."net.bandwidth"] is found there, not at the first `timeout` in the file.
+    Falls back to the first line that sets the key's last part.
+    """
+    want = _normal_key(dotted_key)
+    table = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        header = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$", stripped)
+        if header:
+            table = _normal_key(header.group(1))
+            if table == want:
+                return number
+            continue
+        assignment = re.match(r'^((?:"[^"]*"|[A-Za-z0-9_.\- ]+?))\s*=', stripped)
+        if assignment:
+            key = _normal_key(assignment.group(1))
+            if (f"{table}.{key}" if table else key) == want:
+                return number
     last = dotted_key.rsplit(".", 1)[-1].strip('"')
     pattern = re.compile(rf'^\s*"?{re.escape(last)}"?\s*=|^\s*\[.*{re.escape(last)}"?\s*\]')
     for number, line in enumerate(text.splitlines(), start=1):
         if pattern.search(line):
             return number
     return None
+
+
+def _normal_key(key: str) -> str:
+    """`checks . "net.bandwidth" . min_gbps` -> `checks.net.bandwidth.min_gbps`."""
+    return re.sub(r"\s*\.\s*", ".", key.replace('"', "").replace("'", "").strip())
+
+
+# ------------------------------------------------------------------------------ value checks
+
+def _value_problem(name: str, value: Any) -> str:
+    """What is wrong with a number by what its parameter is (a count, a threshold, a fraction), or ""."""
+    if isinstance(value, bool):
+        return ""
+    if isinstance(value, list):
+        if name.endswith(("sizes_bytes", "device_counts", "_shape")) and any(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0 for v in value):
+            return "every entry must be greater than zero"
+        return ""
+    if not isinstance(value, (int, float)):
+        return ""
+    if value < 0:
+        return f"must not be negative, got {value!r}"
+    threshold = name.startswith(("min_", "warn_")) or name.endswith(("timeout", "_timeout_s", "_gbps"))
+    if name.startswith("max_") and isinstance(value, float):
+        threshold = True  # a ceiling on a figure; an integer max_ is a count of tolerated events and may be 0
+    if threshold and value == 0:
+        return "must be greater than zero (a zero threshold judges nothing)"
+    if ("efficiency" in name or "fraction" in name) and value > 1:
+        return f"is a fraction between 0 and 1, got {value!r}"
+    return ""
+
+
+def check_value(name: str, value: Any, where: str, fail: Any) -> None:
+    problem = _value_problem(name.rsplit(".", 1)[-1], value)
+    if problem:
+        fail(problem, where)
+
+
+def validate(config: Config, checks: dict[str, type[Check]]) -> None:
+    """Relations between values, on the merged configuration (profile, file and --set together):
+    a WARN level stricter than its PASS level (warn_X above min_X, or below max_X)."""
+    for check_id in sorted(config.params):
+        params = config.params_for(checks[check_id]) if check_id in checks else None
+        if params is None or not dataclasses.is_dataclass(params):
+            continue
+        values = dataclasses.asdict(params)
+        for name, warn in values.items():
+            if not name.startswith("warn_") or not isinstance(warn, (int, float)) or isinstance(warn, bool):
+                continue
+            base = name[len("warn_"):]
+            for prefix, stricter in (("min_", lambda w, p: w > p), ("max_", lambda w, p: w < p)):
+                level = values.get(prefix + base)
+                if isinstance(level, (int, float)) and not isinstance(level, bool) and stricter(warn, level):
+                    raise ConfigError(f"the WARN level {warn!r} is stricter than the PASS level {prefix}{base} = "
+                                      f"{level!r}: WARN must lie between PASS and FAIL",
+                                      config.path or "configuration", f"checks.{check_id}.{name}")
+    expect = config.expect
+    for key in ("gpus_per_node", "nodes"):
+        value = getattr(expect, key)
+        if isinstance(value, int) and value < 0:
+            raise ConfigError(f"must not be negative, got {value}", config.path or "configuration", f"expect.{key}")
 
 
 def render_init(checks: dict[str, type[Check]]) -> str:

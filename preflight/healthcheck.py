@@ -11,14 +11,19 @@ and --resume for this node itself.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import click
+
 from preflight.model import Scope, Status
+from preflight.verdict import EXIT_CODE_HELP
 
 DEFAULT_BUDGET_S = 45.0  # slurmd kills a HealthCheckProgram after 60 s
 MIN_CHECK_TIMEOUT_S = 5.0
@@ -82,3 +87,28 @@ def run_healthcheck(config_file: str | None, settings: list[str], budget_s: floa
     finally:
         if not out_dir:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+@click.command(epilog=EXIT_CODE_HELP)
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="preflight.toml with expectations and per-check parameters.")
+@click.option("--set", "settings", multiple=True, metavar="ID.KEY=VALUE", help="Override a check parameter.")
+@click.option("--budget", type=click.FloatRange(1), default=DEFAULT_BUDGET_S, show_default=True,
+              help="Seconds all checks together may take (slurmd stops a HealthCheckProgram at 60).")
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="Also keep results.json here (default: nothing is written).")
+@click.option("--drain", is_flag=True, help="Drain this node in Slurm when it has a blocking finding.")
+@click.option("--resume", is_flag=True, help="Resume this node when preflight drained it and it now passes.")
+def healthcheck(config_file: str | None, settings: tuple[str, ...], budget: float, out_dir: str | None,
+                drain: bool, resume: bool) -> None:
+    """The cheap node checks (node.environment, gpu.visibility, versions.*) on this node only, for a
+    Slurm Prolog or HealthCheckProgram: bounded time, the exit code is the verdict, nothing leaves the node."""
+    from preflight.cli import UsageProblem
+    from preflight.config import ConfigError
+
+    try:
+        code = run_healthcheck(config_file, list(settings), budget, out_dir, drain, resume, click.echo,
+                               command=shlex.join(["preflight", *sys.argv[1:]]))
+    except ConfigError as exc:
+        raise UsageProblem(str(exc)) from None
+    sys.exit(code)

@@ -3,6 +3,7 @@
 One host per line; `#` starts a comment; blank lines are ignored.
 
     gpu01                      a host name (RFC 1123) or an IPv4 address
+    train_node1                an alias from ~/.ssh/config (underscores allowed)
     alice@gpu02:2222           a login user and an SSH port
     [fd00::7]:22               an IPv6 address, always in brackets
     gpu[01-16] slots=8         a pdsh-style range (zero padding kept) and the GPUs expected per node
@@ -28,7 +29,10 @@ from pathlib import Path
 # this per line, and a typo should fail loudly instead of exhausting memory.
 MAX_HOSTS_PER_LINE = 10000
 
-_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+# RFC 1123 labels, plus '_': a name may be a Host alias from ~/.ssh/config, which ssh resolves
+# itself and which people write as gpu_a or train_node1. Never a leading '-' (ssh would read an
+# option), never a shell metacharacter.
+_LABEL = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 _RANGE_BODY = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
 _IPV6_ZONE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -171,8 +175,9 @@ def _check_hostname(name: str, fail) -> None:
     labels = name[:-1].split(".") if name.endswith(".") else name.split(".")
     if len(name) > 253 or not all(_LABEL.match(label) for label in labels):
         raise fail(
-            f"invalid host name {name!r}: use letters, digits and '-' in dot-separated labels "
-            "(RFC 1123), an IPv4 address, or an IPv6 address in brackets"
+            f"invalid host name {name!r}: use letters, digits, '-' and '_' in dot-separated labels "
+            "(a DNS name or an alias from ~/.ssh/config, not starting with '-'), an IPv4 address, or an IPv6 "
+            "address in brackets"
         )
 
 

@@ -204,6 +204,9 @@ class RunReport:
     planned: list[str] = field(default_factory=list)  # check ids asked for
     cluster_checks: list[str] = field(default_factory=list)  # the planned ids of cluster scope
     expected: list[str] = field(default_factory=list)  # check ids the config says must not SKIP
+    needs: dict[str, list[str]] = field(default_factory=dict)  # check id -> "gpu", "framework" it needs
+    expect: dict[str, Any] = field(default_factory=dict)  # the run's expectations (expect.* of the config)
+    pulled_in: dict[str, str] = field(default_factory=dict)  # check id run only because this check reads it
     results: list[CheckResult] = field(default_factory=list)
     fail_on: str = "fail"
     incomplete: bool = False  # interrupted, or not every planned result arrived

@@ -26,6 +26,7 @@ from preflight.check import Check, Expect
 from preflight.config import Config
 from preflight.execute import error_result, now_iso
 from preflight.model import CLUSTER_NODE, CheckResult, Evidence, NodeInfo, RunReport, Scope
+from preflight.plan import write_header
 from preflight.proc import kill_tree, run_json_child
 from preflight.transport import Transport
 
@@ -102,6 +103,7 @@ class Runner:
         plan.output_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = plan.output_dir / "results.jsonl"
         self.jsonl = open(self.jsonl_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in run()
+        write_header(self.jsonl, self.report, plan)  # the plan first: a killed run's file says what is missing
 
     # -- results ---------------------------------------------------------------------------------
     def record(self, result: CheckResult) -> None:

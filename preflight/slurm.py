@@ -151,6 +151,18 @@ def allocation_nodes(python: str, env: Mapping[str, str] | None = None, run: Run
                                       jobid=allocation.jobid)) for name in names]
 
 
+def nodes_for_run(with_hosts_file: bool, slurm: bool, python: str, argv: list[str],
+                  env: Mapping[str, str] | None = None, run: Runner = subprocess.run) -> list:
+    """The nodes `preflight run --slurm` checks; SlurmError saying what to do instead when it cannot."""
+    if not slurm:
+        raise SlurmError("--drain and --resume act on the nodes of a Slurm allocation: add --slurm")
+    if with_hosts_file:
+        raise SlurmError("--nodes and --slurm exclude each other: the allocation says which nodes to check")
+    if allocation_from_env(env) is None:
+        raise SlurmError(outside_allocation_message(argv))
+    return allocation_nodes(python, env, run)
+
+
 # -- deciding what to drain and resume (pure) ------------------------------------------------------
 
 

@@ -85,13 +85,37 @@ def pids_alive(pids: list[int]) -> list[int]:
 
 
 # In CI (PREFLIGHT_REQUIRE_ALL_TESTS=1) a skipped test is a failed test: the multi-node test bed,
-# the frameworks and the browser must all be there. Only tests that need a GPU may skip.
+# the frameworks and the browser must all be there. Only tests whose need depends on the machine
+# may skip: `gpu` (needs an NVIDIA GPU) and `nogpu` (asserts what happens without a driver).
+# Skips at collection (a module-level pytest.importorskip) count too: a module of tests that never
+# ran is as missing as one test.
+REQUIRE_ALL = "PREFLIGHT_REQUIRE_ALL_TESTS"
+MACHINE_MARKERS = ("gpu", "nogpu")
+
+
+def _may_skip(node) -> bool:
+    return any(node.get_closest_marker(name) is not None for name in MACHINE_MARKERS)
+
+
+def _skip_reason(report) -> str:
+    return report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if (report.skipped and os.environ.get("PREFLIGHT_REQUIRE_ALL_TESTS") == "1"
-            and item.get_closest_marker("gpu") is None and not hasattr(report, "wasxfail")):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if (report.skipped and os.environ.get(REQUIRE_ALL) == "1" and not _may_skip(item)
+            and not hasattr(report, "wasxfail")):
         report.outcome = "failed"
-        report.longrepr = f"skipped where every test must run (PREFLIGHT_REQUIRE_ALL_TESTS=1): {reason}"
+        report.longrepr = f"skipped where every test must run ({REQUIRE_ALL}=1): {_skip_reason(report)}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get(REQUIRE_ALL) == "1" and not _may_skip(collector):
+        report.outcome = "failed"
+        report.longrepr = (f"{collector.nodeid}: skipped at collection where every test must run "
+                           f"({REQUIRE_ALL}=1): {_skip_reason(report)}")

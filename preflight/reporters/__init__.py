@@ -12,6 +12,7 @@ FORMATS: dict[str, tuple[str, str]] = {
     "md": ("report.md", "preflight.reporters.markdown"),
     "html": ("report.html", "preflight.reporters.html"),
     "junit": ("junit.xml", "preflight.reporters.junit"),
+    "prometheus": ("preflight.prom", "preflight.reporters.prometheus"),
 }
 DEFAULT_FORMATS = ("html", "md", "json", "junit")
 

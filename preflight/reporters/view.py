@@ -19,7 +19,7 @@ from preflight.verdict import Decision, Verdict, decide
 HEADLINES = {
     Verdict.GO: "Ready to train.",
     Verdict.NO_GO: "Not ready to train.",
-    Verdict.INCOMPLETE: "No verdict: the run did not finish.",
+    Verdict.INCOMPLETE: "No verdict.",  # the decision's reason says why (not finished, missing, nothing measured)
 }
 
 # A figure whose samples spread more than this, (max - min) / median, is flagged as noisy: it is

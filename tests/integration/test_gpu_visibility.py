@@ -17,7 +17,12 @@ from preflight_checks.gpu_visibility import GpuVisibility
 
 CHECK = GpuVisibility()
 NVML = nvml_facts(with_gpus=False)
-needs_no_driver = pytest.mark.skipif(NVML.get("available", False), reason="an NVIDIA driver is present on this machine")
+
+
+def needs_no_driver(test):
+    """Asserts what happens without a driver: skips on a GPU machine, which CI allows (marker nogpu)."""
+    skip = pytest.mark.skipif(NVML.get("available", False), reason="an NVIDIA driver is present on this machine")
+    return pytest.mark.nogpu(skip(test))
 
 
 def run_check(tmp_path, expect: Expect | None = None, **params):

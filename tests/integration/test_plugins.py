@@ -46,10 +46,17 @@ def test_a_plugin_that_fails_to_import_is_named_and_the_run_goes_on(tmp_path):
     assert "is not a preflight.check.Check subclass" in listing.stderr
     run = run_preflight("run", "--checks", "node.environment", "--format", "json,md", "--out", "out",
                         cwd=tmp_path, env=env)
-    assert run.returncode in (0, 1), run.stderr
+    # The run goes on, but its verdict cannot be GO: the plugin's checks did not run (exit 3,
+    # unless a check that did run blocks).
+    assert run.returncode in (1, 3), run.stderr
     data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["verdict"]["reason"].startswith("check plugins failed to load: acme.broken (acme-gpu-checks 0.3)")
     assert [r["check_id"] for r in data["results"]] == ["node.environment"]
     assert {e["distribution"] for e in data["load_errors"]} >= {"acme-gpu-checks 0.3"}
     assert "acme-gpu-checks 0.3" in (tmp_path / "out" / "report.md").read_text()
     asked = run_preflight("run", "--checks", "acme.broken", "--out", "out2", cwd=tmp_path, env=env)
     assert asked.returncode == 2 and "its plugin failed to load" in asked.stderr
+    excluded = run_preflight("run", "--checks", "node.environment", "--skip", "acme.broken,acme.wrong", "--format",
+                             "json", "--out", "out3", cwd=tmp_path, env=env)
+    assert excluded.returncode in (0, 1), excluded.stdout + excluded.stderr
+    assert json.loads((tmp_path / "out3" / "results.json").read_text())["load_errors"] == []

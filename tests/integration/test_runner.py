@@ -61,7 +61,7 @@ def test_a_crashing_check_is_error_with_its_traceback(tmp_path):
     ("WARN", ["--fail-on", "warn"], 1, "NO-GO"),
     ("FAIL", [], 1, "NO-GO"),
     ("ERROR", [], 1, "NO-GO"),
-    ("SKIP", [], 0, "GO"),
+    ("SKIP", [], 3, "INCOMPLETE"),  # nothing measured is never GO
 ])
 def test_exit_code_matches_the_verdict(tmp_path, status, extra, code, verdict):
     proc = run_preflight("run", "--checks", "example.echo", "--set", f"example.echo.status={status}",
@@ -102,7 +102,8 @@ def test_sigint_writes_partial_reports_and_exits_130(tmp_path):
             time.sleep(0.1)
         # Results are on disk the moment they are known, before the run ends.
         streamed = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-        assert [r["check_id"] for r in streamed] == ["example.echo"]
+        assert streamed[0]["preflight_plan"]["planned"] == ["example.echo", "example.sleep"]
+        assert [r["check_id"] for r in streamed[1:]] == ["example.echo"]
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
@@ -116,3 +117,42 @@ def test_sigint_writes_partial_reports_and_exits_130(tmp_path):
     assert "interrupted" in (out / "report.md").read_text()
     assert (out / "report.html").is_file() and (out / "junit.xml").is_file()
     assert pids_alive([int(p) for p in pid_file.read_text().split()]) == []
+
+
+def test_a_killed_run_rerendered_from_results_jsonl_is_incomplete_naming_what_is_missing(tmp_path):
+    import os
+
+    pid_file = tmp_path / "pids"
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        preflight_cmd("run", "--checks", "example.echo,example.sleep", "--set", "example.sleep.seconds=120",
+                      "--set", f'example.sleep.pid_file="{pid_file}"', "--out", str(out)),
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline, "the sleeping check never started"
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        proc.kill()  # SIGKILL: no reports, only what results.jsonl holds
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # The agent sees its stdin close and ends the sleeping check with its tree.
+    deadline = time.monotonic() + 30
+    pids = [int(p) for p in pid_file.read_text().split()]
+    while pids_alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in pids_alive(pids):  # only if the agent did not: processes this test started
+        os.kill(pid, signal.SIGKILL)
+    with open(out / "results.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"check_id": "example.sleep", "node": ')  # and a write cut short
+    again = run_preflight("report", str(out / "results.jsonl"), "--out", "again", "--format", "md,json", cwd=tmp_path)
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert "dropped line 3" in again.stderr
+    data = results(tmp_path / "again")
+    assert data["verdict"]["verdict"] == "INCOMPLETE"
+    assert "example.sleep on " in data["verdict"]["reason"]
+    assert [r["check_id"] for r in data["results"]] == ["example.echo"]

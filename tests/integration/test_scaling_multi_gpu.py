@@ -47,16 +47,16 @@ def no_worker_left() -> bool:
 
 
 @pytest.mark.torch
-def test_ddp_on_one_and_two_cpu_processes_is_measured_and_judged(tmp_path):
+def test_ddp_on_one_and_two_cpu_processes_is_measured_and_reported(tmp_path):
     pytest.importorskip("torch")
     result, elapsed = run_check(tmp_path, 90, tensorflow=False)
     facts = result.facts
-    assert result.status in (Status.PASS, Status.WARN, Status.FAIL), (result.summary, [e.output_tail for e in result.evidence])
+    # Measured, and reported as information: CPU processes sharing cores say nothing about a GPU fabric.
+    assert result.status is Status.SKIP, (result.summary, [e.output_tail for e in result.evidence])
+    assert [f.id for f in result.findings if f.level is Status.SKIP] == ["scaling.multi_gpu.cpu-only.not-applicable"]
     assert facts["device_kind"] == "cpu" and facts["backend"] == "gloo" and facts["device_counts"] == [1, 2]
     x1, x2 = (run["result"]["samples_per_s"] for run in facts["torch"])
     e2 = x2 / (2 * x1)
-    expected = Status.PASS if e2 >= 0.90 else Status.WARN if e2 >= 0.75 else Status.FAIL
-    assert result.status is expected
     assert facts["table"][1]["efficiency"] == pytest.approx(e2)
     assert facts["training_samples_per_s"] == pytest.approx(x2) and facts["training_devices"] == 2
     for run in facts["torch"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -47,13 +48,19 @@ def judge_files(paths: list[Path], stack: dict):
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """One real run without requirements: PASS, and the stack of this machine."""
-    return run_check(tmp_path_factory.mktemp("versions"))
+    """One real run without requirements, started in a directory without pin files: the stack of this machine."""
+    where = tmp_path_factory.mktemp("versions")
+    before = os.getcwd()
+    os.chdir(where)
+    try:
+        return run_check(where)
+    finally:
+        os.chdir(before)
 
 
-def test_without_requirements_records_the_stack_and_compares_nothing(recorded):
-    assert recorded.status is Status.PASS
-    assert "nothing was compared" in recorded.summary
+def test_without_requirements_records_the_stack_and_warns_nothing_is_pinned(recorded):
+    assert recorded.status is Status.WARN
+    assert [f.id for f in recorded.findings] == ["versions.pinned.not-pinned"]
     stack = recorded.facts["stack"]
     assert stack["python"] == platform.python_version()
     assert stack["kernel"] == platform.release()

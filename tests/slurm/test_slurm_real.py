@@ -74,7 +74,8 @@ def test_drain_takes_out_only_the_faulty_node_and_resume_brings_back_only_what_p
     first = preflight(inside, tmp_path, *args, "--out", str(tmp_path / "first"), "--drain")
     assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-2000:]
     states = bed.states()
-    assert states["n2"].drained and states["n2"].reason == "preflight: node.environment", states["n2"]
+    assert states["n2"].drained, states["n2"]
+    assert states["n2"].reason == "preflight: node.environment (node.environment.shm-small)"
     assert not states["n1"].drained
     assert states["n3"].reason == "disk replacement"
     assert "slurm: drained n2: preflight: node.environment" in first.stdout

@@ -56,6 +56,14 @@ def test_init_writes_a_file_and_refuses_to_overwrite(runner, tmp_path):
     (["--format", "pdf"], "unknown report format pdf"),
     (["--set", "node.environment.min_shm_gib=lots"], "expected a number"),
     (["--timeout", "0"], "--timeout must be positive"),
+    (["--checks", ""], "--checks is empty"),
+    (["--checks", " , "], "--checks is empty"),
+    (["--set", "scaling.multi_gpu.warn_efficiency=0.95"], "scaling.multi_gpu.warn_efficiency"),
+    (["--set", "net.bandwidth.streams=-1"], "net.bandwidth.streams: must not be negative"),
+    (["--set", "net.bandwidth.min_gbps=0"], "net.bandwidth.min_gbps: must be greater than zero"),
+    (["--set", "expect.gpus_per_node=-8"], "expect.gpus_per_node: must not be negative"),
+    (["--set", "versions.pinned.requirements=[\"missing.txt\"]"], "missing.txt does not exist"),
+    (["--checks", "versions.consistency", "--skip", "versions.pinned"], "--skip versions.pinned removes what"),
 ])
 def test_bad_input_is_exit_2_before_anything_runs(runner, tmp_path, args, message):
     result = runner.invoke(cli, ["run", "--out", "out", *args])
@@ -80,7 +88,7 @@ def test_unwritable_output_dir_is_exit_2(runner, tmp_path):
 
 def test_run_writes_every_report_and_exit_code_matches(runner, tmp_path):
     result = runner.invoke(cli, ["run", "--checks", "node.environment", "--out", "out",
-                                 "--set", "node.environment.min_free_disk_gib=0"])
+                                 "--set", "node.environment.min_free_disk_gib=0.001"])
     out = tmp_path / "out"
     for name in ("report.html", "report.md", "results.json", "results.jsonl", "junit.xml"):
         assert (out / name).is_file(), name
@@ -111,3 +119,101 @@ def test_step_summary_is_appended_when_set(runner, tmp_path, monkeypatch):
     runner.invoke(cli, ["run", "--checks", "node.environment", "--out", "out"])
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "preflight:" in text
+
+
+def test_empty_out_is_exit_2(runner, tmp_path):
+    for command in (["run", "--checks", "node.environment", "--out", ""], ["report", "results.json", "--out", ""]):
+        result = runner.invoke(cli, command)
+        assert result.exit_code == 2 and "--out is empty" in result.output, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def _jsonl_report(tmp_path, planned, results, torn=""):
+    """results.jsonl as a killed run leaves it: the plan header, some results, perhaps a torn line."""
+    from preflight.model import CheckResult, NodeInfo, RunReport, Status
+    from preflight.plan import plan_header
+
+    report = RunReport(started_at="2026-11-29T10:00:00+00:00", preflight_version="0.1.0",
+                       nodes=[NodeInfo(name="node1")], planned=planned)
+    lines = [json.dumps(plan_header(report))]
+    lines += [CheckResult(cid, "node1", Status.PASS, "fine", title=cid).to_json_line() for cid in results]
+    path = tmp_path / "results.jsonl"
+    path.write_text("\n".join(lines) + "\n" + torn)
+    return path
+
+
+def test_report_of_a_killed_run_is_incomplete_naming_what_is_missing(runner, tmp_path):
+    _jsonl_report(tmp_path, ["node.environment", "versions.pinned", "gpu.visibility"], ["node.environment"],
+                  torn='{"check_id": "versions.pinned", "node": "no')
+    result = runner.invoke(cli, ["report", "results.jsonl", "--out", "out", "--format", "md"])
+    assert result.exit_code == 3, result.output
+    assert "dropped line 3 of results.jsonl" in result.output
+    assert "versions.pinned on node1" in result.output and "gpu.visibility on node1" in result.output
+    assert "INCOMPLETE" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_report_of_a_whole_run_from_its_jsonl_is_go(runner, tmp_path):
+    _jsonl_report(tmp_path, ["node.environment"], ["node.environment"])
+    result = runner.invoke(cli, ["report", "results.jsonl", "--out", "out", "--format", "md"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_bad_line_inside_results_jsonl_is_exit_2_naming_it(runner, tmp_path):
+    path = _jsonl_report(tmp_path, ["node.environment"], ["node.environment"])
+    text = path.read_text().splitlines()
+    path.write_text("\n".join([text[0], "{not json", text[1]]) + "\n")
+    result = runner.invoke(cli, ["report", "results.jsonl", "--out", "out"])
+    assert result.exit_code == 2 and "results.jsonl:2" in result.output and "Traceback" not in result.output
+
+
+def test_run_starts_results_jsonl_with_the_plan(runner, tmp_path):
+    result = runner.invoke(cli, ["run", "--checks", "node.environment", "--out", "out", "--format", "json",
+                                 "--set", "node.environment.min_free_disk_gib=0.001"])
+    assert result.exit_code in (0, 1), result.output
+    header = json.loads((tmp_path / "out" / "results.jsonl").read_text().splitlines()[0])["preflight_plan"]
+    assert header["planned"] == ["node.environment"] and header["preflight_version"]
+    assert [n["name"] for n in header["nodes"]] and "expect" in header and "needs" in header
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert "measured" in data["verdict"]["reason"]
+
+
+def test_a_check_pulls_in_what_it_reads(runner):
+    from preflight.plan import PlanError, select
+    from preflight.registry import discover
+
+    checks = discover().checks
+    chosen = select(checks, ["versions.consistency"], set(), explicit=True)
+    assert set(chosen.ids) == {"versions.consistency", "versions.pinned"}
+    assert chosen.added == {"versions.pinned": "versions.consistency"}
+    gpu = select(checks, ["gpu.visibility"], set(), explicit=True)
+    assert gpu.added == {"node.environment": "gpu.visibility"}
+    assert select(checks, ["gpu.visibility"], {"node.environment"}, explicit=True).ids == ["gpu.visibility"]
+    with pytest.raises(PlanError):
+        select(checks, ["versions.consistency"], {"versions.pinned"}, explicit=True)
+    implicit = select(checks, sorted(checks), {"versions.pinned"}, explicit=False)
+    assert "versions.consistency" not in implicit.ids and "versions.pinned" not in implicit.ids
+
+
+def _with_broken_plugin(monkeypatch):
+    from preflight import cli as cli_module
+    from preflight.registry import LoadError, discover
+
+    registry = discover()
+    registry.errors.append(LoadError("acme.broken = acme_broken:Check", "acme-gpu-checks 0.3",
+                                     "ImportError: No module named 'acme_broken'"))
+    monkeypatch.setattr(cli_module, "_registry", lambda: registry)
+
+
+def test_a_plugin_that_failed_to_load_makes_the_run_incomplete_unless_skipped(runner, tmp_path, monkeypatch):
+    _with_broken_plugin(monkeypatch)
+    args = ["run", "--checks", "node.environment", "--format", "md,json",
+            "--set", "node.environment.min_free_disk_gib=0.001", "--set", "expect.frameworks=[]"]
+    result = runner.invoke(cli, [*args, "--out", "a"])
+    assert result.exit_code == 3, result.output
+    report_md = (tmp_path / "a" / "report.md").read_text()
+    first = report_md.splitlines()[2]
+    assert first.startswith("Check plugin failed to load: acme.broken (acme-gpu-checks 0.3)"), report_md[:400]
+    assert "preflight: INCOMPLETE - " in result.output and "acme.broken" in result.output.split("preflight: INCOMPLETE")[1]
+    skipped = runner.invoke(cli, [*args, "--skip", "acme.broken", "--out", "b"])
+    assert skipped.exit_code in (0, 1), skipped.output
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["load_errors"] == []

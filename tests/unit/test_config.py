@@ -121,3 +121,53 @@ def test_user_profile_file_and_unknown_profile(tmp_path):
 def test_profile_table_is_only_for_profiles():
     with pytest.raises(cfg.ConfigError, match="unknown section"):
         cfg.parse('[profile]\ndescription = "x"\n', CHECKS)
+
+
+ALL = discover().checks
+
+
+# -- values, not just types ------------------------------------------------------------------------
+
+def test_a_wrong_type_is_reported_at_its_own_line_not_the_first_with_that_name():
+    text = ('[checks."node.environment"]\ntimeout = 30\n\n[checks."net.bandwidth"]\nmin_gbps = 10\n'
+            'timeout = "slow"\n')
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse(text, ALL, "preflight.toml")
+    assert err.value.line == 6 and err.value.key == "checks.net.bandwidth.timeout"
+    assert "preflight.toml:6" in str(err.value)
+
+
+@pytest.mark.parametrize("text, key, line, words", [
+    ('[expect]\ngpus_per_node = -8\n', "expect.gpus_per_node", 2, "must not be negative"),
+    ('[run]\ntimeout = 0\n', "run.timeout", 2, "greater than zero"),
+    ('[checks."net.bandwidth"]\nstreams = -4\n', "checks.net.bandwidth.streams", 2, "must not be negative"),
+    ('[checks."net.bandwidth"]\nmin_gbps = -1.0\n', "checks.net.bandwidth.min_gbps", 2, "must not be negative"),
+    ('[checks."node.environment"]\nmin_shm_gib = 0\n', "checks.node.environment.min_shm_gib", 2, "greater than zero"),
+    ('[scaling]\nmin_efficiency = 1.5\n', "scaling.min_efficiency", 2, "fraction"),
+    ('[checks."collectives.local"]\nsizes_bytes = [1024, 0]\n', "checks.collectives.local.sizes_bytes", 2, "greater than zero"),
+])
+def test_values_are_checked_not_just_types(text, key, line, words):
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse(text, ALL, "preflight.toml")
+    assert err.value.key == key and err.value.line == line and words in str(err.value)
+
+
+def test_an_integer_ceiling_of_zero_is_a_count_and_allowed():
+    config = cfg.parse('[checks."gpu.visibility"]\nmax_volatile_uncorrectable_ecc = 0\n', ALL)
+    assert config.params["gpu.visibility"]["max_volatile_uncorrectable_ecc"] == 0
+
+
+def test_a_warn_level_stricter_than_the_pass_level_is_an_error(tmp_path):
+    path = tmp_path / "preflight.toml"
+    path.write_text('[checks."scaling.multi_gpu"]\nmin_efficiency = 0.8\nwarn_efficiency = 0.85\n')
+    config = cfg.load(path, ALL)
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.validate(config, ALL)
+    assert err.value.key == "checks.scaling.multi_gpu.warn_efficiency" and "stricter" in str(err.value)
+    path.write_text('[checks."scaling.multi_gpu"]\nmin_efficiency = 0.8\nwarn_efficiency = 0.7\n')
+    cfg.validate(cfg.load(path, ALL), ALL)
+    # Against the default PASS level too (0.90), through --set.
+    config = cfg.load(None, ALL)
+    cfg.apply_cli_settings(config, ["scaling.multi_gpu.warn_efficiency=0.95"], ALL)
+    with pytest.raises(cfg.ConfigError):
+        cfg.validate(config, ALL)

@@ -73,8 +73,11 @@ def test_16_node_range_from_the_docs():
     "host'quote",
     'host"quote',
     "a\\b",
-    "under_score",
     "-leading-dash",
+    "-under_score",
+    "alias_$(reboot)",
+    "alias_;id",
+    "alias_`id`",
     "trailing-dash-",
     "a..b",
     "a" * 64 + ".example",
@@ -163,3 +166,13 @@ def test_missing_file(tmp_path):
     with pytest.raises(HostsFileError) as info:
         load_hosts(tmp_path / "absent.txt")
     assert "cannot read" in info.value.message
+
+
+@pytest.mark.parametrize("name", ["under_score", "train_node1", "_bastion_gpu", "gpu_a.cluster_1.example"])
+def test_ssh_config_aliases_may_contain_underscores(name):
+    hosts = parse_hosts(f"{name} slots=8\nalice@{name}_2:2222\n", "hosts.txt")
+    assert [(h.hostname, h.port, h.slots) for h in hosts] == [(name, None, 8), (f"{name}_2", 2222, None)]
+
+
+def test_underscore_ranges_expand():
+    assert [h.name for h in parse_hosts("train_node[1-3]\n")] == ["train_node1", "train_node2", "train_node3"]

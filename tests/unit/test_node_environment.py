@@ -61,3 +61,85 @@ def test_missing_shm_and_unreadable_disk_fail():
     assert outcome.status is Status.FAIL
     assert any("/dev/shm is missing" in d for d in outcome.details)
     assert any("cannot read free space of /gone" in d for d in outcome.details)
+
+
+# -- what the node has to train with ------------------------------------------------------------
+
+from preflight_checks.node_environment import NO_FRAMEWORK, importable, nvidia_pci_gpus  # noqa: E402
+
+
+def _pci_device(root, address, vendor, pci_class, driver=None, device="0x2330"):
+    path = root / "devices" / address
+    path.mkdir(parents=True)
+    (path / "vendor").write_text(f"{vendor}\n")
+    (path / "class").write_text(f"{pci_class}\n")
+    (path / "device").write_text(f"{device}\n")
+    if driver:
+        target = root / "drivers" / driver
+        target.mkdir(parents=True, exist_ok=True)
+        (path / "driver").symlink_to(target)
+
+
+def test_pci_scan_finds_nvidia_gpus_not_nvswitches_nor_other_vendors(tmp_path):
+    _pci_device(tmp_path, "0000:18:00.0", "0x10de", "0x030200", driver="nvidia")  # H100 (3D controller)
+    _pci_device(tmp_path, "0000:2a:00.0", "0x10de", "0x030000")  # a VGA NVIDIA GPU, no driver bound
+    _pci_device(tmp_path, "0000:05:00.0", "0x10de", "0x068000", driver="nvidia")  # NVSwitch: a bridge
+    _pci_device(tmp_path, "0000:00:02.0", "0x8086", "0x030000", driver="i915")  # Intel graphics
+    _pci_device(tmp_path, "0000:3b:00.0", "0x15b3", "0x020700", driver="mlx5_core")  # InfiniBand NIC
+    gpus = nvidia_pci_gpus(str(tmp_path / "devices"))
+    assert [(g["address"], g["driver"]) for g in gpus] == [("0000:18:00.0", "nvidia"), ("0000:2a:00.0", None)]
+    assert gpus[0]["class"] == "0x030200" and gpus[0]["device"] == "0x2330"
+    assert nvidia_pci_gpus(str(tmp_path / "nowhere")) == []
+
+
+def test_importable_does_not_import():
+    import sys
+
+    found = importable(["json", "surely_not_a_module_xyz"])
+    assert found == {"json": True, "surely_not_a_module_xyz": False}
+    assert "surely_not_a_module_xyz" not in sys.modules
+
+
+def _facts(gpus=(), frameworks=None):
+    facts = load_facts("node_environment/healthy_gpu_node.json")
+    facts["nvidia_gpus"] = [{"address": f"0000:{i:02x}:00.0", "class": "0x030200", "driver": d}
+                            for i, d in enumerate(gpus)]
+    facts["frameworks"] = frameworks if frameworks is not None else {"torch": True, "tensorflow": False}
+    return facts
+
+
+def _ids(outcome):
+    return {f.id for f in outcome.findings if f.level is not Status.PASS}
+
+
+def test_gpus_on_the_bus_without_a_driver_fail():
+    outcome = evaluate(_facts(gpus=[None] * 8))
+    assert outcome.status is Status.FAIL
+    assert _ids(outcome) == {"node.environment.gpu-without-driver"}
+    assert "8 NVIDIA GPUs on the PCI bus" in outcome.summary
+    assert any("nvidia-smi" in fix for fix in outcome.remediation)
+    assert evaluate(_facts(gpus=["nvidia"] * 8)).status is Status.PASS
+
+
+def test_neither_framework_is_no_go_unless_stated_on_purpose():
+    none = {"torch": False, "tensorflow": False}
+    outcome = evaluate(_facts(frameworks=none))
+    assert outcome.status is Status.FAIL and outcome.summary == NO_FRAMEWORK
+    assert _ids(outcome) == {"node.environment.no-framework"}
+    stated = CHECK.evaluate(_facts(frameworks=none), Params(), Expect(frameworks=[]))
+    assert stated.status is Status.PASS
+    only_tf = evaluate(_facts(frameworks={"torch": False, "tensorflow": True}))
+    assert only_tf.status is Status.PASS
+
+
+def test_an_expected_framework_that_is_missing_fails_with_its_own_fix():
+    outcome = CHECK.evaluate(_facts(), Params(), Expect(frameworks=["torch", "tensorflow"]))
+    assert _ids(outcome) == {"node.environment.framework-missing"}
+    assert outcome.remediation == ["Install tensorflow into the Python that runs preflight on this node (pip install "
+                                   "tensorflow), or remove it from expect.frameworks."]
+
+
+def test_findings_carry_their_own_fixes():
+    outcome = evaluate(load_facts("node_environment/docker_defaults.json"))
+    assert {"node.environment.shm-small", "node.environment.memlock-limited", "node.environment.nofile-low"} <= _ids(outcome)
+    assert not any("hostname" in fix for fix in outcome.remediation)

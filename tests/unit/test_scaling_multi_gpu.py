@@ -107,12 +107,17 @@ def test_the_warn_band_lies_between_the_two_thresholds():
     assert evaluate(facts, min_efficiency=e8 + 0.04, warn_efficiency=e8 + 0.02).status is Status.FAIL
 
 
-def test_cpu_run_is_judged_and_says_it_is_cpu_only():
+def test_cpu_run_is_information_not_judged_and_says_it_is_cpu_only():
+    # The figure describes CPU processes sharing cores, not a GPU fabric: reported, never FAIL/NO-GO.
     facts = load_facts(CPU)
-    outcome = evaluate(facts)
     e2 = efficiency(facts, 2)
-    expected = Status.PASS if e2 >= 0.90 else Status.WARN if e2 >= 0.75 else Status.FAIL
-    assert outcome.status is expected
+    assert e2 < Params().warn_efficiency  # this recording would FAIL by the GPU thresholds
+    outcome = evaluate(facts)
+    assert outcome.status is Status.SKIP
+    assert [f.id for f in outcome.findings if f.level is Status.SKIP] == ["scaling.multi_gpu.cpu-only.not-applicable"]
+    assert "not a GPU fabric" in outcome.summary and "PASS at" not in outcome.summary
+    assert all(m.threshold is None and m.ok is None for m in outcome.measurements)
+    assert evaluate(facts, Expect(frameworks=["torch", "tensorflow"]), min_efficiency=0.99).status is Status.SKIP
     assert "[CPU only: processes share 2 CPUs]" in outcome.summary
     assert outcome.details[0].startswith("CPU only: 2 gloo processes with 1 thread each share 2 CPUs")
     assert measurement(outcome, "throughput on 1 CPU process").unit == "samples/s"
@@ -184,3 +189,21 @@ def test_evaluate_is_pure():
     before = copy.deepcopy(facts)
     evaluate(facts)
     assert facts == before
+
+
+def test_throughput_declares_its_scaling_figure():
+    outcome = evaluate(load_facts(HEALTHY))
+    figures = [(m.series, m.at, m.value) for m in outcome.measurements if m.figure == "scaling"]
+    torch_points = [(at, value) for series, at, value in figures if series == "measured"]
+    assert [at for at, _ in torch_points] == [1, 2, 4, 8]
+    assert torch_points[-1][1] == measurement(outcome, "throughput on 8 GPUs").value
+    assert all(m.better == "higher" for m in outcome.measurements if m.figure == "scaling")
+    assert any(series == "tensorflow" for series, _, _ in figures)
+
+
+def test_findings_name_what_was_found():
+    assert {f.id for f in evaluate(load_facts(DEGRADED)).findings} >= {"scaling.multi_gpu.low-efficiency"}
+    single = load_facts(HEALTHY)
+    single["torch"] = single["torch"][:1]
+    assert [f.id for f in evaluate(single).findings] == ["scaling.multi_gpu.single-device.not-applicable"]
+    assert [f.id for f in evaluate({"torch_version": None}).findings] == ["scaling.multi_gpu.no-torch"]

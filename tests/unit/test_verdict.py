@@ -1,7 +1,8 @@
 import pytest
 
 from preflight.model import Scope, Status
-from preflight.verdict import EXIT_CODES, Verdict, decide
+from preflight.model import Finding
+from preflight.verdict import EXIT_CODES, Verdict, decide, measured_counts, skip_blocks
 from tests.conftest import make_report, make_result
 
 
@@ -34,8 +35,10 @@ def test_fail_or_error_is_no_go(status):
 
 
 def test_skip_is_not_silently_green_when_expected():
+    # A run of nothing but SKIPs is INCOMPLETE (test_all_skip_run_is_incomplete); beside a measured
+    # result, a SKIP that nothing expects does not block.
     skipped = make_result("gpu.visibility", status=Status.SKIP, summary="no NVIDIA driver")
-    assert decide(make_report([skipped])).verdict is Verdict.GO
+    assert decide(make_report([make_result(), skipped])).verdict is Verdict.GO
     decision = decide(make_report([skipped], expected=["gpu.visibility"]))
     assert decision.verdict is Verdict.NO_GO
     assert decision.skipped_expected == [skipped]
@@ -75,3 +78,97 @@ def test_blocking_is_ordered_worst_first():
 
 def test_exit_codes_are_distinct():
     assert EXIT_CODES == {Verdict.GO: 0, Verdict.NO_GO: 1, Verdict.INCOMPLETE: 3}
+
+
+# -- nothing measured is never GO ------------------------------------------------------------------
+
+def test_all_skip_run_is_incomplete_and_says_nothing_was_measured():
+    report = make_report([make_result("gpu.visibility", status=Status.SKIP, summary="no NVIDIA driver"),
+                          make_result("net.bandwidth", "cluster", Status.SKIP, "one node", scope=Scope.CLUSTER)])
+    decision = decide(report)
+    assert decision.verdict is Verdict.INCOMPLETE and decision.exit_code == 3
+    assert (decision.measured, decision.total) == (0, 2)
+    assert "0 of 2 checks measured" in decision.reason
+
+
+def test_measured_counts_checks_with_a_measured_result():
+    report = make_report([make_result("a.one", "n1", Status.PASS), make_result("a.one", "n2", Status.SKIP),
+                          make_result("b.two", "n1", Status.ERROR), make_result("c.three", "n1", Status.SKIP),
+                          make_result("d.four", "n1", Status.WARN)])
+    assert measured_counts(report) == (2, 4)
+    assert decide(report).measured_text == "2 of 4 checks measured"
+
+
+# -- what a training node needs is expected by default ------------------------------------------
+
+def _env(node, gpus=0, status=Status.PASS, findings=()):
+    facts = {"nvidia_gpus": [{"address": f"0000:{i:02x}:00.0", "class": "0x030200"} for i in range(gpus)]}
+    return make_result("node.environment", node, status, facts=facts, findings=list(findings))
+
+
+def _gpu_skip(node="n1"):
+    return make_result("gpu.visibility", node, Status.SKIP, "no NVIDIA driver (NVML unavailable)")
+
+
+def test_gpu_check_skip_blocks_on_a_node_with_nvidia_gpus_on_its_pci_bus():
+    report = make_report([_env("n1", gpus=8), _gpu_skip()], needs={"gpu.visibility": ["gpu"]})
+    decision = decide(report)
+    assert decision.verdict is Verdict.NO_GO
+    assert [r.check_id for r in decision.skipped_expected] == ["gpu.visibility"]
+    assert "PCI" in skip_blocks(report.results[1], report)
+
+
+def test_gpu_check_skip_does_not_block_without_nvidia_hardware():
+    report = make_report([_env("n1", gpus=0), _gpu_skip()], needs={"gpu.visibility": ["gpu"]})
+    assert decide(report).verdict is Verdict.GO
+
+
+@pytest.mark.parametrize("setting", [{"profile": "h100-8x"}, {"expect": {"gpus_per_node": 8}}])
+def test_profile_or_gpus_per_node_make_gpu_and_framework_skips_block(setting):
+    results = [_env("n1"), _gpu_skip(),
+               make_result("collectives.local", "n1", Status.SKIP, "torch is not installed")]
+    needs = {"gpu.visibility": ["gpu"], "collectives.local": ["framework"]}
+    decision = decide(make_report(results, needs=needs, **setting))
+    assert decision.verdict is Verdict.NO_GO
+    assert {r.check_id for r in decision.skipped_expected} == {"gpu.visibility", "collectives.local"}
+    # Without either, the same SKIPs do not block.
+    assert decide(make_report(results, needs=needs)).verdict is Verdict.GO
+
+
+def test_a_skip_that_says_not_applicable_does_not_block_through_inference():
+    single = make_result("scaling.multi_gpu", "n1", Status.SKIP, "1 GPU only",
+                         findings=[Finding("scaling.multi_gpu.single-device.not-applicable", Status.SKIP, "1 GPU only")])
+    report = make_report([_env("n1", gpus=1), single], needs={"scaling.multi_gpu": ["framework"]},
+                         expect={"gpus_per_node": 1})
+    assert decide(report).verdict is Verdict.GO
+
+
+def test_no_framework_finding_is_the_headline():
+    finding = Finding("node.environment.no-framework", Status.FAIL,
+                      "neither PyTorch nor TensorFlow is installed: nothing here can train")
+    decision = decide(make_report([_env("n1", status=Status.FAIL, findings=[finding])]))
+    assert decision.verdict is Verdict.NO_GO
+    assert decision.reason.startswith("neither PyTorch nor TensorFlow is installed: nothing here can train")
+
+
+# -- plugins -----------------------------------------------------------------------------------------
+
+def test_a_plugin_that_failed_to_load_makes_it_incomplete_named_first():
+    errors = [{"entry_point": "acme.broken = acme_broken:Check", "distribution": "acme 0.3", "error": "ImportError: x"}]
+    decision = decide(make_report([make_result()], load_errors=errors))
+    assert decision.verdict is Verdict.INCOMPLETE and decision.exit_code == 3
+    assert decision.reason.startswith("check plugin failed to load: acme.broken (acme 0.3)")
+    failing = decide(make_report([make_result(status=Status.FAIL)], load_errors=errors))
+    assert failing.verdict is Verdict.NO_GO and failing.reason.startswith("check plugin failed to load")
+
+
+def test_missing_results_are_named():
+    report = make_report([make_result("node.environment", "node1")], nodes=["node1", "node2"])
+    assert "node.environment on node2" in decide(report).reason
+
+
+def test_a_check_pulled_in_for_another_does_not_count_as_measured():
+    report = make_report([make_result("node.environment", status=Status.PASS), _gpu_skip("node1")],
+                         needs={"gpu.visibility": ["gpu"]}, pulled_in={"node.environment": "gpu.visibility"})
+    decision = decide(report)
+    assert decision.verdict is Verdict.INCOMPLETE and (decision.measured, decision.total) == (0, 1)

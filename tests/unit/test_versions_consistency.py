@@ -140,3 +140,19 @@ def test_compare_field_directly():
     assert compare_field("torch", {"a": "2.5.1", "b": "2.5.1"}) == []
     assert compare_field("tensorflow", {"a": None, "b": None, "c": "2.17.0"}) == [
         "node c: tensorflow 2.17.0 differs from not installed on a, b"]
+
+
+def test_two_nodes_without_any_stack_compared_nothing_and_do_not_pass():
+    data = {"nodes": ["gpu01", "gpu02"], "node_facts": {}}
+    _, outcome = run(data)
+    assert outcome.status is Status.ERROR
+    assert [f.id for f in outcome.findings] == ["versions.consistency.too-few-stacks"]
+
+
+def test_differences_are_findings_naming_the_node():
+    stacks = {n: copy.deepcopy(STACK) for n in ("a", "b", "c")}
+    stacks["c"]["torch"] = "2.4.0"
+    _, outcome = run(nodes_with(stacks))
+    fired = [(f.id, f.node) for f in outcome.findings if f.level is Status.FAIL]
+    assert fired == [("versions.consistency.torch-differs", "c")]
+    assert outcome.remediation and "re-image" in outcome.remediation[0]

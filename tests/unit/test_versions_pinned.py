@@ -215,12 +215,145 @@ def test_requirements_error_is_error_and_keeps_the_stack(tmp_path):
     assert outcome.summary.startswith("could not measure: requirements file") and "missing.txt" in outcome.summary
 
 
-def test_no_requirements_passes_and_says_nothing_was_compared():
+def test_no_pins_anywhere_warns_with_the_fix_and_keeps_the_stack():
+    # A check that compared nothing does not PASS.
     p = CHECK.params_from()
     outcome = CHECK.evaluate({"stack": STACK, "requirements_files": [], "pins": {}, "installed": {}}, p, Expect())
-    assert outcome.status is Status.PASS
-    assert "nothing was compared" in outcome.summary
-    assert f"torch {STACK['torch']}" in outcome.summary
+    assert outcome.status is Status.WARN
+    assert [f.id for f in outcome.findings] == ["versions.pinned.not-pinned"]
+    assert outcome.summary.startswith("framework versions are not pinned anywhere preflight can see")
+    assert any("pip freeze > requirements.txt" in fix for fix in outcome.remediation)
+    assert any(f"torch {STACK['torch']}" in d for d in outcome.details)
+
+
+# ------------------------------------------------------------------- lock files, read where preflight starts
+
+UV_LOCK = """version = 1
+requires-python = ">=3.10"
+
+[[package]]
+name = "numpy"
+version = "1.26.4"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "torch"
+version = "2.5.1"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "torch"
+version = "2.5.0"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "trainer"
+version = "0.1.0"
+source = { editable = "." }
+"""
+
+POETRY_LOCK = """[[package]]
+name = "torch"
+version = "2.5.1"
+optional = false
+
+[[package]]
+name = "numpy"
+version = "1.26.4"
+optional = false
+"""
+
+PIPFILE_LOCK = json.dumps({"_meta": {}, "default": {"torch": {"version": "==2.5.1"}, "numpy": {"version": "==1.26.4"}},
+                           "develop": {"mylib": {"git": "https://example.org/mylib.git"}}}, indent=4)
+
+CONDA_ENV = """name: train
+channels: [pytorch, conda-forge]
+dependencies:
+  - python=3.11
+  - pytorch::pytorch=2.5.1=py3.11_cuda12.4_cudnn9.1.0_0
+  - numpy=1.26.4
+  - cudatoolkit>=11
+  - pip
+  - pip:
+    - torchvision==0.20.1
+"""
+
+
+@pytest.mark.parametrize("name, text", [("uv.lock", UV_LOCK), ("poetry.lock", POETRY_LOCK),
+                                        ("Pipfile.lock", PIPFILE_LOCK), ("environment.yml", CONDA_ENV)])
+def test_lock_files_in_the_working_directory_are_found_and_compared(tmp_path, name, text):
+    from preflight.pins import gather
+
+    write(tmp_path, name, text)
+    pins = gather([], tmp_path)
+    assert pins["discovered"] and pins["files"] == [str(tmp_path / name)] and not pins["errors"]
+    names = {e["name"] for e in pins["entries"]}
+    assert {"torch", "numpy"} <= names and "trainer" not in names
+    facts = {"stack": STACK, "requirements_files": pins["files"], "pins": pins,
+             "installed": {**INSTALLED, "torchvision": None, **{n: INSTALLED.get(n) for n in names}}}
+    outcome = CHECK.evaluate(facts, CHECK.params_from({"pins": pins}), Expect())
+    assert outcome.status is Status.PASS, (outcome.summary, outcome.details)
+    drifted = dict(facts, installed={**facts["installed"], "torch": "2.4.0"})
+    failed = CHECK.evaluate(drifted, CHECK.params_from({"pins": pins}), Expect())
+    assert failed.status is Status.FAIL and "versions.pinned.framework-mismatch" in {f.id for f in failed.findings}
+
+
+def test_conda_environment_names_and_skipped_specs(tmp_path):
+    from preflight.pins import gather
+
+    write(tmp_path, "environment.yml", CONDA_ENV)
+    pins = gather([], tmp_path)
+    by_name = {e["name"]: e for e in pins["entries"]}
+    assert by_name["torch"]["exact"] == "2.5.1" and by_name["torchvision"]["exact"] == "0.20.1"
+    assert by_name["torch"]["where"] == f"{tmp_path / 'environment.yml'}:5"
+    assert by_name["torchvision"]["where"] == f"{tmp_path / 'environment.yml'}:10"
+    assert "python" not in by_name and any("cudatoolkit" in s["line"] for s in pins["skipped"])
+
+
+def test_requirements_files_and_a_library_pyproject_are_found(tmp_path):
+    from preflight.pins import discover, gather
+
+    write(tmp_path, "requirements-gpu.txt", LOCKED)
+    write(tmp_path, "pyproject.toml", "[project]\nname = 'lib'\n")  # no dependencies: passed over
+    write(tmp_path, "notes.txt", "torch==1.0\n")
+    assert [p.name for p in discover(tmp_path)] == ["requirements-gpu.txt", "pyproject.toml"]
+    assert gather([], tmp_path)["files"] == [str(tmp_path / "requirements-gpu.txt")]
+    assert gather([], tmp_path / "empty" if (tmp_path / "empty").mkdir() is None else tmp_path)["files"] == []
+
+
+def test_pins_are_read_on_the_coordinator_and_travel_in_the_params(tmp_path, monkeypatch):
+    write(tmp_path, "requirements.txt", LOCKED)
+    overrides = VersionsPinned.prepare_on_coordinator({"requirements": ["requirements.txt"]}, tmp_path)
+    assert overrides["pins"]["files"] == [str(tmp_path / "requirements.txt")]
+    # On a node the file does not exist: the pins come from the params, not from a path.
+    node_dir = tmp_path / "node"
+    node_dir.mkdir()
+    monkeypatch.chdir(node_dir)
+    from preflight_checks.versions_pinned import collect_pins
+
+    facts = collect_pins(CHECK.params_from(json.loads(json.dumps(overrides))))
+    assert {e["name"] for e in facts["pins"]["entries"]} == {"torch", "torchvision", "numpy"}
+    assert "requirements_error" not in facts
+
+
+def test_a_configured_file_that_does_not_exist_is_the_users_mistake(tmp_path):
+    with pytest.raises(ValueError, match="requirements file .*missing.txt does not exist"):
+        VersionsPinned.prepare_on_coordinator({"requirements": ["missing.txt"]}, tmp_path)
+
+
+def test_a_found_file_that_cannot_be_read_is_error(tmp_path):
+    write(tmp_path, "poetry.lock", "[[package]\nname =")
+    pins = VersionsPinned.prepare_on_coordinator({}, tmp_path)["pins"]
+    facts = {"stack": STACK, "requirements_files": pins["files"], "pins": pins, "installed": {}}
+    outcome = CHECK.evaluate(facts, CHECK.params_from({"pins": pins}), Expect())
+    assert outcome.status is Status.ERROR and [f.id for f in outcome.findings] == ["versions.pinned.unreadable"]
+
+
+def test_pins_that_name_nothing_installed_compared_nothing_and_warn(tmp_path):
+    outcome = judge([write(tmp_path, "r.txt", "leftpad==1.0 ; extra == 'docs'\n")],
+                    installed={"torch": None})
+    assert outcome.status is Status.WARN
+    assert [f.id for f in outcome.findings] == ["versions.pinned.nothing-compared"]
 
 
 def test_describe_stack_of_a_gpu_node():

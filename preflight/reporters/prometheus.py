@@ -1,0 +1,91 @@
+"""preflight.prom: the run's statuses and figures as metrics, in node_exporter's textfile format.
+
+    preflight run --format prometheus --out /var/lib/node_exporter/textfile_collector/preflight
+
+Point node_exporter's --collector.textfile.directory at the file's directory (or copy the file
+there) and the run's outcome lands in Prometheus beside the GPU telemetry:
+
+    preflight_check_status{check, node, status}      1 for the status the check had, 0 for the others
+    preflight_check_duration_seconds{check, node}    how long the check took
+    preflight_figure{check, node, name, unit}        one gauge per numeric figure
+    preflight_figure_threshold{check, node, name, unit}  the threshold it was judged against, if any
+    preflight_verdict{verdict}                       1 for GO, NO-GO or INCOMPLETE, 0 for the others
+    preflight_run_finished_timestamp_seconds         when the run ended (Unix time)
+
+Figures that are not numbers ("not measured: no GPU") are left out, and so are the points of a
+per-step chart (figure "step": their median and p95 are figures of their own); a figure a cluster check files
+under a node or link is labelled with that node. The text is made by prometheus_client, which escapes
+label values as the format requires.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterator
+
+from preflight.model import FIGURE_STEP, RunReport, Status
+from preflight.verdict import Verdict, decide
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+class _RunCollector:
+    def __init__(self, report: RunReport) -> None:
+        self.report = report
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        status = GaugeMetricFamily("preflight_check_status", "Status of a check on a node: 1 for the status it "
+                                   "had (PASS, WARN, FAIL, SKIP, ERROR), 0 for the others",
+                                   labels=["check", "node", "status"])
+        duration = GaugeMetricFamily("preflight_check_duration_seconds", "How long the check took on the node",
+                                     labels=["check", "node"])
+        figure = GaugeMetricFamily("preflight_figure", "A figure a check measured, in the unit of its label",
+                                   labels=["check", "node", "name", "unit"])
+        threshold = GaugeMetricFamily("preflight_figure_threshold", "The threshold a figure was judged against",
+                                      labels=["check", "node", "name", "unit"])
+        seen: set[tuple[str, ...]] = set()
+        for result in self.report.results:
+            for s in Status:
+                status.add_metric([result.check_id, result.node, s.value], 1.0 if result.status is s else 0.0)
+            duration.add_metric([result.check_id, result.node], float(result.duration_s or 0.0))
+            for m in result.measurements:
+                value = _number(m.value)
+                key = (result.check_id, m.node or result.node, m.name, m.unit or "")
+                if value is None or key in seen or m.figure == FIGURE_STEP:
+                    continue
+                seen.add(key)
+                figure.add_metric(list(key), value)
+                limit = _number(m.threshold)
+                if limit is not None:
+                    threshold.add_metric(list(key), limit)
+        verdict = GaugeMetricFamily("preflight_verdict", "The run's verdict: 1 for the one it reached",
+                                    labels=["verdict"])
+        reached = decide(self.report).verdict
+        for v in Verdict:
+            verdict.add_metric([v.value], 1.0 if v is reached else 0.0)
+        yield from (status, duration, figure, threshold, verdict)
+        finished = _timestamp(self.report.finished_at or self.report.started_at)
+        if finished is not None:
+            yield GaugeMetricFamily("preflight_run_finished_timestamp_seconds", "When the run ended, Unix time",
+                                    value=finished)
+
+
+def _timestamp(text: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def render(report: RunReport) -> str:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_RunCollector(report))  # type: ignore[arg-type]
+    return generate_latest(registry).decode()

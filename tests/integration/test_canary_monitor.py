@@ -1,0 +1,49 @@
+"""The latency hook in a real 2-rank gloo DDP job: its histogram counts every step, over HTTP and in
+the node_exporter textfile, and promtool accepts what it serves."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from preflight.launch import interpret_launch, launch_local, loopback_interface
+
+pytestmark = pytest.mark.torch
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 7
+
+
+def sample(text: str, name: str, rank: int) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and s.labels.get("rank") == str(rank):
+                return s.value
+    raise AssertionError(f"{name} for rank {rank} not in:\n{text}")
+
+
+def test_histogram_counts_every_step_of_a_two_rank_ddp_job(tmp_path):
+    pytest.importorskip("torch")
+    argv = [sys.executable, "-m", "tests.integration.ddp_monitor_job", "--steps", str(STEPS),
+            "--textfile-dir", str(tmp_path), "--join-timeout-s", "30", "--pg-timeout-s", "30"]
+    launch = launch_local(argv, 2, timeout_s=120, cwd=str(ROOT),
+                          env={"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": loopback_interface()})
+    outcome = interpret_launch(launch)
+    assert outcome["ok"], (outcome["error"], [r.stderr[-2000:] for r in launch.ranks])
+    ranks = outcome["result"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    for r in ranks:
+        assert r["port"] > 0
+        # one bucket per step (a single Linear layer): one observation per step, every step
+        assert sample(r["scraped"], "preflight_allreduce_latency_seconds_count", r["rank"]) == STEPS
+        written = Path(r["textfile"]).read_text()
+        assert sample(written, "preflight_allreduce_latency_seconds_count", r["rank"]) == STEPS
+        assert 0 < sample(written, "preflight_allreduce_latency_seconds_sum", r["rank"]) < 60
+        if shutil.which("promtool"):
+            check = subprocess.run(["promtool", "check", "metrics"], input=written, capture_output=True, text=True)
+            assert check.returncode == 0, check.stdout + check.stderr

@@ -1,0 +1,101 @@
+"""preflight alerts: the rules as data, thresholds from a run, the hand-written YAML, the command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from preflight import alerts
+from preflight.check import measure
+from preflight.cli import cli
+from tests.conftest import make_report, make_result
+
+NAMES = ["PreflightGpuUtilizationLow", "PreflightGpuXidError", "PreflightCommLatencyHigh",
+         "PreflightGpuTelemetryMissing"]
+
+
+def all_rules(thresholds=None):
+    return alerts.rules(thresholds or alerts.Thresholds())["groups"][0]["rules"]
+
+
+def test_every_alert_is_a_warning_with_a_summary_and_a_runbook_and_names_no_job():
+    found = all_rules()
+    assert [r["alert"] for r in found] == NAMES
+    for rule in found:
+        assert rule["labels"]["severity"] == "warning"
+        assert rule["annotations"]["summary"] and "Runbook" in rule["annotations"]["description"]
+        assert "job" not in rule["expr"]
+
+
+def test_stated_defaults_and_overrides_reach_the_expressions():
+    util, xid, latency, telemetry = all_rules()
+    assert util["expr"] == "avg_over_time(DCGM_FI_DEV_GPU_UTIL[10m]) < 50"
+    assert xid["expr"] == "max_over_time(DCGM_FI_DEV_XID_ERRORS[5m]) != 0"
+    assert latency["expr"].startswith("histogram_quantile(0.99, ")
+    assert "preflight_allreduce_latency_seconds_bucket[5m]" in latency["expr"] and latency["expr"].endswith("> 0.25")
+    assert "absent(DCGM_FI_DEV_GPU_UTIL)" in telemetry["expr"]
+    text = alerts.build(floor_pct=42, ceiling_s=0.05, window="2m", for_="30s")
+    assert "DCGM_FI_DEV_GPU_UTIL[2m]) < 42" in text and "> 0.05" in text
+    assert text.count('for: "30s"') == 4
+
+
+def canary_result(node, util_pct=None, p99_ms=None):
+    ms = [measure("step time median", 40.0, "ms")]
+    if util_pct is not None:
+        ms.append(measure("GPU utilisation (least busy GPU)", util_pct, "%"))
+    else:
+        ms.append(measure("GPU utilisation", "not measured: no GPU"))
+    if p99_ms is not None:
+        ms.append(measure("all-reduce latency per bucket p99", p99_ms, "ms"))
+    return make_result("canary.training", node=node, measurements=ms)
+
+
+def test_from_results_takes_seventy_percent_of_the_least_busy_node_and_three_times_the_slowest_p99():
+    report = make_report([canary_result("a", 90.0, 4.0), canary_result("b", 80.0, 10.0)]).to_dict()
+    thresholds, notes = alerts.thresholds_from_results(report, alerts.Thresholds())
+    assert thresholds.gpu_util_floor_pct == pytest.approx(56.0)
+    assert thresholds.comm_latency_ceiling_s == pytest.approx(0.03)
+    assert any("measured on b" in n for n in notes)
+
+
+def test_from_results_without_gpu_figures_keeps_the_defaults_and_says_so():
+    report = make_report([canary_result("cpu-node", None, 20.0)]).to_dict()
+    thresholds, notes = alerts.thresholds_from_results(report, alerts.Thresholds())
+    assert thresholds.gpu_util_floor_pct == alerts.Thresholds().gpu_util_floor_pct
+    assert thresholds.comm_latency_ceiling_s == pytest.approx(0.06)
+    assert "(default)" in notes[0]
+
+
+def test_hand_written_yaml_quotes_strings_as_json_and_nests_lists_of_maps():
+    text = alerts.to_yaml({"groups": [{"name": 'a "b"', "rules": [{"for": "5m", "n": 3, "ok": True}]}], "e": []})
+    assert text == ('groups:\n'
+                    '  - name: "a \\"b\\""\n'
+                    '    rules:\n'
+                    '      - for: "5m"\n'
+                    '        n: 3\n'
+                    '        ok: true\n'
+                    'e: []\n')
+
+
+def test_prometheus_operator_manifest_carries_the_same_groups_under_spec():
+    manifest = alerts.build("prometheus-operator", namespace="monitoring")
+    assert 'kind: "PrometheusRule"' in manifest and 'namespace: "monitoring"' in manifest
+    plain = alerts.to_yaml(alerts.rules(alerts.Thresholds()), indent=2)
+    assert "spec:\n" + plain in manifest
+
+
+def test_alerts_command_writes_the_file_and_rejects_bad_input(tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "rules.yml"
+    result = runner.invoke(cli, ["alerts", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text().count("- alert: ") == 4
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(make_report([canary_result("a", 90.0, 5.0)]).to_dict()))
+    result = runner.invoke(cli, ["alerts", "--from", str(results)])
+    assert result.exit_code == 0 and "< 63" in result.output
+    assert runner.invoke(cli, ["alerts", "--for", "soon"]).exit_code == 2
+    assert runner.invoke(cli, ["alerts", "--gpu-util-floor", "150"]).exit_code == 2
+    assert runner.invoke(cli, ["alerts", "--from", str(tmp_path / "missing.json")]).exit_code == 2
