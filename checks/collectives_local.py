@@ -7,7 +7,10 @@ torch.distributed.checkpoint and many launchers create). The ranks are separate 
 the same program with torchrun on every node.
 
 Figures follow nccl-tests (doc/PERFORMANCE.md of NVIDIA/nccl-tests): algbw = bytes / time,
-busbw = algbw x 2(n-1)/n, GB/s = 1e9 bytes/s, median over iterations after warm-up.
+busbw = algbw x 2(n-1)/n, GB/s = 1e9 bytes/s, back-to-back operations timed between CUDA events after
+warm-up. When nccl-tests' `all_reduce_perf` is on the PATH it runs too, and both figures are reported.
+A busbw threshold holds at one message size (`busbw_size_bytes`, the size its source measured at),
+which the check adds to its sweep: a 16 GiB figure is never compared with a 256 MiB one.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from preflight import nccl_tests
+from preflight.nccl_tests import row_at as row_at_size
 from preflight.allreduce_figures import MIB, human_bytes, judge_allreduce
-from preflight.check import Check, Expect, NodeContext, Outcome
-from preflight.model import Measurement, Status, worst
+from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
+from preflight.model import FIGURE_SIZE, Finding, Measurement, Status
 
 # nccl-tests' sweep is 8 B .. 8 GiB; these points cover latency, the middle, and a message large
 # enough (256 MiB, a typical DDP/FSDP bucket set) for NVLink busbw to approach its plateau.
@@ -37,6 +42,11 @@ class Params:
     # interconnect (8x H100 SXM with NVLink 4 reaches several hundred GB/s at 256 MiB in
     # nccl-tests, PCIe-only nodes tens). Set it from a known-good node of the same kind.
     min_busbw_gbps: float | None = None
+    # The message size min_busbw_gbps holds at, in bytes: the size its source measured it at. The
+    # check adds it to the main backend's sweep. Unset: the largest size of the sweep.
+    busbw_size_bytes: int | None = None
+    # Run nccl-tests' all_reduce_perf as well when it is on the PATH (GPU nodes with NCCL).
+    nccl_tests: bool = True
     # Unset likewise: small-message latency (8 B) is reported, judged only when this is set.
     max_latency_us: float | None = None
     # Message sizes of the main backend; the smallest gives the latency, the largest the busbw that
@@ -122,18 +132,34 @@ class CollectivesLocal(Check):
         plans: list[dict[str, Any]] = []
         if gpus >= 2 and facts["nccl_available"]:
             plans.append({"role": "primary", "backend": "nccl", "device": "cuda", "world_size": gpus,
-                          "sizes": params.sizes_bytes or GPU_SIZES})
+                          "sizes": main_sizes(params.sizes_bytes or GPU_SIZES, params)})
         elif gpus == 1:
             facts["notes"].append("one GPU: there is nothing to all-reduce among with NCCL on this node")
         if facts["gloo_available"] and (not gpus or params.check_gloo_on_gpu_nodes or not plans):
-            role = "fallback" if plans else "primary"
+            # On a GPU node gloo is the CPU fallback, even with one GPU: never the figure an NCCL floor judges.
+            role = "fallback" if gpus else "primary"
+            # The busbw size is added on GPU nodes only: a 16 GiB tensor per CPU process is not a test.
             sizes = params.fallback_sizes_bytes if gpus else (params.sizes_bytes or CPU_SIZES)
             plans.append({"role": role, "backend": "gloo", "device": "cpu", "world_size": gloo_ranks,
                           "sizes": sizes})
         for index, plan in enumerate(plans):
             share = (ctx.time_left() - SLACK_S) / (len(plans) - index)
             facts["runs"].append(self._run(ctx, params, plan, share))
+        binary = nccl_tests.find_binary() if gpus >= 2 and params.nccl_tests else None
+        if binary and plans and plans[0]["backend"] == "nccl":
+            facts["nccl_tests"] = self._nccl_tests(ctx, params, binary, plans[0]["sizes"], gpus)
         return facts
+
+    def _nccl_tests(self, ctx: NodeContext, params: Params, binary: str, sizes: list[int], gpus: int) -> dict[str, Any]:
+        argv = nccl_tests.argv_for(binary, sizes, gpus, params.iters, params.warmup)
+        try:
+            proc = ctx.run(argv, timeout=max(10.0, ctx.time_left() - SLACK_S))
+        except (CannotMeasure, OSError) as exc:
+            return {"argv": argv, "error": str(exc)}
+        parsed = nccl_tests.parse_output(proc.stdout)
+        error = None if proc.returncode == 0 and parsed["rows"] else (
+            f"exit status {proc.returncode}" + ("" if parsed["rows"] else ", no result table"))
+        return {"argv": argv, "returncode": proc.returncode, "error": error, **parsed}
 
     def _run(self, ctx: NodeContext, params: Params, plan: dict[str, Any], budget_s: float) -> dict[str, Any]:
         from preflight.launch import interpret_launch, launch_local, loopback_interface, worker_argv
@@ -164,60 +190,151 @@ class CollectivesLocal(Check):
                                                                    "join": round(join_s, 1), "pg": round(pg_s, 1)}}
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
+        findings: list[Finding] = []
         if facts.get("torch_version") is None:
-            status = Status.FAIL if self.expected_to_run(expect) else Status.SKIP
-            return Outcome(status, "torch is not installed: collectives are measured through torch.distributed")
+            level = Status.FAIL if self.expected_to_run(expect) else Status.SKIP
+            findings.append(_finding("no-torch", level, "torch is not installed: collectives are measured through "
+                                     "torch.distributed", "install torch (the CUDA build on GPU nodes)"))
+            return outcome_from_findings(findings, passed="")
         if not facts.get("distributed_available", True):
-            return Outcome(Status.FAIL, "this torch build has no torch.distributed: no multi-process training is possible")
+            findings.append(_finding("no-distributed", Status.FAIL, "this torch build has no torch.distributed: no "
+                                     "multi-process training is possible", "install a torch build with distributed"))
+            return outcome_from_findings(findings, passed="")
 
-        problems: list[tuple[Status, str]] = []
         details: list[str] = list(facts.get("notes", []))
         measurements: list[Measurement] = []
         gpus = facts.get("gpu_count", 0)
         if gpus >= 2 and not facts.get("nccl_available"):
-            problems.append((Status.FAIL, f"{gpus} GPUs but this torch has no NCCL: multi-GPU training "
-                                          "would fall back to gloo, far slower"))
+            findings.append(_finding("no-nccl", Status.FAIL, f"{gpus} GPUs but this torch has no NCCL: multi-GPU "
+                                     "training would fall back to gloo, far slower", "install the CUDA build of torch"))
         if not facts.get("gloo_available", True):
-            problems.append((Status.FAIL, "this torch has no gloo backend"))
+            findings.append(_finding("no-gloo", Status.FAIL, "this torch has no gloo backend", "reinstall torch"))
         runs = facts.get("runs", [])
-        if not runs and not problems:
-            return Outcome(Status.ERROR, "no all-reduce could be run", details=details)
+        if not runs and not findings:
+            findings.append(_finding("no-run", Status.ERROR, "no all-reduce could be run"))
 
         parts = []
         for run in runs:
-            run_problems, run_measurements, text = judge_run(run, params)
-            problems += run_problems
+            judged = _thresholds_apply(run, facts)
+            if run.get("role") == "primary" and not judged and (params.min_busbw_gbps or params.max_latency_us):
+                details.append(f"{run['backend']} on CPUs beside {gpus} GPU(s) is the fallback path: the busbw and "
+                               "latency thresholds are for the GPUs' NCCL figures and do not judge it")
+            run_findings, run_measurements, text = judge_run(run, params, judged)
+            findings += run_findings
             measurements += run_measurements
             parts.append(text)
+        findings += judge_nccl_tests(facts.get("nccl_tests"), runs, measurements, details)
         if facts.get("device_kind") == "cpu":
             details.append(f"no GPUs: gloo among {runs[0]['world_size'] if runs else '?'} CPU processes on "
                            f"{facts.get('cpu_count')} CPUs; these figures describe the CPU path, not a GPU interconnect")
-        details += [text for _, text in problems]
-        status = worst([s for s, _ in problems], default=Status.PASS)
-        if problems:
-            summary = "; ".join(text for s, text in problems if s is status)
-        else:
-            summary = "; ".join(parts)
-        return Outcome(status, summary, measurements, details=details)
+        fired = [f.message for f in findings if f.level is not Status.PASS]
+        return outcome_from_findings(findings, measurements, passed="; ".join(parts), details=details + fired)
 
 
-def judge_run(run: dict[str, Any], params: Params) -> tuple[list[tuple[Status, str]], list[Measurement], str]:
-    """Problems, measurements and a one-line account of one backend's run. Pure."""
+FIX_RANK = ("look at that rank's output below; a process that hangs at start is often a GPU held by another "
+            "process or a firewall on the rendezvous port")
+FIX_WRONG = "a hardware fault (run the GPU's diagnostics, e.g. `dcgmi diag -r 3`) or a broken NCCL build"
+FIX_SLOW = ("run with NCCL_DEBUG=INFO to see the transports NCCL picked and `nvidia-smi topo -m`; check that the "
+            "fabric manager runs, NCCL_P2P_DISABLE is not set, and ACS/IOMMU do not route P2P through the CPU")
+
+
+FIX_SLOW_GLOO = ("gloo runs over loopback on this node's CPUs: other load on the cores, or GLOO_SOCKET_IFNAME naming a "
+                 "slow interface, slows it; compare with an idle node of the same kind")
+
+
+def _finding(name: str, level: Status, message: str, fix: str = "") -> Finding:
+    return Finding(f"{CollectivesLocal.id}.{name}", level, message, fix)
+
+
+def main_sizes(sizes: list[int], params: Params) -> list[int]:
+    """The main backend's sweep, with the size the busbw threshold holds at."""
+    wanted = set(sizes) | ({params.busbw_size_bytes} if params.busbw_size_bytes else set())
+    return sorted(wanted)
+
+
+def _thresholds_apply(run: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Thresholds judge the main path only: NCCL on a GPU node, gloo on a node without GPUs."""
+    if run.get("role") != "primary":
+        return False
+    return run.get("backend") == "nccl" or facts.get("device_kind", "cpu") == "cpu" and not facts.get("gpu_count")
+
+
+def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[Finding], list[Measurement], str]:
+    """Findings, measurements and a one-line account of one backend's run. Pure."""
     backend = run["backend"]
     label = f"{backend} ({run['world_size']} {'GPUs' if run['device'] == 'cuda' else 'processes'})"
     if run.get("role") == "fallback":
         label += " fallback"
     if not run.get("ok"):
-        return [(Status.ERROR, f"{label}: {run.get('error') or 'failed'}")], [], f"{label}: failed"
+        return [_finding("run-failed", Status.ERROR, f"{label}: {run.get('error') or 'failed'}", FIX_RANK)], [], \
+            f"{label}: failed"
 
     result = run["result"]
-    primary = run.get("role") == "primary"
-    # Thresholds apply to the primary backend; the gloo fallback on GPU nodes is reported only.
-    problems, measurements = judge_allreduce(
-        result, label, min_busbw_gbps=params.min_busbw_gbps if primary else None,
-        max_latency_us=params.max_latency_us if primary else None)
+    # Exact sums, as collectives.cluster judges them; the figures are declared here, by size.
+    problems, shared = judge_allreduce(result, label, min_busbw_gbps=None, max_latency_us=None)
+    findings = [_finding("wrong-sums", level, text, FIX_WRONG) for level, text in problems]
+    measurements = [shared[0]]
     sizes = sorted(result["sizes"], key=lambda s: s["bytes"])
-    latency_us, largest = sizes[0]["time_s"] * 1e6, sizes[-1]
+    small, largest = sizes[0], sizes[-1]
+    max_latency = params.max_latency_us if judged else None
+    latency_us = small["time_s"] * 1e6
+    latency = measure(f"{label}: latency at {human_bytes(small['bytes'])}", round(latency_us, 1), "us",
+                      at_most=max_latency, samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
+    measurements.append(latency)
+    if latency.ok is False:
+        findings.append(_finding("latency", Status.FAIL, f"{label}: latency {latency_us:.1f} us above "
+                                 f"{max_latency:g} us", FIX_SLOW if backend == "nccl" else FIX_SLOW_GLOO))
+    floor = params.min_busbw_gbps if judged else None
+    at_size = params.busbw_size_bytes or largest["bytes"]
+    if floor is not None and not any(e["bytes"] == at_size for e in sizes):
+        findings.append(_finding("threshold-size-not-measured", Status.WARN,
+                                 f"{label}: min_busbw_gbps {floor:g} holds at {human_bytes(at_size)}, which this run "
+                                 f"did not measure (largest: {human_bytes(largest['bytes'])}): not judged",
+                                 "run collectives.local again with this configuration; it adds the size to its sweep"))
+    for entry in sizes[1:] or sizes:  # with one size only, that size gives both figures
+        m = measure(f"{label}: busbw at {human_bytes(entry['bytes'])}", round(entry["busbw_gbps"], 3), "GB/s",
+                    at_least=floor if entry["bytes"] == at_size else None,
+                    samples=[round(v, 3) for v in entry["busbw_samples_gbps"]],
+                    figure=FIGURE_SIZE, series=backend, at=entry["bytes"], better="higher")
+        measurements.append(m)
+        if m.ok is False:
+            findings.append(_finding("slow-busbw", Status.FAIL, f"{label}: busbw {entry['busbw_gbps']:.2f} GB/s at "
+                                     f"{human_bytes(entry['bytes'])}, below {floor:g} GB/s",
+                                     FIX_SLOW if backend == "nccl" else FIX_SLOW_GLOO))
+    measurements.append(shared[-1])  # algbw at the largest size
     text = (f"{label}: sums exact, latency {latency_us:.0f} us, busbw {largest['busbw_gbps']:.2f} GB/s "
             f"at {human_bytes(largest['bytes'])}")
-    return problems, measurements, text
+    return findings, measurements, text
+
+
+def judge_nccl_tests(run: dict[str, Any] | None, runs: list[dict[str, Any]], measurements: list[Measurement],
+                     details: list[str]) -> list[Finding]:
+    """nccl-tests' all_reduce_perf figures beside preflight's NCCL ones, at the sizes both measured."""
+    if not run:
+        return []
+    if run.get("error") and not run.get("rows"):
+        return [_finding("nccl-tests-failed", Status.WARN, f"nccl-tests all_reduce_perf did not run: {run['error']}",
+                         "run `" + " ".join(run.get("argv") or [nccl_tests.BINARY]) + "` by hand to see why")]
+    findings = []
+    ours = next((r["result"] for r in runs if r.get("ok") and r.get("backend") == "nccl"), None)
+    ours_sizes = sorted((ours or {}).get("sizes", []), key=lambda e: e["bytes"])
+    ours_by_size = {e["bytes"]: e for e in ours_sizes[1:] or ours_sizes}  # the smallest gives latency, not busbw
+    if ours_sizes and row_at_size(run, ours_sizes[0]["bytes"]):
+        theirs = row_at_size(run, ours_sizes[0]["bytes"])["out_of_place"]["time_us"]
+        details.append(f"latency at {human_bytes(ours_sizes[0]['bytes'])}: preflight {ours_sizes[0]['time_s'] * 1e6:.1f} us, "
+                       f"nccl-tests {theirs:.1f} us")
+    for row in run.get("rows") or []:
+        wrong = [half["wrong"] for half in (row["out_of_place"], row["in_place"]) if half["wrong"]]
+        if wrong:
+            findings.append(_finding("nccl-tests-wrong", Status.FAIL, f"nccl-tests all_reduce_perf: {sum(wrong)} wrong "
+                                     f"elements at {human_bytes(row['bytes'])}", FIX_WRONG))
+        if row["bytes"] not in ours_by_size:
+            continue
+        busbw = row["out_of_place"]["busbw_gbps"]
+        measurements.append(measure(f"nccl-tests all_reduce_perf: busbw at {human_bytes(row['bytes'])}", busbw, "GB/s",
+                                    figure=FIGURE_SIZE, series="nccl-tests", at=row["bytes"], better="higher"))
+        mine = ours_by_size[row["bytes"]]["busbw_gbps"]
+        ratio = f" ({mine / busbw:.2f}x)" if busbw else ""
+        details.append(f"busbw at {human_bytes(row['bytes'])}: preflight {mine:.1f} GB/s, nccl-tests {busbw:.1f} GB/s"
+                       f"{ratio}")
+    return findings

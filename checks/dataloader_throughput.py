@@ -2,8 +2,10 @@
 
 Reads a dataset the way training does (torch DataLoader with worker processes; tf.data in its own
 process when tensorflow is installed), after a warm-up, several passes, each from a cold page cache
-where the kernel allows, and compares the median samples/s with what the GPUs consume: the rate
-`scaling.multi_gpu` measured on this node in the same run, or `required_samples_per_s`, times a margin.
+where the kernel allows, and compares the median samples/s with what the GPUs consume, in the loader's
+own samples: `required_samples_per_s` for the node, `required_samples_per_s_per_gpu` times the GPUs, or
+the rate `scaling.multi_gpu` measured when it timed the team's own model (scaling.workload). Its
+reference model's sample is one 4096-float vector, not a loader's sample, so that rate is never demand.
 It also describes the files (count, size distribution) and warns about the small-files pattern.
 """
 
@@ -22,12 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure
-from preflight.model import Status, worst
+from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
+from preflight.loader_demand import SCALING_CHECK, demand_from, facts_demand, scaling_facts  # noqa: F401
+from preflight.model import FIGURE_RATE, Finding, Measurement, Status
 
 MB = 1e6
 KIB = 1024
-SCALING_CHECK = "scaling.multi_gpu"
+# tf.data reads on the CPU: hidden from the GPUs, tensorflow cannot reserve their memory.
+TF_WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
 SHARDING_REMEDY = (
     "shard the dataset into large files (WebDataset .tar shards or TFRecord files of 100 MB-1 GB) so the "
     "loader streams sequentially instead of opening one small file per sample"
@@ -70,9 +74,11 @@ class Params:
     # team's own decoding and augmentation are what is timed.
     dataset: str | None = None
     dataset_kwargs: dict[str, Any] | None = None
-    # What the GPUs consume, in samples/s for the whole node. The rate scaling.multi_gpu measured is
-    # used when this is unset (that rate is for its reference model unless scaling.workload is yours).
+    # What the GPUs consume, in the loader's samples per second: for the whole node, or per GPU (times
+    # the node's GPUs). Unset, the rate scaling.multi_gpu measured is used only when it timed the team's
+    # own model (scaling.workload): its reference model's sample is a 4096-float vector, not an image.
     required_samples_per_s: float | None = None
+    required_samples_per_s_per_gpu: float | None = None
     # The loader must beat the demand by this factor: loader throughput varies with storage load and
     # with the CPU that augmentation and the training process itself take.
     margin: float = 1.2
@@ -111,26 +117,6 @@ def load_factory(spec: str, kwargs: dict[str, Any] | None) -> Any:
     if len(dataset) == 0:
         raise CannotMeasure(f"dataloader.dataset {spec!r} returned an empty dataset")
     return dataset
-
-
-def demand_from(earlier: dict[str, dict[str, Any]], params: Params) -> dict[str, Any] | None:
-    """What the GPUs consume (samples/s, whole node) and where that figure comes from."""
-    if params.required_samples_per_s:
-        return {"samples_per_s": float(params.required_samples_per_s), "source": "dataloader.required_samples_per_s"}
-    scaling = earlier.get(SCALING_CHECK) or {}
-    rate = scaling.get("training_samples_per_s")
-    if scaling.get("device_kind") == "cpu":
-        # CPU processes standing in for GPUs share the cores the loader needs, and feed no GPU.
-        return {"samples_per_s": None, "source": SCALING_CHECK,
-                "ignored": f"{SCALING_CHECK} timed CPU processes, not GPUs ({rate:.0f} samples/s of its reference "
-                           "model), so there is no GPU demand to compare" if isinstance(rate, (int, float))
-                           else f"{SCALING_CHECK} timed CPU processes, not GPUs"}
-    if isinstance(rate, (int, float)) and rate > 0:
-        devices = scaling.get("training_devices")
-        on = f" on {devices} devices" if devices else ""
-        return {"samples_per_s": float(rate),
-                "source": f"{SCALING_CHECK} (training throughput measured on this node{on})"}
-    return None
 
 
 def _summarise_passes(passes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -206,7 +192,7 @@ def measure_tensorflow(ctx: NodeContext, paths: list[str], params: Params, decod
     argv += ["--decode"] if decode else []
     argv += ["--drop-cache"] if params.drop_cache else []
     try:
-        proc = ctx.run(argv, timeout=max(30.0, ctx.time_left() - 10), env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+        proc = ctx.run(argv, timeout=max(30.0, ctx.time_left() - 10), env=TF_WORKER_ENV)
     except CannotMeasure as exc:
         return {"error": str(exc)}
     import json
@@ -216,7 +202,8 @@ def measure_tensorflow(ctx: NodeContext, paths: list[str], params: Params, decod
             result = json.loads(line)
             if "error" in result:
                 return {"error": result["error"]}
-            return {"version": result.get("tensorflow"), **_summarise_passes(result["passes"])}
+            return {"version": result.get("tensorflow"), "gpus_hidden": result.get("gpus_hidden"),
+                    **_summarise_passes(result["passes"])}
     return {"error": f"the tf.data worker exited with {proc.returncode} without a result: {proc.stderr[-500:]}"}
 
 
@@ -250,7 +237,7 @@ class DataloaderThroughput(Check):
             "path": params.path, "glob": params.glob, "dataset": params.dataset,
             "cpu_count": os.cpu_count(), "num_workers": num_workers, "batch_size": params.batch_size,
             "frameworks": {"torch": has_torch, "tensorflow": has_tf},
-            "demand": demand_from(ctx.earlier, params),
+            "scaling": scaling_facts(ctx.earlier), "gpu_count": ctx.expect.gpus_per_node or _gpu_count(),
             "files": None, "synthetic": None, "torch": None, "tensorflow": None,
         }
         if params.dataset and not has_torch:
@@ -328,8 +315,8 @@ class DataloaderThroughput(Check):
             raise CannotMeasure(f"the torch DataLoader failed: {type(exc).__name__}: {first[0] if first else ''}") from exc
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
-        findings: list[tuple[Status, str]] = []
-        measurements = []
+        findings: list[Finding] = []
+        measurements: list[Measurement] = []
         details: list[str] = []
         files = facts.get("files")
         source = facts.get("source")
@@ -349,50 +336,24 @@ class DataloaderThroughput(Check):
             measurements.append(measure("median file size", round((files["median_bytes"] or 0) / KIB, 1), "KiB"))
             if (files["count"] > params.small_files_count and files["median_bytes"] is not None
                     and files["median_bytes"] < params.small_files_median_bytes):
-                findings.append((Status.WARN,
-                                 f"small-files pattern: {files['count']} files with a median of "
-                                 f"{_size(files['median_bytes'])} (more than {params.small_files_count} under "
-                                 f"{_size(params.small_files_median_bytes)}): {SHARDING_REMEDY}"))
+                findings.append(_finding("small-files", Status.WARN,
+                                         f"small-files pattern: {files['count']} files with a median of "
+                                         f"{_size(files['median_bytes'])} (more than {params.small_files_count} "
+                                         f"under {_size(params.small_files_median_bytes)}): {SHARDING_REMEDY}",
+                                         SHARDING_REMEDY))
 
         frameworks = facts.get("frameworks", {})
         if not frameworks.get("torch") and not frameworks.get("tensorflow"):
-            if findings:
-                return self._outcome(findings, measurements, details, "")
-            return Outcome(Status.SKIP, "neither torch nor tensorflow is installed: no loader to measure",
-                           measurements, details)
+            findings.append(_finding("no-framework", Status.SKIP,
+                                     "neither torch nor tensorflow is installed: no loader to measure"))
+            return _outcome(findings, measurements, details, "")
 
-        loaders = {}
-        for name, label in (("torch", "torch DataLoader"), ("tensorflow", "tf.data")):
-            result = facts.get(name)
-            if not result:
-                continue
-            if result.get("skipped"):
-                details.append(f"{label}: {result['skipped']}")
-                continue
-            if result.get("error"):
-                findings.append((Status.WARN, f"{label} could not be measured: {result['error']}"))
-                continue
-            if result.get("samples_per_s") is None:
-                findings.append((Status.WARN, f"{label} read no samples after the warm-up"))
-                continue
-            loaders[label] = result
-            rate = round(result["samples_per_s"], 1)
-            measurements.append(measure(f"{label} samples/s", rate, "samples/s",
-                                        samples=[round(v, 1) for v in result["samples_per_s_samples"]]))
-            if result.get("mb_per_s") is not None:
-                measurements.append(measure(f"{label} MB/s", round(result["mb_per_s"], 1), "MB/s",
-                                            samples=[round(v, 1) for v in result["mb_per_s_samples"]]))
-            workers = f", {result['num_workers']} workers" if "num_workers" in result else ""
-            details.append(f"{label} {result.get('version', '')}: {rate} samples/s{workers}, median of "
-                           f"{len(result['samples_per_s_samples'])} passes")
-            passes = result.get("passes") or []
-            if passes and not all(p.get("cache_dropped") for p in passes):
-                details.append(f"{label}: the page cache was not dropped before every pass; figures may be memory speed")
+        loaders = self._loaders(facts, findings, measurements, details)
+        if not loaders and not [f for f in findings if f.level is not Status.PASS]:
+            findings.append(_finding("no-figure", Status.ERROR, "no loader produced a figure"))
+            return _outcome(findings, measurements, details, "")
 
-        if not loaders and not findings:
-            return Outcome(Status.ERROR, "no loader produced a figure", measurements, details)
-
-        demand = facts.get("demand")
+        demand = facts_demand(facts, params, expect.gpus_per_node)
         headline = ""
         if loaders and demand and demand.get("samples_per_s"):
             judged = self._judged_loaders(loaders, expect)
@@ -403,20 +364,59 @@ class DataloaderThroughput(Check):
             headline = f"the loader can feed {percent:.0f}% of what the GPUs consume"
             details.append(f"{headline} ({label}: {supply:.1f} samples/s; GPUs: {need:.1f} samples/s from "
                            f"{demand['source']}; required with margin {params.margin}: {need * params.margin:.1f})")
-            judgement = measure(f"{label} vs GPU demand", round(percent, 1), "%", at_least=round(params.margin * 100, 1))
-            measurements.append(judgement)
+            for shown in loaders:
+                measurements.append(measure(f"GPU demand samples/s ({shown})", round(need, 1), "samples/s",
+                                            figure=FIGURE_RATE, series="demand", at=shown))
+            measurements.append(measure(f"{label} vs GPU demand", round(percent, 1), "%",
+                                        at_least=round(params.margin * 100, 1)))
             if supply < need:
-                findings.append((Status.FAIL, f"{headline}: {label} delivers {supply:.1f} samples/s, "
-                                              f"the GPUs consume {need:.1f}"))
+                findings.append(_finding("below-demand", Status.FAIL, f"{headline}: {label} delivers {supply:.1f} "
+                                         f"samples/s, the GPUs consume {need:.1f}", FIX_SLOW))
             elif supply < need * params.margin:
-                findings.append((Status.WARN, f"{headline}: less than the {params.margin}x margin "
-                                              f"({need * params.margin:.1f} samples/s)"))
+                findings.append(_finding("below-margin", Status.WARN, f"{headline}: less than the {params.margin}x "
+                                         f"margin ({need * params.margin:.1f} samples/s)", FIX_SLOW))
         elif loaders:
-            headline = "no demand figure to compare (run scaling.multi_gpu or set dataloader.required_samples_per_s)"
+            headline = ("no demand figure to compare (set dataloader.required_samples_per_s or "
+                        "required_samples_per_s_per_gpu, or scaling.workload to your model)")
             details.append(headline)
             if demand and demand.get("ignored"):
                 details.append(demand["ignored"])
-        return self._outcome(findings, measurements, details, headline, loaders)
+        return _outcome(findings, measurements, details, headline, loaders)
+
+    @staticmethod
+    def _loaders(facts: dict[str, Any], findings: list[Finding], measurements: list[Measurement],
+                 details: list[str]) -> dict[str, dict[str, Any]]:
+        loaders = {}
+        for name, label in (("torch", "torch DataLoader"), ("tensorflow", "tf.data")):
+            result = facts.get(name)
+            if not result:
+                continue
+            if result.get("skipped"):
+                details.append(f"{label}: {result['skipped']}")
+                continue
+            if result.get("error"):
+                findings.append(_finding("loader-failed", Status.WARN, f"{label} could not be measured: "
+                                         f"{result['error']}", FIX_SLOW))
+                continue
+            if result.get("samples_per_s") is None:
+                findings.append(_finding("no-samples", Status.WARN, f"{label} read no samples after the warm-up",
+                                         FIX_SLOW))
+                continue
+            loaders[label] = result
+            rate = round(result["samples_per_s"], 1)
+            measurements.append(measure(f"{label} samples/s", rate, "samples/s",
+                                        samples=[round(v, 1) for v in result["samples_per_s_samples"]],
+                                        figure=FIGURE_RATE, series="supply", at=label, better="higher"))
+            if result.get("mb_per_s") is not None:
+                measurements.append(measure(f"{label} MB/s", round(result["mb_per_s"], 1), "MB/s",
+                                            samples=[round(v, 1) for v in result["mb_per_s_samples"]]))
+            workers = f", {result['num_workers']} workers" if "num_workers" in result else ""
+            details.append(f"{label} {result.get('version', '')}: {rate} samples/s{workers}, median of "
+                           f"{len(result['samples_per_s_samples'])} passes")
+            passes = result.get("passes") or []
+            if passes and not all(p.get("cache_dropped") for p in passes):
+                details.append(f"{label}: the page cache was not dropped before every pass; figures may be memory speed")
+        return loaders
 
     @staticmethod
     def _judged_loaders(loaders: dict[str, dict[str, Any]], expect: Expect) -> dict[str, dict[str, Any]]:
@@ -425,17 +425,30 @@ class DataloaderThroughput(Check):
         chosen = {wanted[f]: loaders[wanted[f]] for f in expect.frameworks or [] if wanted.get(f) in loaders}
         return chosen or loaders
 
-    @staticmethod
-    def _outcome(findings: list[tuple[Status, str]], measurements: list, details: list[str], headline: str,
-                 loaders: dict[str, dict[str, Any]] | None = None) -> Outcome:
-        status = worst([s for s, _ in findings], default=Status.PASS)
-        rates = ", ".join(f"{label} {r['samples_per_s']:.0f} samples/s" for label, r in (loaders or {}).items())
-        if findings:
-            summary = "; ".join(text for s, text in findings if s is status)
-            details = [text for _, text in findings] + details
-        else:
-            summary = "; ".join(part for part in (rates, headline) if part)
-        return Outcome(status, summary, measurements, details)
+
+FIX_SLOW = ("raise DataLoader num_workers and prefetch_factor (persistent_workers=True, pin_memory=True), or "
+            "tf.data num_parallel_calls=AUTOTUNE with prefetch; move decoding to the GPU (DALI) or pre-process "
+            "offline; stage the dataset on local NVMe")
+
+
+def _finding(name: str, level: Status, message: str, fix: str = "") -> Finding:
+    return Finding(f"{DataloaderThroughput.id}.{name}", level, message, fix)
+
+
+def _outcome(findings: list[Finding], measurements: list[Measurement], details: list[str], headline: str,
+             loaders: dict[str, dict[str, Any]] | None = None) -> Outcome:
+    rates = ", ".join(f"{label} {r['samples_per_s']:.0f} samples/s" for label, r in (loaders or {}).items())
+    fired = [f.message for f in findings if f.level is not Status.PASS]
+    return outcome_from_findings(findings, measurements, passed="; ".join(p for p in (rates, headline) if p),
+                                 details=fired + details)
+
+
+def _gpu_count() -> int | None:
+    """The node's GPUs as NVML counts them (no CUDA context is created); None without a driver."""
+    from preflight.workers.gpu_nvml import nvml_facts
+
+    facts = nvml_facts(with_gpus=False)
+    return facts.get("device_count") if facts.get("available") else None
 
 
 def _size(value: int | None) -> str:

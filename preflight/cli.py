@@ -41,8 +41,10 @@ def format_option(f: Callable) -> Callable:
 
 
 def out_option(f: Callable) -> Callable:
-    return click.option("--out", "out_dir", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
-                        help="Directory for results.jsonl and the reports.")(f)
+    return click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+                        help=f"Directory for results.jsonl and the reports; it replaces the report files an earlier "
+                             f"run left there (default: a new {DEFAULT_OUT}/<UTC time>/ per run, with "
+                             f"{DEFAULT_OUT}/latest pointing at it).")(f)
 
 
 def fail_on_option(f: Callable) -> Callable:
@@ -74,17 +76,18 @@ def _check_formats(formats: str) -> list[str]:
     return chosen
 
 
-def _writable_dir(path: str) -> Path:
-    _nonempty("--out", path)
-    out = Path(path)
+def _writable_dir(path: str | None, keep: Path | None = None) -> Path:
+    """The run's own directory (see preflight/outdir.py): a new one per run without --out."""
+    from preflight.outdir import OutputDirError, run_directory
+
+    if path is not None:
+        _nonempty("--out", path)
+    if path == "-":
+        raise UsageProblem("--out - prints one report and is for `preflight report`; a run writes a directory")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".preflight-write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageProblem(f"output directory {path} cannot be written: {exc.strerror or exc}") from None
-    return out
+        return run_directory(path or DEFAULT_OUT, per_run=path is None, keep=keep)
+    except OutputDirError as exc:
+        raise UsageProblem(str(exc)) from None
 
 
 @cli.command(epilog=EXIT_CODE_HELP)
@@ -120,7 +123,7 @@ def _writable_dir(path: str) -> Path:
               "through job steps; their interpreter defaults to this one.")
 @click.option("--drain", is_flag=True, help="With --slurm: drain each node with a blocking finding of its own.")
 @click.option("--resume", is_flag=True, help="With --slurm: resume nodes preflight drained that now pass.")
-def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str,
+def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str | None,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
         baseline_tolerance: float = 0.1, fail_on_regression: bool = False, slurm: bool = False,
@@ -367,16 +370,47 @@ def explain(check_id: str) -> None:
 @out_option
 @format_option
 @fail_on_option
-def report(results: str, out_dir: str, formats: str, fail_on: str | None) -> None:
-    """Re-render the reports of a past run from its results.json (or results.jsonl) without re-running."""
+@click.option("--rejudge", is_flag=True, help="Judge the recorded facts again with today's code and the thresholds "
+              "below (the run's own profile unless --profile is given), touching no machine; written to "
+              "<out>/rejudged/ when --out holds RESULTS.")
+@click.option("--profile", default=None, metavar="NAME|FILE", help="With --rejudge: thresholds of this profile.")
+@click.option("--set", "settings", multiple=True, metavar="ID.KEY=VALUE", help="With --rejudge: override a parameter.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="With --rejudge: a preflight.toml to judge with.")
+def report(results: str, out_dir: str | None, formats: str, fail_on: str | None, rejudge: bool = False,
+           profile: str | None = None, settings: tuple[str, ...] = (), config_file: str | None = None) -> None:
+    """Re-render the reports of a past run from its results.json (or results.jsonl) without re-running.
+
+    `--out -` prints the one report asked for to standard output (e.g. `--format md --out -` for a
+    pull-request comment)."""
     from preflight.verdict import decide
 
     chosen = _check_formats(formats)
-    _nonempty("--out", out_dir)
+    if out_dir is not None:
+        _nonempty("--out", out_dir)
+    if out_dir == "-" and len(chosen) != 1:
+        raise UsageProblem("--out - prints one report: choose one with --format (md, html, json or junit)")
     past = _load_results(results)
+    if rejudge:
+        from preflight.config import ConfigError
+        from preflight.rejudge import rejudge_for_cli
+
+        try:
+            past, rejudged_out = rejudge_for_cli(past, _registry(), results, out_dir or DEFAULT_OUT, profile,
+                                                 list(settings), config_file)
+            out_dir = rejudged_out if out_dir is not None else None  # without --out: a new directory anyway
+        except ConfigError as exc:
+            raise UsageProblem(str(exc)) from None
+    elif profile is not None or settings or config_file:
+        raise UsageProblem("--profile, --set and --config apply to `report` only with --rejudge")
     if fail_on:
         past.fail_on = fail_on
-    out = _writable_dir(out_dir)
+    if out_dir == "-":
+        from preflight.reporters import renderer
+
+        click.echo(renderer(chosen[0])(past), nl=False)
+        sys.exit(decide(past).exit_code)
+    out = _writable_dir(out_dir, keep=Path(results))  # the results re-rendered are the same run's: kept
     _finish(past, out, chosen)
     sys.exit(decide(past).exit_code)
 
@@ -444,12 +478,13 @@ def diff_runs(old: str, new: str, tolerance: float, fmt: str, ignore_versions: b
 
     Exit codes: 0 no regression, 1 a regression, 2 bad input (a file that is not a results.json)."""
     from preflight import diff
+    from preflight.reporters import baseline as words
 
     if not tolerance >= 0:
         raise UsageProblem("--tolerance must be zero or more")
     comparison = diff.compare(_load_results(old), _load_results(new), tolerance, old_label=old,
                               versions_regress=not ignore_versions)
-    render = {"text": diff.render_text, "md": diff.render_markdown, "json": diff.Diff.to_json}[fmt]
+    render = {"text": words.render_text, "md": words.render_markdown, "json": words.render_json}[fmt]
     click.echo(render(comparison), nl=False)
     sys.exit(comparison.exit_code)
 

@@ -8,14 +8,16 @@
   way is better: ">=" (at least) means higher is better, "<=" lower is better. For "==" and for
   text figures, a change that turns the figure from acceptable to not acceptable is a regression.
   Figures judged against nothing are reported as information, never as regressions;
-- software versions, from the stack versions.pinned records on each node (torch 2.4.1 -> 2.5.0).
+- software versions, from the software stack a check records on each node (torch 2.4.1 -> 2.5.0).
   A version change counts as a regression unless `versions_regress=False`: an image that changes
   torch under a team's feet is what a gate should stop; an intended upgrade is accepted by making
   the new run the baseline.
 
 Whether a regression blocks the verdict is the caller's choice: `preflight diff` exits 1 on one;
-`preflight run --baseline` shows them in every report and blocks only with --fail-on-regression
-(see `baseline_result`).
+`preflight run --baseline` keeps the comparison in RunReport.baseline, every report shows it, and
+the verdict reads it through `comparison_results`: a WARN by default, a FAIL (NO-GO) with
+--fail-on-regression. This module only compares; the reporters (preflight.reporters.baseline)
+write the comparison out.
 """
 
 from __future__ import annotations
@@ -99,28 +101,6 @@ class Diff:
     def unchanged(self) -> bool:
         return not (self.statuses or self.figures or self.versions)
 
-    def headline(self) -> str:
-        """One sentence for the first screen of a report."""
-        against = f"against the baseline run of {_day(self.old_started_at)}"
-        regressions = self.regressions
-        if not regressions:
-            extra = f" ({len(self.improvements)} improved)" if self.improvements else ""
-            return f"no regression {against}: {self.compared_results} results and {self.compared_figures} figures " \
-                   f"compared within {self.tolerance:.0%}{extra}"
-        parts = []
-        statuses = [c for c in regressions if isinstance(c, StatusChange)]
-        figures = [c for c in regressions if isinstance(c, FigureChange)]
-        versions = [c for c in regressions if isinstance(c, VersionChange)]
-        if statuses:
-            parts.append(_count(len(statuses), "status got worse", "statuses got worse"))
-        if figures:
-            parts.append(_count(len(figures), "figure regressed", "figures regressed") + f" by more than "
-                         f"{self.tolerance:.0%}")
-        if versions:
-            parts.append(_count(len(versions), "version changed", "versions changed"))
-        first = regressions[0]
-        return f"{_join(parts)} {against}; first: {describe(first)}"
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -138,53 +118,6 @@ class Diff:
         data["regressions"] = len(self.regressions)
         data["exit_code"] = self.exit_code
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
-def _join(parts: list[str]) -> str:
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def _day(timestamp: str) -> str:
-    return timestamp[:16].replace("T", " ") if timestamp else "an unknown date"
-
-
-def _where(node: str) -> str:
-    return "across the cluster" if node == CLUSTER_NODE else f"on {node}"
-
-
-def describe(change: StatusChange | FigureChange | VersionChange) -> str:
-    """One line for one change, the same in every report."""
-    if isinstance(change, StatusChange):
-        old = change.old or "no result"
-        new = change.new or "no result"
-        text = f"{change.check_id} {_where(change.node)}: {old} -> {new}"
-        return text + (f" ({change.summary})" if change.summary and change.new in ("FAIL", "ERROR", "WARN") else "")
-    if isinstance(change, FigureChange):
-        shown_node = change.node not in (CLUSTER_NODE, change.name)
-        text = f"{change.check_id} {change.name}" + (f" ({change.node})" if shown_node else "")
-        text += f": {_value(change.old, change.unit)} -> {_value(change.new, change.unit)}"
-        if change.change is not None:
-            text += f" ({change.change:+.0%})"
-        if change.noisy:
-            text += " [noisy]"
-        return text
-    nodes = "all nodes" if not change.nodes else ", ".join(change.nodes[:4]) + (
-        f" and {len(change.nodes) - 4} more" if len(change.nodes) > 4 else "")
-    return f"{change.package} {change.old or 'absent'} -> {change.new or 'absent'} on {nodes}"
-
-
-def _value(value: Any, unit: str) -> str:
-    if value is None:
-        return "not measured"
-    if isinstance(value, float):
-        text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    else:
-        text = str(value)
-    return f"{text} {unit}".strip()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -283,8 +216,12 @@ def _noisy(m: Measurement, tolerance: float) -> bool:
 
 
 def _stacks(report: RunReport) -> dict[str, dict[str, Any]]:
-    return {r.node: r.facts["stack"] for r in report.results_for("versions.pinned")
-            if isinstance(r.facts.get("stack"), dict)}
+    """Per node, the software stack a check recorded (facts["stack"]: package -> version)."""
+    stacks: dict[str, dict[str, Any]] = {}
+    for r in report.results:
+        if isinstance((r.facts or {}).get("stack"), dict):
+            stacks.setdefault(r.node, r.facts["stack"])
+    return stacks
 
 
 def _compare_versions(old: RunReport, new: RunReport, kind: str) -> list[VersionChange]:
@@ -304,91 +241,51 @@ def _compare_versions(old: RunReport, new: RunReport, kind: str) -> list[Version
 
 
 # ---------------------------------------------------------------------------------------------------
-# Inside a run: the comparison as a result of its own, so every report (and the verdict, on request) has it
+# Inside a run: the comparison is a field of the run report; the verdict reads it from there
 # ---------------------------------------------------------------------------------------------------
 
-def baseline_result(diff: Diff, fail_on_regression: bool) -> CheckResult:
-    """The comparison as one cluster-scope result.
+def attach(report: RunReport, baseline: RunReport, tolerance: float = DEFAULT_TOLERANCE, *, label: str = "",
+           fail_on_regression: bool = False) -> Diff:
+    """Compare a finished run with its baseline and keep the comparison in RunReport.baseline."""
+    comparison = compare(baseline, report, tolerance, old_label=label)
+    report.baseline = {**comparison.to_dict(), "fail_on_regression": fail_on_regression}
+    return comparison
+
+
+def baseline_of(report: RunReport) -> Diff | None:
+    """The comparison a run carries, or None (none asked for, or written by another version)."""
+    if not report.baseline:
+        return None
+    try:
+        return Diff.from_dict({k: v for k, v in report.baseline.items() if k != "fail_on_regression"})
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def baseline_blocks(report: RunReport) -> bool:
+    """True when the run was compared with --fail-on-regression and something got worse."""
+    comparison = baseline_of(report)
+    return bool(comparison and comparison.regressions and (report.baseline or {}).get("fail_on_regression"))
+
+
+def comparison_results(report: RunReport) -> list[CheckResult]:
+    """What the verdict weighs for the baseline: one derived result, never stored in report.results.
 
     Regressions are a WARN: every report shows them, and with --fail-on warn they block like any
     warning. --fail-on-regression makes them a FAIL, so the verdict is NO-GO and CI stops. A
     regression does not block by default because a new image is often meant to differ (a newer
     torch, a slower but cheaper storage tier) and the figures the checks judge still decide.
     """
-    regressions = diff.regressions
-    if regressions:
-        status = Status.FAIL if fail_on_regression else Status.WARN
-        remediation = ["Compare the two reports; if the change is intended, make this run the new baseline.",
-                       "Run `preflight diff OLD/results.json NEW/results.json` for the full list."]
-    else:
-        status, remediation = Status.PASS, []
-    measurements = [
-        Measurement("regressions", len(regressions), "", 0, "<=", not regressions),
-        Measurement("results compared", diff.compared_results, ""),
-        Measurement("figures compared", diff.compared_figures, ""),
-    ]
-    return CheckResult(
-        check_id=BASELINE_CHECK_ID, node=CLUSTER_NODE, status=status, summary=diff.headline(),
-        title=BASELINE_TITLE, scope=Scope.CLUSTER, measurements=measurements,
-        details=[describe(c) for c in regressions[:20]], remediation=remediation,
-        why="A run can pass every threshold and still be worse than the image it replaces: a slower link, "
-            "a lower throughput, a changed framework version. The comparison with a known-good run shows it.",
-    )
-
-
-# ---------------------------------------------------------------------------------------------------
-# Renderers
-# ---------------------------------------------------------------------------------------------------
-
-def _sections(diff: Diff) -> list[tuple[str, list[str]]]:
-    return [
-        ("Regressions", [describe(c) for c in diff.regressions]),
-        ("Improvements", [describe(c) for c in diff.improvements]),
-        ("Other changes", [describe(c) for c in [*diff.statuses, *diff.figures, *diff.versions] if c.kind == "info"]),
-    ]
-
-
-def render_text(diff: Diff) -> str:
-    label = f" ({diff.old_label})" if diff.old_label else ""
-    lines = [f"preflight diff: {diff.old_started_at}{label} -> {diff.new_started_at}, tolerance {diff.tolerance:.0%}",
-             f"  {diff.headline()}"]
-    for title, items in _sections(diff):
-        if items:
-            lines.append(f"{title}:")
-            lines += [f"  {item}" for item in items]
-    return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    from preflight.reporters.templating import md_escape
-
-    return md_escape(text)
-
-
-def render_markdown(diff: Diff, heading: str = "###") -> str:
-    icon = "❌" if diff.regressions else "✅"
-    label = f" (`{_md(diff.old_label)}`)" if diff.old_label else ""
-    lines = [f"{heading} {icon} Against the baseline run of {_md(_day(diff.old_started_at))}{label}", "",
-             _md(_capitalise(diff.headline())) + ".", ""]
-    for title, items in _sections(diff):
-        if items:
-            lines.append(f"**{title}**")
-            lines.append("")
-            lines += [f"- {_md(item)}" for item in items]
-            lines.append("")
-    return "\n".join(lines)
-
-
-def _capitalise(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def attach(report: RunReport, baseline: RunReport, tolerance: float = DEFAULT_TOLERANCE, *, label: str = "",
-           fail_on_regression: bool = False) -> Diff:
-    """Compare a finished run with its baseline, and put the comparison into the run's report:
-    as RunReport.baseline (the JSON carries it) and as one result (every report shows it)."""
-    comparison = compare(baseline, report, tolerance, old_label=label)
-    report.baseline = {**comparison.to_dict(), "fail_on_regression": fail_on_regression}
-    report.results = [r for r in report.results if r.check_id != BASELINE_CHECK_ID]
-    report.add(baseline_result(comparison, fail_on_regression))
-    return comparison
+    comparison = baseline_of(report)
+    if comparison is None:
+        return []
+    regressions = comparison.regressions
+    if not regressions:
+        return [CheckResult(BASELINE_CHECK_ID, CLUSTER_NODE, Status.PASS, "no regression against the baseline run",
+                            title=BASELINE_TITLE, scope=Scope.CLUSTER)]
+    n = len(regressions)
+    return [CheckResult(
+        BASELINE_CHECK_ID, CLUSTER_NODE, Status.FAIL if baseline_blocks(report) else Status.WARN,
+        f"{n} regression{'s' if n != 1 else ''} against the baseline run", title=BASELINE_TITLE, scope=Scope.CLUSTER,
+        remediation=["Compare the two reports; if the change is intended, make this run the new baseline.",
+                     "Run `preflight diff OLD/results.json NEW/results.json` for the full list."])]

@@ -218,6 +218,8 @@ class RunReport:
     command: str = ""
     load_errors: list[dict[str, str]] = field(default_factory=list)  # plugins that failed to load
     baseline: dict[str, Any] | None = None  # a comparison against an earlier run, when asked for
+    # Set by `preflight report --rejudge`: when, from which results, with which thresholds, what changed.
+    rejudged: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def add(self, result: CheckResult) -> None:

@@ -35,7 +35,8 @@ class Registry:
         return self.checks[check_id]
 
     def ordered(self, ids: list[str] | None = None) -> list[type[Check]]:
-        """Checks in run order: node checks before cluster checks, each after what it reads."""
+        """Checks in run order: node checks before cluster checks, each after what it reads; a check
+        that declares `run_first` (readings that only hold before the others load the machine) leads."""
         wanted = [self.checks[i] for i in (ids if ids is not None else sorted(self.checks))]
         by_id = {c.id: c for c in wanted}
         ordered: list[type[Check]] = []
@@ -48,7 +49,7 @@ class Registry:
                     visit(by_id[dep], stack + (check.id,))
             ordered.append(check)
 
-        for check in sorted(wanted, key=lambda c: (c.scope is Scope.CLUSTER, c.id)):
+        for check in sorted(wanted, key=lambda c: (c.scope is Scope.CLUSTER, not getattr(c, "run_first", False), c.id)):
             visit(check)
         return ordered
 

@@ -21,6 +21,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from preflight.diff import comparison_results
 from preflight.model import CLUSTER_NODE, CheckResult, RunReport, Scope, Status
 
 
@@ -136,11 +137,12 @@ def decide(report: RunReport) -> Decision:
         blocking_statuses.add(Status.WARN)
 
     with_gpus = gpu_nodes(report)
+    results = [*report.results, *comparison_results(report)]  # the baseline comparison weighs like a result
     skipped = [r for r in report.results if r.status is Status.SKIP]
     skipped_expected = [r for r in skipped if skip_blocks(r, report, with_gpus)]
-    blocking = [r for r in report.results if r.status in blocking_statuses] + skipped_expected
+    blocking = [r for r in results if r.status in blocking_statuses] + skipped_expected
     blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))
-    warnings = [r for r in report.results if r.status is Status.WARN and r not in blocking]
+    warnings = [r for r in results if r.status is Status.WARN and r not in blocking]
     missing = _missing(report)
     measured, total = measured_counts(report)
 
@@ -166,7 +168,8 @@ def decide(report: RunReport) -> Decision:
         reason = "no check measured anything (every result is SKIP): nothing here was shown to be ready"
     else:
         verdict = Verdict.GO
-        reason = "every check passed" if not warnings else f"no blocking findings ({len(warnings)} warnings)"
+        reason = "every check passed" if not warnings else \
+            f"no blocking findings ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})"
     if report.load_errors:
         # Named first in every report: its checks are missing from everything below.
         reason = _load_error_text(report.load_errors) + (f"; {reason}" if reason else "")

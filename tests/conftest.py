@@ -55,7 +55,7 @@ def sample_report() -> RunReport:
         make_result("net.bandwidth", "cluster", Status.FAIL, "gpu01 -> gpu02 carries 4.2 Gbps, below 10 Gbps",
                     scope=Scope.CLUSTER,
                     measurements=[Measurement("bandwidth", 4.2, "Gbps", 10, ">=", False, [4.1, 4.2, 4.3],
-                                              "gpu01 -> gpu02")]),
+                                              "gpu01 -> gpu02", figure="link", at="gpu01 -> gpu02")]),
     ], nodes=["gpu01", "gpu02"])
 
 

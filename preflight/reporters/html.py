@@ -10,5 +10,4 @@ from preflight.reporters.view import NOISY_SPREAD, build_view
 
 def render(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> str:
     return environment(autoescape=True).get_template("report.html.j2").render(
-        v=build_view(report, noisy_spread), charts=charts.render_charts(report),
-        charts_note=charts.unavailable_note(report))
+        v=build_view(report, noisy_spread), charts=charts.render_charts(report))

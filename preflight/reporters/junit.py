@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from preflight.diff import BASELINE_CHECK_ID
+from preflight.diff import BASELINE_CHECK_ID, baseline_of, comparison_results
 from preflight.model import RunReport, Status
-from preflight.reporters.view import format_threshold, format_value
+from preflight.reporters.baseline import describe
+from preflight.reporters.view import fixes, format_threshold, format_value
 from preflight.verdict import decide
 
 
@@ -23,8 +24,11 @@ def render(report: RunReport) -> str:
     decision = decide(report)
     blocking = {id(r) for r in decision.blocking}
     suites = ET.Element("testsuites", name="preflight")
+    unreachable = {n.name for n in report.nodes if n.reachable is False}
+    comparison = baseline_of(report)
+    changes = [describe(c) for c in comparison.regressions[:20]] if comparison else []
     by_check: dict[str, list] = {}
-    for result in report.results:
+    for result in [*report.results, *comparison_results(report)]:
         by_check.setdefault(result.check_id, []).append(result)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     for check_id, results in by_check.items():
@@ -44,7 +48,7 @@ def render(report: RunReport) -> str:
             message = _clean(result.summary)
             body = _clean("\n".join(
                 [f"{m.name}: {format_value(m)} {format_threshold(m)}".rstrip() for m in result.measurements]
-                + [f"fix: {hint}" for hint in result.remediation]))
+                + [f"fix: {hint}" for hint in fixes(result, unreachable)]))
             if result.status is Status.ERROR:
                 counts["errors"] += 1
                 ET.SubElement(case, "error", message=message, type="ERROR").text = body
@@ -60,6 +64,7 @@ def render(report: RunReport) -> str:
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message=message)
             out = _clean("\n".join([f"{result.status.value}: {result.summary}", body] + list(result.details)
+                                   + (changes if check_id == BASELINE_CHECK_ID else [])
                                    + [f"$ {e.command}\n{e.output_tail}" for e in result.evidence]))
             ET.SubElement(case, "system-out").text = out
         time_total = sum(r.duration_s for r in results)

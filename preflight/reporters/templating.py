@@ -6,28 +6,17 @@ import re
 from functools import lru_cache
 
 import jinja2
+import markupsafe
 
 from preflight.reporters import view
-
-# Inline markup characters; the rest (#, -, +, >) only matter at the start of a line, and escaped
-# text never starts one.
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+from preflight.reporters.markdown_text import md_code_block, md_escape
+from preflight.reporters.numbers import change, count, duration, percent, quantity
 
 
-def md_escape(text: object) -> str:
-    """Make machine-produced text inert in Markdown: no markup, no raw HTML, one line."""
-    value = str(text if text is not None else "")
-    value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    value = _MD_SPECIAL.sub(r"\\\1", value)
-    return " ".join(value.split())
-
-
-def md_code_block(text: object) -> str:
-    """A fenced block whose fence is longer than any run of backticks inside, so nothing escapes it."""
-    value = str(text or "")
-    longest = max((len(m) for m in re.findall(r"`+", value)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{value.rstrip()}\n{fence}"
+def html_text(text: object) -> markupsafe.Markup:
+    """Escaped text whose `code spans` show as code rather than as literal backticks."""
+    escaped = str(markupsafe.escape(text if text is not None else ""))
+    return markupsafe.Markup(re.sub(r"`([^`\n]+)`", r"<code>\1</code>", escaped))
 
 
 @lru_cache(maxsize=2)
@@ -44,4 +33,10 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env.filters["value"] = view.format_value
     env.filters["threshold"] = view.format_threshold
     env.filters["spread"] = view.format_spread
+    env.filters["quantity"] = quantity
+    env.filters["percent"] = percent
+    env.filters["change"] = change
+    env.filters["duration"] = duration
+    env.filters["text"] = html_text
+    env.globals["count"] = count
     return env

@@ -6,7 +6,7 @@ control codes.
 
 from __future__ import annotations
 
-from preflight.diff import describe
+from preflight.reporters.baseline import describe
 from preflight.model import CheckResult, RunReport
 from preflight.reporters.view import build_view
 
@@ -23,9 +23,7 @@ def render(report: RunReport) -> str:
     view = build_view(report)
     reason = view.reason[:1].upper() + view.reason[1:]
     lines = [f"preflight: {view.verdict} - {view.headline} {reason}."]
-    counts = view.counts
-    lines.append(f"  {counts['PASS']} passed, {counts['WARN']} warnings, {counts['FAIL']} failed, "
-                 f"{counts['ERROR']} errors, {counts['SKIP']} skipped" + (f" in {view.duration}" if view.duration else ""))
+    lines.append(f"  {view.counts_text}" + (f" in {view.duration}" if view.duration else ""))
     if view.report.incomplete:
         lines.append(f"  incomplete: {view.report.incomplete_reason}")
     if view.key_findings:

@@ -10,10 +10,12 @@ Correctness, before any timing, at every size and on a separate random tensor:
   every partial sum exact in float32, so the comparison does not depend on the reduction order.
 Wrong element counts are gathered per rank, so a bad result names the rank that saw it.
 
-Timing: after `--warmup` untimed operations, `--iters` samples per size. A sample is one operation for
-messages of 1 MiB and more, and the mean of 10 back-to-back operations below that (one small operation
-is close to the timer's own resolution). A sample's time is the slowest rank's, since the collective
-is not done before every rank is. algbw = bytes / time, busbw = algbw * 2(n-1)/n, in GB/s (1e9 bytes/s).
+Timing, as nccl-tests times it: after `--warmup` untimed operations, `--iters` operations per size run
+back to back, in `--samples` groups (iters / samples operations each) so that the spread can be
+shown. On GPUs a group is timed between two CUDA events on the stream, with no host synchronisation
+between its operations; on CPUs (gloo) on the host clock around the group. A sample's time is the
+group's time over its operations, the slowest rank's, since the collective is not done before every
+rank is. algbw = bytes / time, busbw = algbw * 2(n-1)/n, in GB/s (1e9 bytes/s).
 
 Prints (rank 0) one JSON line; see preflight.workers.process_group for the protocol and --absent-rank.
 """
@@ -28,8 +30,6 @@ from preflight.workers.process_group import (
     DistEnv, add_dist_arguments, finish_group, init_group, join, median, run_worker,
 )
 
-SMALL_MESSAGE_BYTES = 1 << 20
-OPS_PER_SMALL_SAMPLE = 10
 RANDOM_VALUE_LIMIT = 1000
 DTYPE_BYTES = 4  # float32
 
@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where the tensors live (default: cuda for nccl, cpu for gloo)")
     parser.add_argument("--sizes", type=parse_sizes, default=parse_sizes("8,1048576,16777216"),
                         help="message sizes in bytes, comma-separated")
-    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--iters", type=int, default=20, help="timed operations per size (nccl-tests -n)")
+    parser.add_argument("--samples", type=int, default=5, help="groups the timed operations are split into")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--check-elements", type=int, default=1 << 20,
                         help="elements of the random-data correctness tensor")
@@ -69,6 +70,38 @@ def _sync(device: Any) -> None:
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def samples_and_ops(iters: int, samples: int) -> tuple[int, int]:
+    """(groups, operations per group): `iters` operations in at most `samples` equal groups."""
+    groups = max(1, min(samples, iters))
+    return groups, max(1, iters // groups)
+
+
+def timed_group(operation: Any, ops: int, device: Any) -> float:
+    """Seconds per operation of `ops` back-to-back operations, started together on every rank.
+
+    CUDA: between two events on the current stream, as nccl-tests does; the host only waits at the
+    end. CPU: the host clock around the group (gloo's operations are synchronous anyway).
+    """
+    import torch
+    import torch.distributed as dist
+
+    _sync(device)
+    dist.barrier()
+    if device.type == "cuda":
+        _sync(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(ops):
+            operation()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0 / ops
+    began = time.perf_counter()
+    for _ in range(ops):
+        operation()
+    return (time.perf_counter() - began) / ops
 
 
 def _random_input(rank: int, seed: int, elements: int) -> Any:
@@ -122,20 +155,12 @@ def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
     del data, result, reference
 
     per_size = []
+    samples, ops = samples_and_ops(args.iters, args.samples)
     for size in args.sizes:
         buf = buffers[size].zero_()
-        ops = OPS_PER_SMALL_SAMPLE if size < SMALL_MESSAGE_BYTES else 1
         for _ in range(args.warmup):
             dist.all_reduce(buf)
-        _sync(device)
-        dist.barrier()
-        times = []
-        for _ in range(args.iters):
-            start = time.perf_counter()
-            for _ in range(ops):
-                dist.all_reduce(buf)
-            _sync(device)
-            times.append((time.perf_counter() - start) / ops)
+        times = [timed_group(lambda: dist.all_reduce(buf), ops, device) for _ in range(samples)]
         slowest = torch.tensor(times, dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         per_size.append((size, buf.numel() * DTYPE_BYTES, ops, slowest.cpu().tolist()))
@@ -176,6 +201,8 @@ def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
         "init_s": init_s,
         "pg_timeout_s": args.pg_timeout_s,
         "iters": args.iters,
+        "samples": samples,
+        "timing": "cuda_events" if device_kind == "cuda" else "host",
         "warmup": args.warmup,
         "sizes": sizes_out,
         "random_check": {

@@ -71,33 +71,54 @@ def save_atomically(obj: object, path: Path) -> None:
 
 
 def rng_states(device: str) -> dict:
+    """Every random-number state, as bytes and plain numbers rather than tensors.
+
+    `torch.load(map_location=device)` moves every tensor of a checkpoint to that device, and
+    torch.set_rng_state / torch.cuda.set_rng_state_all accept only CPU ByteTensors (numpy wants a
+    CPU array): RNG states kept as tensors make a resume with map_location="cuda" fail on every GPU
+    node. Bytes are never mapped, whatever map_location says.
+    """
     import numpy as np
     import torch
 
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     states = {
-        "torch": torch.get_rng_state(),
-        # weights_only loading accepts tensors, not numpy arrays: keep numpy's state as a tensor.
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+        "torch": _state_bytes(torch.get_rng_state()),
+        "numpy": {"kind": kind, "keys": [int(k) for k in keys.astype(np.int64)], "pos": int(pos),
                   "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
         "python": random.getstate(),
     }
     if device.startswith("cuda"):
-        states["cuda"] = torch.cuda.get_rng_state_all()
+        states["cuda"] = [_state_bytes(s) for s in torch.cuda.get_rng_state_all()]
     return states
+
+
+def _state_bytes(state) -> bytes:
+    return bytes(state.cpu().numpy().tobytes())
+
+
+def _byte_tensor(state):
+    """A CPU ByteTensor from saved bytes, or from a tensor wherever map_location put it."""
+    import torch
+
+    if isinstance(state, (bytes, bytearray)):
+        return torch.frombuffer(bytearray(state), dtype=torch.uint8)
+    return state.to("cpu")
 
 
 def restore_rng_states(states: dict, device: str) -> None:
     import numpy as np
     import torch
 
-    torch.set_rng_state(states["torch"])
+    torch.set_rng_state(_byte_tensor(states["torch"]))
     numpy_state = states["numpy"]
-    np.random.set_state((numpy_state["kind"], numpy_state["keys"].numpy().astype(np.uint32), numpy_state["pos"],
+    keys = numpy_state["keys"]
+    keys = keys.to("cpu").numpy() if hasattr(keys, "numpy") else np.asarray(keys, dtype=np.int64)
+    np.random.set_state((numpy_state["kind"], keys.astype(np.uint32), numpy_state["pos"],
                          numpy_state["has_gauss"], numpy_state["cached_gaussian"]))
     random.setstate(states["python"])
     if device.startswith("cuda") and "cuda" in states:
-        torch.cuda.set_rng_state_all(states["cuda"])
+        torch.cuda.set_rng_state_all([_byte_tensor(s) for s in states["cuda"]])
 
 
 def make_deterministic(seed: int) -> None:

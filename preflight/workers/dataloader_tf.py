@@ -24,6 +24,8 @@ def measure(paths: list[str], args: argparse.Namespace) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
+    gpus_hidden = hide_gpus(tf)
+
     from preflight.workers.dataloader_files import SYNTHETIC_HEADER, drop_cache
 
     header = SYNTHETIC_HEADER.size
@@ -61,7 +63,22 @@ def measure(paths: list[str], args: argparse.Namespace) -> dict:
         seconds = time.perf_counter() - (timed_from or started)
         passes.append({"pass": number, "samples": samples, "bytes": data_bytes, "seconds": seconds,
                        "warmup_batches": warmup, "cache_dropped": cache_dropped})
-    return {"tensorflow": tf.__version__, "passes": passes}
+    return {"tensorflow": tf.__version__, "passes": passes, "gpus_hidden": gpus_hidden}
+
+
+def hide_gpus(tf) -> bool:
+    """tf.data reads and decodes on the CPU; left alone, tensorflow's first op reserves nearly all
+    memory of every GPU on the node. The check also starts this worker with CUDA_VISIBLE_DEVICES
+    empty; this covers a caller that did not. True when tensorflow sees no GPU afterwards."""
+    try:
+        tf.config.set_visible_devices([], "GPU")
+    except (RuntimeError, ValueError):  # already initialised: at least do not reserve it all
+        for gpu in tf.config.list_physical_devices("GPU"):
+            try:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            except (RuntimeError, ValueError):
+                pass
+    return not tf.config.get_visible_devices("GPU")
 
 
 def main(argv: list[str] | None = None) -> None:

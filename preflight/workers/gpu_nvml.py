@@ -57,19 +57,43 @@ class _FieldReader:
         self.unsupported: list[str] = []
         self.errors: dict[str, str] = {}
         self._not_supported = {
-            pynvml.NVML_ERROR_NOT_SUPPORTED,
-            pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,  # an older driver without this query
+            getattr(pynvml, "NVML_ERROR_NOT_SUPPORTED", 3),
+            getattr(pynvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13),  # an older driver without this query
         }
 
     def read(self, name: str, query: Callable[[], Any]) -> Any:
         try:
             return query()
-        except self.pynvml.NVMLError as exc:
+        except _nvml_error(self.pynvml) as exc:
             if getattr(exc, "value", None) in self._not_supported:
                 self.unsupported.append(name)
             else:
                 self.errors[name] = str(exc)
             return None
+        except Exception as exc:  # noqa: BLE001 - old bindings (pynvml 11.x) lack functions and structs
+            self.errors[name] = f"{type(exc).__name__}: {exc}"
+            return None
+
+
+def _nvml_error(pynvml: Any) -> type[BaseException]:
+    return getattr(pynvml, "NVMLError", None) or Exception
+
+
+def bindings_facts() -> dict[str, Any]:
+    """Which NVML bindings are installed: nvidia-ml-py (NVIDIA's) and/or the old `pynvml` package.
+
+    Both install a module named `pynvml`; pynvml 11.x ships its own copy, which shadows
+    nvidia-ml-py's when installed after it and lacks the functions newer drivers and GPUs need.
+    """
+    from importlib import metadata
+
+    found: dict[str, Any] = {}
+    for dist in ("nvidia-ml-py", "pynvml"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = None
+    return found
 
 
 def _processes(pynvml: Any, handle: Any) -> list[dict[str, Any]]:
@@ -111,8 +135,11 @@ def pcie_link(pynvml: Any, handle: Any) -> dict[str, Any]:
 
 
 def _throttle_mask(pynvml: Any, handle: Any) -> int:
+    current = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    if current is None:  # bindings older than the rename (nvidia-ml-py < 12.535, pynvml 11.x)
+        return int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
     try:
-        return int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle))
+        return int(current(handle))
     except pynvml.NVMLError as exc:
         if getattr(exc, "value", None) != pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
             raise
@@ -195,23 +222,39 @@ def gpu_facts(pynvml: Any, index: int, throttle_samples: int = 3, sample_interva
 
 
 def nvml_facts(with_gpus: bool = True, throttle_samples: int = 3) -> dict[str, Any]:
-    """Driver and GPU facts; never raises. "available" is False when NVML cannot start."""
+    """Driver and GPU facts; never raises. "available" is False when NVML cannot start.
+
+    Errors that are not NVMLError (bindings that lack a function, a struct of another size) are
+    facts too, with error_kind "bindings", and so are the bindings installed.
+    """
     try:
         import pynvml
-    except ImportError as exc:
-        return {"available": False, "error_kind": "no_bindings", "error": f"pynvml is not importable: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken module
+        return {"available": False, "error_kind": "no_bindings", "error": f"pynvml is not importable: {exc}",
+                "bindings": bindings_facts()}
+    try:
+        return _nvml_facts(pynvml, with_gpus, throttle_samples)
+    except Exception as exc:  # noqa: BLE001
+        return {"available": False, "error_kind": "bindings", "error": f"{type(exc).__name__}: {exc}",
+                "bindings": bindings_facts()}
+
+
+def _nvml_facts(pynvml: Any, with_gpus: bool, throttle_samples: int) -> dict[str, Any]:
+    error = _nvml_error(pynvml)
     try:
         pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
+    except error as exc:
         code = getattr(exc, "value", None)
-        kind = NO_DRIVER if code in (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, pynvml.NVML_ERROR_DRIVER_NOT_LOADED) else "error"
-        return {"available": False, "error_kind": kind, "error": f"{type(exc).__name__}: {exc}"}
+        missing = (getattr(pynvml, "NVML_ERROR_LIBRARY_NOT_FOUND", 12), getattr(pynvml, "NVML_ERROR_DRIVER_NOT_LOADED", 9))
+        kind = NO_DRIVER if code in missing else "error"
+        return {"available": False, "error_kind": kind, "error": f"{type(exc).__name__}: {exc}",
+                "bindings": bindings_facts()}
     try:
-        facts: dict[str, Any] = {"available": True, "error_kind": None, "error": None}
+        facts: dict[str, Any] = {"available": True, "error_kind": None, "error": None, "bindings": bindings_facts()}
         facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
         try:
             facts["cuda_driver_version"] = cuda_version_text(pynvml.nvmlSystemGetCudaDriverVersion())
-        except pynvml.NVMLError:
+        except Exception:  # noqa: BLE001 - NVMLError, or bindings without the function
             facts["cuda_driver_version"] = None
         facts["device_count"] = int(pynvml.nvmlDeviceGetCount())
         if with_gpus:
@@ -219,17 +262,18 @@ def nvml_facts(with_gpus: bool = True, throttle_samples: int = 3) -> dict[str, A
             for index in range(facts["device_count"]):
                 try:
                     gpus.append(gpu_facts(pynvml, index, throttle_samples=throttle_samples))
-                except pynvml.NVMLError as exc:
+                except error as exc:
                     # A GPU that has fallen off the bus fails even nvmlDeviceGetHandleByIndex.
                     gpus.append({"index": index, "error": f"{type(exc).__name__}: {exc}"})
             facts["gpus"] = gpus
         return facts
-    except pynvml.NVMLError as exc:
-        return {"available": False, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}"}
+    except error as exc:
+        return {"available": False, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}",
+                "bindings": bindings_facts()}
     finally:
         try:
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
+        except Exception:  # noqa: BLE001
             pass
 
 

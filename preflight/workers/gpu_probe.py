@@ -119,12 +119,15 @@ def torch_facts(devices: bool, matmul_size: int, pcie_load_s: float, copy_mib: i
     facts["matmul"] = {"size": matmul_size, "dtype": "float32", "reference": "numpy float64 on the CPU"}
     nvml = _nvml_for_links()
     try:
-        _strict_fp32(torch)
+        facts["fp32"] = _strict_fp32(torch)
         for index in range(facts["device_count"]):
             entry = _torch_device(torch, index, a, b, reference, nvml, pcie_load_s)
             if "error" not in entry and copy_mib > 0:
                 try:
-                    entry["host_device"] = host_device_copy(torch, torch.device("cuda", index), copy_mib * 2**20, copy_repeats)
+                    with numa_local(_bus_id(torch, nvml, index, entry.get("uuid"))) as numa:
+                        entry["host_device"] = host_device_copy(torch, torch.device("cuda", index),
+                                                                copy_mib * 2**20, copy_repeats)
+                    entry["host_device"]["numa"] = numa
                 except Exception as exc:  # noqa: BLE001
                     entry["host_device"] = {"error": _error(exc)}
             facts["devices"].append(entry)
@@ -132,18 +135,116 @@ def torch_facts(devices: bool, matmul_size: int, pcie_load_s: float, copy_mib: i
         if nvml is not None:
             try:
                 nvml.nvmlShutdown()
-            except nvml.NVMLError:
+            except Exception:  # noqa: BLE001
                 pass
     return facts
 
 
-def _strict_fp32(torch: Any) -> None:
-    # TF32 would make the product differ from the float64 reference by ~1e-3 and hide nothing
-    # worth finding; the comparison wants plain IEEE float32.
+def _strict_fp32(torch: Any) -> dict[str, Any]:
+    """Plain IEEE float32 matmuls for the product: TF32 would differ from the float64 reference
+    by ~1e-3 and hide nothing worth finding. Returns what was set, for the facts.
+
+    Through the legacy switch, which torch keeps in step with the newer `fp32_precision` one.
+    Setting only the newer one is not enough where TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 is set (NVIDIA's
+    NGC PyTorch containers): the override turns the legacy state on at start-up, the two disagree,
+    and torch 2.9+ raises "mix of the legacy and new APIs" before every cuBLAS matmul.
+    """
+    import os
+
+    state: dict[str, Any] = {"override_env": os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")}
+    torch.backends.cuda.matmul.allow_tf32 = False
     try:
+        # The same consistency check cuBLAS calls make (Context::allowTF32CuBLAS).
+        state["allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
+    except RuntimeError as exc:
+        # A torch that keeps the two apart: set the newer switch too, so that both say IEEE.
         torch.backends.cuda.matmul.fp32_precision = "ieee"
-    except (AttributeError, RuntimeError):
-        torch.backends.cuda.matmul.allow_tf32 = False
+        state["allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
+        state["note"] = f"both switches set: {_error(exc)[:120]}"
+    state["fp32_precision"] = getattr(torch.backends.cuda.matmul, "fp32_precision", None)
+    return state
+
+
+def sysfs_bus_id(bus_id: str | None) -> str | None:
+    """NVML's "00000000:18:00.0" (or torch's parts) as /sys/bus/pci/devices names it: "0000:18:00.0"."""
+    if not bus_id:
+        return None
+    parts = str(bus_id).strip().lower().split(":")
+    if len(parts) == 2:
+        parts = ["0", *parts]
+    if len(parts) != 3:
+        return None
+    try:
+        return f"{int(parts[0], 16):04x}:{parts[1][-2:].zfill(2)}:{parts[2]}"
+    except ValueError:
+        return None
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """The kernel's cpulist format ("0-15,32-47"); an empty or unreadable list is the empty set."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+class numa_local:  # noqa: N801 - used as a context manager, like a function
+    """Runs the block on the CPUs of the GPU's NUMA node (sysfs local_cpulist), then restores.
+
+    Pinned host buffers allocated inside then also live on that node (first touch). The value is
+    the record for the facts: {"bound": True, "cpus": "0-55"} or {"bound": False, "reason": ...}.
+    """
+
+    def __init__(self, bus_id: str | None, sysfs: str = "/sys/bus/pci/devices") -> None:
+        self.bus_id, self.sysfs = bus_id, sysfs
+        self.previous: set[int] | None = None
+
+    def __enter__(self) -> dict[str, Any]:
+        import os
+
+        if not hasattr(os, "sched_setaffinity"):
+            return {"bound": False, "reason": "this platform cannot set CPU affinity"}
+        name = sysfs_bus_id(self.bus_id)
+        if name is None:
+            return {"bound": False, "reason": "the GPU's PCI bus id is unknown"}
+        try:
+            with open(f"{self.sysfs}/{name}/local_cpulist", encoding="ascii") as handle:
+                text = handle.read().strip()
+        except OSError as exc:
+            return {"bound": False, "reason": f"cannot read {name}/local_cpulist: {exc.strerror or exc}"}
+        allowed = os.sched_getaffinity(0)
+        cpus = parse_cpulist(text) & allowed
+        if not cpus:
+            return {"bound": False, "reason": f"none of the GPU's CPUs ({text}) is allowed to this process"}
+        self.previous = allowed
+        os.sched_setaffinity(0, cpus)
+        return {"bound": True, "cpus": text, "pci": name}
+
+    def __exit__(self, *exc: Any) -> None:
+        import os
+
+        if self.previous is not None:
+            os.sched_setaffinity(0, self.previous)
+
+
+def _bus_id(torch: Any, nvml: Any, index: int, uuid: str | None) -> str | None:
+    if nvml is not None and uuid and uuid.startswith("GPU-"):
+        try:
+            return _text_value(nvml.nvmlDeviceGetPciInfo(nvml.nvmlDeviceGetHandleByUUID(uuid)).busId)
+        except Exception:  # noqa: BLE001 - fall back to what torch knows
+            pass
+    props = torch.cuda.get_device_properties(index)
+    if hasattr(props, "pci_bus_id"):
+        return f"{getattr(props, 'pci_domain_id', 0):04x}:{props.pci_bus_id:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+    return None
+
+
+def _text_value(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _nvml_for_links() -> Any:
@@ -228,7 +329,7 @@ def _link_under_load(torch: Any, nvml: Any, uuid: str | None, da: Any, db: Any, 
         return None
     try:
         handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
-    except nvml.NVMLError:
+    except Exception:  # noqa: BLE001 - NVMLError, or old bindings without the function: read at idle only
         return None
     deadline = time.monotonic() + load_s
     while time.monotonic() < deadline:

@@ -220,11 +220,35 @@ def roll_call(store: Any, env: DistEnv, timeout_s: float) -> dict[int, dict[str,
     return {r: json.loads(store.get(f"joined/{r}")) for r in range(env.world_size)}
 
 
+def device_id_safe(torch_version: str) -> bool:
+    """Whether init_process_group(device_id=...) may be passed on this torch.
+
+    It exists from torch 2.3 (a TypeError before; the package allows 2.1), and on 2.6.0 to 2.7.0
+    it makes NCCL hang at random (pytorch/pytorch#153960, fixed in 2.7.1).
+    """
+    release = torch_version.split("+")[0]
+    parts: list[int] = []
+    for piece in release.split(".")[:3]:
+        digits = ""
+        for char in piece:
+            if not char.isdigit():
+                break
+            digits += char
+        if not digits:
+            break
+        parts.append(int(digits))
+    if len(parts) < 2:
+        return False
+    version = tuple(parts + [0] * (3 - len(parts)))
+    return version >= (2, 3, 0) and not ((2, 6, 0) <= version <= (2, 7, 0))
+
+
 def init_group(store: Any, env: DistEnv, backend: str, pg_timeout_s: float, device: Any = None) -> None:
+    import torch
     import torch.distributed as dist
 
     kwargs: dict[str, Any] = {}
-    if device is not None and getattr(device, "type", "cpu") == "cuda":
+    if device is not None and getattr(device, "type", "cpu") == "cuda" and device_id_safe(torch.__version__):
         kwargs["device_id"] = device  # eager NCCL communicator creation, errors surface here
     dist.init_process_group(
         backend, store=store, rank=env.rank, world_size=env.world_size,

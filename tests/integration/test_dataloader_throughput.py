@@ -83,16 +83,21 @@ def test_twenty_thousand_tiny_files_are_the_small_files_pattern(tmp_path):
 
 def test_demand_from_scaling_is_used(tmp_path):
     # No GPU here to set the demand: one far above and one far below what any loader does, and the
-    # percentage must be the measured rate over it.
+    # percentage must be the measured rate over it. scaling.multi_gpu's rate is demand only when it
+    # timed the team's own model (scaling.workload): its reference model's samples are not the loader's.
     for demand, expected in ((1e9, Status.FAIL), (1e-3, Status.PASS)):
-        earlier = {SCALING_CHECK: {"training_samples_per_s": demand}}
+        earlier = {SCALING_CHECK: {"training_samples_per_s": demand, "device_kind": "cuda", "training_devices": 8,
+                                   "model": {"workload": "team_model:make"}}}
         result = run_check(tmp_path, earlier=earlier)
         assert result.status is expected, result.summary
-        assert result.facts["demand"]["samples_per_s"] == demand
-        assert SCALING_CHECK in result.facts["demand"]["source"]
+        assert result.facts["scaling"]["training_samples_per_s"] == demand
+        assert any(SCALING_CHECK in d and "team_model:make" in d for d in result.details)
         verdict = next(m for m in result.measurements if m.name.endswith("vs GPU demand"))
         assert verdict.value == pytest.approx(result.facts["torch"]["samples_per_s"] / demand * 100, rel=1e-3, abs=0.05)
         assert "of what the GPUs consume" in result.summary
+    reference = {SCALING_CHECK: {"training_samples_per_s": 1e9, "device_kind": "cuda", "model": {"workload": None}}}
+    result = run_check(tmp_path, earlier=reference)
+    assert result.status is Status.PASS and "no demand figure to compare" in result.summary
 
 
 def test_team_dataset_factory_is_timed(tmp_path, monkeypatch):
@@ -123,7 +128,8 @@ def test_missing_path_is_a_clear_error(tmp_path):
 def test_demand_through_the_worker_process(tmp_path):
     """The real path: earlier facts travel in the JSON job to python -m preflight.worker."""
     job = {"check_id": "dataloader.throughput", "node": "local", "output_dir": str(tmp_path), "timeout_s": 240,
-           "params": SMALL, "expect": {}, "earlier": {SCALING_CHECK: {"training_samples_per_s": 1e9}}}
+           "params": SMALL, "expect": {}, "earlier": {SCALING_CHECK: {"training_samples_per_s": 1e9,
+                                                                      "model": {"workload": "team_model:make"}}}}
     proc = subprocess.run([sys.executable, "-m", "preflight.worker"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -120,9 +120,8 @@ def test_run_with_a_baseline_shows_regressions_and_blocks_only_when_asked(tmp_pa
     shown = run_preflight("run", "--checks", "node.environment", "--baseline", "base/results.json", "--out", "new",
                           cwd=tmp_path)
     data = json.loads((tmp_path / "new" / "results.json").read_text())
-    comparison = next(r for r in data["results"] if r["check_id"] == "baseline.comparison")
-    assert comparison["status"] == "WARN"
-    assert any("usable CPUs" in line for line in comparison["details"])
+    assert not any(r["check_id"] == "baseline.comparison" for r in data["results"])  # a field, not a result
+    assert any(c["name"] == "usable CPUs" and c["kind"] == "regression" for c in data["baseline"]["figures"])
     assert data["baseline"]["old_label"] == "base/results.json" and not data["baseline"]["fail_on_regression"]
     assert shown.returncode == data["verdict"]["exit_code"]  # the regression alone does not block
     assert "Baseline:" in shown.stdout and "regression: node.environment usable CPUs" in shown.stdout

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from preflight.model import RunReport
-from preflight.reporters import html
-from tests.conftest import DATA, run_preflight
+from preflight.model import Finding, NodeInfo, RunReport, Status
+from preflight.reporters import figures, html
+from tests.conftest import DATA, make_report, make_result, run_preflight
 
 pytestmark = pytest.mark.browser
 
@@ -163,17 +163,21 @@ def test_a_synthesised_cluster_report_with_every_chart(tmp_path):
 
     page, console = open_report(path, tmp_path)
     assert console == []
-    assert page.text("verdict").startswith("NO-GO Not ready to train. 3 blocking findings.")
+    assert page.text("verdict").startswith("NO-GO Not ready to train. 2 blocking findings.")
     findings = page.text("findings")
     assert "BLOCKS The slowest link, gpu02 -> gpu03, carries 4.2 Gbit/s, below the 10 Gbit/s the cluster needs." \
         in findings
-    assert "the data loader can feed 70% of what the GPUs consume" in findings
-    assert "8 GPUs deliver the throughput of 6.9 (86% efficiency)" in findings
+    assert "torch DataLoader supply is 14,336 samples/s" in findings
+    assert "8 devices deliver the throughput of 6.9 (86% efficiency)" in findings
+    assert "-&gt;" not in findings and "(spread 36% over 3 runs)" in findings
     assert "24 x NVIDIA H100 80GB HBM3 (8 per node)" in page.text("glance")
     assert "TCP bandwidth between nodes (iperf3) across the cluster" in page.text("blocking")
+    assert "pip install" not in page.text("charts")
     assert page.tags.get("svg") == 5 and page.tags.get("figure") == 5
-    for title in ("Scaling across devices", "Network bandwidth between nodes", "Data loader supply against GPU demand",
-                  "Checkpoint write and read throughput", "All-reduce bus bandwidth by message size"):
+    for title in ("Data-parallel scaling across the node's devices", "TCP bandwidth between nodes (iperf3)",
+                  "Data loading: can storage and the input pipeline feed the GPUs",
+                  "Checkpoints: exact round trip, write/read speed, resume after a kill",
+                  "All-reduce among the node's devices (NCCL, gloo)"):
         assert title in page.text("charts")
     assert page.ids.index("verdict") < page.ids.index("findings") < page.ids.index("blocking") \
         < page.ids.index("charts") < page.ids.index("matrix") < page.ids.index("checks")
@@ -201,9 +205,11 @@ def test_the_report_of_a_real_run_on_this_machine(tmp_path):
     assert console == []
     assert page.text("verdict").startswith(verdict)
     assert "Nodes 1:" in page.text("glance") and "Frameworks" in page.text("glance")
-    if "collectives.local" in checks:
-        assert page.tags.get("svg") == 1 and "All-reduce bus bandwidth by message size" in page.text("charts")
-        assert "All-reduce over gloo" in page.text("findings")
+    # Every group of figures the checks declared, and only those, is drawn (a default install has matplotlib).
+    drawable = [g for g in figures.figure_groups(RunReport.from_dict(results)) if figures.drawable(g)]
+    assert page.tags.get("svg", 0) == len(drawable)
+    for group in drawable:
+        assert group.title in page.text("charts")
     assert_banner(screenshot(path, tmp_path, "real-run.png"), verdict)
 
 
@@ -236,9 +242,45 @@ def test_the_report_of_a_three_node_test_bed_with_one_slow_link(tmp_path):
     assert console == []
     assert page.text("verdict").startswith("NO-GO")
     findings = page.text("findings")
-    assert re.search(rf"BLOCKS The slowest link, [\d.]+ -> [\d.]+, carries [\d.]+ Gbit/s, below the 4 Gbit/s "
-                     r"the cluster needs\.", findings), findings
-    assert slow in findings.split("slowest link,")[1].split("carries")[0]
-    assert "Network bandwidth between nodes" in page.text("charts") and page.tags.get("svg") == 1
+    # The sentence and the heatmap come from net.bandwidth's declared link figures (figure="link").
+    if any(m.get("figure") == "link" for m in net["measurements"]):
+        assert re.search(rf"BLOCKS The slowest link, [\d.]+ -> [\d.]+, carries [\d.]+ Gbit/s, below the 4 Gbit/s "
+                         r"the cluster needs\.", findings), findings
+        assert slow in findings.split("slowest link,")[1].split("carries")[0]
+    else:
+        assert "slowest link" not in findings  # nothing is guessed from the names of undeclared figures
+    drawable = [g for g in figures.figure_groups(RunReport.from_dict(results)) if figures.drawable(g)]
+    assert page.tags.get("svg", 0) == len(drawable)  # the link heatmap once net.bandwidth declares its links
     assert "across the cluster" in page.text("blocking")
     assert_banner(screenshot(path, tmp_path, "testbed-report.png"), "NO-GO")
+
+
+def test_a_third_party_check_draws_its_chart_in_a_default_install(tmp_path):
+    pytest.importorskip("preflight_example", reason="install tests/plugins/preflight-example (pip install -e)")
+    proc = run_preflight("run", "--checks", "example.echo", "--out", "out", "--format", "html,json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    page, console = open_report(tmp_path / "out" / "report.html", tmp_path)
+    assert console == []
+    assert page.tags.get("svg") == 1 and "Example: echo a status" in page.text("charts")
+    assert "sha256 reaches" in page.text("findings") and "at 1 MiB" in page.text("findings")
+
+
+def test_advice_follows_the_findings_that_fired(tmp_path):
+    unreachable = make_result("gpu.visibility", "ghost", Status.ERROR, "cannot reach ghost: Could not resolve",
+                              remediation=["Reseat or replace the missing GPU."])
+    environment = make_result(
+        "node.environment", "gpu01", Status.WARN, "hostname does not resolve",
+        remediation=["Raise /dev/shm.", "Make the hostname resolve."],
+        findings=[Finding("node.environment.shm", Status.PASS, "shm is 64 GiB", "Raise /dev/shm."),
+                  Finding("node.environment.hostname", Status.WARN, "hostname does not resolve",
+                          "Make `hostname -f` resolve.")])
+    report = make_report([unreachable, environment], nodes=["gpu01"], fail_on="warn")
+    report.nodes.append(NodeInfo("ghost", reachable=False, error="Could not resolve hostname ghost"))
+    path = tmp_path / "report.html"
+    path.write_text(html.render(report))
+    page, console = open_report(path, tmp_path)
+    assert console == []
+    blocking = page.text("blocking")
+    assert "ssh NAME true" in blocking and "Reseat" not in blocking
+    assert "Make hostname -f resolve." in blocking and "/dev/shm" not in blocking  # a code span, no backticks
+    assert "1 warning ·" in page.text("verdict") and "1 error ·" in page.text("verdict")

@@ -1,4 +1,5 @@
-"""Charts: drawn only from data that exists, as inline SVG that is well-formed, self-contained and reproducible."""
+"""Charts: drawn only from the figures the checks declare, as inline SVG that is well-formed,
+self-contained and reproducible. No chart depends on a check's id."""
 
 from __future__ import annotations
 
@@ -8,21 +9,22 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-import markupsafe
 import pytest
 
-from preflight.model import RunReport
-from preflight.reporters import charts, html
+from preflight.check import measure
+from preflight.model import FIGURE_LINK, FIGURE_RATE, FIGURE_SCALING, FIGURE_SIZE, FIGURE_STEP, RunReport, Status
+from preflight.reporters import charts, figures, html
 from tests.conftest import DATA, make_report, make_result
 
 pytest.importorskip("matplotlib")
 
+# The charts of the synthesised cluster run, in report order: each check's title.
 CHART_OF_CHECK = {
-    "scaling.multi_gpu": "Scaling across devices",
-    "net.bandwidth": "Network bandwidth between nodes",
-    "dataloader.throughput": "Data loader supply against GPU demand",
-    "checkpoint.roundtrip": "Checkpoint write and read throughput",
-    "collectives.local": "All-reduce bus bandwidth by message size",
+    "scaling.multi_gpu": "Data-parallel scaling across the node's devices",
+    "dataloader.throughput": "Data loading: can storage and the input pipeline feed the GPUs",
+    "checkpoint.roundtrip": "Checkpoints: exact round trip, write/read speed, resume after a kill",
+    "collectives.local": "All-reduce among the node's devices (NCCL, gloo)",
+    "net.bandwidth": "TCP bandwidth between nodes (iperf3)",
 }
 
 
@@ -37,6 +39,14 @@ def only(report: RunReport, *check_ids: str) -> RunReport:
     trimmed = copy.deepcopy(report)
     trimmed.results = [r for r in trimmed.results if r.check_id in check_ids]
     return trimmed
+
+
+def declared(kind: str, points: list[tuple], unit: str = "GB/s", check_id: str = "acme.thing",
+             title: str = "Acme thing", node: str = "n1", **kwargs) -> RunReport:
+    """A report with one result from a check no reporter knows, declaring figures of one kind."""
+    measurements = [measure(name, value, unit, figure=kind, series=series, at=at, **kwargs)
+                    for name, value, series, at in points]
+    return make_report([make_result(check_id, node, Status.PASS, title=title, measurements=measurements)])
 
 
 @pytest.fixture(scope="module")
@@ -56,19 +66,108 @@ def test_a_chart_is_drawn_only_from_its_own_data(check_id):
     assert [c.title for c in drawn] == [CHART_OF_CHECK[check_id]]
 
 
-def test_no_data_no_charts_and_no_note(sample_report):
-    # The sample has a bandwidth measurement but no matrix in its facts: nothing to draw.
+def test_no_declared_figures_no_charts(sample_report):
+    # The sample declares one link: a heatmap needs two.
     assert charts.render_charts(sample_report) == []
-    assert charts.unavailable_note(sample_report) == ""
     assert 'id="charts"' not in html.render(sample_report)
 
 
-def test_failed_or_skipped_checks_without_figures_draw_nothing():
+def test_undeclared_figures_draw_nothing_whatever_their_names():
     report = cluster_run()
     for result in report.results:
-        result.facts = {"error": "could not measure"} if result.check_id != "versions.pinned" else result.facts
-        result.measurements = []
-    assert charts.render_charts(report) == []
+        for m in result.measurements:
+            m.figure = None
+    assert charts.render_charts(report) == [] and not charts.has_chart_data(report)
+
+
+@pytest.mark.parametrize("kind, points, words", [
+    (FIGURE_LINK, [("a to b", 9.0, None, "a -> b"), ("b to a", 3.0, None, "b -> a")], ["receiver", "sender"]),
+    (FIGURE_SCALING, [("rate 1", 100.0, "ddp", 1), ("rate 2", 190.0, "ddp", 2), ("rate 4", 300.0, "ddp", 4)],
+     ["devices", "ideal (dashed)", "75%"]),
+    (FIGURE_SIZE, [("bw 1k", 1.0, "tcp", 1024), ("bw 1m", 40.0, "tcp", 1 << 20), ("bw 1m", 9.0, "udp", 1 << 20),
+                   ("bw 1k", 0.5, "udp", 1024)], ["message size", "1 MiB", "tcp", "udp"]),
+    (FIGURE_RATE, [("in", 5.0, "write", "fmt-a"), ("out", 7.0, "read", "fmt-a"), ("in", 2.0, "write", "fmt-b")],
+     ["fmt-a", "fmt-b", "write", "read"]),
+    (FIGURE_STEP, [("t", 0.5, "step time", 1), ("t", 0.4, "step time", 2), ("t", 0.45, "step time", 3)],
+     ["step"]),
+])
+def test_each_kind_of_figure_draws_its_chart_from_the_declaration_alone(kind, points, words):
+    (chart,) = charts.render_charts(declared(kind, points))
+    assert chart.title == "Acme thing" and chart.svg.startswith("<svg ")
+    ET.fromstring(chart.svg)
+    for word in words:
+        assert word in chart.svg, word
+
+
+def test_scaling_ideal_line_is_n_times_the_smallest_count():
+    report = declared(FIGURE_SCALING, [("r", 300.0, "ddp", 2), ("r", 500.0, "ddp", 4), ("r", 800.0, "ddp", 8)],
+                      unit="samples/s")
+    (group,) = figures.figure_groups(report)
+    (line,) = figures.lines(group)
+    assert figures.efficiency(line) == [(2, 300.0, 1.0), (4, 600.0, pytest.approx(500 / 600)),
+                                        (8, 1200.0, pytest.approx(800 / 1200))]
+
+
+def test_heatmap_outlines_exactly_the_links_below_the_threshold():
+    report = only(cluster_run(), "net.bandwidth")
+    (group,) = figures.figure_groups(report)
+    grid = figures.link_grid(group)
+    assert grid is not None and grid.threshold == 10.0 and group.unit == "Gbit/s"
+    below = [(src, dst) for src, dst, p in grid.points if p.value < grid.threshold]
+    assert below == [("gpu02", "gpu03")]
+    (chart,) = charts.render_charts(report)
+    assert chart.svg.count("stroke: #82071e") == len(below)
+
+    # Every link fast: no outline at all.
+    for m in report.results[0].measurements:
+        m.value = 93.0
+    (chart,) = charts.render_charts(report)
+    assert "#82071e" not in chart.svg
+
+
+def test_rate_groups_pair_the_series_of_one_label():
+    report = cluster_run()
+    (group,) = [g for g in figures.figure_groups(report) if g.check_id == "dataloader.throughput"]
+    by_node = {g.node: g for g in figures.rate_groups(group)}
+    assert by_node["gpu02"].bars["supply"].value == pytest.approx(14336.0)
+    paired = declared(FIGURE_RATE, [("s", 14336.0, "supply", "torch DataLoader"),
+                                    ("d", 20480.0, "demand", "torch DataLoader")], unit="samples/s")
+    (group,) = figures.figure_groups(paired)
+    (pair,) = figures.rate_groups(group)
+    assert sorted(pair.bars) == ["demand", "supply"] and pair.bars["demand"].value == 20480.0
+    (checkpoint,) = [g for g in figures.figure_groups(report) if g.check_id == "checkpoint.roundtrip"]
+    on_gpu03 = [g for g in figures.rate_groups(checkpoint) if g.node == "gpu03"]
+    assert len(on_gpu03) == 2 and "gpu03 torch.save" in {g.label for g in on_gpu03}  # torch.save and DCP
+    assert all(sorted(g.bars) == ["read", "write"] for g in on_gpu03)
+
+
+def test_text_from_the_machine_is_escaped_inside_the_svg():
+    hostile = '<script>alert("x")</script>&'
+    report = declared(FIGURE_LINK, [("x", 1.0, None, f"{hostile} -> b"), ("y", 2.0, None, f"b -> {hostile}")])
+    (chart,) = charts.render_charts(report)
+    ET.fromstring(chart.svg)
+    assert "<script" not in chart.svg and "&lt;script&gt;" in chart.svg
+
+
+def test_charts_need_no_extra_install():
+    # matplotlib is a dependency of preflight itself: no report asks for an extra.
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("matplotlib") for d in project["dependencies"])
+    assert not hasattr(charts, "INSTALL_HINT")
+    assert "preflight[charts]" not in html.render(cluster_run())
+
+
+def test_many_nodes_are_capped_to_the_worst():
+    points = []
+    for k in range(charts.MAX_GROUPS + 4):
+        points.append(("supply", 50.0 + k, "supply", f"node{k:02d}"))
+    report = declared(FIGURE_RATE, points, unit="samples/s", at_least=100.0)
+    (chart,) = charts.render_charts(report)
+    assert f"The {charts.MAX_GROUPS} worst of {charts.MAX_GROUPS + 4} groups" in chart.caption
+    assert "node00" in chart.svg and f"node{charts.MAX_GROUPS + 3:02d}" not in chart.svg
 
 
 def test_svg_is_well_formed_and_names_no_url(every_chart):
@@ -96,86 +195,6 @@ def test_output_is_deterministic(every_chart):
     assert charts.render_charts(cluster_run()) == every_chart
 
 
-def test_heatmap_outlines_exactly_the_links_below_the_threshold():
-    report = only(cluster_run(), "net.bandwidth")
-    grid = charts.bandwidth_data(report)
-    assert grid is not None and grid.threshold == 10.0 and grid.unit == "Gbit/s"
-    facts = report.results[0].facts["matrix_gbps"]
-    for i, src in enumerate(grid.nodes):
-        for j, dst in enumerate(grid.nodes):
-            assert grid.gbps[i][j] == (facts[src].get(dst) if src != dst else None)
-    below = [link for link in grid.links() if link[0] < grid.threshold]
-    assert below == [(4.2, "gpu02", "gpu03")]
-    (chart,) = charts.render_charts(report)
-    assert chart.svg.count("stroke: #82071e") == len(below)
-
-    # Every link fast: no outline at all.
-    for row in report.results[0].facts["matrix_gbps"].values():
-        for dst in row:
-            row[dst] = 93.0
-    (chart,) = charts.render_charts(report)
-    assert "#82071e" not in chart.svg
-
-
-def test_scaling_data_follows_the_recorded_table():
-    data = charts.scaling_data(cluster_run())
-    assert data is not None and data.min_efficiency == 0.9
-    by_node = {s.node: s for s in data.series}
-    assert sorted(by_node) == ["gpu01", "gpu02", "gpu03"]
-    table = cluster_run().result_for("scaling.multi_gpu", "gpu01").facts["table"]
-    assert by_node["gpu01"].points == [(row["devices"], row["samples_per_s"], row.get("efficiency")) for row in table]
-    assert by_node["gpu01"].noun == "GPUs"
-
-
-def test_loader_and_checkpoint_data_come_from_facts_and_measurements():
-    report = cluster_run()
-    loader = {d.node: d for d in charts.loader_data(report)}
-    assert loader["gpu02"].percent == 70.0 and loader["gpu02"].margin == 1.2
-    assert loader["gpu02"].supply["torch DataLoader"] == pytest.approx(14336.0)
-    assert loader["gpu02"].demand == 20480.0
-    checkpoint = {d.node: d for d in charts.checkpoint_data(report)}
-    assert set(checkpoint["gpu03"].formats) == {"torch.save", "DCP"}
-    assert checkpoint["gpu03"].formats["torch.save"]["write"] == pytest.approx(0.62)
-    assert checkpoint["gpu03"].thresholds == {"write": 1.0, "read": 1.0}
-
-
-def test_text_from_the_machine_is_escaped_inside_the_svg():
-    report = only(cluster_run(), "net.bandwidth")
-    facts = report.results[0].facts
-    hostile = '<script>alert("x")</script>&'
-    facts["matrix_gbps"][hostile] = facts["matrix_gbps"].pop("gpu01")
-    facts["nodes"] = [hostile if n == "gpu01" else n for n in facts["nodes"]]
-    (chart,) = charts.render_charts(report)
-    ET.fromstring(chart.svg)
-    assert "<script" not in chart.svg and "&lt;script&gt;" in chart.svg
-
-
-def test_without_matplotlib_there_are_no_charts_and_the_report_says_so(monkeypatch):
-    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
-    report = cluster_run()
-    assert charts.render_charts(report) == []
-    note = charts.unavailable_note(report)
-    assert "matplotlib is not installed" in note and "preflight[charts]" in note
-    page = html.render(report)
-    assert str(markupsafe.escape(note)) in page and "<svg" not in page
-
-
-def test_many_nodes_are_capped_to_the_worst():
-    report = only(cluster_run(), "dataloader.throughput")
-    template = report.results[1]  # gpu02, the one that falls short
-    report.results = []
-    for k in range(charts.MAX_GROUPS + 4):
-        result = copy.deepcopy(template)
-        result.node = f"node{k:02d}"
-        result.measurements[-1].value = 50.0 + k
-        report.results.append(result)
-    (chart,) = charts.render_charts(report)
-    assert f"The {charts.MAX_GROUPS} nodes with the least headroom of {charts.MAX_GROUPS + 4}" in chart.caption
-    assert "node00" in chart.svg and f"node{charts.MAX_GROUPS + 3:02d}" not in chart.svg
-
-
 def test_output_is_the_same_in_another_process(every_chart):
     import hashlib
     import os
@@ -196,27 +215,62 @@ def test_charts_stay_small(every_chart):
 
 
 def test_a_chart_that_cannot_be_drawn_costs_only_itself(monkeypatch):
-    def broken(data):
+    def broken(group, name, title):
         raise ValueError("no such colour")
 
-    monkeypatch.setattr(charts, "_draw_loader", broken)
+    monkeypatch.setitem(charts.DRAWERS, FIGURE_RATE, broken)
     drawn = charts.render_charts(cluster_run())
     assert [c.title for c in drawn] == list(CHART_OF_CHECK.values())
-    (failed,) = [c for c in drawn if not c.svg]
-    assert failed.title == "Data loader supply against GPU demand"
-    assert "could not be drawn (ValueError: no such colour)" in failed.caption
+    failed = [c for c in drawn if not c.svg]
+    assert len(failed) == 2  # the two rate charts: loader and checkpoints
+    assert all("could not be drawn (ValueError: no such colour)" in c.caption for c in failed)
     page = html.render(cluster_run())
-    assert page.count("<svg ") == 4 and "could not be drawn (ValueError: no such colour)" in page
+    assert page.count("<svg ") == 3 and "could not be drawn (ValueError: no such colour)" in page
 
 
-@pytest.mark.parametrize("check_id, facts", [
-    ("net.bandwidth", {"nodes": ["a", "b"], "matrix_gbps": {"a": [1, 2], "b": None}}),
-    ("net.bandwidth", {"matrix_gbps": "broken"}),
-    ("scaling.multi_gpu", {"table": [{"devices": "8", "samples_per_s": 1.0}, None, 3], "tensorflow": "x"}),
-    ("dataloader.throughput", {"torch": {"samples_per_s": "fast"}, "demand": 5}),
-    ("collectives.local", {"runs": [{"ok": True, "result": {"sizes": {"bytes": 1}}}, "x"]}),
-])
-def test_odd_facts_draw_nothing_rather_than_fail(check_id, facts):
-    report = make_report([make_result(check_id, "n1", facts=facts)])
+@pytest.mark.parametrize("value, at", [("fast", 1), (float("nan"), 2), (None, 3), (1.0, "x -> "), (2.0, None)])
+def test_odd_declarations_draw_nothing_rather_than_fail(value, at):
+    m = measure("odd", None, "GB/s", figure=FIGURE_LINK, at=at)
+    m.value = value
+    report = make_report([make_result("acme.thing", "n1", measurements=[m])])
     assert charts.render_charts(report) == [] and not charts.has_chart_data(report)
     html.render(report)
+
+
+def test_reporters_name_no_check():
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    pattern = r'"(net\.bandwidth|scaling\.|collectives\.|checkpoint\.|dataloader\.|gpu\.|versions\.|storage\.|node\.)'
+    found = subprocess.run(["git", "grep", "-nE", pattern, "--", "preflight/reporters", "templates"], cwd=root,
+                           capture_output=True, text=True)
+    assert found.returncode == 1 and found.stdout == "", found.stdout
+
+
+def test_the_example_plugin_gets_its_chart_without_any_reporter_change():
+    checks = pytest.importorskip("preflight_example.checks", reason="install tests/plugins/preflight-example")
+    from preflight.check import Expect
+    from preflight.execute import result_from_outcome
+
+    echo = checks.Echo()
+    facts = echo.collect(type("Ctx", (), {"record": lambda *a: None})(), checks.EchoParams())
+    result = result_from_outcome(checks.Echo, echo.evaluate(facts, checks.EchoParams(), Expect()), node="n1",
+                                 facts=facts)
+    page = html.render(make_report([result]))
+    assert page.count('<figure class="chart">') == 1 and "Example: echo a status" in page
+    assert "sha256" in page and "1 MiB" in page
+
+
+def test_the_chart_fixture_is_what_the_checks_evaluate_today():
+    # cluster_run.json is not frozen: it must be what the real evaluate() functions make of its facts
+    # now, so renaming or re-declaring a figure in a check shows up here rather than in a stale file.
+    # Regenerate with `python tests/data/reports/build_cluster_run.py` after changing a check.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_cluster_run", DATA / "reports" / "build_cluster_run.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    stored = json.loads((DATA / "reports" / "cluster_run.json").read_text())
+    stored.pop("_source")
+    assert json.loads(json.dumps(builder.build().to_dict(), sort_keys=True)) == stored

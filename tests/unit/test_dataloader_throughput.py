@@ -18,6 +18,7 @@ from preflight_checks.dataloader_throughput import (
     Params,
     demand_from,
     load_factory,
+    scaling_facts,
 )
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "dataloader"
@@ -99,7 +100,7 @@ def test_demand_met_without_margin_is_warn():
 def test_demand_not_met_is_fail():
     facts, params = fixture("demand_from_scaling")
     outcome = judge(facts, params)
-    supply, need = best_rate(facts), facts["demand"]["samples_per_s"]
+    supply, need = best_rate(facts), facts["scaling"]["training_samples_per_s"]
     assert supply < need
     assert outcome.status is Status.FAIL
     assert f"the loader can feed {supply / need * 100:.0f}% of what the GPUs consume" in outcome.summary
@@ -152,19 +153,87 @@ def test_no_framework_is_skip_but_small_files_still_warn():
 
 def test_demand_sources_in_order():
     params = Params()
-    earlier = {SCALING_CHECK: {"training_samples_per_s": 8000.0}}
-    assert demand_from({}, params) is None
-    assert demand_from(earlier, params)["samples_per_s"] == 8000.0
-    assert SCALING_CHECK in demand_from(earlier, params)["source"]
+    earlier = {SCALING_CHECK: {"training_samples_per_s": 8000.0, "model": {"workload": "team.model:make"}}}
+    assert demand_from(scaling_facts({}), params) is None
+    assert demand_from(scaling_facts(earlier), params)["samples_per_s"] == 8000.0
+    assert SCALING_CHECK in demand_from(scaling_facts(earlier), params)["source"]
     earlier[SCALING_CHECK]["training_devices"] = 8
-    assert "on 8 devices" in demand_from(earlier, params)["source"]
-    assert demand_from({SCALING_CHECK: {"training_samples_per_s": None}}, params) is None
-    cpu_only = {SCALING_CHECK: {"training_samples_per_s": 8000.0, "device_kind": "cpu", "training_devices": 2}}
+    assert "on 8 devices" in demand_from(scaling_facts(earlier), params)["source"]
+    assert demand_from({"training_samples_per_s": None}, params) is None
+    cpu_only = {"training_samples_per_s": 8000.0, "device_kind": "cpu", "training_devices": 2}
     ignored = demand_from(cpu_only, params)
     assert ignored["samples_per_s"] is None and "CPU processes, not GPUs" in ignored["ignored"]
+    params.required_samples_per_s_per_gpu = 400.0
+    assert demand_from(scaling_facts(earlier), params, gpus=8)["samples_per_s"] == 3200.0
+    assert demand_from(None, params)["samples_per_s"] is None  # per GPU, but no GPU count
     params.required_samples_per_s = 1234.0
-    explicit = demand_from(earlier, params)
+    explicit = demand_from(scaling_facts(earlier), params)
     assert explicit == {"samples_per_s": 1234.0, "source": "dataloader.required_samples_per_s"}
+
+
+def test_reference_model_rate_is_never_gpu_demand():
+    # scaling.multi_gpu's reference model on the healthy 8x H100 fixture: ~2.1 million samples/s of a
+    # 4096-float vector. As demand it would fail every loader on every GPU node ("feeds ~1%").
+    scaling = json.loads((DATA.parent / "scaling" / "gpu_8x_h100_healthy_built.json").read_text())
+    recorded = scaling.get("facts", scaling)
+    assert recorded["training_samples_per_s"] > 1e6 and not (recorded.get("model") or {}).get("workload")
+    facts, params = fixture("synthetic")
+    facts = copy.deepcopy(facts)
+    facts["scaling"] = scaling_facts({SCALING_CHECK: recorded})
+    facts["gpu_count"] = 8
+    outcome = judge(facts, params, Expect(gpus_per_node=8))
+    assert outcome.status is Status.PASS, outcome.summary
+    assert "no demand figure to compare" in outcome.summary
+    assert any("reference model" in d for d in outcome.details)
+    # Stated per GPU in the loader's own samples, the same facts are judged.
+    params.required_samples_per_s_per_gpu = best_rate(facts)  # x 8 GPUs: far more than the loader gives
+    judged = judge(facts, params)
+    assert judged.status is Status.FAIL and "dataloader.throughput.below-demand" in {f.id for f in judged.findings}
+    supply = [m for m in judged.measurements if m.figure == "rate"]
+    assert {(m.series, m.at) for m in supply} >= {("supply", "torch DataLoader"), ("demand", "torch DataLoader"),
+                                                  ("supply", "tf.data"), ("demand", "tf.data")}
+
+
+def test_facts_of_older_runs_with_a_reference_model_demand_are_not_judged_by_it():
+    facts, params = fixture("synthetic")
+    facts = copy.deepcopy(facts)
+    facts["demand"] = {"samples_per_s": 2126046.0, "source": f"{SCALING_CHECK} (training throughput measured on this node)"}
+    assert judge(facts, params).status is Status.PASS
+
+
+def test_tf_data_worker_runs_with_the_gpus_hidden(tmp_path):
+    # tensorflow reserves nearly all memory of every GPU it sees; the loader's worker must see none.
+    import subprocess
+
+    from preflight_checks.dataloader_throughput import measure_tensorflow
+
+    class Ctx:
+        def time_left(self):
+            return 100.0
+
+        def run(self, argv, timeout, env=None):
+            self.env = env
+            stdout = json.dumps({"tensorflow": "2.21.0", "gpus_hidden": True,
+                                 "passes": [{"pass": 0, "samples": 64, "bytes": 640, "seconds": 0.5}]})
+            return subprocess.CompletedProcess(argv, 0, stdout + "\n", "")
+
+    ctx = Ctx()
+    result = measure_tensorflow(ctx, ["a", "b"], Params(), False, tmp_path)
+    assert ctx.env["CUDA_VISIBLE_DEVICES"] == "" and result["gpus_hidden"] is True
+    assert result["samples_per_s"] == 128.0
+
+
+def test_tf_data_worker_hides_the_gpus_itself():
+    pytest.importorskip("tensorflow")
+    import os
+    import subprocess
+    import sys
+
+    code = "import tensorflow as tf; from preflight.workers.dataloader_tf import hide_gpus; print(hide_gpus(tf))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "True"
 
 
 def test_percentiles_and_distribution():
@@ -202,7 +271,7 @@ def test_factory_returning_something_else_is_explained(monkeypatch):
 def test_cpu_only_scaling_figure_is_not_taken_as_gpu_demand():
     facts, params = fixture("synthetic")
     facts = copy.deepcopy(facts)
-    facts["demand"] = demand_from({SCALING_CHECK: {"training_samples_per_s": 1e9, "device_kind": "cpu"}}, params)
+    facts["scaling"] = {"training_samples_per_s": 1e9, "device_kind": "cpu"}
     outcome = judge(facts, params)
     assert outcome.status is Status.PASS
     assert "no demand figure to compare" in outcome.summary

@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from preflight import diff
-from preflight.diff import BASELINE_CHECK_ID, Diff, FigureChange, StatusChange, VersionChange, attach, compare
+from preflight.diff import (
+    BASELINE_CHECK_ID,
+    Diff,
+    FigureChange,
+    StatusChange,
+    VersionChange,
+    attach,
+    baseline_blocks,
+    compare,
+)
+from preflight.reporters import baseline as words
 from preflight.model import CLUSTER_NODE, Measurement, RunReport, Scope, Status
 from preflight.reporters import json_report
 from preflight.verdict import Verdict, decide
@@ -45,7 +54,7 @@ def test_two_equal_runs_have_no_change(old, new):
     assert result.unchanged and result.regressions == [] and result.exit_code == 0
     assert result.compared_results == len(old.results)
     assert result.compared_figures == sum(len(r.measurements) for r in old.results)
-    assert result.headline().startswith("no regression against the baseline run of 2026-11-29 10:00")
+    assert words.headline(result).startswith("no regression against the baseline run of 2026-11-29 10:00")
 
 
 def test_a_lower_bandwidth_is_a_regression(old, new):
@@ -55,7 +64,7 @@ def test_a_lower_bandwidth_is_a_regression(old, new):
     assert (change.check_id, change.node, change.old, change.new, change.comparison) == \
         ("net.bandwidth", "gpu01 -> gpu02", 93.6, 70.0, ">=")
     assert change.change == pytest.approx(70.0 / 93.6 - 1)
-    assert diff.describe(change) == "net.bandwidth gpu01 -> gpu02: 93.6 Gbit/s -> 70 Gbit/s (-25%)"
+    assert words.describe(change) == "net.bandwidth gpu01 -> gpu02: 93.6 Gbit/s -> 70 Gbit/s (-25%)"
 
 
 def test_a_higher_figure_where_lower_is_better_is_a_regression(old, new):
@@ -122,7 +131,7 @@ def test_a_version_change_is_found_and_grouped_by_nodes(old, new):
         ("nccl", "2.20.5", "2.21.5", ["gpu03"], "regression"),
     ]
     assert result.exit_code == 1
-    assert diff.describe(result.versions[0]) == "torch 2.4.1 -> 2.5.0 on gpu01, gpu02, gpu03"
+    assert words.describe(result.versions[0]) == "torch 2.4.1 -> 2.5.0 on gpu01, gpu02, gpu03"
     relaxed = compare(old, new, versions_regress=False)
     assert [c.kind for c in relaxed.versions] == ["info", "info"] and relaxed.exit_code == 0
 
@@ -138,7 +147,7 @@ def test_noisy_figures_are_marked(old, new):
     m = figure(new, "net.bandwidth", CLUSTER_NODE, "gpu03 -> gpu01")  # samples 61, 93.1, 94.2
     m.value = 40.0
     (change,) = compare(old, new).regressions
-    assert change.noisy and diff.describe(change).endswith("[noisy]")
+    assert change.noisy and words.describe(change).endswith("[noisy]")
 
 
 def test_tolerance_must_be_sensible(old, new):
@@ -163,13 +172,13 @@ def test_renderers_list_every_regression(old, new):
     new.result_for("gpu.visibility", "gpu02").status = Status.FAIL
     new.result_for("versions.pinned", "gpu01").facts["stack"]["torch"] = "2.5.0"
     result = compare(old, new, old_label="old/results.json")
-    text = diff.render_text(result)
+    text = words.render_text(result)
     assert "Regressions:" in text and "gpu.visibility on gpu02: PASS -> FAIL" in text
     assert "torch 2.4.1 -> 2.5.0 on gpu01" in text and "93.6 Gbit/s -> 70 Gbit/s" in text
-    md = diff.render_markdown(result)
+    md = words.render_markdown(result)
     assert md.startswith("### ❌ Against the baseline run of 2026-11-29 10:00 (`old/results.json`)")
-    assert "- gpu.visibility on gpu02: PASS -&gt; FAIL" in md
-    quiet = diff.render_markdown(compare(old, copy.deepcopy(old)))
+    assert "- gpu.visibility on gpu02: PASS -> FAIL" in md and "&gt;" not in md  # Markdown, not HTML
+    quiet = words.render_markdown(compare(old, copy.deepcopy(old)))
     assert quiet.startswith("### ✅") and "Regressions" not in quiet
 
 
@@ -177,7 +186,7 @@ def test_headline_counts_each_kind(old, new):
     figure(new, "net.bandwidth", CLUSTER_NODE, "gpu01 -> gpu02").value = 70.0
     figure(new, "net.bandwidth", CLUSTER_NODE, "gpu01 -> gpu03").value = 70.0
     new.result_for("gpu.visibility", "gpu02").status = Status.FAIL
-    assert compare(old, new).headline().startswith(
+    assert words.headline(compare(old, new)).startswith(
         "1 status got worse and 2 figures regressed by more than 10% against the baseline run of 2026-11-29 10:00; "
         "first: gpu.visibility on gpu02: PASS -> FAIL")
 
@@ -192,10 +201,9 @@ def passing_run() -> RunReport:
 def test_a_run_without_regressions_carries_a_passing_comparison():
     report = passing_run()
     attach(report, passing_run(), label="base/results.json")
-    result = report.result_for(BASELINE_CHECK_ID, CLUSTER_NODE)
-    assert result is not None and result.status is Status.PASS
     assert report.baseline is not None and report.baseline["old_label"] == "base/results.json"
-    assert decide(report).verdict is Verdict.GO
+    assert report.result_for(BASELINE_CHECK_ID, CLUSTER_NODE) is None  # a field of the report, not a result
+    assert decide(report).verdict is Verdict.GO and not baseline_blocks(report)
 
 
 def test_regressions_warn_by_default_and_block_with_fail_on_regression():
@@ -203,19 +211,36 @@ def test_regressions_warn_by_default_and_block_with_fail_on_regression():
     report = passing_run()
     report.results[0].measurements[0].value = 40.0  # still above the 10 needed: only the baseline sees it
     attach(report, baseline)
-    assert report.result_for(BASELINE_CHECK_ID, CLUSTER_NODE).status is Status.WARN
-    assert decide(report).verdict is Verdict.GO
+    decision = decide(report)
+    assert decision.verdict is Verdict.GO and not baseline_blocks(report)
+    assert [(r.check_id, r.status) for r in decision.warnings] == [(BASELINE_CHECK_ID, Status.WARN)]
 
     attach(report, baseline, fail_on_regression=True)
-    assert [r.check_id for r in report.results].count(BASELINE_CHECK_ID) == 1  # replaced, not added
+    assert [r.check_id for r in report.results] == ["net.bandwidth"]  # nothing added to the results
+    assert baseline_blocks(report)
     blocking = decide(report)
     assert blocking.verdict is Verdict.NO_GO and blocking.blocking[0].check_id == BASELINE_CHECK_ID
-    assert "a -> b: 93 Gbit/s -> 40 Gbit/s" in blocking.blocking[0].details[0]
+    assert blocking.blocking[0].status is Status.FAIL
+    assert "a -> b: 93 Gbit/s -> 40 Gbit/s" in words.describe(Diff.from_dict(
+        {k: v for k, v in report.baseline.items() if k != "fail_on_regression"}).regressions[0])
 
-    report.results = [r for r in report.results if r.check_id != BASELINE_CHECK_ID]
     report.fail_on = "warn"
     attach(report, baseline)
     assert decide(report).verdict is Verdict.NO_GO  # a warning blocks when the run blocks on warnings
+
+
+def test_diff_module_is_pure_comparison():
+    # No import circle: diff imports the model only, never a reporter.
+    import ast
+    import inspect
+
+    from preflight import diff
+
+    tree = ast.parse(inspect.getsource(diff))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not any(name and name.startswith("preflight.reporters") for name in imported), imported
+    assert not hasattr(diff, "render_markdown") and not hasattr(diff, "baseline_result")
 
 
 def test_comparison_ignores_earlier_comparisons():

@@ -348,7 +348,9 @@ def test_cpu_only_torch_on_a_gpu_node_fails():
 def test_framework_outside_expect_frameworks_only_warns():
     data = healthy()
     data["tensorflow"].update(is_cuda_build=False, cuda=None, device_count=0, devices=[])
-    assert judge(data).status is Status.FAIL
+    # Required by the config: FAIL. (Without any `frameworks`, a CPU-only tensorflow beside a CUDA
+    # torch is information: test_cpu_only_tensorflow_beside_gpu_torch_is_information.)
+    assert judge(data, Expect(frameworks=["torch", "tensorflow"])).status is Status.FAIL
     outcome = judge(data, Expect(frameworks=["torch"]))
     assert outcome.status is Status.WARN and "tensorflow 2.17.0 sees 0 GPUs" in outcome.summary
 
@@ -556,3 +558,18 @@ def test_nvml_start_failures_are_classified(monkeypatch, code, kind):
     facts = gpu_nvml.nvml_facts()
     assert facts["available"] is False and facts["error_kind"] == kind
     assert facts["error"].startswith("NVMLError_")
+
+
+def test_cpu_only_tensorflow_beside_gpu_torch_is_information():
+    # tensorflow-cpu installed next to a CUDA torch, no `frameworks` configured: not a missing GPU.
+    data = healthy()
+    data["tensorflow"].update(is_cuda_build=False, cuda=None, device_count=0, devices=[])
+    outcome = judge(data, Expect(gpus_per_node=8))
+    assert outcome.status is Status.PASS, outcome.details
+    assert [f.level for f in outcome.findings if f.id == "gpu.visibility.cpu-only-framework"] == [Status.PASS]
+    tf_count = next(m for m in outcome.measurements if m.name == "GPUs visible (tensorflow)")
+    assert tf_count.value == 0 and tf_count.threshold is None  # shown, not judged
+    # A CUDA build of tensorflow that sees no GPU is still a FAIL.
+    data["tensorflow"]["is_cuda_build"] = True
+    assert "gpu.visibility.framework-count" in {f.id for f in judge(data).findings}
+    assert judge(data).status is Status.FAIL

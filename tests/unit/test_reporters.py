@@ -3,6 +3,7 @@
 import copy
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -100,8 +101,8 @@ def test_html_escapes_text_from_the_machine():
 
 def test_markdown_escapes_text_from_the_machine():
     text = markdown.render(hostile_report())
-    assert "<script>" not in text
-    assert "&lt;script&gt;" in text
+    assert not re.search(r"(?<!\\)<script", text)  # no raw HTML
+    assert "\\<script>" in text and "&lt;" not in text  # escaped for Markdown, not for HTML
     assert "[link](http://evil)" not in text and "\\[link\\]" in text
     assert "**bold**" not in text.replace("**NO-GO**", "").replace("**Example", "")
     # Table cells must not be split by a pipe from the machine.
@@ -139,7 +140,7 @@ def test_every_report_shows_the_baseline_comparison(sample_report):
 
     text = markdown.render(report)
     assert "### ❌ Against the baseline run of 2026-11-22 10:00 (`known-good/results.json`)" in text
-    assert "- gpu.visibility on gpu02: PASS -&gt; FAIL" in text
+    assert "- gpu.visibility on gpu02: PASS -> FAIL" in text
     assert text.index("What blocks the verdict") < text.index("Against the baseline") < text.index("Measurements")
 
     data = json.loads(json_report.render(report))
@@ -190,3 +191,34 @@ def test_markdown_of_a_large_cluster_fits_a_pull_request_comment():
     assert sum(line.startswith("| collectives.local |") for line in text.splitlines()) == MAX_MEASUREMENT_ROWS
     assert "| node063 | busbw at 512 MiB | 12 GB/s ❌ |" in text  # the failing figure is kept
     assert f"{640 - MAX_MEASUREMENT_ROWS} more figures are in report.html and results.json." in text
+
+
+def test_markdown_has_no_html_entities_and_keeps_code_spans():
+    report = make_report([make_result("acme.link", "cluster", Status.FAIL, "198.18.9.4 -> 198.18.9.5 carries 1 Gbit/s "
+                                      "& drops", remediation=["Run `ethtool -S eth0 | grep err` on both ends."])])
+    text = markdown.render(report)
+    assert "198.18.9.4 -> 198.18.9.5" in text and "&gt;" not in text and "&amp;" not in text
+    assert "`ethtool -S eth0 \\| grep err`" in text  # a code span, not literal escaped backticks
+    assert "\\`" not in text
+
+
+def test_a_report_of_a_check_no_reporter_knows_draws_its_chart_and_finding():
+    pytest.importorskip("matplotlib")
+    from preflight.check import measure
+    from preflight.model import FIGURE_SIZE
+
+    results = [make_result("acme.ping", "n1", Status.PASS, title="Acme ping latency", measurements=[
+        measure("latency", v, "us", at_most=50.0, figure=FIGURE_SIZE, series="udp", at=size)
+        for size, v in ((64, 12.0), (1024, 14.0), (65536, 31.0))])]
+    report = make_report(results)
+    page = html.render(report)
+    assert page.count('<figure class="chart">') == 1 and "Acme ping latency" in page
+    assert "Udp reaches 31 us at 64 KiB, at most the 50 us needed" in page
+
+
+def test_markdown_escapes_only_what_would_turn_into_markup():
+    from preflight.reporters.markdown_text import md_escape
+
+    assert md_escape("NCCL_DEBUG=INFO _x_ *b* [l](u) <s> & 1 -> 2") == \
+        "NCCL_DEBUG=INFO \\_x\\_ \\*b\\* \\[l\\](u) \\<s> \\& 1 -> 2"
+    assert md_escape("run `a | b` and ` alone") == "run `a \\| b` and ' alone"

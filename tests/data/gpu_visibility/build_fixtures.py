@@ -24,13 +24,18 @@ SOURCE = (
     "nvmlDeviceGetRemappedRows, nvmlDeviceGetCurrentClocksEventReasons bit values from nvml.h, "
     "nvmlDeviceGetTemperatureThreshold, nvmlDeviceGetCurr/MaxPcieLinkGeneration and Width, nvmlDeviceGetNvLinkState, "
     "nvmlSystemGetCudaDriverVersion encoding 1000*major+10*minor) and typical `nvidia-smi -q` figures of an HGX H100 "
-    "80GB SXM node; host<->device copy rates near the 52 GB/s floor cloud health checks use for H100 on PCIe gen5 x16; "
-    "not recorded on real hardware."
+    "80GB SXM node; memory used at idle as NVML's v1 nvmlDeviceGetMemoryInfo counts it (the driver's reservation, "
+    "~0.5 GiB); host<->device copy rates near the 52 GB/s floor cloud health checks use for H100 on PCIe gen5 x16, "
+    "timed bound to each GPU's NUMA node; not recorded on real hardware."
 )
 BUS_IDS = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0",
            "00000000:9A:00.0", "00000000:AB:00.0", "00000000:BA:00.0", "00000000:DB:00.0"]
 TOTAL = 85520809984  # 81559 MiB, what NVML reports for an H100 80GB HBM3
-USED_IDLE = 4456448  # a few MiB: the driver's reservation is reported apart on recent drivers
+# nvmlDeviceGetMemoryInfo (v1 struct, what nvidia-ml-py's default call fills) counts the driver's own
+# reservation as used: 0.3-0.6 GiB on an idle H100 80GB; nvidia-smi's "Reserved" line is the v2 split.
+USED_IDLE = 534118400  # 509 MiB
+# Two sockets; GPUs 0-3 hang off NUMA node 0, 4-7 off node 1 (sysfs local_cpulist of each GPU's PCI device).
+NUMA_CPUS = ["0-55,112-167"] * 4 + ["56-111,168-223"] * 4
 GPU_IDLE = 0x1  # nvmlClocksEventReasonGpuIdle
 SW_THERMAL, HW_THERMAL = 0x20, 0x40
 
@@ -68,7 +73,9 @@ def torch_device(index: int) -> dict:
         # 256 MiB pinned copies, 5 each way: ~87% of the 63 GB/s a gen5 x16 link carries.
         "host_device": {"bytes": 268435456,
                         "h2d_gbps_samples": [round(55.1 + 0.1 * ((index + k) % 3 - 1), 2) for k in range(5)],
-                        "d2h_gbps_samples": [round(55.6 + 0.1 * ((index + k) % 3 - 1), 2) for k in range(5)]},
+                        "d2h_gbps_samples": [round(55.6 + 0.1 * ((index + k) % 3 - 1), 2) for k in range(5)],
+                        "numa": {"bound": True, "cpus": NUMA_CPUS[index],
+                                 "pci": "0000:" + BUS_IDS[index][9:].lower()}},
     }
 
 
@@ -77,9 +84,11 @@ def healthy(gpus: int = 8) -> dict:
         "_source": SOURCE,
         "cuda_visible_devices": None,
         "nvml": {"available": True, "error_kind": None, "error": None, "driver_version": "550.54.15",
+                 "bindings": {"nvidia-ml-py": "12.550.52", "pynvml": None},
                  "cuda_driver_version": "12.4", "device_count": gpus, "gpus": [nvml_gpu(i) for i in range(gpus)]},
         "torch": {"framework": "torch", "importable": True, "version": "2.5.1+cu124", "cuda": "12.4", "hip": None,
                   "cudnn": "9.1.0", "nccl": "2.21.5", "device_count": gpus, "cuda_available": True,
+                  "fp32": {"override_env": None, "allow_tf32": False, "fp32_precision": None},
                   "matmul": {"size": 2048, "dtype": "float32", "reference": "numpy float64 on the CPU"},
                   "devices": [torch_device(i) for i in range(gpus)]},
         "tensorflow": {"framework": "tensorflow", "importable": True, "version": "2.17.0", "is_cuda_build": True,
@@ -130,6 +139,18 @@ def fixtures() -> dict[str, dict]:
     mismatch["tensorflow"]["device_count"] = 7
     mismatch["tensorflow"]["devices"] = mismatch["tensorflow"]["devices"][:7]
     out["torch_nvml_mismatch.json"] = mismatch
+
+    mig = healthy()
+    mig["_case"] = ("MIG enabled on all 8 GPUs; a CUDA process sees one MIG instance (CUDA enumerates at most one "
+                    "per process), so one product runs where NVML lists 8 GPUs")
+    for gpu in mig["nvml"]["gpus"]:
+        gpu["mig_enabled"] = True
+    instance = torch_device(0)
+    instance.update(name="NVIDIA H100 80GB HBM3 MIG 7g.80gb", uuid="MIG-8c1a2b3c-4d5e-5f60-8a9b-0c1d2e3f4a5b",
+                    total_memory_bytes=85144371200, pcie_under_load=None)
+    mig["torch"].update(device_count=1, devices=[instance])
+    mig["tensorflow"].update(device_count=1, devices=mig["tensorflow"]["devices"][:1])
+    out["mig_1_of_8.json"] = mig
     return out
 
 

@@ -1,19 +1,24 @@
 """Three checks a plugin author might write, each harmless at its defaults.
 
-- example.echo reports the status and text it is given (to exercise verdicts and report escaping);
+- example.echo reports the status and text it is given (to exercise verdicts and report escaping),
+  and how fast this node hashes messages of a few sizes: a figure it declares (`figure=FIGURE_SIZE`),
+  which the HTML report draws as a chart without knowing this check;
 - example.sleep sleeps, optionally behind a child process (to exercise timeouts and tree kills);
 - example.crash raises when asked to (to exercise crash handling).
 """
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
 from preflight.check import Check, Outcome, measure
-from preflight.model import Status
+from preflight.model import FIGURE_SIZE, Status
+
+HASHED_SIZES = (1 << 10, 64 << 10, 1 << 20)
 
 
 @dataclass
@@ -35,10 +40,26 @@ class Echo(Check):
     def collect(self, ctx, params):
         if params.output:
             ctx.record(["echo", params.output], 0, params.output)
-        return {"status": params.status, "text": params.text}
+        return {"status": params.status, "text": params.text, "hash_seconds": {str(n): _hash_time(n) for n in HASHED_SIZES}}
 
     def evaluate(self, facts, params, expect):
-        return Outcome(Status(facts["status"]), facts["text"], [measure("echoed characters", len(facts["text"]), "")])
+        measurements = [measure("echoed characters", len(facts["text"]), "")]
+        for size, seconds in sorted(facts.get("hash_seconds", {}).items(), key=lambda item: int(item[0])):
+            # The declaration is all a report needs to chart it: a figure at a message size, one line per series.
+            measurements.append(measure(f"sha256 rate at {size} B", round(int(size) / seconds / 1e6, 1), "MB/s",
+                                        figure=FIGURE_SIZE, series="sha256", at=int(size), better="higher"))
+        return Outcome(Status(facts["status"]), facts["text"], measurements)
+
+
+def _hash_time(size: int, repeats: int = 5) -> float:
+    """Best of a few timings of hashing `size` bytes, in seconds."""
+    data = bytes(size)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        hashlib.sha256(data).digest()
+        best = min(best, time.perf_counter() - start)
+    return max(best, 1e-9)
 
 
 @dataclass

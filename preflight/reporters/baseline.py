@@ -1,0 +1,111 @@
+"""The comparison with a baseline run, written out: one line per change, text and Markdown.
+
+preflight.diff compares; this module only words the comparison, for `preflight diff` and for the
+baseline section of every report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from preflight.diff import Diff, FigureChange, StatusChange, VersionChange
+from preflight.model import CLUSTER_NODE
+from preflight.reporters.markdown_text import md_escape
+from preflight.reporters.numbers import change as signed, count, percent, quantity
+
+
+def _join(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def day(timestamp: str) -> str:
+    return timestamp[:16].replace("T", " ") if timestamp else "an unknown date"
+
+
+def _where(node: str) -> str:
+    return "across the cluster" if node == CLUSTER_NODE else f"on {node}"
+
+
+def headline(diff: Diff) -> str:
+    """One sentence for the first screen of a report."""
+    against = f"against the baseline run of {day(diff.old_started_at)}"
+    regressions = diff.regressions
+    if not regressions:
+        extra = f" ({len(diff.improvements)} improved)" if diff.improvements else ""
+        return (f"no regression {against}: {count(diff.compared_results, 'result')} and "
+                f"{count(diff.compared_figures, 'figure')} compared within {percent(diff.tolerance)}{extra}")
+    parts = []
+    statuses = [c for c in regressions if isinstance(c, StatusChange)]
+    figures = [c for c in regressions if isinstance(c, FigureChange)]
+    versions = [c for c in regressions if isinstance(c, VersionChange)]
+    if statuses:
+        parts.append(count(len(statuses), "status got worse", "statuses got worse"))
+    if figures:
+        parts.append(count(len(figures), "figure regressed", "figures regressed")
+                     + f" by more than {percent(diff.tolerance)}")
+    if versions:
+        parts.append(count(len(versions), "version changed", "versions changed"))
+    return f"{_join(parts)} {against}; first: {describe(regressions[0])}"
+
+
+def _value(value: Any, unit: str) -> str:
+    return "not measured" if value is None else quantity(value, unit)
+
+
+def describe(change: StatusChange | FigureChange | VersionChange) -> str:
+    """One line for one change, the same in every report."""
+    if isinstance(change, StatusChange):
+        old = change.old or "no result"
+        new = change.new or "no result"
+        text = f"{change.check_id} {_where(change.node)}: {old} -> {new}"
+        return text + (f" ({change.summary})" if change.summary and change.new in ("FAIL", "ERROR", "WARN") else "")
+    if isinstance(change, FigureChange):
+        shown_node = change.node not in (CLUSTER_NODE, change.name)
+        text = f"{change.check_id} {change.name}" + (f" ({change.node})" if shown_node else "")
+        text += f": {_value(change.old, change.unit)} -> {_value(change.new, change.unit)}"
+        if change.change is not None:
+            text += f" ({signed(change.change)})"
+        if change.noisy:
+            text += " [noisy]"
+        return text
+    nodes = "all nodes" if not change.nodes else ", ".join(change.nodes[:4]) + (
+        f" and {len(change.nodes) - 4} more" if len(change.nodes) > 4 else "")
+    return f"{change.package} {change.old or 'absent'} -> {change.new or 'absent'} on {nodes}"
+
+
+def sections(diff: Diff) -> list[tuple[str, list[str]]]:
+    return [
+        ("Regressions", [describe(c) for c in diff.regressions]),
+        ("Improvements", [describe(c) for c in diff.improvements]),
+        ("Other changes", [describe(c) for c in [*diff.statuses, *diff.figures, *diff.versions] if c.kind == "info"]),
+    ]
+
+
+def render_text(diff: Diff) -> str:
+    label = f" ({diff.old_label})" if diff.old_label else ""
+    lines = [f"preflight diff: {diff.old_started_at}{label} -> {diff.new_started_at}, tolerance "
+             f"{percent(diff.tolerance)}", f"  {headline(diff)}"]
+    for title, items in sections(diff):
+        if items:
+            lines.append(f"{title}:")
+            lines += [f"  {item}" for item in items]
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(diff: Diff, heading: str = "###") -> str:
+    icon = "❌" if diff.regressions else "✅"
+    label = f" (`{diff.old_label.replace('`', '')}`)" if diff.old_label else ""
+    text = headline(diff)
+    lines = [f"{heading} {icon} Against the baseline run of {md_escape(day(diff.old_started_at))}{label}", "",
+             md_escape(text[:1].upper() + text[1:]) + ".", ""]
+    for title, items in sections(diff):
+        if items:
+            lines.append(f"**{title}**")
+            lines.append("")
+            lines += [f"- {md_escape(item)}" for item in items]
+            lines.append("")
+    return "\n".join(lines)
+
+
+def render_json(diff: Diff) -> str:
+    return diff.to_json()

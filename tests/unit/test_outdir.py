@@ -1,0 +1,89 @@
+"""One run, one set of files: a directory per run, or every report file of an earlier run replaced."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from click.testing import CliRunner
+
+from preflight.cli import cli
+from preflight.outdir import OWNED_FILES, run_directory
+from preflight.reporters import json_report
+
+MOMENT = dt.datetime(2026, 11, 29, 10, 0, 0, tzinfo=dt.timezone.utc)
+
+
+def test_each_run_gets_its_own_directory_and_latest_points_at_the_newest(tmp_path):
+    first = run_directory(tmp_path / "preflight-report", per_run=True, now=MOMENT)
+    (first / "report.md").write_text("first")
+    second = run_directory(tmp_path / "preflight-report", per_run=True, now=MOMENT)  # the same second
+    assert first.name == "2026-11-29T10-00-00Z" and second.name == "2026-11-29T10-00-00Z-2"
+    latest = tmp_path / "preflight-report" / "latest"
+    assert latest.is_symlink() and latest.resolve() == second.resolve()
+    assert (first / "report.md").read_text() == "first"  # an earlier run, perhaps the baseline, is kept
+
+
+def test_an_explicit_directory_loses_the_earlier_runs_reports_and_nothing_else(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in OWNED_FILES:
+        (out / name).write_text("old run")
+    (out / "notes.txt").write_text("mine")
+    (out / "keep").mkdir()
+    assert run_directory(out, per_run=False) == out
+    assert sorted(p.name for p in out.iterdir()) == ["keep", "notes.txt"]
+
+
+def test_a_latest_that_preflight_did_not_make_is_left_alone(tmp_path):
+    base = tmp_path / "preflight-report"
+    (base / "latest").mkdir(parents=True)
+    (base / "latest" / "x").write_text("mine")
+    run_directory(base, per_run=True, now=MOMENT)
+    assert not (base / "latest").is_symlink() and (base / "latest" / "x").read_text() == "mine"
+
+
+def test_report_rerenders_into_a_directory_without_leaving_other_formats_behind(tmp_path, sample_report):
+    results = tmp_path / "results.json"
+    results.write_text(json_report.render(sample_report))
+    out = tmp_path / "out"
+    runner = CliRunner()
+    runner.invoke(cli, ["report", str(results), "--out", str(out)])
+    assert {p.name for p in out.iterdir()} >= {"report.md", "report.html", "results.json", "junit.xml"}
+    runner.invoke(cli, ["report", str(results), "--out", str(out), "--format", "md"])
+    assert sorted(p.name for p in out.iterdir()) == ["report.md"]  # no html or json of the earlier run beside it
+
+
+def test_report_without_out_writes_a_new_directory_per_run(tmp_path, sample_report, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results.json").write_text(json_report.render(sample_report))
+    CliRunner().invoke(cli, ["report", "results.json", "--format", "json"])
+    latest = tmp_path / "preflight-report" / "latest"
+    assert latest.is_symlink() and json.loads((latest / "results.json").read_text())["verdict"]["verdict"] == "NO-GO"
+
+
+def test_report_prints_markdown_to_standard_output(tmp_path, sample_report):
+    results = tmp_path / "results.json"
+    results.write_text(json_report.render(sample_report))
+    done = CliRunner().invoke(cli, ["report", str(results), "--format", "md", "--out", "-"])
+    assert done.exit_code == 1  # the verdict, as ever
+    assert done.output.startswith("## ❌ preflight: **NO-GO**") and "| net.bandwidth |" in done.output
+    assert not (tmp_path / "-").exists() and not (tmp_path / "preflight-report").exists()
+    several = CliRunner().invoke(cli, ["report", str(results), "--out", "-"])
+    assert several.exit_code == 2 and "--out - prints one report" in several.output
+
+
+def test_a_run_cannot_write_to_standard_output(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, ["run", "--checks", "node.environment", "--out", "-"])
+    assert done.exit_code == 2 and "--out - prints one report" in done.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rerendering_a_run_in_its_own_directory_keeps_its_results(tmp_path, sample_report):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text(json_report.render(sample_report))
+    (out / "report.html").write_text("old")
+    CliRunner().invoke(cli, ["report", str(out / "results.json"), "--out", str(out), "--format", "md"])
+    assert sorted(p.name for p in out.iterdir()) == ["report.md", "results.json"]
