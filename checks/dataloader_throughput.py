@@ -320,8 +320,9 @@ class DataloaderThroughput(Check):
         details: list[str] = []
         files = facts.get("files")
         source = facts.get("source")
-        if source == "synthetic":
-            syn = facts.get("synthetic") or {}
+        syn = facts.get("synthetic") or {}
+        if source == "synthetic" and syn.get("files"):
+            # Only once it was written: a skipped check wrote no dataset and says nothing about one.
             details.append(f"synthetic dataset: {syn.get('files')} files of {syn.get('shape')} uint8 pixels written "
                            "to the scratch directory (set dataloader.path to measure your data)")
         elif source == "factory":
