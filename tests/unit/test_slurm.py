@@ -219,16 +219,17 @@ def test_the_transport_travels_as_a_spec():
 
 def test_slurm_outside_an_allocation_and_with_nodes_is_a_usage_error(tmp_path):
     env = {"SLURM_JOB_ID": "", "SLURM_JOB_NODELIST": "", "SLURM_JOBID": "", "SLURM_NODELIST": ""}
-    proc = run_preflight("run", "--slurm", "--checks", "node.environment", cwd=tmp_path, env=env)
-    assert proc.returncode == 2
-    assert "salloc -N 4 preflight run --slurm --checks node.environment" in proc.stderr
+    out = str(tmp_path / "out")
+    proc = run_preflight("run", "--slurm", "--checks", "node.environment", "--out", out, cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert f"salloc -N 4 preflight run --slurm --checks node.environment --out {out}" in proc.stderr
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("gpu01\n")
-    proc = run_preflight("run", "--slurm", "--nodes", str(hosts), cwd=tmp_path, env=env)
+    proc = run_preflight("run", "--slurm", "--nodes", str(hosts), "--out", out, cwd=tmp_path, env=env)
     assert proc.returncode == 2 and "--nodes and --slurm" in proc.stderr
-    proc = run_preflight("run", "--drain", cwd=tmp_path, env=env)
+    proc = run_preflight("run", "--drain", "--out", out, cwd=tmp_path, env=env)
     assert proc.returncode == 2 and "--slurm" in proc.stderr
-    assert not (tmp_path / "preflight-report").exists()
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_hook_runs_only_the_cheap_node_checks():
