@@ -20,4 +20,8 @@ def transport_from_spec(spec: dict) -> Transport:
         from preflight.transport.ssh import SshTransport
 
         return SshTransport.from_spec(spec)
+    if kind == "slurm":
+        from preflight.transport.slurm import SlurmTransport
+
+        return SlurmTransport.from_spec(spec)
     raise ValueError(f"unknown transport kind {kind!r}")
