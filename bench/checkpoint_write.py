@@ -19,12 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from preflight_checks.checkpoint_roundtrip import (
-    GB,
-    build_state,
-    pick_device,
-    roundtrip_format,
-)
+from preflight_checks.checkpoint_formats import roundtrip_format
+from preflight_checks.checkpoint_state import build_state, pick_device
+from preflight_checks.checkpoint_storage import GB
 
 
 def plain_save_gbps(state: object, directory: Path) -> float:

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from preflight.check import Expect, NodeContext
-from preflight.launch import free_port, kill_tree, loopback_interface
+from preflight.launch import free_port, loopback_interface
+from preflight.proc import kill_tree
 from preflight_checks.collectives_local import CollectivesLocal, Params
 
 MIB = 1 << 20
@@ -80,7 +81,7 @@ def plain_busbw(args: argparse.Namespace) -> float:
     finally:
         for proc in procs:
             if proc.poll() is None:
-                kill_tree(proc.pid)
+                kill_tree(proc.pid, hard=True)
                 proc.wait()
     return json.loads(out.strip().splitlines()[-1])["busbw_gbps"]
 

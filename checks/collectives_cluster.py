@@ -17,22 +17,25 @@ namespaces), each node then advertises its own loopback and the job hangs at sta
 launch every node is probed with its own Python: its host name and what that resolves to, the
 interface that carries its address (or, when none does, the route to a peer: `ip -j route get`),
 its boot id, its torch, GPUs, NCCL and gloo. The probe's answers go into the launch as
---local-addr, the rendezvous endpoint and GLOO_SOCKET_IFNAME, and a host name that resolves only to
+--local-addr, the rendezvous endpoint, GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, and a host name that resolves only to
 loopback is explained in the details.
 
 NCCL on GPU nodes (K = GPUs per node), gloo among K CPU processes otherwise (K = gloo_ranks_per_node).
-Figures follow nccl-tests: algbw = bytes / time, busbw = algbw x 2(n-1)/n over all n ranks.
+Figures follow nccl-tests: algbw = bytes / time, busbw = algbw x 2(n-1)/n over all n ranks. With
+NCCL the ranks run with NCCL_DEBUG=INFO (subsystems INIT,NET), and which network NCCL used between
+nodes (NET/IB or NET/Socket) is read from its lines and reported.
 
 When the all-reduce fails, returns wrong sums, or misses a threshold that is set, and the failure is
 not already pinned on a node (one that never joined), a pairwise pass runs two-node all-reduces over
 disjoint pairs at once, in round-robin rounds, within `pairwise_timeout_s`: a node whose every pair
 is bad while other pairs are fine is at fault; otherwise the bad pairs are.
 
-Processes: each torchrun runs under a small shell wrapper on its node that prints its PID, holds the
-transport's stdin, and sends SIGTERM (then SIGKILL) to torchrun when that stdin closes, which is
-what happens when the check stops it, when the check itself is killed, and when an ssh session
-drops. Workers die with their torchrun (PR_SET_PDEATHSIG in the worker). What is still running
-after that is killed by its recorded PID on the node, and the local end by its process group.
+Processes: each torchrun is started with the node's transport's spawn(), under the guard
+(preflight.workers.guard) that prints its PID, holds the transport's stdin, and sends torchrun's
+tree SIGTERM (then SIGKILL) when that stdin closes, which is what happens when the check stops it,
+when the check itself is killed, and when an ssh session drops. Workers die with their torchrun
+(PR_SET_PDEATHSIG in the worker). What is still running after that is killed by its recorded PID
+on the node, and the local end's tree here (preflight.proc).
 """
 
 from __future__ import annotations
@@ -41,14 +44,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from preflight.allreduce_figures import MIB, human_bytes, judge_allreduce
-from preflight.check import Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
+from preflight.allreduce_figures import MIB, allreduce_findings, human_bytes
+from preflight.check import Check, ClusterContext, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
 from preflight.cluster_launch import (
-    MIN_LAUNCH_S, SLACK_S, choose_backend, launch, launch_and_wait, loopback_findings,
-    names_text, node_plan, pick_port, probe_usable, processes_text, rank_text, round_robin, run_launch,
-    shared_machine_findings, unique, worker_timeouts,
+    MIN_LAUNCH_S, SLACK_S, launch, launch_and_wait, node_plan, pick_port, probe_usable, run_launch, worker_timeouts,
 )
-from preflight.model import Measurement, Scope, Status, worst
+from preflight.cluster_nodes import (
+    choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings, unique,
+)
+from preflight.pairs import round_robin
+from preflight.torchrun_log import rank_text
+from preflight.model import Finding, Measurement, Scope, Status, worst
 from preflight.faults import fault
 
 # The sizes collectives.local uses: on GPUs 256 MiB is where inter-node busbw reaches its plateau
@@ -91,7 +97,7 @@ class Params:
     # init_process_group(timeout=...): a collective that waits longer fails. Always kept shorter
     # than what is left of this check's own timeout.
     pg_timeout_s: float = 60.0
-    # GLOO_SOCKET_IFNAME on every node. None: on each node the interface that carries the address
+    # GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME on every node. None: on each node the interface that carries the address
     # other nodes reach it at, as the probe found it there.
     socket_ifname: str | None = None
     # Extra environment for torchrun on every node (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, ...).
@@ -253,6 +259,9 @@ class CollectivesCluster(Check):
         facts["run"] = self._allreduce(ctx, params, usable, plan, choice, choice["sizes"], params.iters,
                                        params.warmup, budget, port,
                                        absent_node=fault("collectives.cluster", "absent_node"))
+        if choice["backend"] == "nccl":
+            facts["nccl_network"] = {node: (agent.get("nccl") or {}).get("network")
+                                     for node, agent in (facts["run"].get("agents") or {}).items()}
         reason = pairwise_reason(facts["run"], params, len(usable))
         if reason and params.pairwise:
             budget = min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
@@ -300,7 +309,7 @@ class CollectivesCluster(Check):
             for a, b in pairs:
                 port = params.rdzv_port or pick_port(ctx, a, plan[a]["ip"])
                 if port is None:
-                    out["pairs"].append({"nodes": [a, b], "state": "error",
+                    out["pairs"].append({"nodes": [a, b], "not_run": True,
                                          "error": f"no free port for the rendezvous on {a}"})
                     continue
                 specs, facts = launch(ctx, nodes=[a, b], plan=plan, nproc=choice["nproc_per_node"],
@@ -308,8 +317,7 @@ class CollectivesCluster(Check):
                                       port=port, group=f"{a}+{b}")
                 batches.append((specs, facts))
             for result in run_launch(ctx, batches, share) if batches else []:
-                out["pairs"].append(judge_pair(result, params))
-        out["attribution"] = attribute(out["pairs"])
+                out["pairs"].append(pair_facts(result))
         return out
 
     # -- evaluate ------------------------------------------------------------------------------
@@ -323,29 +331,35 @@ class CollectivesCluster(Check):
         if too_few:
             return too_few
 
-        problems: list[tuple[Status, str]] = []
+        findings: list[Finding] = []
         details: list[str] = []
         measurements: list[Measurement] = []
+        fix = dict(zip(("joined", "loopback", "slow", "wrong"), self.remediation))
+
+        def found(kind: str, level: Status, message: str, fix_text: str = "") -> None:
+            findings.append(Finding(f"{self.id}.{kind}", level, message, fix_text))
+
         probes = facts.get("probes", {})
         without_torch = []
         for node in names:
             probe = probes.get(node, {})
             if "error" in probe:
-                problems.append((Status.ERROR, probe["error"]))
+                found("probe-failed", Status.ERROR, probe["error"], fix["joined"])
             elif probe.get("torch") is None:
                 without_torch.append(node)
             elif not probe.get("distributed", True):
-                problems.append((Status.FAIL, f"the torch on {node} has no torch.distributed"))
+                found("no-distributed", Status.FAIL, f"the torch on {node} has no torch.distributed", fix["joined"])
             elif not probe.get("ip"):
                 why = probe.get("route_error") or "no interface carries its address and no route to a peer was found"
-                problems.append((Status.ERROR, f"could not find the interface {node} reaches the others through: {why}"))
+                found("no-interface", Status.ERROR,
+                      f"could not find the interface {node} reaches the others through: {why}", fix["loopback"])
         if without_torch:
             everywhere = len(without_torch) == len(names)
             text = (f"torch is not installed for the Python preflight runs on {names_text(without_torch)}"
                     + ("" if everywhere else ": those nodes cannot take part in a torch job"))
             if everywhere and "torch" not in (expect.frameworks or []) and not self.expected_to_run(expect):
                 return Outcome(Status.SKIP, text + "; collectives are measured through torch.distributed")
-            problems.append((Status.FAIL, text))
+            found("no-torch", Status.FAIL, text, fix["joined"])
         if unreachable:
             details.append(f"not measured, unreachable: {names_text(unreachable)}; all-reduce among the other nodes only")
         details += loopback_findings(probes, {n: {"node.environment": {"hostname_addresses": a}}
@@ -355,7 +369,7 @@ class CollectivesCluster(Check):
         choice = facts.get("choice") or {}
         details += choice.get("notes", [])
         if choice.get("error"):
-            problems.append((Status.FAIL, choice["error"]))
+            found("no-backend", Status.FAIL, choice["error"])
 
         run = facts.get("run")
         label = ""
@@ -366,65 +380,98 @@ class CollectivesCluster(Check):
                 f"{n}: --local-addr={p.get('ip')} GLOO_SOCKET_IFNAME={p.get('interface')}"
                 for n, p in (facts.get("plan") or {}).items()))
             if run.get("ok"):
-                run_problems, run_measurements = judge_main(run, params, label)
-                problems += run_problems
+                run_findings, run_measurements = judge_main(run, params, label, choice.get("backend"), self.id, fix)
+                findings += run_findings
                 measurements += run_measurements
             else:
-                status = Status.FAIL if run.get("phase") == "collective" else Status.ERROR
-                problems.append((status, f"{label}: {run.get('error')}"))
-        elif len(facts.get("usable", [])) < 2 and not problems:
-            problems.append((Status.ERROR, "fewer than two nodes could run torch: nothing was measured"))
+                phase = run.get("phase") or "launch"
+                status = Status.FAIL if phase == "collective" else Status.ERROR
+                found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}",
+                      fix["slow"] if phase in ("collective", "timeout", "stopped") else fix["joined"])
+        elif len(facts.get("usable", [])) < 2 and not findings:
+            found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured",
+                  fix["joined"])
+
+        nccl = facts.get("nccl_network") or {}
+        if nccl:
+            by_network: dict[str, list[str]] = {}
+            for node, network in nccl.items():
+                by_network.setdefault(network or "unknown (NCCL printed no network)", []).append(node)
+            details.append("NCCL between nodes ran over " + "; ".join(
+                f"{network} on {names_text(nodes)}" for network, nodes in by_network.items()))
+            on_sockets = by_network.get("Socket", [])
+            if on_sockets:
+                found("nccl-over-sockets", Status.WARN,
+                      f"NCCL ran over TCP sockets (NET/Socket), not InfiniBand or RoCE, on {names_text(on_sockets)}: "
+                      "if these nodes have an RDMA fabric, NCCL is not using it", fix["slow"])
 
         pairwise = facts.get("pairwise")
         if pairwise:
-            text, pair_measurements, pair_details = judge_pairwise(pairwise, params)
+            kind, text, pair_measurements, pair_details = judge_pairwise(pairwise, params)
             measurements += pair_measurements
             details += pair_details
+            problems = [f.level for f in findings if f.level is not Status.PASS]
             if problems:
-                problems.append((worst([s for s, _ in problems]), text))
+                found(kind, worst(problems), text, fix["slow"])
             else:
+                found(kind, Status.PASS, text)
                 details.append(text)
 
-        status = worst([s for s, _ in problems], default=Status.PASS)
-        if problems:
-            summary = "; ".join(text for s, text in problems if s is status)
-        else:
+        passed = ""
+        if run and run.get("ok"):
             figures = run_figures(run["result"])
-            summary = (f"{label}: sums exact, latency {figures['latency_us']:.0f} us at "
-                       f"{human_bytes(figures['smallest_bytes'])}, busbw {figures['busbw_gbps']:.2f} GB/s at "
-                       f"{human_bytes(figures['largest_bytes'])}")
+            passed = (f"{label}: sums exact, latency {figures['latency_us']:.0f} us at "
+                      f"{human_bytes(figures['smallest_bytes'])}, busbw {figures['busbw_gbps']:.2f} GB/s at "
+                      f"{human_bytes(figures['largest_bytes'])}")
             if unreachable:
-                summary += f" ({names_text(unreachable)} unreachable, not measured)"
-        details = [text for _, text in problems] + details
-        return Outcome(status, summary, measurements, details=unique(details))
+                passed += f" ({names_text(unreachable)} unreachable, not measured)"
+        fired = [f.message for f in findings if f.level is not Status.PASS]
+        return outcome_from_findings(findings, measurements, passed=passed, details=unique(fired + details))
 
 
-def judge_main(run: dict[str, Any], params: Params, label: str) -> tuple[list[tuple[Status, str]], list[Measurement]]:
-    """Problems and measurements of a successful all-node run, ranks named with their nodes. Pure."""
+def judge_main(run: dict[str, Any], params: Params, label: str, backend: str | None, check_id: str,
+               fix: dict[str, str]) -> tuple[list[Finding], list[Measurement]]:
+    """Findings and measurements of a successful all-node run, ranks named with their nodes. Pure."""
     owners = {int(r): n for r, n in (run.get("rank_nodes") or {}).items()}
-    return judge_allreduce(run["result"], label, min_busbw_gbps=params.min_busbw_gbps,
-                           max_latency_us=params.max_latency_us, rank_name=lambda r: rank_text(r, owners))
+    return allreduce_findings(run["result"], label, check_id, min_busbw_gbps=params.min_busbw_gbps,
+                              max_latency_us=params.max_latency_us, rank_name=lambda r: rank_text(r, owners),
+                              series=backend, fixes={"wrong-sums": fix["wrong"], "slow-busbw": fix["slow"],
+                                                     "slow-latency": fix["slow"]})
 
 
-def judge_pair(launch_result: dict[str, Any], params: Params) -> dict[str, Any]:
-    """One pair's two-node run as good / bad / error with its figures. Pure."""
-    pair = {"nodes": launch_result["nodes"]}
-    if not launch_result.get("ok"):
-        pair.update(state="bad", error=launch_result.get("error"), phase=launch_result.get("phase"))
+PAIR_FIGURES = ("latency_us", "busbw_gbps", "largest_bytes", "smallest_bytes", "wrong")
+
+
+def pair_facts(launch_result: dict[str, Any]) -> dict[str, Any]:
+    """One pair's two-node run as facts: how it ended and its raw figures, nothing judged. Pure."""
+    pair: dict[str, Any] = {"nodes": launch_result["nodes"], "ok": bool(launch_result.get("ok"))}
+    if not pair["ok"]:
+        pair.update(error=launch_result.get("error"), phase=launch_result.get("phase"))
         return pair
     figures = run_figures(launch_result["result"])
-    problems = shortfalls(figures, params)
-    pair.update(state="bad" if problems else "good", problems=problems,
-                **{k: figures.get(k) for k in ("latency_us", "busbw_gbps", "largest_bytes", "smallest_bytes", "wrong")})
+    pair.update({k: figures.get(k) for k in PAIR_FIGURES})
     pair["busbw_samples_gbps"] = sorted(launch_result["result"]["sizes"], key=lambda s: s["bytes"])[-1]["busbw_samples_gbps"]
     return pair
 
 
-def judge_pairwise(pairwise: dict[str, Any], params: Params) -> tuple[str, list[Measurement], list[str]]:
-    """The sentence naming what the pairwise pass found, its measurements and details. Pure."""
+def judge_pair(pair: dict[str, Any], params: Params) -> dict[str, Any]:
+    """One pair as good / bad / error (not run) under `params`, from its recorded figures. Pure."""
+    judged = {k: v for k, v in pair.items() if k not in ("state", "problems")}
+    if pair.get("not_run") or pair.get("state") == "error":
+        return {**judged, "state": "error"}
+    if pair.get("busbw_gbps") is None and pair.get("latency_us") is None:
+        return {**judged, "state": "bad"}  # the pair's run failed: its error says how
+    problems = shortfalls(pair, params)
+    return {**judged, "state": "bad" if problems else "good", "problems": problems}
+
+
+def judge_pairwise(pairwise: dict[str, Any], params: Params) -> tuple[str, str, list[Measurement], list[str]]:
+    """What the pairwise pass found under `params`: the finding's kind and sentence, the pairs'
+    measurements, and details. Pure: pairs are judged here, from their figures."""
     measurements = []
     details = []
-    for pair in pairwise.get("pairs", []):
+    pairs = [judge_pair(p, params) for p in pairwise.get("pairs", [])]
+    for pair in pairs:
         a, b = pair["nodes"]
         label = f"{a} <-> {b}"
         if pair.get("busbw_gbps") is not None:
@@ -438,22 +485,27 @@ def judge_pairwise(pairwise: dict[str, Any], params: Params) -> tuple[str, list[
     if pairwise.get("not_run"):
         details.append(f"pairwise pass stopped at its time limit ({pairwise.get('budget_s')}s): "
                        f"{len(pairwise['not_run'])} pairs not run")
-    found = pairwise.get("attribution") or attribute(pairwise.get("pairs", []))
+    found = attribute(pairs)
     prefix = f"pairwise pass ({pairwise.get('reason')}): "
     if found["nodes"]:
+        kind = "pairwise-node"
         text = prefix + f"{names_text(found['nodes'])} {'is' if len(found['nodes']) == 1 else 'are'} at fault: every pair with " \
-               + ("it" if len(found["nodes"]) == 1 else "them") + " is bad while other pairs are good"
+            + ("it" if len(found["nodes"]) == 1 else "them") + " is bad while other pairs are good"
         if found["pairs"]:
             text += "; also the pairs " + ", ".join(f"{a} <-> {b}" for a, b in found["pairs"])
+    elif found["all_bad"]:
+        kind = "pairwise-all-bad"
+        text = prefix + "every pair is bad: the problem is common to all nodes (the fabric, a shared setting)"
     elif found["pairs"]:
+        kind = "pairwise-pair"
         listed = ", ".join(f"{a} <-> {b}" for a, b in found["pairs"])
         text = prefix + (f"the pair {listed} is" if len(found["pairs"]) == 1 else f"the pairs {listed} are") + \
             " at fault; every node is good with some other node"
-    elif found["all_bad"]:
-        text = prefix + "every pair is bad: the problem is common to all nodes (the fabric, a shared setting)"
     elif found["measured"]:
+        kind = "pairwise-all-good"
         text = prefix + (f"all {found['measured']} pairs are good on their own: the problem appears only with all "
                          "nodes together (congestion, an oversubscribed uplink, or the size of the job)")
     else:
+        kind = "pairwise-none"
         text = prefix + "no pair could be measured"
-    return text, measurements, details
+    return kind, text, measurements, details

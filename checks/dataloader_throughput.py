@@ -195,15 +195,14 @@ def measure_tensorflow(ctx: NodeContext, paths: list[str], params: Params, decod
         proc = ctx.run(argv, timeout=max(30.0, ctx.time_left() - 10), env=TF_WORKER_ENV)
     except CannotMeasure as exc:
         return {"error": str(exc)}
-    import json
+    from preflight.proc import last_json
 
-    for line in reversed(proc.stdout.strip().splitlines()):
-        if line.startswith("{"):
-            result = json.loads(line)
-            if "error" in result:
-                return {"error": result["error"]}
-            return {"version": result.get("tensorflow"), "gpus_hidden": result.get("gpus_hidden"),
-                    **_summarise_passes(result["passes"])}
+    result = last_json(proc.stdout)
+    if result is not None:
+        if "error" in result:
+            return {"error": result["error"]}
+        return {"version": result.get("tensorflow"), "gpus_hidden": result.get("gpus_hidden"),
+                **_summarise_passes(result["passes"])}
     return {"error": f"the tf.data worker exited with {proc.returncode} without a result: {proc.stderr[-500:]}"}
 
 
@@ -350,8 +349,9 @@ class DataloaderThroughput(Check):
         details: list[str] = []
         files = facts.get("files")
         source = facts.get("source")
-        if source == "synthetic":
-            syn = facts.get("synthetic") or {}
+        syn = facts.get("synthetic") or {}
+        if source == "synthetic" and syn.get("files"):
+            # Only once it was written: a skipped check wrote no dataset and says nothing about one.
             details.append(f"synthetic dataset: {syn.get('files')} files of {syn.get('shape')} uint8 pixels written "
                            "to the scratch directory (set dataloader.path to measure your data)")
         elif source == "factory":

@@ -160,7 +160,11 @@ class GpuVisibility(Check):
         from preflight.workers.gpu_nvml import nvml_facts
         from preflight.workers.gpu_probe import framework_installed, run_probe
 
-        facts: dict[str, Any] = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        from preflight.pci import nvidia_pci_gpus
+
+        # What is on the PCI bus tells a GPU node without a driver from a node that has no GPU at all.
+        facts: dict[str, Any] = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                                 "pci_gpus": nvidia_pci_gpus()}
         # NVML first, before any probe holds a GPU: memory and processes are then what a job would meet.
         facts["nvml"] = nvml_facts(with_gpus=True, throttle_samples=params.throttle_samples)
 

@@ -17,14 +17,10 @@ from typing import Any
 
 from preflight.check import Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
 from preflight.model import Finding, Status
+from preflight.pci import nvidia_pci_gpus  # noqa: F401 - re-exported for callers of this check
 
 GIB = 1024**3
 UNLIMITED = -1  # how facts spell RLIM_INFINITY, which JSON cannot carry portably
-PCI_ROOT = "/sys/bus/pci/devices"
-NVIDIA_VENDOR = 0x10DE
-# PCI base class 0x03 is a display controller (0x0300 VGA, 0x0302 3D controller: data-centre GPUs).
-# NVSwitches and NVIDIA's network and bridge devices share the vendor id but not this class.
-DISPLAY_CLASS = 0x03
 FRAMEWORKS = ("torch", "tensorflow")
 NO_FRAMEWORK = "neither PyTorch nor TensorFlow is installed: nothing here can train"
 
@@ -48,40 +44,6 @@ class Params:
 
 def _limit(value: int) -> int:
     return UNLIMITED if value == resource.RLIM_INFINITY else int(value)
-
-
-def _read_hex(path: str) -> int | None:
-    try:
-        with open(path, encoding="ascii") as fh:
-            return int(fh.read().strip(), 16)
-    except (OSError, ValueError):
-        return None
-
-
-def nvidia_pci_gpus(root: str = PCI_ROOT) -> list[dict[str, Any]]:
-    """NVIDIA GPUs on the PCI bus, with the kernel driver each is bound to (None: no driver).
-
-    Read from sysfs, so it works with no NVIDIA software installed at all: this is what says a node
-    is a GPU node whose driver is missing, rather than a CPU node.
-    """
-    gpus = []
-    try:
-        names = sorted(os.listdir(root))
-    except OSError:
-        return []
-    for name in names:
-        device = os.path.join(root, name)
-        if _read_hex(os.path.join(device, "vendor")) != NVIDIA_VENDOR:
-            continue
-        pci_class = _read_hex(os.path.join(device, "class"))
-        if pci_class is None or pci_class >> 16 != DISPLAY_CLASS:
-            continue
-        driver_link = os.path.join(device, "driver")
-        driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
-        device_id = _read_hex(os.path.join(device, "device"))
-        gpus.append({"address": name, "class": f"0x{pci_class:06x}",
-                     "device": f"0x{device_id:04x}" if device_id is not None else None, "driver": driver})
-    return gpus
 
 
 def importable(names: list[str]) -> dict[str, bool]:

@@ -22,13 +22,13 @@ count), which dataloader.throughput reads as the rate its loader must feed.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from preflight.check import CannotMeasure, Check, Expect, NodeContext, Outcome, measure, outcome_from_findings
 from preflight.model import FIGURE_SCALING, Finding, Measurement, Status
+from preflight.proc import last_json
 from preflight.faults import fault
 
 MAX_DEFAULT_DEVICES = 8
@@ -295,11 +295,7 @@ class ScalingMultiGpu(Check):
         except CannotMeasure as exc:
             run["error"] = str(exc)
             return run
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-        try:
-            payload = json.loads(lines[-1]) if lines else None
-        except ValueError:
-            payload = None
+        payload = last_json(proc.stdout)
         if proc.returncode == 0 and payload and payload.get("ok"):
             run["ok"] = True
             run["result"] = {k: v for k, v in payload.items() if k != "ok"}

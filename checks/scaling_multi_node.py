@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from preflight.check import Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
-from preflight.cluster_launch import (
-    MIN_LAUNCH_S, SLACK_S, choose_backend, launch_and_wait, loopback_findings, names_text, node_plan,
-    pick_port, probe_usable, processes_text, shared_machine_findings,
+from preflight.check import Check, ClusterContext, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
+from preflight.cluster_launch import MIN_LAUNCH_S, SLACK_S, launch_and_wait, node_plan, pick_port, probe_usable
+from preflight.cluster_nodes import (
+    choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings,
 )
-from preflight.model import Measurement, Scope, Status, worst
+from preflight.model import FIGURE_SCALING, Finding, Measurement, Scope, Status, worst
 from preflight_checks.scaling_multi_gpu import CPU_MODEL, GPU_MODEL
 from preflight.faults import fault
 
@@ -213,34 +213,41 @@ class ScalingMultiNode(Check):
         if too_few:
             return too_few
 
-        problems: list[tuple[Status, str]] = []
+        problems: list[Finding] = []
         details: list[str] = []
+        fix_network, fix_nccl, fix_straggler, _ = self.remediation
+        join_fix = ("Check that every node can reach the first node's rendezvous port and that torch and preflight "
+                    "are installed for the Python it runs (--remote-python or python= in the hosts file).")
+
+        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
+            problems.append(Finding(f"{self.id}.{kind}", level, message, fix))
+
         probes = facts.get("probes", {})
         without_torch = []
         for node in names:
             probe = probes.get(node, {})
             if "error" in probe:
-                problems.append((Status.ERROR, probe["error"]))
+                found("probe-failed", Status.ERROR, probe["error"], join_fix)
             elif probe.get("torch") is None:
                 without_torch.append(node)
             elif not probe.get("distributed", True) or not probe.get("ip"):
-                problems.append((Status.ERROR, f"{node} cannot take part: "
-                                 + ("its torch has no torch.distributed" if not probe.get("distributed", True)
-                                    else "no interface towards the other nodes was found")))
+                found("cannot-take-part", Status.ERROR, f"{node} cannot take part: "
+                      + ("its torch has no torch.distributed" if not probe.get("distributed", True)
+                         else "no interface towards the other nodes was found"), join_fix)
         if without_torch:
             everywhere = len(without_torch) == len(names)
             text = f"torch is not installed for the Python preflight runs on {names_text(without_torch)}"
             if everywhere and "torch" not in (expect.frameworks or []) and not self.expected_to_run(expect):
                 return Outcome(Status.SKIP, text + "; scaling is measured with torch DistributedDataParallel")
-            problems.append((Status.FAIL, text))
+            found("no-torch", Status.FAIL, text, join_fix)
         if unreachable:
             details.append(f"not measured, unreachable: {names_text(unreachable)}; scaling among the other nodes only")
         choice = facts.get("choice") or {}
         details += choice.get("notes", [])
         if facts.get("baseline_error"):
-            problems.append((Status.ERROR, facts["baseline_error"]))
+            found("baseline", Status.ERROR, facts["baseline_error"])
         if choice.get("error"):
-            problems.append((Status.FAIL, choice["error"]))
+            found("no-backend", Status.FAIL, choice["error"])
         details += loopback_findings(probes, {}, facts.get("ips", {}))
         shared = shared_machine_findings({n: p for n, p in probes.items() if "error" not in p})
         if shared:
@@ -254,13 +261,16 @@ class ScalingMultiNode(Check):
         kind = choice.get("device")
         if one is None or everyone is None:
             if not problems:
-                problems.append((Status.ERROR, "fewer than two nodes could run torch: nothing was measured"))
+                found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured",
+                      join_fix)
             return self._outcome(problems, details, measurements)
         n = len(everyone["nodes"])
         for label, run in ((f"one node ({one['nodes'][0]})", one), (f"all {n} nodes", everyone)):
             if not run.get("ok"):
-                status = Status.FAIL if run.get("phase") == "collective" else Status.ERROR
-                problems.append((status, f"{label}: {run.get('error')}"))
+                phase = run.get("phase") or "launch"
+                status = Status.FAIL if phase == "collective" else Status.ERROR
+                found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}",
+                      fix_network if phase in ("collective", "timeout") else join_fix)
         if not (one.get("ok") and everyone.get("ok")):
             return self._outcome(problems, details, measurements)
 
@@ -273,7 +283,9 @@ class ScalingMultiNode(Check):
             result = run["result"]
             batch = result.get("batch_per_device", 0)
             measurements.append(measure(f"throughput on {label}", round(result["samples_per_s"], 1), "samples/s",
-                                        samples=[round(devices * batch / t, 1) for t in result.get("step_samples_s", []) if t > 0]))
+                                        samples=[round(devices * batch / t, 1) for t in result.get("step_samples_s", []) if t > 0],
+                                        figure=FIGURE_SCALING, series="measured", at=len(run["nodes"]),
+                                        better="higher"))
             measurements.append(measure(f"step time on {label}", round(result["step_s"] * 1e3, 2), "ms",
                                         samples=[round(t * 1e3, 2) for t in result.get("step_samples_s", [])]))
             measurements.append(measure(f"compute (no_sync) on {label}", round(result["compute_s"] * 1e3, 2), "ms",
@@ -308,14 +320,19 @@ class ScalingMultiNode(Check):
         details += _per_node_lines(facts.get("per_node") or {}, one["nodes"][0])
         if kind == "cpu":
             summary += " [CPU only: gloo among CPU processes]"
-        return self._outcome(problems + [(status, summary)], details, measurements)
+        found("efficiency", status, summary, "" if status is Status.PASS else " ".join((fix_network, fix_nccl,
+                                                                                          fix_straggler)))
+        return self._outcome(problems, details, measurements)
 
     @staticmethod
-    def _outcome(problems: list[tuple[Status, str]], details: list[str], measurements: list[Measurement]) -> Outcome:
-        status = worst([s for s, _ in problems], default=Status.ERROR)
-        summary = "; ".join(text for s, text in problems if s is status)
-        details = [text for s, text in problems if s is not status] + details
-        return Outcome(status, summary, measurements, details=list(dict.fromkeys(details)))
+    def _outcome(findings: list[Finding], details: list[str], measurements: list[Measurement]) -> Outcome:
+        """The worst findings make the summary; the others lead the details."""
+        status = worst([f.level for f in findings], default=Status.ERROR)
+        headline = [f.message for f in findings if f.level is status]
+        others = [f.message for f in findings if f.level is not status]
+        outcome = outcome_from_findings(findings, measurements, passed="; ".join(headline),
+                                        details=list(dict.fromkeys(others + details)))
+        return outcome
 
 
 def _multi_gpu_summary(facts: dict[str, Any] | None) -> dict[str, Any] | None:

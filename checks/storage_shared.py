@@ -1,6 +1,7 @@
 """storage.shared: the checkpoint directory is one filesystem on every node.
 
-Each node writes a token file (unique to this run) into the directory through its transport; every
+Each node writes a token file (unique to this run) into the directory through its transport
+(preflight.workers.storage_token, which also says which filesystem holds the directory); every
 node then reads back every token. The who-sees-whom matrix is the facts: a node that cannot see a
 token another wrote has a different directory there (a local disk where a mount was expected, a
 mount that failed at boot, another export), and a job resumed on it would not find its checkpoint.
@@ -15,27 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.check import CannotMeasure, Check, ClusterContext, Expect, Outcome, measure, too_few_nodes
-from preflight.model import Scope, Status, worst
+from preflight.check import (
+    CannotMeasure, Check, ClusterContext, Expect, Outcome, measure, outcome_from_findings, too_few_nodes,
+)
+from preflight.model import Finding, Scope, Status
 
-# Write a token, and say which filesystem the directory is on (helps tell "local ext4" from "nfs").
-WRITE_SCRIPT = r"""
-dir=$1; path=$2; token=$3
-[ -d "$dir" ] || { echo "@@error no such directory: $dir"; exit 3; }
-fstype=$(stat -f -c %T "$dir" 2>/dev/null || echo unknown)
-echo "@@fstype $fstype"
-if ! err=$( { printf '%s\n' "$token" > "$path"; } 2>&1 ); then
-  echo "@@error cannot create a file there (${err##*: })"; exit 4
-fi
-echo "@@written"
-"""
-
-# For each path: "@@found PATH" and its first line, or "@@missing PATH".
-READ_SCRIPT = r"""
-for path in "$@"; do
-  if [ -f "$path" ]; then echo "@@found $path"; head -n 1 "$path"; else echo "@@missing $path"; fi
-done
-"""
+TOKEN_PROGRAM = "preflight.workers.storage_token"
 
 
 @dataclass
@@ -89,7 +75,7 @@ class StorageShared(Check):
         facts.update(token_run=run_id, writes={}, seen={}, read_errors={}, cleanup_errors={})
 
         def write(node: str) -> dict[str, Any]:
-            argv = ["sh", "-c", WRITE_SCRIPT, "sh", params.dir, paths[node], tokens[node]]
+            argv = [ctx.transport(node).python, "-m", TOKEN_PROGRAM, "write", params.dir, paths[node], tokens[node]]
             proc = self._run(ctx, node, argv)
             entry: dict[str, Any] = {"path": paths[node], "written": "@@written" in proc.get("out", "")}
             for line in proc.get("out", "").splitlines():
@@ -105,7 +91,8 @@ class StorageShared(Check):
 
         def read(node: str) -> tuple[dict[str, bool], str | None]:
             seen: dict[str, bool] = {}
-            proc = self._run(ctx, node, ["sh", "-c", READ_SCRIPT, "sh", *[paths[w] for w in names]])
+            proc = self._run(ctx, node, [ctx.transport(node).python, "-m", TOKEN_PROGRAM, "read",
+                                         *[paths[w] for w in names]])
             if "error" in proc:
                 return seen, proc["error"]
             lines = proc["out"].splitlines()
@@ -163,19 +150,24 @@ class StorageShared(Check):
         writes = facts.get("writes", {})
         seen = facts.get("seen", {})
         read_errors = facts.get("read_errors", {})
-        problems: list[tuple[Status, str]] = []
+        problems: list[Finding] = []
         details: list[str] = []
+        mount_fix, write_fix = self.remediation
+
+        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
+            problems.append(Finding(f"{self.id}.{kind}", level, message, fix))
+
         write_errors: dict[str, list[str]] = {}
         for node in names:
             entry = writes.get(node, {})
             if entry.get("unreachable"):
-                problems.append((Status.ERROR, f"could not write the token on {node}: {entry.get('error')}"))
+                found("unreachable", Status.ERROR, f"could not write the token on {node}: {entry.get('error')}")
             elif not entry.get("written"):
                 write_errors.setdefault(entry.get("error", "no result"), []).append(node)
         for error, nodes in write_errors.items():
-            problems.append((Status.FAIL, f"{', '.join(nodes)} cannot write to {directory}: {error}"))
+            found("cannot-write", Status.FAIL, f"{', '.join(nodes)} cannot write to {directory}: {error}", write_fix)
         for node, error in read_errors.items():
-            problems.append((Status.ERROR, f"could not read the tokens back on {node}: {error}"))
+            found("read-failed", Status.ERROR, f"could not read the tokens back on {node}: {error}")
         written = [n for n in names if writes.get(n, {}).get("written")]
 
         measurements = []
@@ -200,7 +192,7 @@ class StorageShared(Check):
             else:
                 text = f"{directory} is not fully shared: " + "; ".join(
                     f"{r} does not see {', '.join(w)}" for r, w in missing_by_reader.items() if w)
-            problems.append((Status.FAIL, text))
+            found("not-shared", Status.FAIL, text, mount_fix)
         fstypes = {n: writes.get(n, {}).get("fstype") for n in names if writes.get(n, {}).get("fstype")}
         if len(set(fstypes.values())) > 1:
             details.append("filesystem types differ: " + ", ".join(f"{n} {t}" for n, t in fstypes.items()))
@@ -209,15 +201,12 @@ class StorageShared(Check):
         for node, error in facts.get("cleanup_errors", {}).items():
             details.append(f"could not remove the token on {node}: {error}")
         if not written and not problems:
-            problems.append((Status.ERROR, "no token was written"))
+            found("nothing-written", Status.ERROR, "no token was written")
 
-        status = worst([s for s, _ in problems], default=Status.PASS)
-        if status is Status.PASS:
-            kind = next(iter(fstypes.values()), "")
-            summary = f"all {len(names)} nodes see each other's files in {directory}" + (f" ({kind})" if kind else "")
-        else:
-            summary = "; ".join(text for s, text in problems if s is status)
-        return Outcome(status, summary, measurements, details=[t for _, t in problems] + details)
+        kind = next(iter(fstypes.values()), "")
+        passed = f"all {len(names)} nodes see each other's files in {directory}" + (f" ({kind})" if kind else "")
+        return outcome_from_findings(problems, measurements, passed=passed,
+                                     details=[f.message for f in problems] + details)
 
 
 def _partition(names: list[str], seen: dict[str, dict[str, bool]], written: list[str]) -> list[list[str]] | None:

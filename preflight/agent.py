@@ -20,7 +20,7 @@ from typing import Any
 import preflight
 from preflight.execute import error_result
 from preflight.model import Evidence
-from preflight.proc import kill_tree, run_json_child
+from preflight.proc import run_json_child
 
 HELLO = "PREFLIGHT-HELLO "
 RESULT = "PREFLIGHT-RESULT "
@@ -44,9 +44,9 @@ class Agent:
     def watch_stdin(self, stream: Any) -> None:
         stream.read()  # returns at EOF: the runner is gone or wants us to stop
         self.stopping.set()
-        proc = self.current
-        if proc is not None and proc.poll() is None:
-            kill_tree(proc.pid)
+        child = self.current
+        if child is not None:
+            child.stop(grace_s=0)
 
     def run(self) -> None:
         from preflight.registry import discover

@@ -119,6 +119,10 @@ def _writable_dir(path: str | None, keep: Path | None = None) -> Path:
               help="Relative change of a figure that counts against the baseline (0.1 = 10%).")
 @click.option("--fail-on-regression", is_flag=True,
               help="With --baseline: a regression makes the verdict NO-GO (without it, regressions are warnings).")
+@click.option("--slurm", is_flag=True, help="Check the nodes of the Slurm allocation this runs in (salloc/sbatch), "
+              "through job steps; their interpreter defaults to this one.")
+@click.option("--drain", is_flag=True, help="With --slurm: drain each node with a blocking finding of its own.")
+@click.option("--resume", is_flag=True, help="With --slurm: resume nodes preflight drained that now pass.")
 @click.option("--level", type=click.Choice(["quick", "standard", "thorough"]), default=None,
               help="How much to measure: quick (probes, at most 30 s per node: a Slurm prolog), standard "
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
@@ -126,8 +130,8 @@ def _writable_dir(path: str | None, keep: Path | None = None) -> Path:
 def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str | None,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
-        baseline_tolerance: float = 0.1, fail_on_regression: bool = False, level: str | None = None,
-        fail_fast: bool = False) -> None:
+        baseline_tolerance: float = 0.1, fail_on_regression: bool = False, slurm: bool = False,
+        drain: bool = False, resume: bool = False, level: str | None = None, fail_fast: bool = False) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight import config as config_mod
     from preflight.runner import NodeTarget, RunPlan, Runner
@@ -178,7 +182,9 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         click.echo(f"preflight: also running {added}: {reader} reads what it records", err=True)
     checks = registry.ordered(selection.ids)
 
-    if nodes_file:
+    if slurm or drain or resume:
+        nodes = _slurm_nodes(nodes_file, slurm, remote_python)
+    elif nodes_file:
         nodes = _nodes_from_file(nodes_file, remote_python, list(ssh_options), ssh_accept_new)
     else:
         nodes = [NodeTarget(LocalTransport())]
@@ -205,6 +211,11 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
         attach(report, baseline, baseline_tolerance, label=str(baseline_file), fail_on_regression=fail_on_regression)
     _finish(report, out, chosen_formats)
+    if drain or resume:
+        from preflight.slurm import apply
+
+        for action in apply(report, drain, resume):
+            click.echo(f"slurm: {action.describe()}", err=bool(action.error))
     from preflight.verdict import decide
 
     sys.exit(EXIT_INTERRUPTED if report.interrupted else decide(report).exit_code)
@@ -233,6 +244,17 @@ def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], acce
     except HostsFileError as exc:
         raise UsageProblem(str(exc)) from None
     except ValueError as exc:  # an --ssh-option that is not Key=Value
+        raise UsageProblem(str(exc)) from None
+
+
+def _slurm_nodes(nodes_file: str | None, slurm: bool, remote_python: str) -> list[Any]:
+    from preflight import slurm as slurm_mod
+
+    source = click.get_current_context().get_parameter_source("remote_python")
+    python = sys.executable if source is click.core.ParameterSource.DEFAULT else remote_python
+    try:
+        return slurm_mod.nodes_for_run(bool(nodes_file), slurm, python, sys.argv[1:])
+    except (slurm_mod.SlurmError, ValueError) as exc:
         raise UsageProblem(str(exc)) from None
 
 
@@ -494,6 +516,11 @@ def alerts_command(out_file: str, fmt: str, from_results: str | None, gpu_util_f
     except OSError as exc:
         raise UsageProblem(f"cannot write {out_file}: {exc.strerror or exc}") from None
     click.echo(f"wrote {out_file}", err=True)
+
+
+from preflight.healthcheck import healthcheck  # noqa: E402 - registered after the group exists
+
+cli.add_command(healthcheck)
 
 
 def main() -> None:

@@ -24,6 +24,8 @@ GIB = 1024**3
 CHECK_ID = "gpu.visibility"
 
 # Fixes, one per cause (the check's own hints, split by the finding they answer).
+FIX_DRIVER = ("install the NVIDIA driver that matches the CUDA version of the image (or load it: `modprobe nvidia`), "
+              "then confirm with `nvidia-smi`")
 FIX_MISSING = "check `dmesg` for Xid/fallen-off-the-bus errors; reseat or replace the GPU"
 FIX_FRAMEWORK = ("unset or fix CUDA_VISIBLE_DEVICES; install the CUDA build of torch/tensorflow, not the CPU one")
 FIX_NVML_BINDINGS = ("install NVIDIA's bindings alone: `pip uninstall -y pynvml && pip install --force-reinstall "
@@ -137,6 +139,15 @@ class Judgement:
             reason = f"the NVIDIA driver {self.nvml.get('driver_version')} is loaded but lists no GPU"
         else:
             reason = f"no NVIDIA driver ({self.nvml.get('error') or 'NVML unavailable'})"
+            on_bus = self.facts.get("pci_gpus")
+            if on_bus == []:
+                # sysfs was read and holds no NVIDIA display controller: a CPU node, not a broken GPU node.
+                reason = f"no NVIDIA GPU on this node ({reason})"
+            elif on_bus:
+                self.add("driver-missing", Status.FAIL,
+                         f"{len(on_bus)} NVIDIA GPU{'s' if len(on_bus) != 1 else ''} on the PCI bus "
+                         f"({', '.join(g['address'] for g in on_bus[:4])}{', ...' if len(on_bus) > 4 else ''}) "
+                         f"but {reason}", FIX_DRIVER)
         views = []
         for view in (self.torch, self.tf):
             if view.get("installed") is False:

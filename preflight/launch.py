@@ -10,24 +10,23 @@ Rules this module keeps:
 - rank 0's rendezvous port is bound here, on 127.0.0.1 port 0, and its listening socket is handed to
   rank 0 (--store-fd), so no other program on the machine can take the port between picking and use;
 - once one rank has ended, the others get `grace_s` to end by themselves (they see the broken
-  process group), then every rank still alive is killed by its PID, with any children it started;
+  process group), then every rank still alive is killed with any children it started (through
+  preflight.proc, the one layer that starts and stops processes);
 - at the deadline every rank still alive is killed the same way. Nothing this module started outlives
   `launch_local`.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from preflight.proc import RemoteProcess, json_objects, last_json
+from preflight.transport.local import LocalTransport
 
 LOOPBACK = "127.0.0.1"
 POLL_S = 0.05
@@ -67,27 +66,6 @@ def loopback_interface() -> str:
     return "lo"
 
 
-def kill_tree(pid: int) -> bool:
-    """SIGKILL a process we started and every process below it. True when something was killed."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        victims = root.children(recursive=True) + [root]
-    except psutil.NoSuchProcess:
-        return False
-    killed = False
-    for proc in victims:
-        try:
-            proc.send_signal(signal.SIGKILL)
-            killed = True
-        except psutil.NoSuchProcess:
-            pass
-    # The root is the caller's child: the caller reaps it (Popen.wait) and so keeps its exit status.
-    psutil.wait_procs(victims[:-1], timeout=5)
-    return killed
-
-
 @dataclass
 class RankRun:
     rank: int
@@ -108,21 +86,10 @@ class RankRun:
 
     def json_lines(self) -> list[dict[str, Any]]:
         """Every line of stdout that is a JSON object, in order."""
-        found = []
-        for line in self.stdout.splitlines():
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    value = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(value, dict):
-                    found.append(value)
-        return found
+        return json_objects(self.stdout.splitlines())
 
     def last_json(self) -> dict[str, Any] | None:
-        lines = self.json_lines()
-        return lines[-1] if lines else None
+        return last_json(self.stdout)
 
 
 @dataclass
@@ -183,9 +150,9 @@ def launch_local(
         raise ValueError("world_size must be at least 1")
     listener = listening_socket(master_addr)
     port = listener.getsockname()[1]
+    here = LocalTransport()
     ranks: list[RankRun] = []
-    procs: list[subprocess.Popen] = []
-    outputs: list[tuple[Any, Any]] = []
+    procs: list[RemoteProcess] = []
     start = time.monotonic()
     deadline = start + timeout_s
     result = LaunchResult(ranks=ranks, master_addr=master_addr, master_port=port, timeout_s=timeout_s)
@@ -206,14 +173,7 @@ def launch_local(
             if rank == 0:
                 full_argv += ["--store-fd", str(listener.fileno())]
                 pass_fds = (listener.fileno(),)
-            out = tempfile.TemporaryFile(mode="w+b")
-            err = tempfile.TemporaryFile(mode="w+b")
-            outputs.append((out, err))
-            # Same process group as the caller: whoever stops the caller's group stops the ranks too.
-            proc = subprocess.Popen(
-                full_argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=pass_fds,
-                env={**os.environ, **rank_env}, cwd=cwd,
-            )
+            proc = here.spawn(full_argv, guard=False, env=rank_env, cwd=cwd, pass_fds=pass_fds)
             procs.append(proc)
             ranks.append(RankRun(rank=rank, pid=proc.pid, argv=full_argv, env=rank_env))
         # Rank 0 holds its own copy of the listening socket now; ours must not keep the port alive.
@@ -222,26 +182,26 @@ def launch_local(
     finally:
         listener.close()
         for rank_run, proc in zip(ranks, procs):
-            if proc.poll() is None:
-                rank_run.killed = kill_tree(proc.pid) or rank_run.killed
+            if proc.running():
+                proc.stop(hard=True)
+                rank_run.killed = proc.stopped
                 result.killed_pids.append(proc.pid)
-                proc.wait()
+            proc.join()
             rank_run.returncode = proc.returncode
-        for rank_run, (out, err) in zip(ranks, outputs):
-            rank_run.stdout = _read(out)
-            rank_run.stderr = _read(err)
+            rank_run.stdout = "\n".join(proc.lines) + ("\n" if proc.lines else "")
+            rank_run.stderr = proc.stderr
         result.duration_s = time.monotonic() - start
     return result
 
 
-def _wait_all(procs: list[subprocess.Popen], ranks: list[RankRun], result: LaunchResult, deadline: float,
+def _wait_all(procs: list[RemoteProcess], ranks: list[RankRun], result: LaunchResult, deadline: float,
               grace_s: float, start: float) -> None:
     first_exit: float | None = None
     while True:
         now = time.monotonic()
         running = []
         for proc, rank_run in zip(procs, ranks):
-            if proc.poll() is None:
+            if proc.running():
                 running.append((proc, rank_run))
             elif not rank_run.duration_s:
                 rank_run.duration_s = now - start
@@ -253,21 +213,13 @@ def _wait_all(procs: list[subprocess.Popen], ranks: list[RankRun], result: Launc
         if now >= deadline or grace_over:
             result.timed_out = now >= deadline
             for proc, rank_run in running:
-                rank_run.killed = kill_tree(proc.pid)
+                proc.stop(hard=True)
+                rank_run.killed = proc.stopped
                 result.killed_pids.append(proc.pid)
-                proc.wait()
                 rank_run.returncode = proc.returncode
                 rank_run.duration_s = time.monotonic() - start
             return
         time.sleep(POLL_S)
-
-
-def _read(handle: Any) -> str:
-    try:
-        handle.seek(0)
-        return handle.read().decode(errors="replace")
-    finally:
-        handle.close()
 
 
 def interpret_launch(launch: LaunchResult) -> dict[str, Any]:
@@ -292,6 +244,13 @@ def interpret_launch(launch: LaunchResult) -> dict[str, Any]:
         # The rank that noticed says who and for how long; its words are the clearest account.
         outcome["error"] = next((text for _, text in errors if "never joined" in text),
                                 f"{who} {', '.join(map(str, missing))} never joined")
+    elif errors and [r.rank for r in launch.ranks if r.killed and not reports.get(r.rank)]:
+        # Ranks that joined, went silent while the others failed waiting for them, and were killed.
+        stopped = [r.rank for r in launch.ranks if r.killed and not reports.get(r.rank)]
+        who = "rank" if len(stopped) == 1 else "ranks"
+        rank, text = errors[0]
+        outcome["error"] = (f"{who} {', '.join(map(str, stopped))} stopped inside a collective: reported nothing "
+                            f"and killed, while the others failed waiting (rank {rank}: {text})")
     elif errors:
         outcome["error"] = "; ".join(f"rank {rank}: {text}" for rank, text in errors)
     elif launch.timed_out:

@@ -12,9 +12,8 @@ import os
 import queue
 import shlex
 import shutil
-import subprocess
 import threading
-import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +27,16 @@ from preflight.execute import error_result, now_iso
 from preflight import levels
 from preflight.model import CLUSTER_NODE, CheckResult, Evidence, Finding, NodeInfo, RunReport, Scope, Status
 from preflight.plan import write_header
-from preflight.proc import kill_tree, run_json_child
+from preflight.proc import TIMEOUT, RemoteProcess, run_json_child
 from preflight.transport import Transport
 from preflight.verdict import Verdict, decide
+
+# An agent that writes nothing for the timeout of the check it is on plus this long has lost its node.
+AGENT_GRACE_S = 15.0
+# After the agent's stdin closes it ends its check and exits; the guard gives it this long first.
+AGENT_STOP_GRACE_S = 5.0
+# How long a silent or garbled agent gets to end after its stdin closes, before it is killed.
+AGENT_KILL_WAIT_S = 2.0
 
 
 @dataclass
@@ -90,8 +96,8 @@ class Runner:
         self.plan = plan
         self.on_event = on_event or (lambda event: None)
         self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self.agents: dict[str, subprocess.Popen] = {}
-        self.cluster_child: subprocess.Popen | None = None
+        self.agents: dict[str, RemoteProcess] = {}
+        self.cluster_child: RemoteProcess | None = None
         self.stop = threading.Event()
         self.report = RunReport(
             started_at=now_iso(),
@@ -167,14 +173,14 @@ class Runner:
             return
         pool = ThreadPoolExecutor(max_workers=max(1, min(self.plan.fanout, len(self.plan.nodes))),
                                   thread_name_prefix="agent")
-        pending = {pool.submit(self._drive_agent, node) for node in self.plan.nodes}
+        pending = {pool.submit(self._drive_agent, node): node for node in self.plan.nodes}
         try:
             # The main thread only consumes events, so Ctrl-C lands here promptly.
             while pending:
                 try:
                     kind, payload = self.events.get(timeout=0.2)
                 except queue.Empty:
-                    pending = {f for f in pending if not f.done()}
+                    pending = self._still_driving(pending)
                     continue
                 if kind == "result":
                     self.record(payload)
@@ -196,13 +202,45 @@ class Runner:
         finally:
             pool.shutdown(wait=not self.stop.is_set(), cancel_futures=True)
 
+    def _still_driving(self, pending: dict[Any, NodeTarget]) -> dict[Any, NodeTarget]:
+        """The drivers still running; one that died of an exception loses its node, never silently."""
+        for future, node in pending.items():
+            if future.done() and future.exception() is not None:
+                exc = future.exception()
+                done = {r.check_id for r in self.report.results if r.node == node.name}
+                self._node_lost(node, self.plan.node_checks, done,
+                                f"preflight failed while driving {node.name}: {type(exc).__name__}: {exc}", None)
+        return {f: n for f, n in pending.items() if not f.done()}
+
     def _update_node(self, name: str, reachable: bool, error: str) -> None:
         for info in self.report.nodes:
             if info.name == name:
                 info.reachable, info.error = reachable, error
 
     def _drive_agent(self, node: NodeTarget) -> None:
-        """Runs in a pool thread: start the node's agent and turn its output into events."""
+        """Runs in a pool thread: start the node's agent and turn its output into events.
+
+        Whatever goes wrong here (an agent that stops writing, a line that is not the protocol, a
+        bug in this very function) ends as ERROR for the node's unfinished checks; the run goes on.
+        """
+        done: set[str] = set()
+        agent = None
+        try:
+            agent = self._start_agent(node, done)
+        except Exception as exc:  # noqa: BLE001 - a crash here must not lose the node silently
+            self._node_lost(node, self.plan.node_checks, done,
+                            f"preflight failed while reading {node.name}'s agent: {type(exc).__name__}: {exc}", None,
+                            traceback.format_exc()[-4000:])
+        finally:
+            if agent is not None and not self.stop.is_set():
+                agent.stop()
+
+    def _line_limit(self, checks: list[type[Check]], done: set[str]) -> float:
+        """How long the agent may stay silent: the timeout of the check it is on, plus a grace."""
+        left = [c for c in checks if c.id not in done]
+        return (self.plan.config.timeout_for(left[0]) if left else 0.0) + AGENT_GRACE_S
+
+    def _start_agent(self, node: NodeTarget, done: set[str]) -> RemoteProcess | None:
         checks = self.plan.node_checks
         job = {
             "node": node.name,
@@ -214,67 +252,69 @@ class Runner:
         }
         argv = [node.transport.python, "-m", "preflight.agent"]
         try:
-            proc = node.transport.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, bufsize=1)
+            agent = node.transport.spawn(argv, stdin=True, grace_s=AGENT_STOP_GRACE_S)
         except OSError as exc:
-            self._node_lost(node, checks, set(), f"could not start the agent: {exc}", None)
-            return
-        self.agents[node.name] = proc
-        stderr_lines: list[str] = []
-        threading.Thread(target=lambda: stderr_lines.extend(proc.stderr), daemon=True).start()
-        done: set[str] = set()
+            self._node_lost(node, checks, done, f"could not start the agent: {exc}", None)
+            return None
+        self.agents[node.name] = agent
         hello: dict[str, Any] | None = None
         finished = False
         current: str | None = None
-        try:
-            proc.stdin.write(json.dumps(job) + "\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-        for line in proc.stdout:
-            if line.startswith(HELLO):
-                hello = json.loads(line[len(HELLO):])
-                if hello.get("version") != preflight.__version__:
-                    break
-                self.events.put(("node", (node.name, True, "")))
-            elif line.startswith(START):
-                current = line[len(START):].strip()
-                self.events.put(("start", (node.name, current)))
-            elif line.startswith(RESULT):
-                result = CheckResult.from_dict(json.loads(line[len(RESULT):]))
-                result.node = node.name  # the name the user wrote, whatever the node calls itself
-                done.add(result.check_id)
-                current = None
-                self.events.put(("result", result))
-            elif line.strip() == DONE:
-                finished = True
+        problem: str | None = None
+        agent.write(json.dumps(job) + "\n")
+        while True:
+            limit = self._line_limit(checks, done)
+            line = agent.next_line(limit)
+            if self.stop.is_set():
+                return agent
+            if line is None:
                 break
-        if self.stop.is_set():
-            return
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            returncode = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc.pid)
-            returncode = proc.wait()
-        time.sleep(0.05)  # let the stderr reader drain
-        stderr = "".join(stderr_lines)[-4000:]
-        if finished and hello and hello.get("version") == preflight.__version__:
-            return
-        if hello and hello.get("version") != preflight.__version__:
+            if line is TIMEOUT:
+                during = f" while running {current}" if current else ""
+                problem = f"the agent on {node.name} wrote nothing for {limit:.0f}s{during}; it was stopped"
+                break
+            try:
+                if line.startswith(HELLO):
+                    hello = json.loads(line[len(HELLO):])
+                    if hello.get("version") != preflight.__version__:
+                        break
+                    self.events.put(("node", (node.name, True, "")))
+                elif line.startswith(START):
+                    current = line[len(START):].strip()
+                    self.events.put(("start", (node.name, current)))
+                elif line.startswith(RESULT):
+                    result = CheckResult.from_dict(json.loads(line[len(RESULT):]))
+                    result.node = node.name  # the name the user wrote, whatever the node calls itself
+                    done.add(result.check_id)
+                    current = None
+                    self.events.put(("result", result))
+                elif line.strip() == DONE:
+                    finished = True
+                    break
+            except (ValueError, KeyError, TypeError) as exc:
+                problem = (f"the agent on {node.name} sent a line preflight cannot read ({type(exc).__name__}: "
+                           f"{exc}): {line[:200]!r}")
+                break
+        # An agent that went silent or garbled is not waited for long: it gets its stop, then the kill.
+        returncode = agent.stop(grace_s=AGENT_KILL_WAIT_S if problem else None)
+        stderr = agent.stderr[-4000:]
+        if finished and hello and hello.get("version") == preflight.__version__ and problem is None:
+            return agent
+        if problem is not None:
+            self._node_lost(node, checks, done, problem, returncode, stderr)
+        elif hello and hello.get("version") != preflight.__version__:
             message = (f"{node.name} runs preflight {hello.get('version')} ({hello.get('python')}), the coordinator "
                        f"{preflight.__version__}: install preflight=={preflight.__version__} on every node")
             self._node_lost(node, checks, done, message, returncode, stderr)
         elif hello is None:
-            self._node_lost(node, checks, done, _unreachable_message(node.transport, returncode, stderr),
+            self._node_lost(node, checks, done, _unreachable_message(node.transport, agent, stderr),
                             returncode, stderr)
         else:
             during = f" while running {current}" if current else ""
-            self._node_lost(node, checks, done, f"lost contact with {node.name}{during} (exit code {returncode})",
+            code = agent.exit_code if agent.exit_code is not None else returncode
+            self._node_lost(node, checks, done, f"lost contact with {node.name}{during} (exit code {code})",
                             returncode, stderr)
+        return agent
 
     def _node_lost(self, node: NodeTarget, checks: list[type[Check]], done: set[str], message: str,
                    returncode: int | None, stderr: str = "") -> None:
@@ -325,19 +365,18 @@ class Runner:
         return info is None or info.reachable is not False
 
     def _stop_everything(self) -> None:
-        for proc in list(self.agents.values()) + ([self.cluster_child] if self.cluster_child else []):
-            try:
-                if proc.stdin:
-                    proc.stdin.close()  # a remote agent ends its checks when its stdin closes
-            except OSError:
-                pass
-            if proc.poll() is None:
-                kill_tree(proc.pid)
+        # A remote agent ends its checks when its stdin closes; what does not end is killed.
+        children = list(self.agents.values()) + ([self.cluster_child] if self.cluster_child else [])
+        for child in children:
+            child.request_stop()
+        for child in children:
+            child.stop()
 
 
-def _unreachable_message(transport: Transport, returncode: int | None, stderr: str) -> str:
+def _unreachable_message(transport: Transport, agent: RemoteProcess, stderr: str) -> str:
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-    if returncode is not None and transport.is_transport_failure(returncode):
+    returncode = agent.exit_code if agent.exit_code is not None else agent.returncode
+    if agent.transport_failed():
         return f"cannot reach {transport.name}: {last or 'connection failed'}"
     if "No module named" in stderr and "preflight" in stderr:
         return (f"preflight is not installed for {transport.python} on {transport.name}: install "

@@ -4,9 +4,10 @@
 #   bash scripts/test.sh [pytest args...]
 #
 # As root it installs the Debian packages the multi-node test bed and the browser tests use
-# (iperf3, openssh-server, iproute2, chromium) and prometheus (the server and promtool: the alerting
-# tests start their own server on loopback; the package's service plays no part). It makes a
-# virtual environment (.venv-test, or $PREFLIGHT_VENV) with preflight, its test extras, the example plugin, and pinned CPU builds of
+# (iperf3, openssh-server, iproute2, chromium), prometheus (the server and promtool: the alerting
+# tests start their own server on loopback; the package's service plays no part), and slurm-wlm
+# and munge for the Slurm test bed. It makes a virtual environment (.venv-test, or
+# $PREFLIGHT_VENV) with preflight, its test extras, the example plugin, and pinned CPU builds of
 # the frameworks preflight tests (override with TORCH_SPEC / TENSORFLOW_SPEC).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ TENSORFLOW_SPEC="${TENSORFLOW_SPEC:-tensorflow-cpu==2.21.0}"
 # name that node. 2.14.1 is a CUDA build (about 5 GB) that runs on the CPU too.
 DRIFT_VENV="${PREFLIGHT_DRIFT_VENV:-.venv-test-drift}"
 TORCH_DRIFT_SPEC="${TORCH_DRIFT_SPEC:-torch==2.14.1}"
-APT_PACKAGES=(iperf3 openssh-server openssh-client iproute2 procps chromium prometheus)
+APT_PACKAGES=(iperf3 openssh-server openssh-client iproute2 procps chromium prometheus slurm-wlm munge)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()

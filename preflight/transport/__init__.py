@@ -1,7 +1,7 @@
 """Transports run a command on a node. They know nothing about checks or reports.
 
 A transport is one small class: `wrap(argv)` turns an argv meant for the node into an argv that
-runs here (identity for the local node, `ssh ... -- host 'cmd'` for a remote one), and `run`/`popen`
+runs here (identity for the local node, `ssh ... -- host 'cmd'` for a remote one), and `run`/`spawn`
 execute it. Everything is an argv list; nothing is ever handed to a local shell.
 """
 
@@ -20,4 +20,8 @@ def transport_from_spec(spec: dict) -> Transport:
         from preflight.transport.ssh import SshTransport
 
         return SshTransport.from_spec(spec)
+    if kind == "slurm":
+        from preflight.transport.slurm import SlurmTransport
+
+        return SlurmTransport.from_spec(spec)
     raise ValueError(f"unknown transport kind {kind!r}")

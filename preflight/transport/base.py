@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from preflight.proc import RemoteProcess
 
 
 class TransportError(Exception):
@@ -30,10 +33,22 @@ class Transport:
         return subprocess.run(self.wrap(argv), capture_output=True, text=True, timeout=timeout, input=input,
                               stdin=None if input is not None else subprocess.DEVNULL)
 
-    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
-        # Own process group, so the runner can end the whole tree it started and nothing else.
-        kwargs.setdefault("start_new_session", True)
-        return subprocess.Popen(self.wrap(argv), **kwargs)
+    def spawn(self, argv: list[str], *, stdin: bool = False, guard: bool = True, env: dict[str, str] | None = None,
+              cwd: str | None = None, pass_fds: tuple[int, ...] = (), grace_s: float = 0.0,
+              life_s: float | None = None) -> RemoteProcess:
+        """Start `argv` on the node and return it running, its output streamed as it comes.
+
+        Built on `wrap()` alone, so every transport that can wrap an argv gets it. With `guard`
+        (the default) the command runs under `python -m preflight.workers.guard` on the node, which
+        ends it with everything it started when its stdin closes (`RemoteProcess.stop()`, a dead
+        caller, a dropped connection) or after `life_s`; `stdin` forwards what is written to the
+        command. `env`, `cwd` and `pass_fds` apply to the local end (for the local node: the
+        command itself). Without `guard`, `stop()` can end only what runs here.
+        """
+        from preflight.proc import RemoteProcess
+
+        return RemoteProcess(self, argv, stdin=stdin, guard=guard, env=env, cwd=cwd, pass_fds=pass_fds,
+                             grace_s=grace_s, life_s=life_s)
 
     def connect(self, timeout: float | None = None) -> None:
         """Make sure the node can be reached; raise TransportError with the reason when it cannot."""

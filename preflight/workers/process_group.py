@@ -15,7 +15,9 @@ Any rank that fails prints one JSON object with `"ok": false`, its `"rank"`, an 
 ranks are missing, `"missing_ranks"`; it then exits with status 1. Everything else goes to stderr.
 
 Fault injection, for tests only: `--absent-rank K` makes rank K stay alive without ever joining
-(it sleeps until it is killed), which is how a hung or unreachable rank looks to the others.
+(it sleeps until it is killed), which is how a hung or unreachable rank looks to the others; the
+environment variable PREFLIGHT_FAULT_STOP_IN_COLLECTIVE=K makes rank K join and then stop inside
+its first all_reduce.
 """
 
 from __future__ import annotations
@@ -254,6 +256,27 @@ def init_group(store: Any, env: DistEnv, backend: str, pg_timeout_s: float, devi
         backend, store=store, rank=env.rank, world_size=env.world_size,
         timeout=dt.timedelta(seconds=pg_timeout_s), **kwargs,
     )
+    stop_inside_collectives_if_asked(env)
+
+
+# Fault injection for tests, through the environment only (never a parameter a user sets): the rank
+# named here joins the roll call and the process group like every other, then stops inside its first
+# all_reduce and stays there until it is killed: a rank that hangs mid-job, as a wedged GPU would.
+FAULT_STOP_ENV = "PREFLIGHT_FAULT_STOP_IN_COLLECTIVE"
+
+
+def stop_inside_collectives_if_asked(env: DistEnv) -> None:
+    wanted = os.environ.get(FAULT_STOP_ENV, "").strip()
+    if not wanted or int(wanted) != env.rank:
+        return
+    import torch.distributed as dist
+
+    def stopped(*_: Any, **__: Any) -> None:
+        print(f"rank {env.rank}: fault injection, stopped inside all_reduce", file=sys.stderr, flush=True)
+        while True:
+            time.sleep(3600)
+
+    dist.all_reduce = stopped
 
 
 def finish_group() -> None:
@@ -278,11 +301,13 @@ def run_worker(body: Callable[[argparse.Namespace, DistEnv], dict[str, Any] | No
         result = body(args, env)
     except RanksMissing as exc:
         emit({"ok": False, "rank": env.rank, "error": str(exc), "missing_ranks": exc.missing})
+        record_error_file(exc)
         sys.stderr.flush()
         os._exit(1)  # skip interpreter teardown: a half-made process group can hang it
     except Exception as exc:  # noqa: BLE001 - reported, with the traceback on stderr
         traceback.print_exc()
         emit({"ok": False, "rank": env.rank, "error": f"{type(exc).__name__}: {_first_line(exc)}"})
+        record_error_file(exc)
         sys.stderr.flush()
         os._exit(1)
     if env.rank == 0 and result is not None:
@@ -292,6 +317,22 @@ def run_worker(body: Callable[[argparse.Namespace, DistEnv], dict[str, Any] | No
     # step leaves behind (gloo, torch 2.13) aborts about one exit in two with "terminate called
     # without an active exception", after the result is out, and torchrun reports the rank failed.
     os._exit(0)
+
+
+def record_error_file(exc: BaseException) -> None:
+    """Under torchrun, write the failure where torchelastic looks for it (TORCHELASTIC_ERROR_FILE),
+    in its format, so that torchrun's summary and preflight's reading of it name the real error."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    record = {"message": {"message": f"{type(exc).__name__}: {exc}",
+                          "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(time.time()))}}}
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+    except OSError:
+        pass
 
 
 def _ranks_text(ranks: list[int]) -> str:

@@ -26,11 +26,12 @@ def _skip_without_test_bed(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture
 def make_testbed() -> Iterator[Callable[..., TestBed]]:
-    """`make_testbed(3, rates={2: "2gbit"})`: a started test bed, stopped after the test."""
+    """`make_testbed(3, rates={2: "2gbit"})`: a started test bed, stopped after the test.
+    `kind=` builds a subclass (tests/slurm's SlurmBed) with the same guarantee."""
     beds: list[TestBed] = []
 
-    def make(count: int, **kwargs) -> TestBed:
-        bed = TestBed(count, **kwargs)
+    def make(count: int, kind: type[TestBed] = TestBed, **kwargs) -> TestBed:
+        bed = kind(count, **kwargs)
         beds.append(bed)  # before start(), so a half-built bed is taken down too
         bed.start()
         return bed

@@ -22,13 +22,7 @@ from preflight.check import ClusterContext, Expect  # noqa: E402
 from preflight.execute import execute  # noqa: E402
 from preflight_checks.storage_shared import Params as StorageParams  # noqa: E402
 from preflight_checks.storage_shared import StorageShared  # noqa: E402
-from preflight_checks.net_bandwidth import (  # noqa: E402
-    CLIENT_SCRIPT,
-    PROBE,
-    NetBandwidth,
-    Params,
-    RemoteJob,
-)
+from preflight_checks.net_bandwidth import NetBandwidth, Params  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "net"
 STORAGE_DATA = Path(__file__).resolve().parents[1] / "data" / "storage"
@@ -38,16 +32,17 @@ SOURCE = "recorded on the network-namespace test bed (tests/cluster/record_data.
 def client_lines(ctx: ClusterContext, bed: TestBed, src: int, dst: int, ports: list[str], with_server: bool) -> list[str]:
     src_spec, dst_spec = ctx.nodes[src - 1], ctx.nodes[dst - 1]
     server = None
+    iperf = [bed.python, "-m", "preflight.workers.iperf"]
     if with_server:
-        server = RemoteJob(ctx, dst_spec["name"], ["sh", "-c", "for p; do iperf3 -s -1 -p $p --forceflush & done; wait",
-                                                   "sh", *ports], "servers")
+        server = ctx.transport(dst_spec["name"]).spawn([*iperf, "servers", "--life", "30", "--forceflush", *ports])
         server.wait_until(lambda: sum("Server listening" in line for line in server.lines) >= len(ports), 10)
-    client = RemoteJob(ctx, src_spec["name"], ["sh", "-c", CLIENT_SCRIPT, "sh", "30", dst_spec["address"], "2", "0",
-                                               src_spec["address"], *ports], "clients")
+    client = ctx.transport(src_spec["name"]).spawn([*iperf, "clients", "--life", "30", "--dst", dst_spec["address"],
+                                                    "--seconds", "2", "--omit", "0", "--bind", src_spec["address"],
+                                                    *ports])
     client.wait_until(lambda: "@@done" in client.lines, 30)
     client.stop()
     if server:
-        server.wait_until(server.finished, 5)
+        server.wait_until(lambda: "@@done" in server.lines, 5)
         server.stop()
     return client.lines
 
@@ -71,8 +66,9 @@ def main() -> None:
             lines = client_lines(ctx, bed, src, dst, ports, with_server)
             (DATA / name).write_text("\n".join(lines) + "\n")
 
-        probe = ctx.run_on("n1", [bed.python, "-c", PROBE, specs[0]["address"], specs[1]["address"],
-                                  specs[0]["address"], "127.0.0.1"], timeout=60)
+        probe = ctx.run_on("n1", [bed.python, "-m", "preflight.workers.probe", "--iperf3", "--bindable",
+                                  specs[0]["address"], "--targets", specs[1]["address"], specs[0]["address"],
+                                  "127.0.0.1"], timeout=60)
         (DATA / "probe_n1.json").write_text(json.dumps(
             {"_source": SOURCE + "; targets: n2, n1's own address, loopback",
              "probe": json.loads(probe.stdout)}, indent=1) + "\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -101,7 +102,10 @@ def test_nodes_lost_before_and_during_the_run_are_named_and_the_rest_completes(t
                             text=True, env={**os.environ, "CI": "1"})
     try:
         deadline = time.monotonic() + 60
-        while not any("example.sleep" in cmd or "preflight.worker" in cmd for cmd in preflight_processes(testbed3, during)):
+        # A check's own process ("python -m preflight.worker"), not the guard ("-m preflight.workers.guard"),
+        # which starts before the agent has said hello.
+        checking = re.compile(r"example\.sleep|-m preflight\.worker(\s|$)")
+        while not any(checking.search(cmd) for cmd in preflight_processes(testbed3, during)):
             assert time.monotonic() < deadline, "the run never reached the node"
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)

@@ -7,6 +7,7 @@ the slow-link case); each test also checks that nothing it started is left on th
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -37,8 +38,20 @@ def run_check(ctx, **overrides):
     return result, time.monotonic() - start
 
 
+def home_and_working_dir(ctx, node: str) -> dict[str, list[str]]:
+    """What is in the node's home and in the directory remote commands start in, seen over ssh."""
+    script = ("import json, os\nplaces = {os.path.expanduser('~'), os.getcwd()}\n"
+              "print(json.dumps({p: sorted(os.listdir(p)) for p in places}))")
+    transport = ctx.transport(node)
+    return json.loads(transport.run([transport.python, "-c", script], timeout=30).stdout)
+
+
 def test_three_nodes_pass_and_the_loopback_host_name_is_explained(testbed3, cluster_context):
-    result, elapsed = run_check(cluster_context(testbed3))
+    ctx = cluster_context(testbed3)
+    before = {n: home_and_working_dir(ctx, n) for n in ctx.node_names}
+    result, elapsed = run_check(ctx)
+    # Nothing left behind on the nodes: no torchrun log folders ("{log_dir}/preflight-*/attempt_0").
+    assert {n: home_and_working_dir(ctx, n) for n in ctx.node_names} == before
     assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
     assert "gloo across 3 nodes x 1 process" in result.summary
     run = result.facts["run"]
@@ -60,7 +73,11 @@ def test_a_slow_node_is_named_by_the_pairwise_pass(make_testbed, cluster_context
     result, elapsed = run_check(cluster_context(bed), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.1)
     assert result.status is Status.FAIL, result.summary
     assert "n2 is at fault" in result.summary
-    states = {tuple(p["nodes"]): p["state"] for p in result.facts["pairwise"]["pairs"]}
+    from preflight_checks.collectives_cluster import Params, judge_pair
+
+    # The facts hold each pair's figures; judged with the run's floor, the bad pairs are n2's.
+    params = Params(min_busbw_gbps=0.1)
+    states = {tuple(p["nodes"]): judge_pair(p, params)["state"] for p in result.facts["pairwise"]["pairs"]}
     assert {k for k, v in states.items() if v == "bad"} == {k for k in states if "n2" in k}
     assert elapsed < 90
     assert all(leftovers(bed, node) == [] for node in bed.nodes)

@@ -127,11 +127,9 @@ def test_one_node_is_skipped_with_the_reason(testbed3, cluster_context):
 
 def test_servers_whose_client_never_comes_end_by_themselves(testbed3, cluster_context):
     """If the coordinator dies between starting servers and clients, `timeout` still ends the servers."""
-    from preflight_checks.net_bandwidth import SERVER_SCRIPT, RemoteJob
-
     node = testbed3.node(2)
-    job = RemoteJob(cluster_context(testbed3), "n2", ["sh", "-c", SERVER_SCRIPT, "sh", "2", "--forceflush", "5201", "5202"],
-                    "servers")
+    job = cluster_context(testbed3).transport("n2").spawn(
+        [testbed3.python, "-m", "preflight.workers.iperf", "servers", "--life", "2", "--forceflush", "5201", "5202"])
     try:
         assert job.wait_until(lambda: sum("Server listening" in line for line in job.lines) == 2, 10)
         assert len([c for c in leftovers(testbed3, node) if c.startswith("iperf3 -s")]) == 2

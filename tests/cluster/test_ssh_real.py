@@ -36,21 +36,19 @@ def test_exit_codes_and_stdin_pass_through(testbed3):
     assert proc.stdout == "line one\nline two\n"
 
 
-def test_popen_talks_both_ways_like_the_agent_does(testbed3):
+def test_spawn_talks_both_ways_like_the_agent_does(testbed3):
     transport = testbed3.transport(3)
-    child = transport.popen([testbed3.python, "-u", "-c",
-                             "import sys\nfor line in sys.stdin: print(line.strip()[::-1], flush=True)"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = transport.spawn([testbed3.python, "-u", "-c",
+                             "import sys\nfor line in sys.stdin: print(line.strip()[::-1], flush=True)"], stdin=True,
+                            grace_s=10)
     try:
-        child.stdin.write("hello\n")
-        child.stdin.flush()
-        assert child.stdout.readline() == "olleh\n"
-        child.stdin.close()
+        assert child.write("hello\n")
+        assert child.next_line(30) == "olleh"
+        child.close_stdin()
         assert child.wait(timeout=30) == 0
+        assert child.exit_code == 0 and child.guard_pids["command"] > 0
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        child.stop()
 
 
 def test_a_stopped_sshd_is_a_transport_failure(testbed3):

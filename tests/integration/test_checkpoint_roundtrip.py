@@ -129,11 +129,9 @@ def test_full_directory_is_fail_with_a_message(tmp_path):
 @pytest.mark.skipif(not is_root, reason="mounting a tiny tmpfs needs root")
 def test_disk_filling_up_during_a_save_is_recognised(tmp_path):
     # The free-space check stops the check before this happens; the save itself must still say "full".
-    from preflight_checks.checkpoint_roundtrip import (
-        build_state,
-        save_torch,
-        storage_problem_kind,
-    )
+    from preflight_checks.checkpoint_formats import save_torch
+    from preflight_checks.checkpoint_state import build_state
+    from preflight_checks.checkpoint_storage import storage_problem_kind
 
     state = build_state(1, seed=0)
     with tmpfs(tmp_path / "full", "size=64k") as mount:
@@ -155,7 +153,7 @@ def test_old_checkpoint_loads(tmp_path):
 def test_old_dcp_checkpoint_directory_loads(tmp_path):
     import torch.distributed.checkpoint as dcp
 
-    from preflight_checks.checkpoint_roundtrip import _dcp_kwargs
+    from preflight_checks.checkpoint_formats import _dcp_kwargs
 
     old = tmp_path / "old-dcp"
     with warnings.catch_warnings():

@@ -71,7 +71,11 @@ def log_dirs(facts: dict) -> list[str]:
 
 
 def test_two_local_nodes_all_reduce_through_torchrun(tmp_path):
+    places = {os.path.expanduser("~"), os.getcwd()}
+    before = {p: sorted(os.listdir(p)) for p in places}
     result, elapsed = run_check(tmp_path)
+    # Nothing left in the home or working directory (torchrun's "{log_dir}/preflight-*/attempt_0" once was).
+    assert {p: sorted(os.listdir(p)) for p in places} == before
     assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
     run = result.facts["run"]
     assert run["ok"] and run["world_size"] == 2 and run["nodes"] == ["alpha", "beta"]
@@ -113,6 +117,21 @@ def test_a_rank_that_never_reports_in_is_named_with_its_node(tmp_path, monkeypat
     assert result.status is Status.ERROR
     owner = result.facts["run"]["rank_nodes"]["1"]
     assert f"rank 1 ({owner}) never reported in" in result.summary
+    assert pids_alive(launched_pids(result.facts)) == []
+    assert our_leftovers() == []
+
+
+def test_a_rank_that_stops_inside_a_collective_is_error_naming_it_and_nothing_is_left(tmp_path, monkeypatch):
+    from preflight.workers.process_group import FAULT_STOP_ENV
+
+    monkeypatch.setenv(FAULT_STOP_ENV, "1")  # rank 1 joins, then hangs in its first all_reduce
+    result, elapsed = run_check(tmp_path, timeout_s=60, pg_timeout_s=5)
+    assert result.status is Status.ERROR, result.summary
+    owner = result.facts["run"]["rank_nodes"]["1"]
+    assert f"rank 1 ({owner}) stopped inside a collective" in result.summary
+    assert "collectives.cluster.stopped" in {f.id for f in result.findings}
+    assert result.facts["run"]["fault_nodes"] == [owner]
+    assert elapsed < 60
     assert pids_alive(launched_pids(result.facts)) == []
     assert our_leftovers() == []
 
@@ -160,26 +179,38 @@ def test_run_agents_stops_everything_at_its_deadline(tmp_path):
     assert sum(e.command.startswith("[on ") for e in ctx.evidence) == 2
 
 
-def test_the_wrapper_expands_a_home_relative_python(tmp_path):
-    from preflight.cluster_launch import WRAPPER
-
-    out = subprocess.run(["sh", "-c", WRAPPER, "sh", "echo", "~/bin/python", "{log_dir}"], capture_output=True,
-                         text=True, timeout=10, env={**os.environ, "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
+def test_the_guard_expands_a_home_relative_python_and_the_log_dir_inside_an_argument(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "preflight.workers.guard", "--grace", "20", "--", "echo", "~/bin/python", "{log_dir}",
+                          "--log-dir={log_dir}"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                         env={**os.environ, "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
     lines = out.stdout.splitlines()
     printed = next(line for line in lines if not line.startswith("@@"))
-    python, log_dir = printed.split()
+    python, log_dir, option = printed.split()
     assert python == f"{tmp_path}/bin/python"
     assert Path(log_dir).name.startswith("preflight-torchrun.") and not Path(log_dir).exists()
+    assert option == f"--log-dir={log_dir}"  # the placeholder inside an argument is filled in too
     assert lines[-1] == "@@exit 0"
+    assert list(tmp_path.iterdir()) == []  # nothing left in the home or working directory
+
+
+def test_the_guard_reports_the_workers_torchelastic_error_files(tmp_path):
+    writer = ("import json, os, sys\nd = os.path.join(sys.argv[1], 'run', 'attempt_0', '3')\nos.makedirs(d)\n"
+              "json.dump({'message': {'message': 'RuntimeError: boom', 'extraInfo': {}}}, open(d + '/error.json', 'w'))")
+    out = subprocess.run([sys.executable, "-m", "preflight.workers.guard", "--grace", "20", "--", sys.executable, "-c", writer,
+                          "{log_dir}"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    reported = [line for line in out.stdout.splitlines() if line.startswith("@@error-file ")]
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(reported) == 1 and reported[0].startswith("@@error-file 3 ")
+    assert json.loads(reported[0].split(" ", 2)[2])["message"]["message"] == "RuntimeError: boom"
 
 
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip (installed wherever the test bed runs)")
 def test_the_probe_finds_the_interface_through_the_route_to_a_peer_when_no_interface_has_the_address():
     from preflight.launch import loopback_interface
-    from preflight.cluster_launch import PROBE
 
     # 192.0.2.77 (TEST-NET-1) is on no interface here; the route to the peer 127.0.0.1 decides.
-    out = subprocess.run([sys.executable, "-c", PROBE, "192.0.2.77", "192.0.2.77", "127.0.0.1"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "preflight.workers.probe", "--own-ip", "192.0.2.77", "--own-address",
+                          "192.0.2.77", "--peers", "127.0.0.1"], capture_output=True,
                          text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr
     facts = json.loads(out.stdout.strip().splitlines()[-1])

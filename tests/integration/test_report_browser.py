@@ -243,14 +243,12 @@ def test_the_report_of_a_three_node_test_bed_with_one_slow_link(tmp_path):
     assert page.text("verdict").startswith("NO-GO")
     findings = page.text("findings")
     # The sentence and the heatmap come from net.bandwidth's declared link figures (figure="link").
-    if any(m.get("figure") == "link" for m in net["measurements"]):
-        assert re.search(rf"BLOCKS The slowest link, [\d.]+ -> [\d.]+, carries [\d.]+ Gbit/s, below the 4 Gbit/s "
-                         r"the cluster needs\.", findings), findings
-        assert slow in findings.split("slowest link,")[1].split("carries")[0]
-    else:
-        assert "slowest link" not in findings  # nothing is guessed from the names of undeclared figures
+    assert any(m.get("figure") == "link" for m in net["measurements"])
+    assert re.search(rf"BLOCKS The slowest link, [\d.]+ -> [\d.]+, carries [\d.]+ Gbit/s, below the 4 Gbit/s "
+                     r"the cluster needs\.", findings), findings
+    assert slow in findings.split("slowest link,")[1].split("carries")[0]
     drawable = [g for g in figures.figure_groups(RunReport.from_dict(results)) if figures.drawable(g)]
-    assert page.tags.get("svg", 0) == len(drawable)  # the link heatmap once net.bandwidth declares its links
+    assert page.tags.get("svg", 0) == len(drawable) >= 1  # the link heatmap at least
     assert "across the cluster" in page.text("blocking")
     assert_banner(screenshot(path, tmp_path, "testbed-report.png"), "NO-GO")
 

@@ -12,12 +12,8 @@ import pytest
 
 from preflight.check import Expect
 from preflight.model import Status
-from preflight_checks.checkpoint_roundtrip import (
-    CheckpointRoundtrip,
-    Params,
-    storage_message,
-    storage_problem_kind,
-)
+from preflight_checks.checkpoint_roundtrip import CheckpointRoundtrip, Params
+from preflight_checks.checkpoint_storage import storage_message, storage_problem_kind
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "checkpoint"
 CHECK = CheckpointRoundtrip()
@@ -222,7 +218,7 @@ def test_storage_messages_name_the_path():
 
 def test_compare_states_is_bitwise():
     torch = pytest.importorskip("torch")
-    from preflight_checks.checkpoint_roundtrip import compare_states
+    from preflight_checks.checkpoint_state import compare_states
 
     nan_a = torch.tensor([0x7FC00001], dtype=torch.int32).view(torch.float32)
     nan_b = torch.tensor([0x7FC00002], dtype=torch.int32).view(torch.float32)
@@ -261,7 +257,7 @@ def test_compare_states_is_bitwise():
 
 def test_compare_states_bounds_the_report():
     torch = pytest.importorskip("torch")
-    from preflight_checks.checkpoint_roundtrip import (
+    from preflight_checks.checkpoint_state import (
         MAX_REPORTED_MISMATCHES,
         compare_states,
     )
@@ -275,7 +271,7 @@ def test_compare_states_bounds_the_report():
 
 def test_state_has_every_rng_and_edge_values():
     pytest.importorskip("torch")
-    from preflight_checks.checkpoint_roundtrip import (
+    from preflight_checks.checkpoint_state import (
         blank_like,
         build_state,
         count_tensors,
@@ -295,9 +291,22 @@ def test_state_that_cannot_fit_in_memory_is_refused():
     import psutil
 
     from preflight.check import CannotMeasure
-    from preflight_checks.checkpoint_roundtrip import _check_memory
+    from preflight_checks.checkpoint_state import check_memory as _check_memory
 
     available = psutil.virtual_memory().available
     with pytest.raises(CannotMeasure, match="needs about .* MB of memory"):
         _check_memory(available / 1e6)
     _check_memory(available / 1e6 / 4)
+
+
+def test_findings_have_ids_and_rates_declare_their_figure():
+    facts, params = fixture("pass_cpu")
+    outcome = judge(facts, passing_params(facts, params))
+    rates = {(m.series, m.at) for m in outcome.measurements if m.figure == "rate"}
+    assert {("write", "torch.save"), ("read", "torch.save")} <= rates
+    if "dcp" in facts["torch"]["formats"]:
+        assert {("write", "DCP"), ("read", "DCP")} <= rates
+    resumed = next(m for m in outcome.measurements if m.name.startswith("resumed"))
+    assert (resumed.comparison, resumed.threshold, resumed.ok) == ("==", "yes", True)
+    slow = judge(facts, CHECK.params_from({**vars(params), "min_write_gbps": 1e9}))
+    assert "checkpoint.roundtrip.slow-write" in {f.id for f in slow.findings}

@@ -7,22 +7,22 @@ local nodes, and three namespace nodes over ssh; the GPU ones are built and say 
 from __future__ import annotations
 
 import copy
+import json
 import itertools
 
 import pytest
 
 from preflight.check import Expect
-from preflight.cluster_launch import (
+from preflight.cluster_launch import torchrun_argv
+from preflight.cluster_nodes import (
     choose_backend,
     coordinator_ip,
-    interpret_run,
     is_loopback,
     loopback_findings,
-    round_robin,
     shared_machine_findings,
-    summarize_agent,
-    torchrun_argv,
 )
+from preflight.pairs import round_robin
+from preflight.torchrun_log import interpret_run, summarize_agent
 from preflight.model import Status
 from preflight_checks.collectives_cluster import (
     CollectivesCluster,
@@ -122,6 +122,35 @@ def test_a_shaped_node_is_named_by_the_pairwise_pass():
     assert pairs["n1 <-> n3"].value > 5 * max(pairs["n1 <-> n2"].value, pairs["n2 <-> n3"].value)
     main = by_name(outcome, "busbw at 1 MiB")[0]
     assert main.ok is False and main.threshold == facts["_params"]["min_busbw_gbps"]
+
+
+def test_recorded_facts_rejudged_with_other_thresholds_give_the_other_answer():
+    """collect() stores figures, evaluate() judges: the same recorded run, judged again."""
+    facts = facts_of("testbed_n2_shaped_pairwise.json")
+    ids = lambda outcome: {f.id for f in outcome.findings}  # noqa: E731
+    recorded = evaluate(facts)
+    assert recorded.status is Status.FAIL
+    assert {"collectives.cluster.slow-busbw", "collectives.cluster.pairwise-node"} <= ids(recorded)
+    # A floor every figure meets: the run passes and every pair is good on its own.
+    lenient = evaluate(facts, min_busbw_gbps=0.01)
+    assert lenient.status is Status.PASS, lenient.summary
+    assert "collectives.cluster.pairwise-all-good" in ids(lenient)
+    assert "collectives.cluster.pairwise-node" not in ids(lenient)
+    # A floor no pair meets: the pairwise pass blames the fabric, not n2.
+    strict = evaluate(facts, min_busbw_gbps=10.0)
+    assert strict.status is Status.FAIL
+    assert "collectives.cluster.pairwise-all-bad" in ids(strict) and "n2 is at fault" not in strict.summary
+
+
+def test_pair_facts_hold_figures_and_no_judgement():
+    from preflight_checks.collectives_cluster import pair_facts
+
+    run = facts_of("testbed_n2_shaped_pairwise.json")["run"]
+    pair = pair_facts(run)
+    assert "state" not in pair and "problems" not in pair
+    assert pair["ok"] and pair["busbw_gbps"] == run["result"]["sizes"][-1]["busbw_gbps"]
+    failed = pair_facts({"nodes": ["a", "b"], "ok": False, "error": "boom", "phase": "rendezvous"})
+    assert failed == {"nodes": ["a", "b"], "ok": False, "error": "boom", "phase": "rendezvous"}
 
 
 # -- built GPU facts -----------------------------------------------------------------------------
@@ -375,3 +404,88 @@ def test_testbed_node_that_never_joins_is_named_over_ssh():
     assert outcome.status is Status.ERROR
     assert outcome.summary.endswith("torchrun on n3 never joined the rendezvous within 8s (still running; stopped)")
     assert "n1" not in outcome.summary and "n2" not in outcome.summary
+
+
+# NCCL_DEBUG=INFO lines in NCCL 2.2x's format (written from its source's format strings, not recorded
+# on a GPU node): an InfiniBand node, and one that found no IB device and fell back to sockets.
+NCCL_IB_LINES = [
+    "gpu01:12345:12345 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.1.0.1<0>",
+    "gpu01:12345:12345 [0] NCCL INFO Using network IB",
+    "gpu01:12345:12400 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0",
+    "gpu01:12345:12400 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM",
+]
+NCCL_SOCKET_LINES = [
+    "node1:2201:2201 [0] NCCL INFO NET/IB : No device found.",
+    "node1:2201:2201 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+    "node1:2201:2201 [0] NCCL INFO Using network Socket",
+    "node1:2201:2230 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0",
+]
+
+
+def test_the_network_nccl_used_is_read_from_its_info_lines():
+    from preflight.torchrun_log import nccl_network
+
+    ib = nccl_network(["I1129 torchrun noise"] + NCCL_IB_LINES)
+    assert ib["network"] == "IB" and ib["via"] == ["NET/IB", "P2P"]
+    assert ib["devices"]["NET/IB"].startswith("[0]mlx5_0:1/IB")
+    sockets = nccl_network(NCCL_SOCKET_LINES)
+    assert sockets["network"] == "Socket" and sockets["via"] == ["NET/Socket"]
+    assert "NET/IB" not in sockets["devices"]  # "No device found" is not a device
+    assert nccl_network(NCCL_SOCKET_LINES[-1:])["network"] == "Socket"  # from the channel line alone
+    assert nccl_network(["gloo only", "I1129 16:23:51 torchrun"]) is None
+    assert summarize_agent(NCCL_IB_LINES, "", 0, False, 1.0)["nccl"]["network"] == "IB"
+
+
+def test_nccl_over_sockets_is_a_warning_and_the_network_is_reported():
+    facts = copy.deepcopy(facts_of("gpu_2nodes_8x_h100_nccl_built.json"))
+    facts["nccl_network"] = {"gpu01": "IB", "gpu02": "IB"}
+    outcome = evaluate(facts)
+    assert outcome.status is Status.PASS
+    assert any(d.startswith("NCCL between nodes ran over IB on gpu01, gpu02") for d in outcome.details)
+    facts["nccl_network"] = {"gpu01": "IB", "gpu02": "Socket"}
+    outcome = evaluate(facts)
+    assert outcome.status is Status.WARN
+    assert [f.id for f in outcome.findings if f.level is Status.WARN] == ["collectives.cluster.nccl-over-sockets"]
+    assert "gpu02" in outcome.summary and "gpu01" not in outcome.summary
+
+
+def test_both_backends_get_the_probed_interface():
+    from preflight.cluster_launch import node_plan
+    from preflight.check import ClusterContext
+
+    ctx = ClusterContext(nodes=[{"kind": "local", "name": "a", "address": "127.0.0.1", "python": "python3"}],
+                         output_dir=".", scratch_dir=".", expect=Expect(), timeout_s=10)
+    plan = node_plan(ctx, {"a": {"interface": "ib0", "ip": "10.1.0.1"}}, ["a"], socket_ifname=None,
+                     extra_env={}, threads=1)
+    env = plan["a"]["env"]
+    assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "ib0" and env["NCCL_DEBUG"] == "INFO"
+    mine = node_plan(ctx, {"a": {"interface": "ib0", "ip": "10.1.0.1"}}, ["a"], socket_ifname=None,
+                     extra_env={"NCCL_SOCKET_IFNAME": "eth1"}, threads=1)
+    assert mine["a"]["env"]["NCCL_SOCKET_IFNAME"] == "eth1"  # the user's own setting wins
+
+
+def test_a_torchelastic_error_file_is_preferred_over_torchrun_log_lines():
+    data = facts_of("torchrun_worker_failed.json")
+    from_logs = summarize_agent(data["stdout_lines"], data["stderr_text"], 1, False, 1.0)
+    assert from_logs["last_error"] and from_logs["error_files"] == []
+    record = {"message": {"message": "RuntimeError: Timed out waiting 5000ms for recv operation",
+                          "extraInfo": {"py_callstack": "Traceback ...", "timestamp": "1764500000"}}}
+    lines = data["stdout_lines"][:-1] + ["@@error-file 0 " + json.dumps(record)] + data["stdout_lines"][-1:]
+    agent = summarize_agent(lines, data["stderr_text"], 1, False, 1.0)
+    rank = agent["global_ranks"][0]
+    assert agent["last_error"] == f"worker rank {rank} failed: RuntimeError: Timed out waiting 5000ms for recv operation"
+    assert agent["error_files"] == [{"local_rank": 0, "message": record["message"]["message"]}]
+
+
+def test_a_rank_that_joined_and_went_silent_is_named_whoever_ended_it():
+    waiting = {"ok": False, "rank": 0, "error": "RuntimeError: Timed out waiting 5000ms for recv operation"}
+    for killed_by_us in (True, False):  # stopped by the launch, or by its torchrun when the store went
+        agents = {"a": {"rendezvous": "complete", "global_ranks": [0], "reports": [waiting], "returncode": 1},
+                  "b": {"rendezvous": "complete", "global_ranks": [1], "reports": [], "killed": killed_by_us,
+                        "returncode": 143 if killed_by_us else 1}}
+        outcome = interpret_run(agents, "a", 10, 30)
+        assert outcome["phase"] == "stopped" and outcome["fault_nodes"] == ["b"]
+        assert outcome["error"].startswith("rank 1 (b) stopped inside a collective")
+    # Every node's ranks spoke: their errors are listed, nobody is singled out.
+    agents["b"]["reports"] = [{"ok": False, "rank": 1, "error": "boom"}]
+    assert interpret_run(agents, "a", 10, 30)["phase"] == "collective"

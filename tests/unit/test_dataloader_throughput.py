@@ -298,3 +298,21 @@ def test_without_any_framework_collect_writes_nothing_and_the_check_skips(tmp_pa
     assert outcome.status is Status.SKIP
     assert "torch" in outcome.summary and "tensorflow" in outcome.summary
     assert not (tmp_path / "scratch").exists() or not any((tmp_path / "scratch").rglob("*"))
+
+
+def test_a_skipped_check_describes_no_dataset_it_never_wrote(tmp_path, monkeypatch):
+    """No framework, so no synthetic dataset was written: no 'None files of None' line in the details."""
+    import importlib.util
+    import sys
+
+    from preflight.check import Expect, NodeContext
+    from preflight_checks.dataloader_throughput import DataloaderThroughput, Params
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("torch", "tensorflow") else real_find_spec(name, *a))
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    ctx = NodeContext(node="n1", output_dir=tmp_path, scratch_dir=tmp_path / "scratch", expect=Expect(), timeout_s=60)
+    check = DataloaderThroughput()
+    outcome = check.evaluate(check.collect(ctx, Params()), Params(), Expect())
+    assert not any("None" in line for line in [outcome.summary, *outcome.details])

@@ -573,3 +573,19 @@ def test_cpu_only_tensorflow_beside_gpu_torch_is_information():
     data["tensorflow"]["is_cuda_build"] = True
     assert "gpu.visibility.framework-count" in {f.id for f in judge(data).findings}
     assert judge(data).status is Status.FAIL
+
+
+def test_no_driver_reads_by_what_is_on_the_pci_bus():
+    """A CPU node says "no NVIDIA GPU on this node" (SKIP); GPUs on the bus without a driver FAIL."""
+    data = facts("no_driver_cpu_node.json")
+    cpu_node = judge({**data, "pci_gpus": []})
+    assert cpu_node.status is Status.SKIP
+    assert "no NVIDIA GPU on this node" in cpu_node.summary
+    on_bus = [{"address": f"0000:{b:02x}:00.0", "class": "0x030200", "device": "0x2330", "driver": None}
+              for b in (0x18, 0x2a)]
+    gpu_node = judge({**data, "pci_gpus": on_bus})
+    assert gpu_node.status is Status.FAIL
+    assert [f.id for f in gpu_node.findings if f.level is Status.FAIL] == ["gpu.visibility.driver-missing"]
+    assert any("nvidia-smi" in fix for fix in gpu_node.remediation)
+    # Facts recorded before the bus was read keep the old wording: nothing is claimed that was not seen.
+    assert "no NVIDIA GPU" not in judge(data).summary

@@ -16,14 +16,9 @@ import pytest
 
 from preflight.check import Expect
 from preflight.model import Status
-from preflight_checks.net_bandwidth import (
-    NetBandwidth,
-    Params,
-    full_rounds,
-    parse_client_output,
-    ring_rounds,
-    summarize_sample,
-)
+from preflight.iperf import parse_client_output, summarize_sample
+from preflight.pairs import full_rounds, ring_rounds
+from preflight_checks.net_bandwidth import NetBandwidth, Params
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "net"
 SHAPED_RATE_GBPS = 2.0  # the tbf rate of node 2's link when the data was recorded
@@ -246,3 +241,14 @@ def test_only_one_reachable_node_is_error():
 def test_nothing_measured_is_never_pass():
     facts = {"nodes": ["a", "b"], "unreachable": [], "links": [], "probe": {"a": {"iperf3": "/x"}, "b": {"iperf3": "/x"}}}
     assert check.evaluate(facts, Params(), Expect()).status is Status.ERROR
+
+
+def test_findings_have_ids_and_links_declare_their_figure():
+    facts = recorded("facts_ring_3nodes_n2_shaped.json")
+    outcome = check.evaluate(facts, Params(min_gbps=4), Expect())
+    assert [f.id for f in outcome.findings] == ["net.bandwidth.slow-link"]
+    assert "ethtool" in outcome.findings[0].fix
+    assert all(m.figure == "link" and m.at == m.node == m.name for m in outcome.measurements)
+    missing = copy.deepcopy(facts)
+    missing["probe"]["n3"]["iperf3"] = None
+    assert "net.bandwidth.no-iperf3" in {f.id for f in check.evaluate(missing, Params(min_gbps=1), Expect()).findings}

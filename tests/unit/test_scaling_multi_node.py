@@ -140,3 +140,13 @@ def test_efficiency_formula():
     figures = efficiency(one=1000.0, all_nodes=3600.0, nodes=4)
     assert figures["efficiency"] == pytest.approx(0.9)
     assert figures["effective_nodes"] == pytest.approx(3.6)
+
+
+def test_efficiency_is_a_finding_and_throughput_declares_the_scaling_figure():
+    facts = facts_of("gpu_4nodes_slow_fabric_built.json")
+    outcome = evaluate(facts)
+    efficiency_finding = next(f for f in outcome.findings if f.id == "scaling.multi_node.efficiency")
+    assert efficiency_finding.level is outcome.status and efficiency_finding.fix
+    throughput = [m for m in outcome.measurements if m.figure == "scaling"]
+    assert sorted(m.at for m in throughput) == [1, 4] and {m.series for m in throughput} == {"measured"}
+    assert evaluate(facts, min_efficiency=0.0, warn_efficiency=0.0).status is Status.PASS

@@ -95,3 +95,10 @@ def test_a_node_not_reached_while_writing_is_error_not_fail():
         row.pop("n2")
     outcome = check.evaluate(facts, Params(dir=facts["dir"]), Expect())
     assert outcome.status is Status.ERROR and "n2" in outcome.summary and "Connection refused" in outcome.summary
+
+
+def test_findings_have_ids():
+    facts = recorded("facts_node3_private.json")
+    outcome = check.evaluate(facts, Params(dir=facts["dir"]), Expect())
+    assert [f.id for f in outcome.findings] == ["storage.shared.not-shared"]
+    assert "findmnt" in outcome.findings[0].fix

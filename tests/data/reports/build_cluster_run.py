@@ -20,17 +20,9 @@ HERE = Path(__file__).parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
 
-from preflight.check import Expect, measure  # noqa: E402
+from preflight.check import Expect  # noqa: E402
 from preflight.execute import result_from_outcome  # noqa: E402
-from preflight.model import (  # noqa: E402
-    FIGURE_LINK,
-    FIGURE_RATE,
-    FIGURE_SCALING,
-    FIGURE_SIZE,
-    CheckResult,
-    NodeInfo,
-    RunReport,
-)
+from preflight.model import NodeInfo, RunReport  # noqa: E402
 from preflight_checks import (  # noqa: E402
     checkpoint_roundtrip,
     collectives_local,
@@ -192,45 +184,6 @@ def net_facts() -> dict:
             "rounds": [[list(pair)] for pair in LINKS], "matrix_gbps": matrix}
 
 
-# ---------------------------------------------------------------------------------------------------
-# Figure declarations the built-in checks' evaluate() does not make yet.
-# SWITCH AFTER MERGE: once each check declares its figures itself (measure(..., figure=, series=, at=)),
-# delete this shim and `declare_figures` below; the charts must then come out the same from the
-# checks' own declarations. Until then it adds, to the real evaluate() output, what the check will
-# declare: the kind of figure, its series and the condition it was measured at.
-# ---------------------------------------------------------------------------------------------------
-
-SIZES = {"1 KiB": 1 << 10, "1 MiB": 1 << 20, "16 MiB": 16 << 20, "256 MiB": 256 << 20, "1 GiB": 1 << 30}
-
-
-def declare_figures(result: CheckResult) -> None:
-    if any(m.figure for m in result.measurements):
-        return  # the check declares its own figures: nothing to add
-    for m in result.measurements:
-        if result.check_id == "net.bandwidth" and m.node and " -> " in m.node:
-            m.figure, m.at = FIGURE_LINK, m.node
-        elif result.check_id == "scaling.multi_gpu" and m.name.startswith("throughput on "):
-            m.figure, m.series, m.at = FIGURE_SCALING, "torch DDP", int(m.name.split()[2])
-        elif result.check_id == "collectives.local" and ": busbw at " in m.name:
-            backend, _, at = m.name.partition(": busbw at ")
-            m.figure, m.series, m.at = FIGURE_SIZE, backend, SIZES[at]
-        elif result.check_id == "checkpoint.roundtrip" and m.unit == "GB/s":
-            label, _, op = m.name.rpartition(" ")
-            m.figure, m.series, m.at = FIGURE_RATE, op, label
-    if result.check_id == "dataloader.throughput":
-        demand = result.facts["demand"]["samples_per_s"]
-        (judged,) = [m for m in result.measurements if m.name.endswith("vs GPU demand")]
-        margin = judged.threshold / 100
-        for m in list(result.measurements):
-            if m.unit == "samples/s":
-                loader = m.name.removesuffix(" samples/s")
-                declared = measure(m.name, m.value, m.unit, at_least=round(demand * margin, 1), samples=m.samples,
-                                   figure=FIGURE_RATE, series="supply", at=loader)
-                result.measurements[result.measurements.index(m)] = declared
-                result.measurements.append(measure("GPU demand", demand, "samples/s", figure=FIGURE_RATE,
-                                                   series="demand", at=loader))
-
-
 def build() -> RunReport:
     report = RunReport(started_at="2026-11-29T10:00:00+00:00", finished_at="2026-11-29T10:14:32+00:00",
                        preflight_version="0.1.0", nodes=[NodeInfo(name=n, address=f"10.1.0.{11 + i}", slots=8,
@@ -255,7 +208,6 @@ def build() -> RunReport:
             outcome = check().evaluate(facts, params, EXPECT)
             result = result_from_outcome(check, outcome, node=node, facts=facts, duration_s=12.5 + minute,
                                          started_at=f"2026-11-29T10:{minute:02d}:00+00:00")
-            declare_figures(result)
             report.add(result)
         minute += 1
     report.planned.append(net_bandwidth.NetBandwidth.id)
@@ -264,7 +216,6 @@ def build() -> RunReport:
     outcome = net_bandwidth.NetBandwidth().evaluate(facts, net_bandwidth.Params(), EXPECT)
     result = result_from_outcome(net_bandwidth.NetBandwidth, outcome, node="cluster", facts=facts,
                                  duration_s=96.0, started_at="2026-11-29T10:12:50+00:00")
-    declare_figures(result)
     report.add(result)
     return report
 

@@ -1,0 +1,81 @@
+"""The process layer: Transport.spawn -> RemoteProcess, on the local node (the same code runs over
+ssh in tests/cluster/test_ssh_real.py). A stop is: close stdin, then SIGTERM, then SIGKILL, of the
+whole tree, including a grandchild that ignores SIGTERM; nothing is left running."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+import psutil
+
+from preflight.proc import TIMEOUT, command_identity, last_json, run_json_child
+from preflight.transport.local import LocalTransport
+from tests.conftest import pids_alive
+
+# Starts a grandchild that ignores SIGTERM, prints both PIDs, then waits forever.
+STUBBORN = (
+    "import os, signal, subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import signal, time\\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\nwhile True: time.sleep(1)'])\n"
+    "print(os.getpid(), child.pid, flush=True)\n"
+    "while True: time.sleep(1)\n"
+)
+
+
+def test_stop_ends_the_whole_tree_even_what_ignores_sigterm():
+    process = LocalTransport().spawn([sys.executable, "-c", STUBBORN])
+    line = process.next_line(30)
+    assert line not in (None, TIMEOUT)
+    pids = [int(p) for p in line.split()] + [process.guard_pids["guard"]]
+    assert pids_alive(pids) == pids
+    start = time.monotonic()
+    process.stop()
+    assert pids_alive(pids) == []
+    assert time.monotonic() - start < 15
+    # The command ended on SIGTERM; its grandchild, which ignores it, went with its session.
+    assert process.stopped and process.exit_code == 128 + signal.SIGTERM
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in psutil.Process().children())
+
+
+def test_closing_stdin_lets_a_command_that_reads_it_end_by_itself():
+    echo = "import sys\nfor line in sys.stdin: print(line.strip().upper(), flush=True)"
+    process = LocalTransport().spawn([sys.executable, "-c", echo], stdin=True, grace_s=10)
+    assert process.write("hello\n")
+    assert process.next_line(30) == "HELLO"
+    process.close_stdin()
+    assert process.wait(30) == 0 and process.exit_code == 0 and not process.stopped
+    assert process.next_line(1) is None  # the end of the output
+
+
+def test_next_line_times_out_and_a_hard_stop_is_sigkill_at_once():
+    process = LocalTransport().spawn([sys.executable, "-c", "import time; time.sleep(60)"], guard=False)
+    assert process.next_line(0.3) is TIMEOUT
+    process.stop(hard=True)
+    assert process.returncode == -signal.SIGKILL and pids_alive([process.pid]) == []
+
+
+def test_run_json_child_reads_the_last_json_line_and_kills_what_outlives_its_timeout(tmp_path, monkeypatch):
+    (tmp_path / "echojob.py").write_text("import json, sys\njob = json.load(sys.stdin)\nprint('noise')\n"
+                                         "print(json.dumps({'got': job}))\n")
+    (tmp_path / "hangjob.py").write_text("import os, subprocess, sys, time\n"
+                                         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                                         "open(os.environ['PID_FILE'], 'w').write(f'{os.getpid()} {child.pid}')\n"
+                                         "time.sleep(600)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("PID_FILE", str(tmp_path / "pids"))
+    outcome = run_json_child("echojob", {"a": 1}, timeout=30)
+    assert outcome.result == {"got": {"a": 1}} and outcome.returncode == 0 and not outcome.timed_out
+    start = time.monotonic()
+    hung = run_json_child("hangjob", {}, timeout=2)
+    assert hung.timed_out and hung.result is None and time.monotonic() - start < 10
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert pids_alive(pids) == []
+
+
+def test_pure_helpers():
+    assert last_json(["noise", '{"a": 1}', "{broken", '{"b": 2}', "tail"]) == {"b": 2}
+    assert last_json("no json here") is None
+    assert command_identity(["env", "A=1", "B=2", "/usr/bin/python", "-m", "torch.distributed.run", "--x"]) == [
+        "/usr/bin/python", "-m", "torch.distributed.run"]
