@@ -140,7 +140,6 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     from preflight import plan as plan_mod
 
     chosen_formats = _check_formats(formats)
-    _nonempty("--out", out_dir)
     if only is not None:
         _nonempty("--checks", only)
     baseline = _load_baseline(baseline_file, baseline_tolerance, fail_on_regression)

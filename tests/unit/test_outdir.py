@@ -87,3 +87,14 @@ def test_rerendering_a_run_in_its_own_directory_keeps_its_results(tmp_path, samp
     (out / "report.html").write_text("old")
     CliRunner().invoke(cli, ["report", str(out / "results.json"), "--out", str(out), "--format", "md"])
     assert sorted(p.name for p in out.iterdir()) == ["report.md", "results.json"]
+
+
+def test_run_without_out_writes_its_own_directory(tmp_path, monkeypatch):
+    """The quickstart's `preflight run` gives no --out: a directory per run, `latest` pointing at it."""
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, ["run", "--checks", "node.environment", "--set",
+                                    "node.environment.min_free_disk_gib=0.001"])
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.output
+    assert done.exit_code in (0, 1, 3), done.output
+    latest = tmp_path / "preflight-report" / "latest"
+    assert latest.is_symlink() and (latest / "results.json").exists() and (latest / "report.html").exists()
