@@ -70,9 +70,7 @@ class Params:
     # nodes, a single 100 GbE link about 10). Set it from a known-good run on the same fabric; a
     # run below it also starts the pairwise pass that names the node or pair at fault.
     min_busbw_gbps: float | None = None
-    # Unset likewise: the latency at the smallest size is reported, judged only when this is set.
     max_latency_us: float | None = None
-    # "nccl", "gloo", or None: NCCL when every node has GPUs and NCCL, gloo on CPU otherwise.
     backend: str | None = None
     # Message sizes; the smallest gives the latency, the largest the busbw that min_busbw_gbps
     # judges. None: GPU_SIZES with NCCL, CPU_SIZES with gloo.
@@ -84,7 +82,6 @@ class Params:
     # CPU processes per node with gloo. One: the network between nodes is what this measures, and
     # more processes per node share the same link while adding CPU load.
     gloo_ranks_per_node: int = 1
-    # GPUs per node with NCCL. None: the smallest GPU count torch sees on any node.
     gpus_per_node: int | None = None
     # The rendezvous port on the first node. None: one that was free there a moment before the
     # launch. Set it where only known ports are open between nodes.
@@ -92,7 +89,6 @@ class Params:
     # How long torchrun waits for every node to join the rendezvous (c10d join_timeout); a node
     # that has not joined by then is named. A minute covers a slow interpreter start on a busy node.
     rdzv_timeout_s: float = 60.0
-    # How long rank 0 waits for every rank to report in, once torchrun started them.
     join_timeout_s: float = 60.0
     # init_process_group(timeout=...): a collective that waits longer fails. Always kept shorter
     # than what is left of this check's own timeout.
@@ -100,7 +96,6 @@ class Params:
     # GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME on every node. None: on each node the interface that carries the address
     # other nodes reach it at, as the probe found it there.
     socket_ifname: str | None = None
-    # Extra environment for torchrun on every node (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, ...).
     env: dict[str, str] = field(default_factory=dict)
     # The pairwise pass: on when the all-reduce fails or misses a threshold, within this many seconds.
     pairwise: bool = True
@@ -196,12 +191,9 @@ class CollectivesCluster(Check):
         "broken NCCL build.",
     )
     Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "min_busbw_gbps": ("lowest all-reduce bus bandwidth across nodes at the largest size (GB/s); unset: "
-                           "reported, not judged"),
-        "max_latency_us": ("highest all-reduce time at the smallest size (microseconds); unset: reported, not "
-                           "judged"),
+    param_help = {  # for `preflight explain`: what each parameter means, and its unit
+        "min_busbw_gbps": "lowest all-reduce bus bandwidth across nodes at the largest size (GB/s); unset: reported, not judged",
+        "max_latency_us": "highest all-reduce time at the smallest size (microseconds); unset: reported, not judged",
         "backend": "\"nccl\" or \"gloo\"; unset: NCCL when every node has GPUs, gloo otherwise",
         "sizes_bytes": "all-reduce message sizes (bytes); unset: a default sweep per backend",
         "iters": "timed all-reduce operations per size (count)",
@@ -213,19 +205,15 @@ class CollectivesCluster(Check):
         "rdzv_timeout_s": "how long torchrun waits for every node to join (seconds)",
         "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
         "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
-        "socket_ifname": ("network interface gloo uses on every node (GLOO_SOCKET_IFNAME); unset: found on "
-                          "each node"),
+        "socket_ifname": "interface for gloo and NCCL sockets on every node (GLOO/NCCL_SOCKET_IFNAME); unset: found on each",
         "env": "extra environment variables for torchrun on every node (e.g. NCCL_IB_HCA)",
-        "pairwise": ("when the all-node run fails or is slow, measure node pairs to name the one at fault "
-                     "(true/false)"),
+        "pairwise": "when the all-node run fails or is slow, measure node pairs to name the one at fault (true/false)",
         "pairwise_timeout_s": "time allowed for the pairwise pass (seconds)",
         "pairwise_iters": "timed operations per pair in the pairwise pass (count)",
     }
     timeout_s = 300.0
-    levels = {
-        "quick": {"skip": "it starts torchrun on every node and sweeps all-reduce sizes, a minute or more"},
-        "thorough": {"timeout": 900, "iters": 50, "warmup": 10, "pairwise_iters": 10},
-    }
+    levels = {"quick": {"skip": "it starts torchrun on every node and sweeps all-reduce sizes, a minute or more"},
+              "thorough": {"timeout": 900, "iters": 50, "warmup": 10, "pairwise_iters": 10}}
 
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.nodes and expect.nodes > 1)
