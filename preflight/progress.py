@@ -29,7 +29,7 @@ class Progress:
         self.clock = clock
         self.done = 0
         self.running: dict[str, tuple[str, float, int]] = {}  # node -> (check id, started, lines said)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # __call__ refreshes the status, which reads under the lock
         self._stopped = threading.Event()
         self._status: Any = None
         self._console: Any = None

@@ -76,3 +76,24 @@ def test_stop_ends_the_ticker():
     progress.stop()
     progress._ticker.join(timeout=2)
     assert not progress._ticker.is_alive()
+
+
+def test_the_terminal_display_takes_events_without_blocking():
+    """On a terminal, each event refreshes the live status (which reads under the same lock)."""
+    clock = FakeClock()
+    done = threading.Event()
+
+    def drive() -> None:
+        progress = Progress(2, {"gpu.visibility": 20.0}, interactive=True, clock=clock)
+        try:
+            progress(("start", "gpu01", "gpu.visibility"))
+            clock.now += 4
+            assert progress.status_text() == "[0/2] gpu.visibility on gpu01 (4 s of 20 s)"
+            progress(("result", make_result("gpu.visibility", "gpu01", Status.PASS, "fine"), None))
+        finally:
+            progress.stop()
+        done.set()
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    assert done.wait(20), "the live display blocked on its own lock"
