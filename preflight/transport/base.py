@@ -50,6 +50,26 @@ class Transport:
         return RemoteProcess(self, argv, stdin=stdin, guard=guard, env=env, cwd=cwd, pass_fds=pass_fds,
                              grace_s=grace_s, life_s=life_s)
 
+    def _connect_with_true(self, limit: float, *, client: str, binary: str, no_answer: str, failed: str,
+                           last_line: bool = False) -> None:
+        """Run `true` on the node through wrap(); TransportError in the client's own words when it fails.
+
+        `no_answer` and `failed` say what did not happen ("ssh to gpu01 did not answer"); the time limit
+        or the client's message follows them.
+        """
+        try:
+            proc = subprocess.run(self.wrap(["true"]), capture_output=True, text=True, timeout=limit,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise TransportError(f"{no_answer} within {limit:.0f}s") from exc
+        except FileNotFoundError as exc:
+            raise TransportError(f"no {client} client: {binary!r} is not installed") from exc
+        if proc.returncode != 0:
+            words = proc.stderr.strip()
+            if words and last_line:
+                words = words.splitlines()[-1]
+            raise TransportError(f"{failed}: {words or f'{client} exited {proc.returncode}'}")
+
     def connect(self, timeout: float | None = None) -> None:
         """Make sure the node can be reached; raise TransportError with the reason when it cannot."""
 

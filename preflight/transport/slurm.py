@@ -22,10 +22,9 @@ unreachable) exits with Slurm's communication errno modulo 256 (1001-1008: 233-2
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
-from preflight.transport.base import Transport, TransportError
+from preflight.transport.base import Transport
 
 SRUN_ERROR_EXIT = 255
 # SLURM_COMMUNICATIONS_CONNECTION_ERROR (1001) .. SLURM_PROTOCOL_INSUFFICIENT_SPACE (1008), & 0xff.
@@ -71,16 +70,9 @@ class SlurmTransport(Transport):
     def connect(self, timeout: float | None = None) -> None:
         """Run a trivial step on the node; TransportError with srun's own words if it fails."""
         limit = timeout if timeout is not None else self.connect_timeout
-        try:
-            proc = subprocess.run(self.wrap(["true"]), capture_output=True, text=True, timeout=limit,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            raise TransportError(f"a job step on {self.name} did not start within {limit:.0f}s") from exc
-        except FileNotFoundError as exc:
-            raise TransportError(f"no Slurm client: {self.srun!r} is not installed") from exc
-        if proc.returncode != 0:
-            message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"srun exited {proc.returncode}"
-            raise TransportError(f"cannot start a job step on {self.name}: {message}")
+        self._connect_with_true(limit, client="Slurm", binary=self.srun,
+                                no_answer=f"a job step on {self.name} did not start",
+                                failed=f"cannot start a job step on {self.name}", last_line=True)
 
     def to_spec(self) -> dict[str, Any]:
         return {**super().to_spec(), "jobid": self.jobid, "srun": self.srun, "connect_timeout": self.connect_timeout}

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from preflight.transport.base import Transport, TransportError
+from preflight.transport.base import Transport
 
 # ssh exits 255 when it cannot connect or authenticate, and when the connection drops.
 SSH_FAILURE_EXIT = 255
@@ -159,16 +159,9 @@ class SshTransport(Transport):
     def connect(self, timeout: float | None = None) -> None:
         """Open (or reuse) the master connection; TransportError with ssh's own words if it fails."""
         limit = timeout if timeout is not None else self.connect_timeout + 5
-        try:
-            proc = subprocess.run(self.wrap(["true"]), capture_output=True, text=True, timeout=limit,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            raise TransportError(f"ssh to {self.hostname} did not answer within {limit:.0f}s") from exc
-        except FileNotFoundError as exc:
-            raise TransportError(f"no ssh client: {self.ssh_binary!r} is not installed") from exc
-        if proc.returncode != 0:
-            message = proc.stderr.strip() or f"ssh exited {proc.returncode}"
-            raise TransportError(f"cannot reach {self.hostname}: {message}")
+        self._connect_with_true(limit, client="ssh", binary=self.ssh_binary,
+                                no_answer=f"ssh to {self.hostname} did not answer",
+                                failed=f"cannot reach {self.hostname}")
 
     def close(self) -> None:
         """Stop the master connection and remove the socket directory this transport created."""
