@@ -151,6 +151,9 @@ def test_a_node_lost_mid_run_is_named_once_slurm_declares_it_down_and_the_rest_c
     assert "lost contact with n2" in by_key[("example.sleep", "n2")]["summary"]
     assert by_key[("example.sleep", "n1")]["status"] == "PASS"
     assert by_key[("node.environment", "n1")]["status"] in ("PASS", "WARN")
-    assert by_key[("node.environment", "n2")]["status"] == "ERROR"
+    # node.environment is a cheap check and runs first: it finished on n2 before the node was lost and
+    # keeps its own result; only what was unfinished when the node went down is ERROR.
+    assert by_key[("node.environment", "n2")]["status"] in ("PASS", "WARN")
+    assert by_key[("node.environment", "n2")]["started_at"] <= by_key[("example.sleep", "n2")]["started_at"]
     assert_nothing_left(bed, inside["SLURM_JOB_ID"])
     bed.release(inside["SLURM_JOB_ID"])
