@@ -87,19 +87,29 @@ def test_plain_output_without_a_terminal_has_no_control_codes(tmp_path):
     assert proc.stdout.splitlines()[0].startswith("PASS  example.echo")
 
 
-def test_sigint_writes_partial_reports_and_exits_130(tmp_path):
-    pid_file = tmp_path / "pids"
-    out = tmp_path / "out"
+def start_run_until_sleeping(tmp_path, pid_file, out):
+    """Start `preflight run` of example.echo then a 120 s example.sleep; return once the sleep has begun."""
     proc = subprocess.Popen(
         preflight_cmd("run", "--checks", "example.echo,example.sleep", "--set", "example.sleep.seconds=120",
                       "--set", f'example.sleep.pid_file="{pid_file}"', "--out", str(out)),
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
     try:
-        deadline = time.monotonic() + 60
         while not pid_file.exists() or not pid_file.read_text().strip():
             assert time.monotonic() < deadline, "the sleeping check never started"
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.1)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
+def test_sigint_writes_partial_reports_and_exits_130(tmp_path):
+    pid_file, out = tmp_path / "pids", tmp_path / "out"
+    proc = start_run_until_sleeping(tmp_path, pid_file, out)
+    try:
         # Results are on disk the moment they are known, before the run ends.
         streamed = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
         assert streamed[0]["preflight_plan"]["planned"] == ["example.echo", "example.sleep"]
@@ -122,18 +132,9 @@ def test_sigint_writes_partial_reports_and_exits_130(tmp_path):
 def test_a_killed_run_rerendered_from_results_jsonl_is_incomplete_naming_what_is_missing(tmp_path):
     import os
 
-    pid_file = tmp_path / "pids"
-    out = tmp_path / "out"
-    proc = subprocess.Popen(
-        preflight_cmd("run", "--checks", "example.echo,example.sleep", "--set", "example.sleep.seconds=120",
-                      "--set", f'example.sleep.pid_file="{pid_file}"', "--out", str(out)),
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid_file, out = tmp_path / "pids", tmp_path / "out"
+    proc = start_run_until_sleeping(tmp_path, pid_file, out)
     try:
-        deadline = time.monotonic() + 60
-        while not pid_file.exists() or not pid_file.read_text().strip():
-            assert time.monotonic() < deadline, "the sleeping check never started"
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.1)
         proc.kill()  # SIGKILL: no reports, only what results.jsonl holds
         proc.communicate(timeout=30)
     finally:
