@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from preflight_checks.checkpoint_formats import roundtrip_format
-from preflight_checks.checkpoint_state import build_state, pick_device
-from preflight_checks.checkpoint_storage import GB
+from preflight_checks.checkpoint.formats import roundtrip_format
+from preflight_checks.checkpoint.state import build_state, pick_device
+from preflight_checks.checkpoint.storage import GB
 
 
 def plain_save_gbps(state: object, directory: Path) -> float:

@@ -23,10 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from preflight.check import Expect, NodeContext
-from preflight.launch import free_port, loopback_interface
-from preflight.proc import kill_tree
-from preflight_checks.collectives_local import CollectivesLocal, Params
+from preflight.core.check import Expect
+from preflight.run.context import NodeContext
+from preflight.launch.ranks import free_port, loopback_interface
+from preflight.transport.process import kill_tree
+from preflight_checks.collectives.local import CollectivesLocal, Params
 
 MIB = 1 << 20
 

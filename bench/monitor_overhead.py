@@ -1,4 +1,4 @@
-"""What preflight.monitor.instrument_ddp costs a training step: instrumented next to plain, one run.
+"""What preflight.integrations.monitor.instrument_ddp costs a training step: instrumented next to plain, one run.
 
     python bench/monitor_overhead.py [--ranks 2] [--steps 40] [--hidden 512] [--layers 4] [--batch 64]
 
@@ -44,7 +44,7 @@ def rank_body(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from preflight.monitor import instrument_ddp
+    from preflight.integrations.monitor import instrument_ddp
     from preflight.workers.canary import reference_training
 
     torch.set_num_threads(1)
@@ -96,7 +96,7 @@ def main() -> None:
     if args.rank_program:
         run_worker(rank_body, args)
         return
-    from preflight.launch import interpret_launch, launch_local, loopback_interface
+    from preflight.launch.ranks import interpret_launch, launch_local, loopback_interface
 
     argv = [sys.executable, __file__, "--rank-program"] + [
         f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()

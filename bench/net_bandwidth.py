@@ -28,8 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from preflight.check import ClusterContext, Expect  # noqa: E402
-from preflight_checks.net_bandwidth import NetBandwidth, Params  # noqa: E402
+from preflight.core.check import Expect  # noqa: E402
+from preflight.run.context import ClusterContext
+from preflight_checks.net.bandwidth import NetBandwidth, Params  # noqa: E402
 from tests.cluster.testbed import TestBed, unavailable_reason  # noqa: E402
 
 LINKS = [("n1", "n2"), ("n3", "n1")]  # ring links: into the shaped node, and between two unshaped ones

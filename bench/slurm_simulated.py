@@ -33,10 +33,10 @@ CHECKS = ["node.environment", "versions.pinned", "gpu.visibility"]
 def record(stream: Path) -> int:
     """Run the checks here for real; write what an agent prints for them. Returns the result count."""
     import preflight
-    from preflight.agent import DONE, HELLO, RESULT, START
-    from preflight.config import Config
-    from preflight.registry import discover
-    from preflight.runner import NodeTarget, RunPlan, Runner
+    from preflight.run.agent import DONE, HELLO, RESULT, START
+    from preflight.core.config import Config
+    from preflight.core.registry import discover
+    from preflight.run.runner import NodeTarget, RunPlan, Runner
     from preflight.transport import LocalTransport
 
     registry = discover()
@@ -53,12 +53,12 @@ def record(stream: Path) -> int:
 
 def one(size: int, fanout: int, stream: Path) -> dict:
     """Drive `size` simulated nodes through the Runner in this process; measure it."""
-    from preflight.config import Config
-    from preflight.registry import discover
+    from preflight.core.config import Config
+    from preflight.core.registry import discover
     from preflight.reporters import FORMATS, renderer
-    from preflight.runner import NodeTarget, RunPlan, Runner
+    from preflight.run.runner import NodeTarget, RunPlan, Runner
     from preflight.transport.base import Transport
-    from preflight.verdict import decide
+    from preflight.core.verdict import decide
 
     class Recorded(Transport):
         kind = "recorded"

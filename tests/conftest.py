@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.model import CheckResult, Measurement, RunReport, Scope, Status
+from preflight.core.model import CheckResult, Measurement, RunReport, Scope, Status
 
 DATA = Path(__file__).parent / "data"
 
@@ -26,7 +26,7 @@ def make_result(check_id: str = "node.environment", node: str = "node1", status:
 
 
 def make_report(results: list[CheckResult], nodes: list[str] | None = None, **kwargs) -> RunReport:
-    from preflight.model import NodeInfo
+    from preflight.core.model import NodeInfo
 
     node_names = nodes if nodes is not None else sorted({r.node for r in results if r.scope is Scope.NODE})
     planned = list(dict.fromkeys(r.check_id for r in results))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from preflight.model import RunReport
+from preflight.core.model import RunReport
 
 # format name -> (file name, module path of a `render(report) -> str` function)
 FORMATS: dict[str, tuple[str, str]] = {

@@ -1,6 +1,6 @@
 """The comparison with a baseline run, written out: one line per change, text and Markdown.
 
-preflight.diff compares; this module only words the comparison, for `preflight diff` and for the
+preflight.core.compare compares; this module only words the comparison, for `preflight diff` and for the
 baseline section of every report.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from preflight.diff import Diff, FigureChange, StatusChange, VersionChange
-from preflight.model import CLUSTER_NODE
+from preflight.core.compare import Diff, FigureChange, StatusChange, VersionChange
+from preflight.core.model import CLUSTER_NODE
 from preflight.reporters.markdown_text import md_escape
 from preflight.reporters.numbers import change as signed, count, percent, quantity
 

@@ -23,7 +23,7 @@ import math
 import re
 from typing import Any, Callable, NamedTuple
 
-from preflight.model import FIGURE_LINK, FIGURE_RATE, FIGURE_SCALING, FIGURE_SIZE, FIGURE_STEP, RunReport
+from preflight.core.model import FIGURE_LINK, FIGURE_RATE, FIGURE_SCALING, FIGURE_SIZE, FIGURE_STEP, RunReport
 from preflight.reporters import figures
 from preflight.reporters.figures import FigureGroup, Line, RateGroup
 from preflight.reporters.numbers import number, percent, quantity, size

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from preflight.model import (
+from preflight.core.model import (
     FIGURE_KINDS,
     FIGURE_LINK,
     FIGURE_RATE,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from preflight.levels import level_text
-from preflight.model import CheckResult, RunReport
+from preflight.core.levels import level_text
+from preflight.core.model import CheckResult, RunReport
 from preflight.reporters.numbers import duration
 
 

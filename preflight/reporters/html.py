@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from preflight.model import RunReport
+from preflight.core.model import RunReport
 from preflight.reporters import charts
 from preflight.reporters.templating import environment
 from preflight.reporters.view import NOISY_SPREAD, build_view

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from preflight.model import RunReport
-from preflight.verdict import decide
+from preflight.core.model import RunReport
+from preflight.core.verdict import decide
 
 
 def render(report: RunReport) -> str:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from preflight.diff import BASELINE_CHECK_ID, baseline_of, comparison_results
-from preflight.model import RunReport, Status
+from preflight.core.compare import BASELINE_CHECK_ID, baseline_of, comparison_results
+from preflight.core.model import RunReport, Status
 from preflight.reporters.baseline import describe
 from preflight.reporters.view import fixes, format_threshold, format_value
-from preflight.verdict import decide
+from preflight.core.verdict import decide
 
 
 def _clean(text: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from preflight.model import CheckResult, Measurement, RunReport
+from preflight.core.model import CheckResult, Measurement, RunReport
 from preflight.reporters.baseline import render_markdown as render_baseline
 from preflight.reporters.templating import environment
 from preflight.reporters.view import NOISY_SPREAD, ReportView, build_view

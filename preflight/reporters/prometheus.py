@@ -23,8 +23,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Iterator
 
-from preflight.model import FIGURE_STEP, RunReport, Status
-from preflight.verdict import Verdict, decide
+from preflight.core.model import FIGURE_STEP, RunReport, Status
+from preflight.core.verdict import Verdict, decide
 
 
 def _number(value: Any) -> float | None:

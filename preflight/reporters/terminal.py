@@ -6,9 +6,9 @@ control codes.
 
 from __future__ import annotations
 
-from preflight.levels import level_text
+from preflight.core.levels import level_text
 from preflight.reporters.baseline import describe
-from preflight.model import CheckResult, RunReport
+from preflight.core.model import CheckResult, RunReport
 from preflight.reporters.view import build_view
 
 STYLES = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "ERROR": "bold magenta", "SKIP": "dim",

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from preflight.diff import BASELINE_CHECK_ID, Diff, baseline_of
-from preflight.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Status
+from preflight.core.compare import BASELINE_CHECK_ID, Diff, baseline_of
+from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Status
 from preflight.reporters import figures
 from preflight.reporters.baseline import headline as baseline_headline
 from preflight.reporters.glance import at_a_glance, run_duration, when  # noqa: F401 - when: part of the view's API
 from preflight.reporters.numbers import count, percent, quantity, spread
-from preflight.verdict import Decision, Verdict, decide
+from preflight.core.verdict import Decision, Verdict, decide
 
 HEADLINES = {
     Verdict.GO: "Ready to train.",

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from preflight.proc import RemoteProcess
+from preflight.transport.process import CommandTimeout, Completed, RemoteProcess, run_command
 
 
 class TransportError(Exception):
@@ -15,6 +13,8 @@ class TransportError(Exception):
 
 class Transport:
     kind = "base"
+    remote = True  # False for the node preflight itself runs on: its files are the coordinator's
+    client = "the transport"  # the program that reaches the node, for messages ("ssh", "srun")
 
     def __init__(self, name: str, address: str, python: str = "python3") -> None:
         self.name = name  # how the node is shown in reports
@@ -29,9 +29,13 @@ class Transport:
         """True when a non-zero exit means the node was not reached (ssh's 255), not a failed command."""
         return False
 
-    def run(self, argv: list[str], timeout: float, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.wrap(argv), capture_output=True, text=True, timeout=timeout, input=input,
-                              stdin=None if input is not None else subprocess.DEVNULL)
+    def run(self, argv: list[str], timeout: float, input: str | None = None) -> Completed:
+        """Run argv on the node to its end; CommandTimeout after `timeout` (the process layer's)."""
+        return run_command(self.wrap(argv), timeout, input=input)
+
+    def unreachable(self, returncode: int, text: str) -> str:
+        """What a transport failure (is_transport_failure) says, in this transport's own words."""
+        return f"{self.name} could not be reached ({self.client} exit {returncode}): {text}"
 
     def spawn(self, argv: list[str], *, stdin: bool = False, guard: bool = True, env: dict[str, str] | None = None,
               cwd: str | None = None, pass_fds: tuple[int, ...] = (), grace_s: float = 0.0,
@@ -45,8 +49,6 @@ class Transport:
         command. `env`, `cwd` and `pass_fds` apply to the local end (for the local node: the
         command itself). Without `guard`, `stop()` can end only what runs here.
         """
-        from preflight.proc import RemoteProcess
-
         return RemoteProcess(self, argv, stdin=stdin, guard=guard, env=env, cwd=cwd, pass_fds=pass_fds,
                              grace_s=grace_s, life_s=life_s)
 
@@ -58,9 +60,8 @@ class Transport:
         or the client's message follows them.
         """
         try:
-            proc = subprocess.run(self.wrap(["true"]), capture_output=True, text=True, timeout=limit,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
+            proc = run_command(self.wrap(["true"]), limit)
+        except CommandTimeout as exc:
             raise TransportError(f"{no_answer} within {limit:.0f}s") from exc
         except FileNotFoundError as exc:
             raise TransportError(f"no {client} client: {binary!r} is not installed") from exc

@@ -11,6 +11,8 @@ from preflight.transport.base import Transport
 
 class LocalTransport(Transport):
     kind = "local"
+    remote = False
+    client = "the local shell"
 
     def __init__(self, name: str | None = None, address: str = "127.0.0.1", python: str | None = None) -> None:
         # The local agent uses the very interpreter the CLI runs in, so a venv is honoured.

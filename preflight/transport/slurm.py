@@ -41,6 +41,7 @@ STEP_NAME = "preflight"
 
 class SlurmTransport(Transport):
     kind = "slurm"
+    client = "srun"
 
     def __init__(self, name: str, address: str | None = None, python: str = "python3", *, jobid: str,
                  srun: str = "srun", connect_timeout: float = 30.0) -> None:

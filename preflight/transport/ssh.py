@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 from typing import Any
 
 from preflight.transport.base import Transport
+from preflight.transport.process import CommandTimeout, run_command
 
 # ssh exits 255 when it cannot connect or authenticate, and when the connection drops.
 SSH_FAILURE_EXIT = 255
@@ -47,6 +47,7 @@ def make_control_dir() -> str:
 
 class SshTransport(Transport):
     kind = "ssh"
+    client = "ssh"
 
     def __init__(
         self,
@@ -98,7 +99,7 @@ class SshTransport(Transport):
         control_dir: str | None = None,
         config_file: str | None = None,
     ) -> SshTransport:
-        """A transport for a `preflight.hosts.Host`; its own `python=` setting beats the run's default."""
+        """A transport for a `preflight.cli.hosts.Host`; its own `python=` setting beats the run's default."""
         return cls(
             host.name, host.hostname, user=host.user, port=host.port, python=host.python or python,
             connect_timeout=connect_timeout, options=options, accept_new=accept_new,
@@ -171,8 +172,8 @@ class SshTransport(Transport):
             # `-O exit` talks to the master through the socket; when there is none it fails fast.
             argv = [self.ssh_binary, *self.ssh_options(), "-O", "exit", "--", self.hostname]
             try:
-                subprocess.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
-            except (subprocess.TimeoutExpired, OSError):
+                run_command(argv, 10)
+            except (CommandTimeout, OSError):
                 pass
         if self._owns_control_dir:
             shutil.rmtree(self.control_dir, ignore_errors=True)

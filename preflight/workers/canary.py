@@ -6,7 +6,7 @@
 Every rank trains under DistributedDataParallel. Each timed step is: wait for the next batch (the
 iterator's next() and the copy to the device), then forward, loss, backward (with DDP's gradient
 all-reduce), optimizer step, and a device synchronisation. A communication hook
-(`preflight.monitor.BucketTimer`) times every gradient bucket's all-reduce. After the timed steps the
+(`preflight.integrations.monitor.BucketTimer`) times every gradient bucket's all-reduce. After the timed steps the
 same bucket sizes are all-reduced alone, with no training around them: the idle latency of this very
 process group, which the check compares the in-training latency with.
 
@@ -181,7 +181,7 @@ def run_canary(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from preflight.monitor import BucketTimer
+    from preflight.integrations.monitor import BucketTimer
 
     torch.set_num_threads(max(1, args.threads))
     cuda = args.backend == "nccl"

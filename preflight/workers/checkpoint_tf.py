@@ -19,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
-from preflight.pagecache import drop_page_cache, files_under
+from preflight.machine.pagecache import drop_page_cache, files_under
 
 
 def _fsync_tree(directory: Path, prefix: str) -> int:

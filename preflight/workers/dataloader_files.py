@@ -90,7 +90,7 @@ def collate_raw(batch: list[tuple[Any, int]]) -> tuple[list[Any], int]:
 
 def drop_cache(paths: list[str]) -> bool:
     """Drop each file's cached pages, so a pass reads from storage and not from memory."""
-    from preflight.pagecache import drop_page_cache
+    from preflight.machine.pagecache import drop_page_cache
 
     return drop_page_cache(paths)
 

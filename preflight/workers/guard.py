@@ -3,7 +3,7 @@
     python -m preflight.workers.guard [--stdin] [--grace S] [--life S] -- COMMAND...
     python -m preflight.workers.guard --kill GUARD_PID COMMAND_PID LOG_DIR -- EXPECTED_ARGV_START...
 
-`preflight.proc.RemoteProcess` starts every command on a node under this program, through the
+`preflight.transport.process.RemoteProcess` starts every command on a node under this program, through the
 node's transport (a local child, ssh, srun):
 - `{log_dir}` anywhere inside an argument becomes the guard's private directory, removed at the end;
   an argument starting with `~/` gets the home directory (a per-host `python=~/venv/bin/python`);
@@ -76,7 +76,7 @@ def report_error_files(log_dir: str) -> None:
 
 
 def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float | None) -> int:
-    from preflight.proc import kill_session, signal_tree
+    from preflight.transport.process import kill_session, signal_tree
 
     # A private directory for the command's logs (torchrun --log-dir), removed when it ends.
     log_dir = tempfile.mkdtemp(prefix=LOG_DIR_PREFIX)
@@ -148,7 +148,7 @@ def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float
 
 def kill(guard_pid: int, command_pid: int, log_dir: str, expected: list[str]) -> None:
     """Kill the command's tree while its command line still starts as expected, then the guard."""
-    from preflight.proc import kill_matching
+    from preflight.transport.process import kill_matching
 
     wanted = expand(expected, None)
     kill_matching(command_pid, lambda p: p.cmdline()[:len(wanted)] == wanted)

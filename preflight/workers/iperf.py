@@ -33,7 +33,7 @@ def _say(text: str) -> None:
 
 def _wait(children: list[tuple[str, subprocess.Popen]], life_s: float) -> None:
     """Wait for every child; at the end of its life, SIGTERM what is left, SIGKILL 2 s later."""
-    from preflight.proc import signal_tree
+    from preflight.transport.process import signal_tree
 
     deadline = time.monotonic() + life_s
     sent: int | None = None

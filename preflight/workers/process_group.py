@@ -1,6 +1,6 @@
 """What every distributed worker program shares: who am I, who else is here, one JSON line out.
 
-A worker is started either by `preflight.launch.launch_local` (the node checks) or by torchrun (the
+A worker is started either by `preflight.launch.ranks.launch_local` (the node checks) or by torchrun (the
 cluster checks). Both set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
 explicit arguments override them.
 

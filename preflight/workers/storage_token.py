@@ -13,7 +13,7 @@ import sys
 
 
 def write(directory: str, path: str, token: str) -> int:
-    from preflight.filesystems import filesystem_type
+    from preflight.machine.filesystems import filesystem_type
 
     if not os.path.isdir(directory):
         print(f"@@error no such directory: {directory}")

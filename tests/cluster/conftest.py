@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import ClusterContext, Expect
+from preflight.core.check import Expect
+from preflight.run.context import ClusterContext
 from tests.cluster.testbed import TestBed, unavailable_reason
 
 

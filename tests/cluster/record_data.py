@@ -18,11 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.cluster.testbed import TestBed  # noqa: E402
 
-from preflight.check import ClusterContext, Expect  # noqa: E402
-from preflight.execute import execute  # noqa: E402
-from preflight_checks.storage_shared import Params as StorageParams  # noqa: E402
-from preflight_checks.storage_shared import StorageShared  # noqa: E402
-from preflight_checks.net_bandwidth import NetBandwidth, Params  # noqa: E402
+from preflight.core.check import Expect  # noqa: E402
+from preflight.run.context import ClusterContext
+from preflight.run.execute import execute  # noqa: E402
+from preflight_checks.storage.shared import Params as StorageParams  # noqa: E402
+from preflight_checks.storage.shared import StorageShared  # noqa: E402
+from preflight_checks.net.bandwidth import NetBandwidth, Params  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "net"
 STORAGE_DATA = Path(__file__).resolve().parents[1] / "data" / "storage"

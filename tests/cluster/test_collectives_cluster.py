@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from preflight.execute import execute
-from preflight.model import Status
-from preflight import faults
+from preflight.run.execute import execute
+from preflight.core.model import Status
+from preflight.run import faults
 
 pytestmark = [pytest.mark.root, pytest.mark.torch]
 pytest.importorskip("torch")
@@ -30,7 +30,7 @@ def leftovers(bed, node) -> list[str]:
 
 
 def run_check(ctx, **overrides):
-    from preflight_checks.collectives_cluster import CollectivesCluster
+    from preflight_checks.collectives.cluster import CollectivesCluster
 
     check = CollectivesCluster()
     start = time.monotonic()
@@ -73,7 +73,7 @@ def test_a_slow_node_is_named_by_the_pairwise_pass(make_testbed, cluster_context
     result, elapsed = run_check(cluster_context(bed), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.1)
     assert result.status is Status.FAIL, result.summary
     assert "n2 is at fault" in result.summary
-    from preflight_checks.collectives_cluster import Params, judge_pair
+    from preflight_checks.collectives.cluster import Params, judge_pair
 
     # The facts hold each pair's figures; judged with the run's floor, the bad pairs are n2's.
     params = Params(min_busbw_gbps=0.1)
@@ -95,7 +95,7 @@ def test_a_node_whose_torchrun_never_joins_is_error_naming_it(testbed3, cluster_
 
 def test_a_dropped_ssh_session_ends_the_remote_command(testbed3, cluster_context):
     """The coordinator side dies (its ssh client is killed): the wrapper on the node ends what it ran."""
-    from preflight.cluster_launch import AgentSpec, NodeAgent, absent_argv
+    from preflight.launch.torchrun import AgentSpec, NodeAgent, absent_argv
 
     ctx = cluster_context(testbed3, indexes=[1])
     node = testbed3.node(1)

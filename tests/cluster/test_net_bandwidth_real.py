@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from preflight.check import Expect
-from preflight.execute import execute
-from preflight.model import Status
-from preflight_checks.net_bandwidth import NetBandwidth, Params
+from preflight.core.check import Expect
+from preflight.run.execute import execute
+from preflight.core.model import Status
+from preflight_checks.net.bandwidth import NetBandwidth, Params
 
 pytestmark = pytest.mark.root
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from preflight.execute import execute
-from preflight.model import Status
+from preflight.run.execute import execute
+from preflight.core.model import Status
 
 pytestmark = [pytest.mark.root, pytest.mark.torch]
 pytest.importorskip("torch")
@@ -20,7 +20,7 @@ QUICK = {"steps": 4, "warmup": 1, "hidden_size": 256, "layers": 2, "batch_per_de
 
 
 def test_three_nodes_against_one(testbed3, cluster_context):
-    from preflight_checks.scaling_multi_node import ScalingMultiNode
+    from preflight_checks.scaling.multi_node import ScalingMultiNode
 
     check = ScalingMultiNode()
     ctx = cluster_context(testbed3, timeout_s=120)

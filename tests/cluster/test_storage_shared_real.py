@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from preflight.execute import execute
-from preflight.model import Status
-from preflight_checks.storage_shared import Params, StorageShared
+from preflight.run.execute import execute
+from preflight.core.model import Status
+from preflight_checks.storage.shared import Params, StorageShared
 
 pytestmark = pytest.mark.root
 

@@ -1,4 +1,4 @@
-"""One rank of a real DDP job instrumented with preflight.monitor.instrument_ddp (run by a test).
+"""One rank of a real DDP job instrumented with preflight.integrations.monitor.instrument_ddp (run by a test).
 
     python -m tests.integration.ddp_monitor_job --steps 7 --textfile-dir DIR
 
@@ -22,7 +22,7 @@ def body(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from preflight.monitor import instrument_ddp
+    from preflight.integrations.monitor import instrument_ddp
 
     torch.set_num_threads(1)
     store, _ = join(env, args.join_timeout_s, tag="monitor-test")

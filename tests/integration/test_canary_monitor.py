@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.launch import interpret_launch, launch_local, loopback_interface
+from preflight.launch.ranks import interpret_launch, launch_local, loopback_interface
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[2]

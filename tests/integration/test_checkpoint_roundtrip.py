@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import Expect, NodeContext
-from preflight.execute import execute
-from preflight.model import Status
-from preflight_checks.checkpoint_roundtrip import CheckpointRoundtrip
-from preflight import faults
+from preflight.core.check import Expect
+from preflight.run.context import NodeContext
+from preflight.run.execute import execute
+from preflight.core.model import Status
+from preflight_checks.checkpoint.roundtrip import CheckpointRoundtrip
+from preflight.run import faults
 from tests.conftest import pids_alive
 
 pytestmark = pytest.mark.torch
@@ -129,9 +130,9 @@ def test_full_directory_is_fail_with_a_message(tmp_path):
 @pytest.mark.skipif(not is_root, reason="mounting a tiny tmpfs needs root")
 def test_disk_filling_up_during_a_save_is_recognised(tmp_path):
     # The free-space check stops the check before this happens; the save itself must still say "full".
-    from preflight_checks.checkpoint_formats import save_torch
-    from preflight_checks.checkpoint_state import build_state
-    from preflight_checks.checkpoint_storage import storage_problem_kind
+    from preflight_checks.checkpoint.formats import save_torch
+    from preflight_checks.checkpoint.state import build_state
+    from preflight_checks.checkpoint.storage import storage_problem_kind
 
     state = build_state(1, seed=0)
     with tmpfs(tmp_path / "full", "size=64k") as mount:
@@ -153,7 +154,7 @@ def test_old_checkpoint_loads(tmp_path):
 def test_old_dcp_checkpoint_directory_loads(tmp_path):
     import torch.distributed.checkpoint as dcp
 
-    from preflight_checks.checkpoint_formats import _dcp_kwargs
+    from preflight_checks.checkpoint.formats import _dcp_kwargs
 
     old = tmp_path / "old-dcp"
     with warnings.catch_warnings():
@@ -175,10 +176,10 @@ def test_corrupt_old_checkpoint_is_fail(tmp_path):
 
 
 def test_through_the_worker_process(tmp_path):
-    """The path a real run takes: python -m preflight.worker with a JSON job, the check found by entry point."""
+    """The path a real run takes: python -m preflight.run.check_process with a JSON job, the check found by entry point."""
     job = {"check_id": "checkpoint.roundtrip", "node": "local", "output_dir": str(tmp_path), "timeout_s": 240,
            "params": {**SMALL, "dir": str(tmp_path), "resume_test": False, "repeats": 1}, "expect": {}, "earlier": {}}
-    proc = subprocess.run([sys.executable, "-m", "preflight.worker"], input=json.dumps(job), capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "preflight.run.check_process"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)

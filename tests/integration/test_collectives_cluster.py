@@ -16,11 +16,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from preflight.check import ClusterContext, Expect
-from preflight.execute import execute
-from preflight.model import Status
+from preflight.core.check import Expect
+from preflight.run.context import ClusterContext
+from preflight.run.execute import execute
+from preflight.core.model import Status
 from preflight.transport.local import LocalTransport
-from preflight import faults
+from preflight.run import faults
 from tests.conftest import pids_alive
 
 pytestmark = pytest.mark.torch
@@ -37,7 +38,7 @@ def context(tmp_path: Path, names: list[str], timeout_s: float) -> ClusterContex
 
 
 def run_check(tmp_path: Path, timeout_s: float = 90, names: tuple[str, ...] = ("alpha", "beta"), **overrides):
-    from preflight_checks.collectives_cluster import CollectivesCluster
+    from preflight_checks.collectives.cluster import CollectivesCluster
 
     check = CollectivesCluster()
     ctx = context(tmp_path, list(names), timeout_s)
@@ -138,7 +139,7 @@ def test_a_rank_that_stops_inside_a_collective_is_error_naming_it_and_nothing_is
 
 def test_closing_the_wrappers_stdin_ends_the_command_and_its_children(tmp_path):
     """What happens when the check stops a launch, dies, or loses its ssh session: stdin closes."""
-    from preflight.cluster_launch import AgentSpec, NodeAgent, absent_argv
+    from preflight.launch.torchrun import AgentSpec, NodeAgent, absent_argv
 
     ctx = context(tmp_path, ["alpha"], timeout_s=30)
     python = ctx.nodes[0]["python"]
@@ -163,7 +164,7 @@ def test_closing_the_wrappers_stdin_ends_the_command_and_its_children(tmp_path):
 
 
 def test_run_agents_stops_everything_at_its_deadline(tmp_path):
-    from preflight.cluster_launch import AgentSpec, absent_argv, run_agents
+    from preflight.launch.torchrun import AgentSpec, absent_argv, run_agents
 
     ctx = context(tmp_path, ["alpha", "beta"], timeout_s=30)
     python = ctx.nodes[0]["python"]
@@ -206,7 +207,7 @@ def test_the_guard_reports_the_workers_torchelastic_error_files(tmp_path):
 
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip (installed wherever the test bed runs)")
 def test_the_probe_finds_the_interface_through_the_route_to_a_peer_when_no_interface_has_the_address():
-    from preflight.launch import loopback_interface
+    from preflight.launch.ranks import loopback_interface
 
     # 192.0.2.77 (TEST-NET-1) is on no interface here; the route to the peer 127.0.0.1 decides.
     out = subprocess.run([sys.executable, "-m", "preflight.workers.probe", "--own-ip", "192.0.2.77", "--own-address",

@@ -13,11 +13,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from preflight.check import Expect, NodeContext
-from preflight.execute import execute
-from preflight.launch import launch_local
-from preflight.model import Status
-from preflight import faults
+from preflight.core.check import Expect
+from preflight.run.context import NodeContext
+from preflight.run.execute import execute
+from preflight.launch.ranks import launch_local
+from preflight.core.model import Status
+from preflight.run import faults
 from tests.conftest import pids_alive
 
 SMALL = {"sizes_bytes": [8, 65536, 1 << 20], "iters": 5, "warmup": 2, "check_elements": 4096}
@@ -36,7 +37,7 @@ def worker_children() -> list[psutil.Process]:
 
 
 def run_check(tmp_path: Path, timeout_s: float, **overrides):
-    from preflight_checks.collectives_local import CollectivesLocal
+    from preflight_checks.collectives.local import CollectivesLocal
 
     check = CollectivesLocal()
     params = check.params_from(overrides)
@@ -147,7 +148,7 @@ def test_through_the_check_worker_process(tmp_path):
     pytest.importorskip("torch")
     job = {"check_id": "collectives.local", "node": "local", "output_dir": str(tmp_path), "timeout_s": 60,
            "params": {"gloo_ranks": 2, **SMALL}, "expect": {}, "earlier": {}}
-    proc = subprocess.run([sys.executable, "-m", "preflight.worker"], input=json.dumps(job), capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "preflight.run.check_process"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

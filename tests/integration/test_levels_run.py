@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from preflight import config as config_mod
-from preflight.registry import discover
+from preflight.core import config as config_mod
+from preflight.core.registry import discover
 from tests.conftest import run_preflight
 
 

@@ -10,11 +10,12 @@ import shutil
 
 import pytest
 
-from preflight.check import ClusterContext, Expect
-from preflight.execute import execute
-from preflight.model import Status
+from preflight.core.check import Expect
+from preflight.run.context import ClusterContext
+from preflight.run.execute import execute
+from preflight.core.model import Status
 from preflight.transport import LocalTransport
-from preflight_checks.net_bandwidth import NetBandwidth, Params
+from preflight_checks.net.bandwidth import NetBandwidth, Params
 
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed (apt-get install iperf3)")

@@ -43,7 +43,7 @@ def test_a_plugin_that_fails_to_import_is_named_and_the_run_goes_on(tmp_path):
     assert listing.returncode == 0
     assert "acme.broken = acme_broken:Check (acme-gpu-checks 0.3)" in listing.stderr
     assert "No module named 'does_not_exist_anywhere'" in listing.stderr
-    assert "is not a preflight.check.Check subclass" in listing.stderr
+    assert "is not a preflight.core.check.Check subclass" in listing.stderr
     run = run_preflight("run", "--checks", "node.environment", "--format", "json,md", "--out", "out",
                         cwd=tmp_path, env=env)
     # The run goes on, but its verdict cannot be GO: the plugin's checks did not run (exit 3,

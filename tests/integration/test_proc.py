@@ -10,7 +10,9 @@ import time
 
 import psutil
 
-from preflight.proc import TIMEOUT, command_identity, last_json, run_json_child
+from preflight.transport.process import TIMEOUT, command_identity
+from preflight.core.jsonlines import last_json
+from preflight.run.child import run_json_child
 from preflight.transport.local import LocalTransport
 from tests.conftest import pids_alive
 

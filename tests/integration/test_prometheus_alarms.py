@@ -24,12 +24,13 @@ from typing import Any, Iterator
 
 import pytest
 
-from preflight import alerts
-from preflight.check import ClusterContext, Expect
-from preflight.execute import execute
-from preflight.launch import free_port
-from preflight.model import Status
-from preflight_checks.monitoring_alarms import MonitoringAlarms, Params
+from preflight.integrations import alerts
+from preflight.core.check import Expect
+from preflight.run.context import ClusterContext
+from preflight.run.execute import execute
+from preflight.launch.ranks import free_port
+from preflight.core.model import Status
+from preflight_checks.monitoring.alarms import MonitoringAlarms, Params
 
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
                                 reason="prometheus (Debian package prometheus) is not installed")

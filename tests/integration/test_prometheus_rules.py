@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight import alerts
+from preflight.integrations import alerts
 
 pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian package prometheus) is not installed")
 LABELS = {"severity": "warning", "source": "preflight"}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.model import Finding, NodeInfo, RunReport, Status
+from preflight.core.model import Finding, NodeInfo, RunReport, Status
 from preflight.reporters import figures, html
 from tests.conftest import DATA, make_report, make_result, run_preflight
 

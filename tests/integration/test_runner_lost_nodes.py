@@ -15,13 +15,13 @@ import time
 import pytest
 
 import preflight
-import preflight.runner as runner_module
-from preflight.agent import DONE, HELLO, RESULT, START
-from preflight.check import Check, Outcome
-from preflight.config import Config
-from preflight.execute import result_from_outcome
-from preflight.model import Status
-from preflight.runner import NodeTarget, Runner, RunPlan
+import preflight.run.runner as runner_module
+from preflight.run.agent import DONE, HELLO, RESULT, START
+from preflight.core.check import Check, Outcome
+from preflight.core.config import Config
+from preflight.run.execute import result_from_outcome
+from preflight.core.model import Status
+from preflight.run.runner import NodeTarget, Runner, RunPlan
 from preflight.transport.local import LocalTransport
 from tests.conftest import pids_alive
 

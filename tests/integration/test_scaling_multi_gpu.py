@@ -11,10 +11,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from preflight.check import Expect, NodeContext
-from preflight.execute import execute
-from preflight.model import Status
-from preflight import faults
+from preflight.core.check import Expect
+from preflight.run.context import NodeContext
+from preflight.run.execute import execute
+from preflight.core.model import Status
+from preflight.run import faults
 from tests.conftest import DATA, pids_alive
 
 SMALL_MODEL = {"hidden_size": 128, "layers": 2, "batch_per_device": 32, "steps": 4, "warmup": 1,
@@ -22,7 +23,7 @@ SMALL_MODEL = {"hidden_size": 128, "layers": 2, "batch_per_device": 32, "steps":
 
 
 def run_check(tmp_path: Path, timeout_s: float, expect: Expect | None = None, **overrides):
-    from preflight_checks.scaling_multi_gpu import ScalingMultiGpu
+    from preflight_checks.scaling.multi_gpu import ScalingMultiGpu
 
     check = ScalingMultiGpu()
     params = check.params_from({**SMALL_MODEL, **overrides})

@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from preflight.check import ClusterContext, Expect
-from preflight.execute import execute
-from preflight.model import Status
+from preflight.core.check import Expect
+from preflight.run.context import ClusterContext
+from preflight.run.execute import execute
+from preflight.core.model import Status
 from preflight.transport.local import LocalTransport
-from preflight import faults
+from preflight.run import faults
 from tests.conftest import pids_alive
 from tests.integration.test_collectives_cluster import launched_pids, our_leftovers
 
@@ -24,7 +25,7 @@ QUICK = {"steps": 4, "warmup": 1, "hidden_size": 256, "layers": 2, "batch_per_de
 
 
 def run_check(tmp_path, timeout_s: float = 90, **overrides):
-    from preflight_checks.scaling_multi_node import ScalingMultiNode
+    from preflight_checks.scaling.multi_node import ScalingMultiNode
 
     check = ScalingMultiNode()
     specs = [LocalTransport(name).to_spec() for name in ("node1", "node2")]

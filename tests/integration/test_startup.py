@@ -8,7 +8,7 @@ import pytest
 PROBE = """
 import sys
 from click.testing import CliRunner
-from preflight.cli import cli
+from preflight.cli.main import cli
 for args in (["--help"], ["list"], ["explain", "node.environment"], ["run", "--help"]):
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, (args, result.output)

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import Expect, NodeContext
-from preflight.execute import execute
-from preflight.model import Status
-from preflight_checks.versions_pinned import VersionsPinned, collect_pins
+from preflight.core.check import Expect
+from preflight.run.context import NodeContext
+from preflight.run.execute import execute
+from preflight.core.model import Status
+from preflight_checks.versions.pinned import VersionsPinned, collect_pins
 
 CHECK = VersionsPinned()
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from preflight.slurm import NodeState, parse_show_node
+from preflight.integrations.slurm import NodeState, parse_show_node
 from tests.cluster.testbed import TestBed, _kill_pids, _netns_pids, _run, unavailable_reason
 
 SLURM_BINARIES = ("slurmctld", "slurmd", "srun", "salloc", "sbatch", "scontrol", "sinfo", "munged", "nsenter", "unshare")

@@ -7,9 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from preflight import alerts
-from preflight.check import measure
-from preflight.cli import cli
+from preflight.integrations import alerts
+from preflight.core.check import measure
+from preflight.cli.main import cli
 from tests.conftest import make_report, make_result
 
 NAMES = ["PreflightGpuUtilizationLow", "PreflightGpuXidError", "PreflightCommLatencyHigh",

@@ -1,10 +1,10 @@
-"""preflight.monitor without a GPU: the read-back of CUDA-event timings, and instrument_ddp's contract."""
+"""preflight.integrations.monitor without a GPU: the read-back of CUDA-event timings, and instrument_ddp's contract."""
 
 from __future__ import annotations
 
 import pytest
 
-from preflight.monitor import BucketTimer, instrument_ddp
+from preflight.integrations.monitor import BucketTimer, instrument_ddp
 
 
 class Event:

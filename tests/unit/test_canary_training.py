@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from preflight.canary_figures import collectives_reference, interpolate_time, percentile, summarise
-from preflight.check import Expect
-from preflight.model import FIGURE_STEP, Status
-from preflight_checks.canary_training import NOT_MEASURED, CanaryTraining, Params
+from preflight_checks.canary.figures import collectives_reference, interpolate_time, percentile, summarise
+from preflight.core.check import Expect
+from preflight.core.model import FIGURE_STEP, Status
+from preflight_checks.canary.training import NOT_MEASURED, CanaryTraining, Params
 from tests.conftest import load_facts
 
 CHECK = CanaryTraining()

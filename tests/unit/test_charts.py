@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from preflight.check import measure
-from preflight.model import FIGURE_LINK, FIGURE_RATE, FIGURE_SCALING, FIGURE_SIZE, FIGURE_STEP, RunReport, Status
+from preflight.core.check import measure
+from preflight.core.model import FIGURE_LINK, FIGURE_RATE, FIGURE_SCALING, FIGURE_SIZE, FIGURE_STEP, RunReport, Status
 from preflight.reporters import charts, figures, html
 from tests.conftest import DATA, make_report, make_result
 
@@ -200,7 +200,7 @@ def test_output_is_the_same_in_another_process(every_chart):
     import os
     import subprocess
 
-    script = ("import hashlib, json; from preflight.model import RunReport; from preflight.reporters import charts; "
+    script = ("import hashlib, json; from preflight.core.model import RunReport; from preflight.reporters import charts; "
               f"d = json.load(open({str(DATA / 'reports' / 'cluster_run.json')!r})); d.pop('_source'); "
               "print(hashlib.sha256(''.join(c.svg for c in charts.render_charts(RunReport.from_dict(d))).encode())"
               ".hexdigest())")
@@ -250,8 +250,8 @@ def test_reporters_name_no_check():
 
 def test_the_example_plugin_gets_its_chart_without_any_reporter_change():
     checks = pytest.importorskip("preflight_example.checks", reason="install tests/plugins/preflight-example")
-    from preflight.check import Expect
-    from preflight.execute import result_from_outcome
+    from preflight.core.check import Expect
+    from preflight.run.execute import result_from_outcome
 
     echo = checks.Echo()
     facts = echo.collect(type("Ctx", (), {"record": lambda *a: None})(), checks.EchoParams())

@@ -1,7 +1,7 @@
 """The shared pieces of the check API that checks lean on."""
 
-from preflight.check import Expect, too_few_nodes
-from preflight.model import Status
+from preflight.core.check import Expect, too_few_nodes
+from preflight.core.model import Status
 
 
 def test_too_few_nodes_skips_one_node_unless_several_are_expected():

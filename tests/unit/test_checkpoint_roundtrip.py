@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import Expect
-from preflight.model import Status
-from preflight_checks.checkpoint_roundtrip import CheckpointRoundtrip, Params
-from preflight_checks.checkpoint_storage import storage_message, storage_problem_kind
+from preflight.core.check import Expect
+from preflight.core.model import Status
+from preflight_checks.checkpoint.roundtrip import CheckpointRoundtrip, Params
+from preflight_checks.checkpoint.storage import storage_message, storage_problem_kind
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "checkpoint"
 CHECK = CheckpointRoundtrip()
@@ -168,8 +168,8 @@ def test_no_framework_is_skip():
 
 
 def test_collect_without_frameworks_touches_nothing(monkeypatch, tmp_path):
-    import preflight_checks.checkpoint_roundtrip as module
-    from preflight.check import NodeContext
+    import preflight_checks.checkpoint.roundtrip as module
+    from preflight.run.context import NodeContext
 
     monkeypatch.setattr(module, "_framework_version", lambda *_: None)
     ctx = NodeContext(node="n", output_dir=tmp_path, scratch_dir=tmp_path / "s", expect=Expect(), timeout_s=10)
@@ -218,7 +218,7 @@ def test_storage_messages_name_the_path():
 
 def test_compare_states_is_bitwise():
     torch = pytest.importorskip("torch")
-    from preflight_checks.checkpoint_state import compare_states
+    from preflight_checks.checkpoint.state import compare_states
 
     nan_a = torch.tensor([0x7FC00001], dtype=torch.int32).view(torch.float32)
     nan_b = torch.tensor([0x7FC00002], dtype=torch.int32).view(torch.float32)
@@ -257,7 +257,7 @@ def test_compare_states_is_bitwise():
 
 def test_compare_states_bounds_the_report():
     torch = pytest.importorskip("torch")
-    from preflight_checks.checkpoint_state import (
+    from preflight_checks.checkpoint.state import (
         MAX_REPORTED_MISMATCHES,
         compare_states,
     )
@@ -271,7 +271,7 @@ def test_compare_states_bounds_the_report():
 
 def test_state_has_every_rng_and_edge_values():
     pytest.importorskip("torch")
-    from preflight_checks.checkpoint_state import (
+    from preflight_checks.checkpoint.state import (
         blank_like,
         build_state,
         count_tensors,
@@ -290,8 +290,8 @@ def test_state_has_every_rng_and_edge_values():
 def test_state_that_cannot_fit_in_memory_is_refused():
     import psutil
 
-    from preflight.check import CannotMeasure
-    from preflight_checks.checkpoint_state import check_memory as _check_memory
+    from preflight.core.check import CannotMeasure
+    from preflight_checks.checkpoint.state import check_memory as _check_memory
 
     available = psutil.virtual_memory().available
     with pytest.raises(CannotMeasure, match="needs about .* MB of memory"):

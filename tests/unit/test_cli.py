@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from preflight.cli import cli
+from preflight.cli.main import cli
 
 
 @pytest.fixture
@@ -109,7 +109,21 @@ def test_report_rerenders_a_past_run(runner, tmp_path, sample_report):
 def test_report_rejects_a_file_that_is_not_results(runner, tmp_path):
     (tmp_path / "x.json").write_text('{"hello": 1}')
     result = runner.invoke(cli, ["report", "x.json"])
-    assert result.exit_code == 2 and "not a preflight results file" in result.output
+    assert result.exit_code == 2 and "x.json" in result.output and "schema_version" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_report_names_the_malformed_field_of_a_results_file(runner, tmp_path, sample_report):
+    data = sample_report.to_dict()
+    data["results"][0]["status"] = "GREEN"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    result = runner.invoke(cli, ["report", "bad.json"])
+    assert result.exit_code == 2 and "results[0].status" in result.output, result.output
+    data = sample_report.to_dict()
+    data["results"][0]["measurements"] = "fast"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    result = runner.invoke(cli, ["report", "bad.json"])
+    assert result.exit_code == 2 and "results[0].measurements" in result.output, result.output
 
 
 def test_step_summary_is_appended_when_set(runner, tmp_path, monkeypatch):
@@ -130,8 +144,8 @@ def test_empty_out_is_exit_2(runner, tmp_path):
 
 def _jsonl_report(tmp_path, planned, results, torn=""):
     """results.jsonl as a killed run leaves it: the plan header, some results, perhaps a torn line."""
-    from preflight.model import CheckResult, NodeInfo, RunReport, Status
-    from preflight.plan import plan_header
+    from preflight.core.model import CheckResult, NodeInfo, RunReport, Status
+    from preflight.core.results_file import plan_header
 
     report = RunReport(started_at="2026-11-29T10:00:00+00:00", preflight_version="0.1.0",
                        nodes=[NodeInfo(name="node1")], planned=planned)
@@ -178,8 +192,8 @@ def test_run_starts_results_jsonl_with_the_plan(runner, tmp_path):
 
 
 def test_a_check_pulls_in_what_it_reads(runner):
-    from preflight.plan import PlanError, select
-    from preflight.registry import discover
+    from preflight.run.plan import PlanError, select
+    from preflight.core.registry import discover
 
     checks = discover().checks
     chosen = select(checks, ["versions.consistency"], set(), explicit=True)
@@ -195,13 +209,13 @@ def test_a_check_pulls_in_what_it_reads(runner):
 
 
 def _with_broken_plugin(monkeypatch):
-    from preflight import cli as cli_module
-    from preflight.registry import LoadError, discover
+    import preflight.core.registry as registry_module
+    from preflight.core.registry import LoadError, discover
 
     registry = discover()
     registry.errors.append(LoadError("acme.broken = acme_broken:Check", "acme-gpu-checks 0.3",
                                      "ImportError: No module named 'acme_broken'"))
-    monkeypatch.setattr(cli_module, "_registry", lambda: registry)
+    monkeypatch.setattr(registry_module, "discover", lambda: registry)
 
 
 def test_a_plugin_that_failed_to_load_makes_the_run_incomplete_unless_skipped(runner, tmp_path, monkeypatch):

@@ -12,19 +12,19 @@ import itertools
 
 import pytest
 
-from preflight.check import Expect
-from preflight.cluster_launch import torchrun_argv
-from preflight.cluster_nodes import (
+from preflight.core.check import Expect
+from preflight.launch.torchrun import torchrun_argv
+from preflight.launch.nodes import (
     choose_backend,
     coordinator_ip,
     is_loopback,
     loopback_findings,
     shared_machine_findings,
 )
-from preflight.pairs import round_robin
-from preflight.torchrun_log import interpret_run, summarize_agent
-from preflight.model import Status
-from preflight_checks.collectives_cluster import (
+from preflight.launch.pairs import round_robin
+from preflight.launch.torchrun_log import interpret_run, summarize_agent
+from preflight.core.model import Status
+from preflight_checks.collectives.cluster import (
     CollectivesCluster,
     Params,
     attribute,
@@ -143,7 +143,7 @@ def test_recorded_facts_rejudged_with_other_thresholds_give_the_other_answer():
 
 
 def test_pair_facts_hold_figures_and_no_judgement():
-    from preflight_checks.collectives_cluster import pair_facts
+    from preflight_checks.collectives.cluster import pair_facts
 
     run = facts_of("testbed_n2_shaped_pairwise.json")["run"]
     pair = pair_facts(run)
@@ -423,7 +423,7 @@ NCCL_SOCKET_LINES = [
 
 
 def test_the_network_nccl_used_is_read_from_its_info_lines():
-    from preflight.torchrun_log import nccl_network
+    from preflight.launch.torchrun_log import nccl_network
 
     ib = nccl_network(["I1129 torchrun noise"] + NCCL_IB_LINES)
     assert ib["network"] == "IB" and ib["via"] == ["NET/IB", "P2P"]
@@ -450,8 +450,8 @@ def test_nccl_over_sockets_is_a_warning_and_the_network_is_reported():
 
 
 def test_both_backends_get_the_probed_interface():
-    from preflight.cluster_launch import node_plan
-    from preflight.check import ClusterContext
+    from preflight.launch.torchrun import node_plan
+    from preflight.run.context import ClusterContext
 
     ctx = ClusterContext(nodes=[{"kind": "local", "name": "a", "address": "127.0.0.1", "python": "python3"}],
                          output_dir=".", scratch_dir=".", expect=Expect(), timeout_s=10)

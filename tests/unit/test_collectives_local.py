@@ -5,11 +5,11 @@ from dataclasses import replace
 
 import pytest
 
-from preflight.check import Expect
-from preflight.launch import LaunchResult, RankRun, interpret_launch
-from preflight.model import Status
+from preflight.core.check import Expect
+from preflight.launch.ranks import LaunchResult, RankRun, interpret_launch
+from preflight.core.model import Status
 from preflight.workers.allreduce import bus_factor, parse_sizes
-from preflight_checks.collectives_local import CPU_SIZES, GPU_SIZES, CollectivesLocal, Params, human_bytes
+from preflight_checks.collectives.local import CPU_SIZES, GPU_SIZES, CollectivesLocal, Params, human_bytes
 from tests.conftest import load_facts
 
 CHECK = CollectivesLocal()

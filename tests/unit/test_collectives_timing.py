@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import Expect
-from preflight.model import FIGURE_SIZE, Status
-from preflight.nccl_tests import argv_for, parse_output, row_at
-from preflight_checks.collectives_local import CollectivesLocal, Params, main_sizes
+from preflight.core.check import Expect
+from preflight.core.model import FIGURE_SIZE, Status
+from preflight_checks.collectives.nccl_tests import argv_for, parse_output, row_at
+from preflight_checks.collectives.local import CollectivesLocal, Params, main_sizes
 from tests.conftest import load_facts
 
 CHECK = CollectivesLocal()

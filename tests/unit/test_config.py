@@ -1,8 +1,8 @@
 import pytest
 
-from preflight import config as cfg
-from preflight.registry import discover
-from preflight_checks.node_environment import NodeEnvironment
+from preflight.core import config as cfg
+from preflight.core.registry import discover
+from preflight_checks.node.environment import NodeEnvironment
 
 CHECKS = {"node.environment": NodeEnvironment}
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import CannotMeasure, Expect
-from preflight.model import Status
+from preflight.core.check import CannotMeasure, Expect
+from preflight.core.model import Status
 from preflight.workers.dataloader_files import percentile, size_distribution
-from preflight_checks.dataloader_throughput import (
+from preflight_checks.dataloader.throughput import (
     SCALING_CHECK,
     DataloaderThroughput,
     Params,
@@ -205,7 +205,7 @@ def test_tf_data_worker_runs_with_the_gpus_hidden(tmp_path):
     # tensorflow reserves nearly all memory of every GPU it sees; the loader's worker must see none.
     import subprocess
 
-    from preflight_checks.dataloader_throughput import measure_tensorflow
+    from preflight_checks.dataloader.throughput import measure_tensorflow
 
     class Ctx:
         def time_left(self):
@@ -283,9 +283,10 @@ def test_without_any_framework_collect_writes_nothing_and_the_check_skips(tmp_pa
     import importlib.util
     import sys
 
-    from preflight.check import Expect, NodeContext
-    from preflight.model import Status
-    from preflight_checks.dataloader_throughput import DataloaderThroughput, Params
+    from preflight.core.check import Expect
+    from preflight.run.context import NodeContext
+    from preflight.core.model import Status
+    from preflight_checks.dataloader.throughput import DataloaderThroughput, Params
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -305,8 +306,9 @@ def test_a_skipped_check_describes_no_dataset_it_never_wrote(tmp_path, monkeypat
     import importlib.util
     import sys
 
-    from preflight.check import Expect, NodeContext
-    from preflight_checks.dataloader_throughput import DataloaderThroughput, Params
+    from preflight.core.check import Expect
+    from preflight.run.context import NodeContext
+    from preflight_checks.dataloader.throughput import DataloaderThroughput, Params
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.diff import (
+from preflight.core.compare import (
     BASELINE_CHECK_ID,
     Diff,
     FigureChange,
@@ -19,9 +19,9 @@ from preflight.diff import (
     compare,
 )
 from preflight.reporters import baseline as words
-from preflight.model import CLUSTER_NODE, Measurement, RunReport, Scope, Status
+from preflight.core.model import CLUSTER_NODE, Measurement, RunReport, Scope, Status
 from preflight.reporters import json_report
-from preflight.verdict import Verdict, decide
+from preflight.core.verdict import Verdict, decide
 from tests.conftest import DATA, make_report, make_result
 
 
@@ -234,7 +234,7 @@ def test_diff_module_is_pure_comparison():
     import ast
     import inspect
 
-    from preflight import diff
+    from preflight.core import compare as diff
 
     tree = ast.parse(inspect.getsource(diff))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}

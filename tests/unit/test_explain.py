@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 from click.testing import CliRunner
 
-from preflight import faults
-from preflight.cli import cli
-from preflight.registry import discover
+from preflight.run import faults
+from preflight.cli.main import cli
+from preflight.core.registry import discover
 
 REGISTRY = discover()
 BUILT_IN = sorted(cid for cid, origin in REGISTRY.origin.items() if origin.startswith("preflight "))

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from preflight.check import measure
-from preflight.model import (
+from preflight.core.check import measure
+from preflight.core.model import (
     CLUSTER_NODE,
     FIGURE_LINK,
     FIGURE_RATE,
@@ -213,7 +213,7 @@ def test_sentences_keep_the_spelling_of_names_they_start_with():
 
 
 def test_a_go_with_skipped_checks_says_how_much_was_not_measured():
-    from preflight.model import Status
+    from preflight.core.model import Status
     from preflight.reporters.view import build_view
     from tests.conftest import make_report, make_result
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.nccl_tests import row_at
+from preflight_checks.collectives.nccl_tests import row_at
 
 DATA = Path(__file__).parent.parent / "data"
 DIRS = ["gpu_visibility", "collectives", "dataloader", "scaling", "checkpoint"]

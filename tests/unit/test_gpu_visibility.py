@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import Expect
-from preflight.model import Status
+from preflight.core.check import Expect
+from preflight.core.model import Status
 from preflight.workers.gpu_nvml import cuda_version_text, throttle_reason_names
 from preflight.workers.gpu_probe import compare_product, dotted_cudnn, dotted_nccl, reference_inputs
-from preflight_checks.gpu_visibility import GpuVisibility, pcie_link_gbps, runtime_vs_driver, visible_gpu_indices
+from preflight_checks.gpu.visibility import GpuVisibility, pcie_link_gbps, runtime_vs_driver, visible_gpu_indices
 
 DATA = Path(__file__).parent.parent / "data" / "gpu_visibility"
 CHECK = GpuVisibility()

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import Expect
-from preflight.model import Status
-from preflight.registry import discover
+from preflight.core.check import Expect
+from preflight.core.model import Status
+from preflight.core.registry import discover
 from preflight.workers.gpu_probe import numa_local, parse_cpulist, sysfs_bus_id
-from preflight_checks.gpu_visibility import GpuVisibility
+from preflight_checks.gpu.visibility import GpuVisibility
 
 DATA = Path(__file__).parent.parent / "data" / "gpu_visibility"
 CHECK = GpuVisibility()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.hosts import MAX_HOSTS_PER_LINE, Host, HostsFileError, load_hosts, parse_hosts
+from preflight.cli.hosts import MAX_HOSTS_PER_LINE, Host, HostsFileError, load_hosts, parse_hosts
 
 
 def names(text: str) -> list[str]:

@@ -1,8 +1,8 @@
-"""How launch_local's account of its ranks is read (preflight.launch.interpret_launch). Pure."""
+"""How launch_local's account of its ranks is read (preflight.launch.ranks.interpret_launch). Pure."""
 
 from __future__ import annotations
 
-from preflight.launch import LaunchResult, RankRun, interpret_launch
+from preflight.launch.ranks import LaunchResult, RankRun, interpret_launch
 
 
 def rank(number: int, returncode: int | None, stdout: str = "", killed: bool = False) -> RankRun:

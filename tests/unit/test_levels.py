@@ -9,15 +9,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from preflight import config as config_mod
-from preflight import levels
-from preflight.check import Check
-from preflight.cli import cli
-from preflight.model import CLUSTER_NODE, Finding, Scope, Status
-from preflight.registry import discover
-from preflight.runner import NodeTarget, RunPlan, Runner
+from preflight.core import config as config_mod
+from preflight.core import levels
+from preflight.core.results_file import SCHEMA_PATH
+from preflight.core.check import Check
+from preflight.cli.main import cli
+from preflight.core.model import CLUSTER_NODE, Finding, Scope, Status
+from preflight.core.registry import discover
+from preflight.run.runner import NodeTarget, RunPlan, Runner
 from preflight.transport import LocalTransport
-from preflight.verdict import Verdict, decide
+from preflight.core.verdict import Verdict, decide
 from tests.conftest import make_report, make_result
 
 CHECKS = discover().checks
@@ -161,7 +162,7 @@ def test_reports_show_the_level_and_budget(sample_report):
 
 def test_the_schema_accepts_the_level_fields(sample_report):
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(levels.__file__).parent / "schema" / "run-report.schema.json").read_text())
+    schema = json.loads((SCHEMA_PATH).read_text())
     sample_report.level, sample_report.level_budget_s, sample_report.stopped_early = "thorough", 3600.0, "x"
     jsonschema.validate(sample_report.to_dict(), schema)
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from preflight.model import SCHEMA_VERSION, CheckResult, Measurement, RunReport, Status
+from preflight.core.model import SCHEMA_VERSION, CheckResult, Measurement, RunReport, Status
 
 
 def test_report_round_trips_through_json(sample_report):

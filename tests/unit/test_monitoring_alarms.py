@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from preflight.check import Expect
-from preflight.model import Status
-from preflight_checks.monitoring_alarms import MonitoringAlarms, Params, covers_utilisation, names_node
+from preflight.core.check import Expect
+from preflight.core.model import Status
+from preflight_checks.monitoring.alarms import MonitoringAlarms, Params, covers_utilisation, names_node
 
 CHECK = MonitoringAlarms()
 RULES = [{"name": "PreflightGpuUtilizationLow", "query": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[10m]) < 50",

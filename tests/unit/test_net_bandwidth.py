@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import Expect
-from preflight.model import Status
-from preflight.iperf import parse_client_output, summarize_sample
-from preflight.pairs import full_rounds, ring_rounds
-from preflight_checks.net_bandwidth import NetBandwidth, Params
+from preflight.core.check import Expect
+from preflight.core.model import Status
+from preflight_checks.net.iperf import parse_client_output, summarize_sample
+from preflight.launch.pairs import full_rounds, ring_rounds
+from preflight_checks.net.bandwidth import NetBandwidth, Params
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "net"
 SHAPED_RATE_GBPS = 2.0  # the tbf rate of node 2's link when the data was recorded

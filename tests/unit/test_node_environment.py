@@ -1,8 +1,8 @@
 from dataclasses import replace
 
-from preflight.check import Expect
-from preflight.model import Status
-from preflight_checks.node_environment import Params, NodeEnvironment
+from preflight.core.check import Expect
+from preflight.core.model import Status
+from preflight_checks.node.environment import Params, NodeEnvironment
 from tests.conftest import load_facts
 
 CHECK = NodeEnvironment()
@@ -65,7 +65,7 @@ def test_missing_shm_and_unreadable_disk_fail():
 
 # -- what the node has to train with ------------------------------------------------------------
 
-from preflight_checks.node_environment import NO_FRAMEWORK, importable, nvidia_pci_gpus  # noqa: E402
+from preflight_checks.node.environment import NO_FRAMEWORK, importable, nvidia_pci_gpus  # noqa: E402
 
 
 def _pci_device(root, address, vendor, pci_class, driver=None, device="0x2330"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.check import Check, measure, outcome_from_findings
-from preflight.execute import result_from_outcome
-from preflight.model import CheckResult, Finding, Status
+from preflight.core.check import Check, measure, outcome_from_findings
+from preflight.run.execute import result_from_outcome
+from preflight.core.model import CheckResult, Finding, Status
 
 
 def test_worst_finding_decides_status_summary_and_fixes():

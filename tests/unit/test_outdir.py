@@ -7,8 +7,8 @@ import json
 
 from click.testing import CliRunner
 
-from preflight.cli import cli
-from preflight.outdir import OWNED_FILES, run_directory
+from preflight.cli.main import cli
+from preflight.cli.outdir import OWNED_FILES, run_directory
 from preflight.reporters import json_report
 
 MOMENT = dt.datetime(2026, 11, 29, 10, 0, 0, tzinfo=dt.timezone.utc)

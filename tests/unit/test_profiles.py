@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from preflight import config as cfg
-from preflight.model import Status
-from preflight.registry import discover
+from preflight.core import config as cfg
+from preflight.core.model import Status
+from preflight.core.registry import discover
 
 DATA = Path(__file__).parent.parent / "data"
 CHECKS = discover().checks

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from preflight.model import CLUSTER_NODE, Status
-from preflight.progress import Progress
+from preflight.core.model import CLUSTER_NODE, Status
+from preflight.cli.progress import Progress
 from tests.conftest import make_result
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from preflight.check import measure
-from preflight.model import FIGURE_STEP, Status
+from preflight.core.check import measure
+from preflight.core.model import FIGURE_STEP, Status
 from preflight.reporters import FORMATS, renderer
 from tests.conftest import make_report, make_result
 

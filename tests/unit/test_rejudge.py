@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from preflight.cli import cli
-from preflight.execute import result_from_outcome
-from preflight.model import NodeInfo, RunReport, Status
-from preflight.registry import discover
-from preflight.verdict import decide
+from preflight.cli.main import cli
+from preflight.run.execute import result_from_outcome
+from preflight.core.model import NodeInfo, RunReport, Status
+from preflight.core.registry import discover
+from preflight.core.verdict import decide
 
 DATA = Path(__file__).parent.parent / "data"
 CHECKS = discover().checks
@@ -31,12 +31,12 @@ def recorded_run() -> RunReport:
                        planned=[*facts, "checkpoint.roundtrip"], command="preflight run")
     for check_id, recorded in facts.items():
         check = CHECKS[check_id]
-        from preflight.check import Expect
+        from preflight.core.check import Expect
 
         outcome = check().evaluate(recorded, check.params_from(), Expect(gpus_per_node=8))
         report.add(result_from_outcome(check, outcome, node=NODE, facts=recorded))
     # A check that timed out recorded no facts: re-judging keeps it as it was.
-    from preflight.execute import error_result
+    from preflight.run.execute import error_result
 
     report.add(error_result(CHECKS["checkpoint.roundtrip"], NODE, "did not finish within 600s"))
     return report

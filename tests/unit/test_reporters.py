@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.model import Evidence, RunReport, Status
+from preflight.core.model import Evidence, RunReport, Status
 from preflight.reporters import html, json_report, junit, markdown, terminal
 from tests.conftest import DATA, make_report, make_result
 
@@ -120,7 +120,7 @@ def test_junit_strips_control_characters():
 # -- a run compared with its baseline: every report shows it -----------------------------------------
 
 def regressed_run(sample_report: RunReport) -> RunReport:
-    from preflight.diff import attach
+    from preflight.core.compare import attach
 
     baseline = copy.deepcopy(sample_report)
     baseline.started_at = "2026-11-22T10:00:00+00:00"
@@ -178,7 +178,7 @@ def test_html_of_a_cluster_run_is_self_contained_with_every_chart():
 
 
 def test_markdown_of_a_large_cluster_fits_a_pull_request_comment():
-    from preflight.model import Measurement
+    from preflight.core.model import Measurement
     from preflight.reporters.markdown import MAX_MEASUREMENT_ROWS
 
     results = [make_result("collectives.local", f"node{n:03d}", Status.PASS, measurements=[
@@ -204,8 +204,8 @@ def test_markdown_has_no_html_entities_and_keeps_code_spans():
 
 def test_a_report_of_a_check_no_reporter_knows_draws_its_chart_and_finding():
     pytest.importorskip("matplotlib")
-    from preflight.check import measure
-    from preflight.model import FIGURE_SIZE
+    from preflight.core.check import measure
+    from preflight.core.model import FIGURE_SIZE
 
     results = [make_result("acme.ping", "n1", Status.PASS, title="Acme ping latency", measurements=[
         measure("latency", v, "us", at_most=50.0, figure=FIGURE_SIZE, series="udp", at=size)

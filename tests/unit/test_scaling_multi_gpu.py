@@ -5,9 +5,9 @@ from dataclasses import replace
 
 import pytest
 
-from preflight.check import Expect
-from preflight.model import Status
-from preflight_checks.scaling_multi_gpu import (
+from preflight.core.check import Expect
+from preflight.core.model import Status
+from preflight_checks.scaling.multi_gpu import (
     Params, ScalingMultiGpu, count_text, default_device_counts, scaling_table,
 )
 from tests.conftest import load_facts

@@ -11,9 +11,9 @@ import copy
 
 import pytest
 
-from preflight.check import Expect
-from preflight.model import Status
-from preflight_checks.scaling_multi_node import Params, ScalingMultiNode, choose_model, efficiency
+from preflight.core.check import Expect
+from preflight.core.model import Status
+from preflight_checks.scaling.multi_node import Params, ScalingMultiNode, choose_model, efficiency
 from tests.conftest import load_facts
 
 

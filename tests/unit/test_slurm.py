@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from preflight import slurm
-from preflight.model import CLUSTER_NODE, Finding, NodeInfo, Scope, Status
+from preflight.cli import nodes as cli_nodes
+from preflight.integrations import slurm
+from preflight.core.model import CLUSTER_NODE, Finding, NodeInfo, Scope, Status
 from preflight.transport import transport_from_spec
 from preflight.transport.slurm import SlurmTransport
 from tests.conftest import make_report, make_result, run_preflight
@@ -89,7 +90,7 @@ def test_nodelist_is_expanded_by_scontrol_and_its_failure_is_named():
 def test_allocation_nodes_are_slurm_transports_named_by_slurm_at_their_node_address():
     run = fake_run({("scontrol", "show", "hostnames"): (0, "n1\nn2\n", ""),
                     ("scontrol", "show", "node"): (0, (DATA / "show_node.txt").read_text(), "")}, [])
-    nodes = slurm.allocation_nodes("/opt/venv/bin/python", {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-2]"}, run)
+    nodes = cli_nodes.allocation_nodes("/opt/venv/bin/python", {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-2]"}, run)
     assert [(n.name, n.transport.address, n.transport.python, n.transport.jobid) for n in nodes] == [
         ("n1", "198.18.0.11", "/opt/venv/bin/python", "9"), ("n2", "198.18.0.12", "/opt/venv/bin/python", "9")]
 
@@ -183,7 +184,7 @@ def test_apply_runs_scontrol_for_exactly_the_planned_nodes_and_reports_refusals(
 
 def test_srun_wraps_one_overlapping_step_on_that_node_of_that_job():
     transport = SlurmTransport("gpu07", "10.0.0.7", "/opt/py", jobid="1234")
-    argv = transport.wrap(["/opt/py", "-m", "preflight.agent"])
+    argv = transport.wrap(["/opt/py", "-m", "preflight.run.agent"])
     srun = argv.index("srun")
     assert argv[:srun][0] == "env" and "SLURM_EXIT_ERROR=255" in argv[:srun]
     assert "SLURM_NTASKS_PER_NODE" in argv[:srun]  # the job's own settings do not shape the step
@@ -191,7 +192,7 @@ def test_srun_wraps_one_overlapping_step_on_that_node_of_that_job():
     assert step[step.index("-w") + 1] == "gpu07"
     for option in ("--jobid=1234", "-N1", "-n1", "--overlap", "--quiet"):
         assert option in step
-    assert step[step.index("--") + 1:] == ["/opt/py", "-m", "preflight.agent"]
+    assert step[step.index("--") + 1:] == ["/opt/py", "-m", "preflight.run.agent"]
 
 
 def test_srun_failures_are_told_from_the_commands_own_exit_codes():
@@ -233,8 +234,8 @@ def test_slurm_outside_an_allocation_and_with_nodes_is_a_usage_error(tmp_path):
 
 
 def test_the_hook_runs_only_the_cheap_node_checks():
-    from preflight.healthcheck import hook_check_ids
-    from preflight.registry import discover
+    from preflight.cli.healthcheck import hook_check_ids
+    from preflight.core.registry import discover
 
     ids = hook_check_ids(discover().checks)
     assert "node.environment" in ids and "gpu.visibility" in ids and "versions.pinned" in ids

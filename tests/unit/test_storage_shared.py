@@ -7,9 +7,9 @@ import copy
 import json
 from pathlib import Path
 
-from preflight.check import Expect
-from preflight.model import Status
-from preflight_checks.storage_shared import Params, StorageShared
+from preflight.core.check import Expect
+from preflight.core.model import Status
+from preflight_checks.storage.shared import Params, StorageShared
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "storage"
 check = StorageShared()

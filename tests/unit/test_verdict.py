@@ -1,8 +1,8 @@
 import pytest
 
-from preflight.model import Scope, Status
-from preflight.model import Finding
-from preflight.verdict import EXIT_CODES, Verdict, decide, measured_counts, skip_blocks
+from preflight.core.model import Scope, Status
+from preflight.core.model import Finding
+from preflight.core.verdict import EXIT_CODES, Verdict, decide, measured_counts, skip_blocks
 from tests.conftest import make_report, make_result
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import ClusterContext, Expect
-from preflight.model import Scope, Status
-from preflight_checks.versions_consistency import VersionsConsistency, compare_field
+from preflight.core.check import Expect
+from preflight.run.context import ClusterContext
+from preflight.core.model import Scope, Status
+from preflight_checks.versions.consistency import VersionsConsistency, compare_field
 
 DATA = Path(__file__).parent.parent / "data" / "versions"
 CHECK = VersionsConsistency()

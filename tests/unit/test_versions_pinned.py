@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from preflight.check import CannotMeasure, Expect
-from preflight.model import Status
-from preflight_checks.versions_pinned import VersionsPinned, describe_stack, read_requirements
+from preflight.core.check import CannotMeasure, Expect
+from preflight.core.model import Status
+from preflight_checks.versions.pinned import VersionsPinned, describe_stack, read_requirements
 
 DATA = Path(__file__).parent.parent / "data" / "versions"
 CHECK = VersionsPinned()
@@ -282,7 +282,7 @@ dependencies:
 @pytest.mark.parametrize("name, text", [("uv.lock", UV_LOCK), ("poetry.lock", POETRY_LOCK),
                                         ("Pipfile.lock", PIPFILE_LOCK), ("environment.yml", CONDA_ENV)])
 def test_lock_files_in_the_working_directory_are_found_and_compared(tmp_path, name, text):
-    from preflight.pins import gather
+    from preflight_checks.versions.pins import gather
 
     write(tmp_path, name, text)
     pins = gather([], tmp_path)
@@ -299,7 +299,7 @@ def test_lock_files_in_the_working_directory_are_found_and_compared(tmp_path, na
 
 
 def test_conda_environment_names_and_skipped_specs(tmp_path):
-    from preflight.pins import gather
+    from preflight_checks.versions.pins import gather
 
     write(tmp_path, "environment.yml", CONDA_ENV)
     pins = gather([], tmp_path)
@@ -311,7 +311,7 @@ def test_conda_environment_names_and_skipped_specs(tmp_path):
 
 
 def test_requirements_files_and_a_library_pyproject_are_found(tmp_path):
-    from preflight.pins import discover, gather
+    from preflight_checks.versions.pins import discover, gather
 
     write(tmp_path, "requirements-gpu.txt", LOCKED)
     write(tmp_path, "pyproject.toml", "[project]\nname = 'lib'\n")  # no dependencies: passed over
@@ -329,7 +329,7 @@ def test_pins_are_read_on_the_coordinator_and_travel_in_the_params(tmp_path, mon
     node_dir = tmp_path / "node"
     node_dir.mkdir()
     monkeypatch.chdir(node_dir)
-    from preflight_checks.versions_pinned import collect_pins
+    from preflight_checks.versions.pinned import collect_pins
 
     facts = collect_pins(CHECK.params_from(json.loads(json.dumps(overrides))))
     assert {e["name"] for e in facts["pins"]["entries"]} == {"torch", "torchvision", "numpy"}

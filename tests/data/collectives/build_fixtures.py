@@ -138,7 +138,7 @@ def nccl_tests_text(node: dict, max_size: int, p2p_off: bool) -> str:
 
 
 def node_facts(name: str, sizes: list[int], p2p_off: bool, source: str) -> dict:
-    from preflight.nccl_tests import argv_for, parse_output
+    from preflight_checks.collectives.nccl_tests import argv_for, parse_output
 
     node = NODES[name]
     text = nccl_tests_text(node, max(sizes), p2p_off)

@@ -158,8 +158,9 @@ def record(path: Path) -> None:
     import platform
     import tempfile
 
-    from preflight.check import Expect, NodeContext
-    from preflight_checks.gpu_visibility import GpuVisibility
+    from preflight.core.check import Expect
+    from preflight.run.context import NodeContext
+    from preflight_checks.gpu.visibility import GpuVisibility
 
     check = GpuVisibility()
     with tempfile.TemporaryDirectory() as scratch:

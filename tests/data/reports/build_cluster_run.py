@@ -20,19 +20,17 @@ HERE = Path(__file__).parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
 
-from preflight.check import Expect  # noqa: E402
-from preflight.execute import result_from_outcome  # noqa: E402
-from preflight.model import NodeInfo, RunReport  # noqa: E402
-from preflight_checks import (  # noqa: E402
-    checkpoint_roundtrip,
-    collectives_local,
-    dataloader_throughput,
-    gpu_visibility,
-    net_bandwidth,
-    node_environment,
-    scaling_multi_gpu,
-    versions_pinned,
-)
+from preflight.core.check import Expect  # noqa: E402
+from preflight.run.execute import result_from_outcome  # noqa: E402
+from preflight.core.model import NodeInfo, RunReport  # noqa: E402
+import preflight_checks.checkpoint.roundtrip as checkpoint_roundtrip  # noqa: E402
+import preflight_checks.collectives.local as collectives_local  # noqa: E402
+import preflight_checks.dataloader.throughput as dataloader_throughput  # noqa: E402
+import preflight_checks.gpu.visibility as gpu_visibility  # noqa: E402
+import preflight_checks.net.bandwidth as net_bandwidth  # noqa: E402
+import preflight_checks.node.environment as node_environment  # noqa: E402
+import preflight_checks.scaling.multi_gpu as scaling_multi_gpu  # noqa: E402
+import preflight_checks.versions.pinned as versions_pinned  # noqa: E402
 
 NODES = ["gpu01", "gpu02", "gpu03"]
 EXPECT = Expect(gpus_per_node=8, nodes=3, frameworks=["torch"])

@@ -25,8 +25,9 @@ def record() -> None:
     import platform
     import tempfile
 
-    from preflight.check import Expect, NodeContext
-    from preflight_checks.versions_pinned import collect_stack
+    from preflight.core.check import Expect
+    from preflight.run.context import NodeContext
+    from preflight_checks.versions.pinned import collect_stack
 
     with tempfile.TemporaryDirectory() as scratch:
         ctx = NodeContext(node=platform.node(), output_dir=Path(scratch), scratch_dir=Path(scratch), expect=Expect(),

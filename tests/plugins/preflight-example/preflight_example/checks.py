@@ -15,8 +15,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from preflight.check import Check, Outcome, measure
-from preflight.model import FIGURE_SIZE, Status
+from preflight.core.check import Check, Outcome, measure
+from preflight.core.model import FIGURE_SIZE, Status
 
 HASHED_SIZES = (1 << 10, 64 << 10, 1 << 20)
 

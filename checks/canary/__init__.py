@@ -1,0 +1,1 @@
+"""canary.training and its figures."""

@@ -1,0 +1,371 @@
+"""checkpoint.roundtrip: checkpoints are written, read back bit for bit, and a killed run resumes exactly.
+
+Four parts, each reported on its own:
+- torch: a model, its Adam state and every random-number state, saved with `torch.save` and with
+  `torch.distributed.checkpoint` (DCP), fsynced, loaded back and compared byte for byte; write and
+  read GB/s, median of `repeats`.
+- resume: a short training run (preflight.workers.checkpoint_train) is SIGKILLed between two
+  checkpoints, a new process resumes from the newest one, and its final weights must equal, bit for
+  bit, those of a run that was never interrupted.
+- tensorflow: tf.train.Checkpoint with a CheckpointManager, restored with assert_consumed(), in its
+  own process (preflight.workers.checkpoint_tf).
+- compat: an old checkpoint the team keeps (`compat_path`) must still load with this stack.
+
+Everything is written under one fresh directory inside `dir`, removed at the end, also on failure.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.run.context import NodeContext
+from preflight.machine.filesystems import filesystem_type
+from preflight.core.model import FIGURE_RATE, Finding, Measurement, Status
+
+
+from preflight_checks.checkpoint.formats import compat_test, roundtrip_format
+from preflight_checks.checkpoint.resume import resume_test
+from preflight_checks.checkpoint.state import build_state, check_memory, count_tensors, pick_device
+from preflight_checks.checkpoint.storage import (
+    FREE_SPACE_FACTOR, MB, free_bytes, storage_kind_from_text, storage_message, storage_problem_kind,
+)
+from preflight_checks.checkpoint.tensorflow import tensorflow_test, tf_size_mb
+
+
+# The `at` label of each format's write and read figures (FIGURE_RATE).
+FORMAT_LABELS = {"torch.save": "torch.save", "dcp": "DCP", "tensorflow": "TensorFlow"}
+
+
+@dataclass
+class Params:
+    # Where checkpoints are written. Unset: a scratch directory under the run's output directory,
+    # which proves little; point it at the shared filesystem your training job checkpoints to.
+    dir: str | None = None
+    # Size of model plus optimizer state. Large enough that the figure is about the storage and not
+    # about Python overhead, small enough to take seconds on a node; raise it toward a real shard size
+    # (a 7B model with Adam in fp32 is ~112 GB across the job) for figures that include the page cache's
+    # limits.
+    size_mb: float = 256.0
+    # Single-stream write floor. A parallel filesystem (Lustre, GPFS, Weka) or local NVMe gives one
+    # writer several GB/s; NFS on 10 GbE tops out near 1 GB/s. Below 1 GB/s one node saving a 100 GB
+    # checkpoint stalls training for over a minute and a half each time.
+    min_write_gbps: float = 1.0
+    # Read matters at restart, after a failure, when the whole job waits. Same reasoning as writing.
+    min_read_gbps: float = 1.0
+    # Each format is written and read this many times; the median is judged.
+    repeats: int = 3
+    # "auto": CUDA when torch sees a GPU (the tensors then come from GPU memory, as in training), else CPU.
+    device: str = "auto"
+    # Also use torch.distributed.checkpoint (the format FSDP and large-model training save with).
+    dcp: bool = True
+    # The kill-and-resume test: steps of the short training run, a checkpoint every save_every steps,
+    # and the step after which it is killed (between two checkpoints, so work is lost and redone).
+    resume_test: bool = True
+    resume_steps: int = 40
+    resume_save_every: int = 10
+    resume_kill_after_step: int = 25
+    seed: int = 1234
+    # Size of the tensorflow round trip, at most size_mb (its own process; kept smaller, the torch part
+    # already measures the storage).
+    tensorflow: bool = True
+    tf_size_mb: float = 64.0
+    # A checkpoint the team produced with its previous stack (a torch.save file, or a DCP directory):
+    # it must still load, with weights_only=True as torch loads by default since 2.6.
+    compat_path: str | None = None
+
+
+
+def _framework_version(module: str, distributions: tuple[str, ...]) -> str | None:
+    if importlib.util.find_spec(module) is None:
+        return None
+    for name in distributions:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+class CheckpointRoundtrip(Check):
+    id = "checkpoint.roundtrip"
+    title = "Checkpoints: exact round trip, write/read speed, resume after a kill"
+    tags = ("storage", "checkpoint", "torch", "tensorflow")
+    why = (
+        "A long training run is only as safe as its last checkpoint. A filesystem that cannot be written, "
+        "fills up, or returns different bytes loses days of work; a slow one stalls every GPU while it saves; "
+        "and a resume that forgets the optimizer or random-number state silently trains a different model."
+    )
+    remediation = (
+        "Point checkpoint.dir at the filesystem your training writes checkpoints to, mounted read-write, "
+        "with free space for several checkpoints.",
+        "Slow writes: save from every rank in parallel (torch.distributed.checkpoint), save asynchronously, "
+        "or write to local NVMe first and copy to shared storage in the background.",
+        "Save and restore the model, the optimizer, the step and every random-number state (torch, CUDA, "
+        "numpy, Python) together; write to a temporary name, fsync, then rename.",
+        "A checkpoint from the previous stack that no longer loads: pin the old version or convert the "
+        "checkpoint before upgrading.",
+    )
+    Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "dir": ("directory checkpoints are written to; point it at the filesystem training saves to (unset: a "
+                "scratch directory)"),
+        "size_mb": "size of the model plus optimizer state written (MB)",
+        "min_write_gbps": "lowest single-writer write speed (GB/s)",
+        "min_read_gbps": "lowest single-reader read speed (GB/s)",
+        "repeats": "times each format is written and read; the median is judged (count)",
+        "device": "where the tensors live: \"auto\" (GPU when torch sees one), \"cuda\" or \"cpu\"",
+        "dcp": "also use torch.distributed.checkpoint, the format FSDP saves with (true/false)",
+        "resume_test": ("kill a short training run between checkpoints and check it resumes exactly "
+                        "(true/false)"),
+        "resume_steps": "steps of the kill-and-resume training run (count)",
+        "resume_save_every": "steps between its checkpoints (count)",
+        "resume_kill_after_step": "step after which the run is killed (step number)",
+        "seed": "random seed of the training run (integer)",
+        "tensorflow": "also round-trip a tensorflow checkpoint where tensorflow is installed (true/false)",
+        "tf_size_mb": "size of the tensorflow checkpoint, at most size_mb (MB)",
+        "compat_path": ("a checkpoint made with the team's previous stack that must still load (file or DCP "
+                        "directory)"),
+    }
+    timeout_s = 600.0
+    levels = {
+        "quick": {"skip": "it writes and reads 256 MB per format three times and kills and resumes a "
+                          "training run, a minute or more"},
+        "thorough": {"timeout": 1800, "size_mb": 2048.0, "repeats": 5, "tf_size_mb": 256.0},
+    }
+
+    def collect(self, ctx: NodeContext, params: Params) -> dict[str, Any]:
+        torch_version = _framework_version("torch", ("torch",))
+        tf_version = _framework_version("tensorflow", ("tensorflow", "tensorflow-cpu", "tf-nightly",
+                                                       "tensorflow-macos"))
+        directory = str(params.dir) if params.dir else str(ctx.scratch_dir)
+        facts: dict[str, Any] = {
+            "dir": directory,
+            "dir_is_scratch": not params.dir,
+            "frameworks": {"torch": torch_version, "tensorflow": tf_version},
+            "size_mb": params.size_mb,
+        }
+        if torch_version is None and tf_version is None:
+            return facts
+        if torch_version is not None and params.compat_path:
+            facts["compat"] = compat_test(params.compat_path, Path(ctx.scratch_dir))
+
+        problem = self._storage_precheck(directory)
+        if problem:
+            facts["storage_error"] = problem
+            return facts
+        facts["fs_type"] = filesystem_type(directory)
+        try:
+            workdir = Path(tempfile.mkdtemp(prefix="preflight-checkpoint-", dir=directory))
+        except OSError as exc:
+            kind = storage_problem_kind(exc) or "other"
+            facts["storage_error"] = {"kind": kind, "message": storage_message(kind, directory) if kind != "other"
+                                      else f"cannot create a directory in {directory}: {exc.strerror or exc}"}
+            return facts
+        try:
+            self._measure(ctx, params, facts, workdir, torch_version, tf_version)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+            facts["left_behind"] = [str(workdir)] if workdir.exists() else []
+        return facts
+
+    @staticmethod
+    def _storage_precheck(directory: str) -> dict[str, Any] | None:
+        if not os.path.exists(directory):
+            return {"kind": "missing", "message": storage_message("missing", directory)}
+        if not os.path.isdir(directory):
+            return {"kind": "not_a_directory", "message": storage_message("not_a_directory", directory)}
+        return None
+
+    def _measure(self, ctx: NodeContext, params: Params, facts: dict[str, Any], workdir: Path,
+                 torch_version: str | None, tf_version: str | None) -> None:
+        directory = facts["dir"]
+        needed = int(max(params.size_mb if torch_version else 0,
+                         2 * tf_size_mb(params) if tf_version and params.tensorflow else 0) * MB * FREE_SPACE_FACTOR
+                     + MB)
+        free = free_bytes(directory)
+        facts["free_bytes"], facts["needed_bytes"] = free, needed
+        if free is not None and free < needed:
+            facts["storage_error"] = {"kind": "full", "message": storage_message("full", directory, free, needed)}
+            return
+        try:
+            if torch_version is not None:
+                device = pick_device(params.device)
+                facts["device"] = device
+                check_memory(params.size_mb)
+                state = build_state(params.size_mb, params.seed, device)
+                tensors, data_bytes = count_tensors(state)
+                facts["torch"] = {"tensors": tensors, "tensor_bytes": data_bytes, "formats": {}}
+                formats = ["torch.save"] + (["dcp"] if params.dcp else [])
+                for fmt in formats:
+                    facts["torch"]["formats"][fmt] = roundtrip_format(fmt, state, workdir, params.repeats, device)
+                del state
+                if params.resume_test:
+                    facts["resume"] = resume_test(ctx, workdir / "resume", params, device)
+                    kind = storage_kind_from_text(facts["resume"].get("output_tail", ""))
+                    if kind:
+                        facts["storage_error"] = {"kind": kind, "message": storage_message(kind, directory),
+                                                  "error": facts["resume"]["error"]}
+                        return
+        except Exception as exc:
+            kind = storage_problem_kind(exc, free_bytes(directory))
+            if kind is None:
+                raise
+            facts["storage_error"] = {"kind": kind, "message": storage_message(kind, directory, free_bytes(directory)),
+                                      "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            return
+        if tf_version is not None and params.tensorflow:
+            result = tensorflow_test(ctx, workdir, params)
+            kind = storage_kind_from_text(result.get("error", ""), result.get("errno"))
+            if kind:
+                facts["storage_error"] = {"kind": kind, "message": storage_message(kind, directory),
+                                          "error": result["error"]}
+            facts["tensorflow"] = result
+
+    def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
+        frameworks = facts.get("frameworks", {})
+        if not frameworks.get("torch") and not frameworks.get("tensorflow"):
+            return Outcome(Status.SKIP, "neither torch nor tensorflow is installed: no checkpoint to write")
+        findings: list[Finding] = []
+        measurements: list[Measurement] = []
+        details: list[str] = []
+        storage_fix, speed_fix, state_fix, compat_fix = self.remediation
+
+        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
+            findings.append(Finding(f"{self.id}.{kind}", level, message, fix))
+
+        where = facts.get("dir", "?")
+        if facts.get("dir_is_scratch"):
+            details.append(f"checkpoints were written to the scratch directory {where}; set checkpoint.dir to "
+                           "the shared filesystem training uses to measure that")
+        if facts.get("fs_type"):
+            details.append(f"filesystem at {where}: {facts['fs_type']}")
+
+        compat = facts.get("compat")
+        if compat:
+            if compat.get("error"):
+                found("compat-broken", Status.FAIL, f"old checkpoint {compat['path']} does not load: {compat['error']}",
+                      compat_fix)
+            else:
+                details.append(
+                    f"old checkpoint {compat['path']} ({compat.get('format')}) loads: {compat.get('tensors')} tensors, "
+                    f"{compat.get('tensor_bytes', 0) / MB:.1f} MB, dtypes {', '.join(compat.get('dtypes', [])) or 'none'}"
+                    + (f", keys {', '.join(compat['top_level_keys'])}" if compat.get("top_level_keys") else ""))
+
+        storage = facts.get("storage_error")
+        if storage:
+            found("storage-" + storage.get("kind", "other").replace("_", "-"), Status.FAIL, storage["message"],
+                  storage_fix)
+            return self._outcome(findings, measurements, details + ([storage["error"]] if storage.get("error") else []))
+
+        if facts.get("torch"):
+            torch_facts = facts["torch"]
+            details.append(f"torch state: {torch_facts['tensors']} tensors, {torch_facts['tensor_bytes'] / MB:.1f} MB "
+                           f"on {facts.get('device', 'cpu')}")
+            for fmt, result in torch_facts.get("formats", {}).items():
+                label = "torch.save" if fmt == "torch.save" else "torch.distributed.checkpoint"
+                at = FORMAT_LABELS.get(fmt, fmt)
+                if result["mismatches"]:
+                    found("not-exact", Status.FAIL, f"{label} round trip is not exact: {result['mismatches'][0]}",
+                          storage_fix)
+                    details.extend(f"{label}: {m}" for m in result["mismatches"])
+                write = measure(f"{label} write", round(statistics.median(result["write_gbps_samples"]), 3), "GB/s",
+                                at_least=params.min_write_gbps, samples=[round(s, 3) for s in result["write_gbps_samples"]],
+                                figure=FIGURE_RATE, series="write", at=at)
+                read = measure(f"{label} read", round(statistics.median(result["read_gbps_samples"]), 3), "GB/s",
+                               at_least=params.min_read_gbps, samples=[round(s, 3) for s in result["read_gbps_samples"]],
+                               figure=FIGURE_RATE, series="read", at=at)
+                measurements += [write, read]
+                if not write.ok:
+                    found("slow-write", Status.WARN,
+                          f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s", speed_fix)
+                if not read.ok:
+                    found("slow-read", Status.WARN,
+                          f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s", speed_fix)
+                if not result.get("cache_dropped"):
+                    details.append(f"{label}: the page cache could not be dropped before reading; the read figure "
+                                   "may be memory speed")
+            if facts.get("fs_type") == "tmpfs":
+                details.append("the directory is on tmpfs (memory): read and write figures are memory speed")
+
+        resume = facts.get("resume")
+        if resume:
+            self._judge_resume(resume, found, measurements, details, state_fix)
+
+        tf = facts.get("tensorflow")
+        if tf:
+            if tf.get("error"):
+                status = Status.ERROR if tf.get("timed_out") else Status.FAIL
+                found("tensorflow-failed", status, f"tensorflow checkpoint round trip failed: {tf['error']}",
+                      storage_fix)
+                if tf.get("output_tail"):
+                    details.append(tf["output_tail"])
+            else:
+                if tf.get("mismatches"):
+                    found("tensorflow-not-exact", Status.FAIL, f"tensorflow restore is not exact: {tf['mismatches'][0]}",
+                          storage_fix)
+                if tf.get("manager_latest") != tf.get("latest_checkpoint"):
+                    found("tensorflow-stale-latest", Status.FAIL,
+                          f"CheckpointManager's latest is {tf.get('manager_latest')}, not the checkpoint just saved "
+                          f"({tf.get('latest_checkpoint')})", storage_fix)
+                measurements.append(measure("tensorflow checkpoint write", round(tf.get("write_gbps", 0.0), 3), "GB/s",
+                                            figure=FIGURE_RATE, series="write", at=FORMAT_LABELS["tensorflow"]))
+                measurements.append(measure("tensorflow checkpoint read", round(tf.get("read_gbps", 0.0), 3), "GB/s",
+                                            figure=FIGURE_RATE, series="read", at=FORMAT_LABELS["tensorflow"]))
+                details.append(f"tensorflow {tf.get('tensorflow')}: {tf.get('variables')} variables, "
+                               f"{tf.get('state_bytes', 0) / MB:.1f} MB, restored with assert_consumed()"
+                               + ("" if tf.get("mismatches") else ", equal bit for bit"))
+
+        if facts.get("left_behind"):
+            found("left-behind", Status.WARN, f"could not remove {', '.join(facts['left_behind'])}")
+        return self._outcome(findings, measurements, details)
+
+    @staticmethod
+    def _judge_resume(resume: dict[str, Any], found: Any, measurements: list[Measurement], details: list[str],
+                      fix: str) -> None:
+        if resume.get("error"):
+            found("resume-error", Status.ERROR, f"resume test could not run: {resume['error']}")
+            if resume.get("output_tail"):
+                details.append(resume["output_tail"])
+            return
+        resumed_from = resume.get("resumed_from_step")
+        measurements.append(measure("resumed weights equal uninterrupted run", "yes" if resume["exact"] else "no",
+                                    equals="yes"))
+        if not resumed_from:
+            found("resume-no-checkpoint", Status.FAIL,
+                  "the resumed run found no checkpoint to resume from after the kill", fix)
+        elif not resume["exact"]:
+            first = (resume["parameter_mismatches"] or resume["optimizer_mismatches"])[0]
+            diff = resume.get("max_abs_difference")
+            found("resume-not-exact", Status.FAIL,
+                  f"a run killed after step {resume['kill_after_step']} and resumed from step {resumed_from} does not "
+                  f"end with the weights of an uninterrupted run ({first}"
+                  + (f", largest difference {diff:.3g}" if diff else "") + "): the checkpoint misses state, such as "
+                  "random-number states", fix)
+            details.extend(f"resume: {m}" for m in resume["parameter_mismatches"] + resume["optimizer_mismatches"])
+        else:
+            details.append(f"resume: killed (SIGKILL) after step {resume['kill_after_step']}, resumed from the "
+                           f"step-{resumed_from} checkpoint, {resume['parameters_compared']} parameter tensors "
+                           f"equal bit for bit after {resume['steps']} steps on {resume['device']}")
+        if resume.get("drop_rng_state"):
+            details.append("fault injection: the training run dropped its random-number states")
+
+    @staticmethod
+    def _outcome(findings: list[Finding], measurements: list[Measurement], details: list[str]) -> Outcome:
+        parts = [f"{m.name} {m.value} {m.unit}" for m in measurements
+                 if m.unit == "GB/s" and (m.name.startswith("torch.save") or m.name.endswith("write"))]
+        exact = "round trips exact"
+        if any(m.name.startswith("resumed") for m in measurements):
+            exact += ", killed run resumes exactly"
+        passed = f"{exact}; " + ", ".join(parts) if parts else exact
+        fired = [f.message for f in findings if f.level is not Status.PASS]
+        return outcome_from_findings(findings, measurements, passed=passed, details=fired + details)

@@ -1,0 +1,1 @@
+"""collectives.local, collectives.cluster, their figures and the nccl-tests reader."""

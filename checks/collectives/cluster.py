@@ -1,0 +1,500 @@
+"""collectives.cluster: all-reduce across the nodes is correct, and how fast it is.
+
+The ranks run `preflight.workers.allreduce`, the program collectives.local runs on one node, here
+started by torchrun on every node at once:
+
+    env GLOO_SOCKET_IFNAME=<iface> LOGLEVEL=INFO ... <node python> -m torch.distributed.run
+        --nnodes=N --nproc-per-node=K --rdzv-backend=c10d --rdzv-endpoint=<first node IP>:<port>
+        --rdzv-id=<fresh id> --rdzv-conf=is_host=<1 on the first node, 0 elsewhere>,join_timeout=J,read_timeout=J
+        --local-addr=<this node's IP> --max-restarts=0 --log-dir=<temporary directory>
+        -m preflight.workers.allreduce --backend gloo|nccl ...
+
+Why every address is explicit: by default torchrun publishes `socket.getfqdn()` as the address of
+the node that serves the workers' store, c10d decides who hosts the rendezvous by comparing the
+endpoint with the host name, and gloo binds to whatever the host name resolves to. On nodes whose
+host name resolves to 127.0.0.1 or 127.0.1.1 (common /etc/hosts defaults, containers, network
+namespaces), each node then advertises its own loopback and the job hangs at start. So before the
+launch every node is probed with its own Python: its host name and what that resolves to, the
+interface that carries its address (or, when none does, the route to a peer: `ip -j route get`),
+its boot id, its torch, GPUs, NCCL and gloo. The probe's answers go into the launch as
+--local-addr, the rendezvous endpoint, GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, and a host name that resolves only to
+loopback is explained in the details.
+
+NCCL on GPU nodes (K = GPUs per node), gloo among K CPU processes otherwise (K = gloo_ranks_per_node).
+Figures follow nccl-tests: algbw = bytes / time, busbw = algbw x 2(n-1)/n over all n ranks. With
+NCCL the ranks run with NCCL_DEBUG=INFO (subsystems INIT,NET), and which network NCCL used between
+nodes (NET/IB or NET/Socket) is read from its lines and reported.
+
+When the all-reduce fails, returns wrong sums, or misses a threshold that is set, and the failure is
+not already pinned on a node (one that never joined), a pairwise pass runs two-node all-reduces over
+disjoint pairs at once, in round-robin rounds, within `pairwise_timeout_s`: a node whose every pair
+is bad while other pairs are fine is at fault; otherwise the bad pairs are.
+
+Processes: each torchrun is started with the node's transport's spawn(), under the guard
+(preflight.workers.guard) that prints its PID, holds the transport's stdin, and sends torchrun's
+tree SIGTERM (then SIGKILL) when that stdin closes, which is what happens when the check stops it,
+when the check itself is killed, and when an ssh session drops. Workers die with their torchrun
+(PR_SET_PDEATHSIG in the worker). What is still running after that is killed by its recorded PID
+on the node, and the local end's tree here (preflight.transport.process).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from preflight_checks.collectives.figures import MIB, allreduce_findings, human_bytes
+from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
+from preflight.run.context import ClusterContext
+from preflight.launch.torchrun import (
+    MIN_LAUNCH_S, SLACK_S, launch, launch_and_wait, node_plan, pick_port, probe_usable, run_launch, worker_timeouts,
+)
+from preflight.launch.nodes import (
+    choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings, unique,
+)
+from preflight.launch.pairs import round_robin
+from preflight.launch.torchrun_log import rank_text
+from preflight.core.model import Finding, Measurement, Scope, Status, worst
+from preflight.run.faults import fault
+
+# The sizes collectives.local uses: on GPUs 256 MiB is where inter-node busbw reaches its plateau
+# in nccl-tests; on CPU 16 MiB is past gloo's plateau and keeps a run within seconds.
+GPU_SIZES = [8, MIB, 32 * MIB, 256 * MIB]
+CPU_SIZES = [8, MIB, 16 * MIB]
+
+
+@dataclass
+class Params:
+    # Unset: busbw is measured and reported, not judged; the right floor depends on the fabric
+    # (8 x 400 Gbit/s InfiniBand per node gives nccl-tests around 350-390 GB/s busbw across H100
+    # nodes, a single 100 GbE link about 10). Set it from a known-good run on the same fabric; a
+    # run below it also starts the pairwise pass that names the node or pair at fault.
+    min_busbw_gbps: float | None = None
+    max_latency_us: float | None = None
+    backend: str | None = None
+    # Message sizes; the smallest gives the latency, the largest the busbw that min_busbw_gbps
+    # judges. None: GPU_SIZES with NCCL, CPU_SIZES with gloo.
+    sizes_bytes: list[int] | None = None
+    # nccl-tests' defaults: 5 warm-up operations, 20 timed iterations.
+    iters: int = 20
+    warmup: int = 5
+    check_elements: int = 1 << 20  # elements of the random-data correctness tensor
+    # CPU processes per node with gloo. One: the network between nodes is what this measures, and
+    # more processes per node share the same link while adding CPU load.
+    gloo_ranks_per_node: int = 1
+    gpus_per_node: int | None = None
+    # The rendezvous port on the first node. None: one that was free there a moment before the
+    # launch. Set it where only known ports are open between nodes.
+    rdzv_port: int | None = None
+    # How long torchrun waits for every node to join the rendezvous (c10d join_timeout); a node
+    # that has not joined by then is named. A minute covers a slow interpreter start on a busy node.
+    rdzv_timeout_s: float = 60.0
+    join_timeout_s: float = 60.0
+    # init_process_group(timeout=...): a collective that waits longer fails. Always kept shorter
+    # than what is left of this check's own timeout.
+    pg_timeout_s: float = 60.0
+    # GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME on every node. None: on each node the interface that carries the address
+    # other nodes reach it at, as the probe found it there.
+    socket_ifname: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    # The pairwise pass: on when the all-reduce fails or misses a threshold, within this many seconds.
+    pairwise: bool = True
+    pairwise_timeout_s: float = 120.0
+    pairwise_iters: int = 5
+
+
+def run_figures(result: dict[str, Any]) -> dict[str, Any]:
+    """Latency (smallest size), busbw and algbw (largest), wrong elements, from a worker report. Pure."""
+    sizes = sorted(result.get("sizes", []), key=lambda s: s["bytes"])
+    wrong = sum(sum(s.get("known_sum_wrong_by_rank", [])) for s in sizes)
+    wrong += sum(result.get("random_check", {}).get("wrong_by_rank", []))
+    if not sizes:
+        return {"wrong": wrong}
+    return {
+        "latency_us": sizes[0]["time_s"] * 1e6,
+        "busbw_gbps": sizes[-1]["busbw_gbps"],
+        "algbw_gbps": sizes[-1]["algbw_gbps"],
+        "largest_bytes": sizes[-1]["bytes"],
+        "smallest_bytes": sizes[0]["bytes"],
+        "wrong": wrong,
+    }
+
+
+def shortfalls(figures: dict[str, Any], params: Params) -> list[str]:
+    """Why a measured run is not good enough (wrong sums, thresholds). Pure."""
+    problems = []
+    if figures.get("wrong"):
+        problems.append(f"{figures['wrong']} wrong elements")
+    if params.min_busbw_gbps is not None and figures.get("busbw_gbps") is not None \
+            and figures["busbw_gbps"] < params.min_busbw_gbps:
+        problems.append(f"busbw {figures['busbw_gbps']:.2f} GB/s below {params.min_busbw_gbps:g}")
+    if params.max_latency_us is not None and figures.get("latency_us") is not None \
+            and figures["latency_us"] > params.max_latency_us:
+        problems.append(f"latency {figures['latency_us']:.0f} us above {params.max_latency_us:g}")
+    return problems
+
+
+def pairwise_reason(run: dict[str, Any], params: Params, node_count: int) -> str | None:
+    """Why the pairwise pass should run after the main launch, or None. Pure."""
+    if node_count < 3:
+        return None  # with two nodes the only pair is the run itself
+    if not run.get("ok"):
+        if run.get("fault_nodes"):
+            return None  # already pinned on a node
+        return "the all-reduce across all nodes failed"
+    problems = shortfalls(run_figures(run["result"]), params)
+    return "; ".join(problems) if problems else None
+
+
+def attribute(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which nodes or pairs the pairwise results point at. Pure.
+
+    A node is at fault when every pair it was in is bad and some pair without it is good. The bad
+    pairs that involve no such node are at fault as pairs. All pairs bad: nothing to single out.
+    """
+    measured = [p for p in pairs if p.get("state") in ("good", "bad")]
+    nodes = sorted({n for p in measured for n in p["nodes"]})
+    good = [p for p in measured if p["state"] == "good"]
+    bad = [p for p in measured if p["state"] == "bad"]
+    at_fault_nodes = []
+    for node in nodes:
+        mine = [p for p in measured if node in p["nodes"]]
+        if mine and all(p["state"] == "bad" for p in mine) and any(node not in p["nodes"] for p in good):
+            at_fault_nodes.append(node)
+    at_fault_pairs = [p["nodes"] for p in bad if not set(p["nodes"]) & set(at_fault_nodes)]
+    return {"nodes": at_fault_nodes, "pairs": at_fault_pairs, "all_bad": bool(measured) and not good,
+            "measured": len(measured), "bad": len(bad)}
+
+
+# -- the check -----------------------------------------------------------------------------------
+
+
+class CollectivesCluster(Check):
+    id = "collectives.cluster"
+    title = "All-reduce across all nodes (torchrun, NCCL or gloo)"
+    scope = Scope.CLUSTER
+    tags = ("cluster", "collectives", "torch", "nccl", "gloo", "network")
+    why = (
+        "A multi-node job all-reduces gradients across every node on every step. If one node cannot "
+        "join (a host name that resolves to 127.0.0.1, a firewall on the rendezvous or gloo ports, a "
+        "wrong interface), the whole job hangs at start; if one node or link is slow, every step runs at "
+        "its pace; wrong sums silently corrupt the model."
+    )
+    remediation = (
+        "A node that never joined: check that it can reach the first node's rendezvous port, and that "
+        "torch and preflight are installed for the Python it runs (--remote-python or python= in the hosts file).",
+        "Host names that resolve to loopback: fix /etc/hosts, or launch with --local-addr and "
+        "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME naming the interface that carries training traffic.",
+        "A slow or failing node or pair named by the pairwise pass: check that link (net.bandwidth, "
+        "ethtool, the switch port) and, for NCCL, NCCL_DEBUG=INFO for the transport it picked (IB or socket).",
+        "Wrong sums: a hardware fault on the named node (GPU diagnostics, e.g. `dcgmi diag -r 3`) or a "
+        "broken NCCL build.",
+    )
+    Params = Params
+    param_help = {  # for `preflight explain`: what each parameter means, and its unit
+        "min_busbw_gbps": "lowest all-reduce bus bandwidth across nodes at the largest size (GB/s); unset: reported, not judged",
+        "max_latency_us": "highest all-reduce time at the smallest size (microseconds); unset: reported, not judged",
+        "backend": "\"nccl\" or \"gloo\"; unset: NCCL when every node has GPUs, gloo otherwise",
+        "sizes_bytes": "all-reduce message sizes (bytes); unset: a default sweep per backend",
+        "iters": "timed all-reduce operations per size (count)",
+        "warmup": "untimed operations per size before timing (count)",
+        "check_elements": "elements of the random-data correctness tensor (count, 4 bytes each)",
+        "gloo_ranks_per_node": "processes per node with gloo (count)",
+        "gpus_per_node": "GPUs used per node with NCCL (count); unset: the fewest any node has",
+        "rdzv_port": "rendezvous port on the first node (TCP port); unset: one that was free there",
+        "rdzv_timeout_s": "how long torchrun waits for every node to join (seconds)",
+        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
+        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
+        "socket_ifname": "interface for gloo and NCCL sockets on every node (GLOO/NCCL_SOCKET_IFNAME); unset: found on each",
+        "env": "extra environment variables for torchrun on every node (e.g. NCCL_IB_HCA)",
+        "pairwise": "when the all-node run fails or is slow, measure node pairs to name the one at fault (true/false)",
+        "pairwise_timeout_s": "time allowed for the pairwise pass (seconds)",
+        "pairwise_iters": "timed operations per pair in the pairwise pass (count)",
+    }
+    timeout_s = 300.0
+    levels = {"quick": {"skip": "it starts torchrun on every node and sweeps all-reduce sizes, a minute or more"},
+              "thorough": {"timeout": 900, "iters": 50, "warmup": 10, "pairwise_iters": 10}}
+
+    def expected_to_run(self, expect: Expect) -> bool:
+        return bool(expect.nodes and expect.nodes > 1)
+
+    # -- collect -------------------------------------------------------------------------------
+
+    def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
+        facts = probe_usable(ctx)
+        names = facts["nodes"]
+        if len(names) < 2:
+            return facts
+        facts["hostnames"] = {n: ctx.node_facts.get(n, {}).get("node.environment", {}).get("hostname_addresses")
+                              for n in names}
+        probes, usable = facts["probes"], facts["usable"]
+        if len(usable) < 2:
+            return facts
+
+        choice = choose_backend({n: probes[n] for n in usable}, backend=params.backend,
+                                gpus_per_node=params.gpus_per_node, cpu_ranks_per_node=params.gloo_ranks_per_node)
+        facts["choice"] = choice
+        if choice.get("error"):
+            return facts
+        choice["sizes"] = params.sizes_bytes or (GPU_SIZES if choice["device"] == "cuda" else CPU_SIZES)
+        plan = node_plan(ctx, probes, usable, socket_ifname=params.socket_ifname, extra_env=params.env, threads=1)
+        facts["plan"] = plan
+
+        # Time kept for the pairwise pass, which only runs when the all-node run goes wrong.
+        reserve = min(params.pairwise_timeout_s, 0.4 * ctx.time_left()) if params.pairwise and len(usable) >= 3 else 0.0
+        budget = max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S - reserve)
+        port = params.rdzv_port or probes[usable[0]].get("free_port")
+        facts["run"] = self._allreduce(ctx, params, usable, plan, choice, choice["sizes"], params.iters,
+                                       params.warmup, budget, port,
+                                       absent_node=fault("collectives.cluster", "absent_node"))
+        if choice["backend"] == "nccl":
+            facts["nccl_network"] = {node: (agent.get("nccl") or {}).get("network")
+                                     for node, agent in (facts["run"].get("agents") or {}).items()}
+        reason = pairwise_reason(facts["run"], params, len(usable))
+        if reason and params.pairwise:
+            budget = min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
+            facts["pairwise"] = self._pairwise(ctx, params, usable, plan, choice, reason, budget)
+        return facts
+
+    def _allreduce(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
+                   choice: dict[str, Any], sizes: list[int], iters: int, warmup: int, budget_s: float,
+                   port: int | None, absent_node: str | None = None) -> dict[str, Any]:
+        return launch_and_wait(
+            ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="allreduce",
+            worker_args=lambda join_s, pg_s: self._worker_args(params, choice, sizes, iters, warmup, join_s, pg_s),
+            budget_s=budget_s, timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s),
+            port=port, absent_node=absent_node)
+
+    @staticmethod
+    def _worker_args(params: Params, choice: dict[str, Any], sizes: list[int], iters: int, warmup: int,
+                     join_s: float, pg_s: float) -> list[str]:
+        args = ["--backend", choice["backend"], "--device", choice["device"],
+                "--sizes", ",".join(str(s) for s in sizes), "--iters", str(iters), "--warmup", str(warmup),
+                "--check-elements", str(params.check_elements),
+                "--join-timeout-s", f"{join_s:.1f}", "--pg-timeout-s", f"{pg_s:.1f}"]
+        # Tests only (preflight.run.faults): this global rank never joins the workers' roll call.
+        if fault("collectives.cluster", "absent_rank") is not None:
+            args += ["--absent-rank", str(fault("collectives.cluster", "absent_rank"))]
+        return args
+
+    def _pairwise(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
+                  choice: dict[str, Any], reason: str, budget_s: float) -> dict[str, Any]:
+        rounds = round_robin(nodes)
+        sizes = sorted({min(choice["sizes"]), max(choice["sizes"])})
+        out: dict[str, Any] = {"reason": reason, "rounds": [[list(p) for p in r] for r in rounds], "pairs": [],
+                               "not_run": [], "budget_s": round(budget_s, 1)}
+        deadline = time.monotonic() + budget_s
+        for index, pairs in enumerate(rounds):
+            left = deadline - time.monotonic()
+            share = left / (len(rounds) - index)
+            if share < MIN_LAUNCH_S:
+                out["not_run"] += [list(p) for r in rounds[index:] for p in r]
+                break
+            rdzv_s, join_s, pg_s = worker_timeouts(share, params.rdzv_timeout_s, params.join_timeout_s,
+                                                   params.pg_timeout_s)
+            args = self._worker_args(params, choice, sizes, params.pairwise_iters, 2, join_s, pg_s)
+            batches = []
+            for a, b in pairs:
+                port = params.rdzv_port or pick_port(ctx, a, plan[a]["ip"])
+                if port is None:
+                    out["pairs"].append({"nodes": [a, b], "not_run": True,
+                                         "error": f"no free port for the rendezvous on {a}"})
+                    continue
+                specs, facts = launch(ctx, nodes=[a, b], plan=plan, nproc=choice["nproc_per_node"],
+                                      module="allreduce", worker_args=args, budget_s=share, rdzv_timeout_s=rdzv_s,
+                                      port=port, group=f"{a}+{b}")
+                batches.append((specs, facts))
+            for result in run_launch(ctx, batches, share) if batches else []:
+                out["pairs"].append(pair_facts(result))
+        return out
+
+    # -- evaluate ------------------------------------------------------------------------------
+
+    def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
+        names = facts.get("nodes", [])
+        unreachable = facts.get("unreachable", [])
+        too_few = too_few_nodes(
+            names, unreachable, expect, nothing="no all-reduce across nodes was possible",
+            single="there is nothing to all-reduce across nodes (collectives.local covers the node's own devices)")
+        if too_few:
+            return too_few
+
+        findings: list[Finding] = []
+        details: list[str] = []
+        measurements: list[Measurement] = []
+        fix = dict(zip(("joined", "loopback", "slow", "wrong"), self.remediation))
+
+        def found(kind: str, level: Status, message: str, fix_text: str = "") -> None:
+            findings.append(Finding(f"{self.id}.{kind}", level, message, fix_text))
+
+        probes = facts.get("probes", {})
+        without_torch = []
+        for node in names:
+            probe = probes.get(node, {})
+            if "error" in probe:
+                found("probe-failed", Status.ERROR, probe["error"], fix["joined"])
+            elif probe.get("torch") is None:
+                without_torch.append(node)
+            elif not probe.get("distributed", True):
+                found("no-distributed", Status.FAIL, f"the torch on {node} has no torch.distributed", fix["joined"])
+            elif not probe.get("ip"):
+                why = probe.get("route_error") or "no interface carries its address and no route to a peer was found"
+                found("no-interface", Status.ERROR,
+                      f"could not find the interface {node} reaches the others through: {why}", fix["loopback"])
+        if without_torch:
+            everywhere = len(without_torch) == len(names)
+            text = (f"torch is not installed for the Python preflight runs on {names_text(without_torch)}"
+                    + ("" if everywhere else ": those nodes cannot take part in a torch job"))
+            if everywhere and "torch" not in (expect.frameworks or []) and not self.expected_to_run(expect):
+                return Outcome(Status.SKIP, text + "; collectives are measured through torch.distributed")
+            found("no-torch", Status.FAIL, text, fix["joined"])
+        if unreachable:
+            details.append(f"not measured, unreachable: {names_text(unreachable)}; all-reduce among the other nodes only")
+        details += loopback_findings(probes, {n: {"node.environment": {"hostname_addresses": a}}
+                                              for n, a in (facts.get("hostnames") or {}).items() if a},
+                                     facts.get("ips", {}))
+        details += shared_machine_findings({n: p for n, p in probes.items() if "error" not in p})
+        choice = facts.get("choice") or {}
+        details += choice.get("notes", [])
+        if choice.get("error"):
+            found("no-backend", Status.FAIL, choice["error"])
+
+        run = facts.get("run")
+        label = ""
+        if run:
+            label = (f"{choice.get('backend')} across {len(run['nodes'])} nodes x "
+                     f"{processes_text(choice.get('nproc_per_node') or 0, choice.get('device'))}")
+            details.append(f"rendezvous on {run.get('host')} at {run.get('rdzv_endpoint')}; " + ", ".join(
+                f"{n}: --local-addr={p.get('ip')} GLOO_SOCKET_IFNAME={p.get('interface')}"
+                for n, p in (facts.get("plan") or {}).items()))
+            if run.get("ok"):
+                run_findings, run_measurements = judge_main(run, params, label, choice.get("backend"), self.id, fix)
+                findings += run_findings
+                measurements += run_measurements
+            else:
+                phase = run.get("phase") or "launch"
+                status = Status.FAIL if phase == "collective" else Status.ERROR
+                found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}",
+                      fix["slow"] if phase in ("collective", "timeout", "stopped") else fix["joined"])
+        elif len(facts.get("usable", [])) < 2 and not findings:
+            found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured",
+                  fix["joined"])
+
+        nccl = facts.get("nccl_network") or {}
+        if nccl:
+            by_network: dict[str, list[str]] = {}
+            for node, network in nccl.items():
+                by_network.setdefault(network or "unknown (NCCL printed no network)", []).append(node)
+            details.append("NCCL between nodes ran over " + "; ".join(
+                f"{network} on {names_text(nodes)}" for network, nodes in by_network.items()))
+            on_sockets = by_network.get("Socket", [])
+            if on_sockets:
+                found("nccl-over-sockets", Status.WARN,
+                      f"NCCL ran over TCP sockets (NET/Socket), not InfiniBand or RoCE, on {names_text(on_sockets)}: "
+                      "if these nodes have an RDMA fabric, NCCL is not using it", fix["slow"])
+
+        pairwise = facts.get("pairwise")
+        if pairwise:
+            kind, text, pair_measurements, pair_details = judge_pairwise(pairwise, params)
+            measurements += pair_measurements
+            details += pair_details
+            problems = [f.level for f in findings if f.level is not Status.PASS]
+            if problems:
+                found(kind, worst(problems), text, fix["slow"])
+            else:
+                found(kind, Status.PASS, text)
+                details.append(text)
+
+        passed = ""
+        if run and run.get("ok"):
+            figures = run_figures(run["result"])
+            passed = (f"{label}: sums exact, latency {figures['latency_us']:.0f} us at "
+                      f"{human_bytes(figures['smallest_bytes'])}, busbw {figures['busbw_gbps']:.2f} GB/s at "
+                      f"{human_bytes(figures['largest_bytes'])}")
+            if unreachable:
+                passed += f" ({names_text(unreachable)} unreachable, not measured)"
+        fired = [f.message for f in findings if f.level is not Status.PASS]
+        return outcome_from_findings(findings, measurements, passed=passed, details=unique(fired + details))
+
+
+def judge_main(run: dict[str, Any], params: Params, label: str, backend: str | None, check_id: str,
+               fix: dict[str, str]) -> tuple[list[Finding], list[Measurement]]:
+    """Findings and measurements of a successful all-node run, ranks named with their nodes. Pure."""
+    owners = {int(r): n for r, n in (run.get("rank_nodes") or {}).items()}
+    return allreduce_findings(run["result"], label, check_id, min_busbw_gbps=params.min_busbw_gbps,
+                              max_latency_us=params.max_latency_us, rank_name=lambda r: rank_text(r, owners),
+                              series=backend, fixes={"wrong-sums": fix["wrong"], "slow-busbw": fix["slow"],
+                                                     "slow-latency": fix["slow"]})
+
+
+PAIR_FIGURES = ("latency_us", "busbw_gbps", "largest_bytes", "smallest_bytes", "wrong")
+
+
+def pair_facts(launch_result: dict[str, Any]) -> dict[str, Any]:
+    """One pair's two-node run as facts: how it ended and its raw figures, nothing judged. Pure."""
+    pair: dict[str, Any] = {"nodes": launch_result["nodes"], "ok": bool(launch_result.get("ok"))}
+    if not pair["ok"]:
+        pair.update(error=launch_result.get("error"), phase=launch_result.get("phase"))
+        return pair
+    figures = run_figures(launch_result["result"])
+    pair.update({k: figures.get(k) for k in PAIR_FIGURES})
+    pair["busbw_samples_gbps"] = sorted(launch_result["result"]["sizes"], key=lambda s: s["bytes"])[-1]["busbw_samples_gbps"]
+    return pair
+
+
+def judge_pair(pair: dict[str, Any], params: Params) -> dict[str, Any]:
+    """One pair as good / bad / error (not run) under `params`, from its recorded figures. Pure."""
+    judged = {k: v for k, v in pair.items() if k not in ("state", "problems")}
+    if pair.get("not_run") or pair.get("state") == "error":
+        return {**judged, "state": "error"}
+    if pair.get("busbw_gbps") is None and pair.get("latency_us") is None:
+        return {**judged, "state": "bad"}  # the pair's run failed: its error says how
+    problems = shortfalls(pair, params)
+    return {**judged, "state": "bad" if problems else "good", "problems": problems}
+
+
+def judge_pairwise(pairwise: dict[str, Any], params: Params) -> tuple[str, str, list[Measurement], list[str]]:
+    """What the pairwise pass found under `params`: the finding's kind and sentence, the pairs'
+    measurements, and details. Pure: pairs are judged here, from their figures."""
+    measurements = []
+    details = []
+    pairs = [judge_pair(p, params) for p in pairwise.get("pairs", [])]
+    for pair in pairs:
+        a, b = pair["nodes"]
+        label = f"{a} <-> {b}"
+        if pair.get("busbw_gbps") is not None:
+            measurements.append(measure(f"pair {label}: busbw at {human_bytes(pair['largest_bytes'])}",
+                                        round(pair["busbw_gbps"], 3), "GB/s", at_least=params.min_busbw_gbps,
+                                        samples=[round(v, 3) for v in pair.get("busbw_samples_gbps", [])], node=label))
+            details.append(f"pair {label}: {'good' if pair['state'] == 'good' else '; '.join(pair.get('problems') or ['bad'])}"
+                           f" (busbw {pair['busbw_gbps']:.2f} GB/s, latency {pair['latency_us']:.0f} us)")
+        else:
+            details.append(f"pair {label}: {pair.get('error') or 'failed'}")
+    if pairwise.get("not_run"):
+        details.append(f"pairwise pass stopped at its time limit ({pairwise.get('budget_s')}s): "
+                       f"{len(pairwise['not_run'])} pairs not run")
+    found = attribute(pairs)
+    prefix = f"pairwise pass ({pairwise.get('reason')}): "
+    if found["nodes"]:
+        kind = "pairwise-node"
+        text = prefix + f"{names_text(found['nodes'])} {'is' if len(found['nodes']) == 1 else 'are'} at fault: every pair with " \
+            + ("it" if len(found["nodes"]) == 1 else "them") + " is bad while other pairs are good"
+        if found["pairs"]:
+            text += "; also the pairs " + ", ".join(f"{a} <-> {b}" for a, b in found["pairs"])
+    elif found["all_bad"]:
+        kind = "pairwise-all-bad"
+        text = prefix + "every pair is bad: the problem is common to all nodes (the fabric, a shared setting)"
+    elif found["pairs"]:
+        kind = "pairwise-pair"
+        listed = ", ".join(f"{a} <-> {b}" for a, b in found["pairs"])
+        text = prefix + (f"the pair {listed} is" if len(found["pairs"]) == 1 else f"the pairs {listed} are") + \
+            " at fault; every node is good with some other node"
+    elif found["measured"]:
+        kind = "pairwise-all-good"
+        text = prefix + (f"all {found['measured']} pairs are good on their own: the problem appears only with all "
+                         "nodes together (congestion, an oversubscribed uplink, or the size of the job)")
+    else:
+        kind = "pairwise-none"
+        text = prefix + "no pair could be measured"
+    return kind, text, measurements, details

@@ -1,0 +1,91 @@
+"""Judging one all-reduce run's figures: shared by collectives.local and collectives.cluster. Pure.
+
+The figures come from `preflight.workers.allreduce` (one JSON result from rank 0): per message size
+the known-sum errors by rank, the median time, algbw and busbw as nccl-tests define them
+(busbw = algbw x 2(n-1)/n), and a random-data check against a reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from preflight.core.check import measure
+from preflight.core.model import FIGURE_SIZE, Finding, Measurement, Status
+
+MIB = 1 << 20
+
+
+def human_bytes(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def judge_allreduce(result: dict[str, Any], label: str, *, min_busbw_gbps: float | None,
+                    max_latency_us: float | None, rank_name: Callable[[int], str] = lambda r: f"rank {r}",
+                    series: str | None = None) -> tuple[list[tuple[Status, str]], list[Measurement]]:
+    """Problems and measurements of a completed run: exact sums, small-message latency, busbw.
+
+    The (status, sentence) form of `allreduce_findings`, for callers that do not state finding ids.
+    """
+    findings, measurements = allreduce_findings(result, label, "collectives", min_busbw_gbps=min_busbw_gbps,
+                                                max_latency_us=max_latency_us, rank_name=rank_name, series=series)
+    return [(f.level, f.message) for f in findings], measurements
+
+
+def allreduce_findings(result: dict[str, Any], label: str, check_id: str, *, min_busbw_gbps: float | None,
+                       max_latency_us: float | None, rank_name: Callable[[int], str] = lambda r: f"rank {r}",
+                       series: str | None = None, fixes: dict[str, str] | None = None,
+                       ) -> tuple[list[Finding], list[Measurement]]:
+    """Findings and measurements of a completed run: exact sums, small-message latency, busbw.
+
+    Latency is judged at the smallest size, busbw at the largest (the others are reported); a None
+    threshold means the figure is reported, not judged. Finding ids: `<check_id>.wrong-sums`,
+    `.slow-latency`, `.slow-busbw`. busbw figures are declared as a size sweep of `series` (the backend).
+    """
+    fixes = fixes or {}
+    findings: list[Finding] = []
+    measurements: list[Measurement] = []
+
+    def found(kind: str, message: str) -> None:
+        findings.append(Finding(f"{check_id}.{kind}", Status.FAIL, message, fixes.get(kind, "")))
+
+    sizes = sorted(result["sizes"], key=lambda s: s["bytes"])
+    wrong_total = 0
+    for entry in sizes:
+        bad = {rank: n for rank, n in enumerate(entry["known_sum_wrong_by_rank"]) if n}
+        if bad:
+            wrong_total += sum(bad.values())
+            found("wrong-sums", f"{label}: wrong known sums at {human_bytes(entry['bytes'])} on "
+                  + ", ".join(f"{rank_name(r)}: {n} elements" for r, n in bad.items()))
+    random_bad = {rank: n for rank, n in enumerate(result["random_check"]["wrong_by_rank"]) if n}
+    if random_bad:
+        wrong_total += sum(random_bad.values())
+        found("wrong-sums", f"{label}: random-data sums differ from the reference on "
+              + ", ".join(f"{rank_name(r)}: {n} elements" for r, n in random_bad.items()))
+    measurements.append(measure(f"{label}: wrong elements (known sums, random data)", wrong_total, "", at_most=0))
+
+    small = sizes[0]
+    latency_us = small["time_s"] * 1e6
+    m = measure(f"{label}: latency at {human_bytes(small['bytes'])}", round(latency_us, 1), "us",
+                at_most=max_latency_us, samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
+    measurements.append(m)
+    if m.ok is False:
+        found("slow-latency", f"{label}: latency {latency_us:.1f} us above {max_latency_us:g} us")
+
+    largest = sizes[-1]
+    # With one size only, that size gives both figures.
+    for entry in sizes[1:] or sizes:
+        m = measure(f"{label}: busbw at {human_bytes(entry['bytes'])}", round(entry["busbw_gbps"], 3), "GB/s",
+                    at_least=min_busbw_gbps if entry is largest else None,
+                    samples=[round(v, 3) for v in entry["busbw_samples_gbps"]],
+                    figure=FIGURE_SIZE if series else None, series=series, at=entry["bytes"] if series else None,
+                    better="higher" if series else None)
+        measurements.append(m)
+        if m.ok is False:
+            found("slow-busbw", f"{label}: busbw {entry['busbw_gbps']:.2f} GB/s at "
+                                f"{human_bytes(entry['bytes'])}, below {min_busbw_gbps:g} GB/s")
+    measurements.append(measure(f"{label}: algbw at {human_bytes(largest['bytes'])}", round(largest["algbw_gbps"], 3),
+                                "GB/s", samples=[round(v, 3) for v in largest["algbw_samples_gbps"]]))
+    return findings, measurements

@@ -1,0 +1,1 @@
+"""dataloader.throughput and the demand it is judged against."""

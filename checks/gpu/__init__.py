@@ -1,0 +1,1 @@
+"""gpu.visibility and its judging rules."""

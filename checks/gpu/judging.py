@@ -1,0 +1,467 @@
+"""Judging gpu.visibility's facts: pure functions of the facts NVML, torch and tensorflow gave.
+
+Each problem is a Finding with a stable id under `gpu.visibility.` and its own fix; the Outcome comes
+from preflight.core.check.outcome_from_findings. Notes that judge nothing go to the details.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from preflight.core.check import Expect, Outcome, measure, outcome_from_findings
+from preflight_checks.gpu.rules import (  # noqa: F401 - visible_gpu_indices and friends are re-exported
+    cpu_only as _cpu_only,
+    majority as _majority,
+    pcie_link_gbps,
+    runtime_vs_driver,
+    visible_gpu_indices,
+)
+from preflight.core.model import Finding, Measurement, Status
+from preflight.workers.gpu_nvml import THROTTLE_REASON_BITS
+
+GIB = 1024**3
+CHECK_ID = "gpu.visibility"
+
+# Fixes, one per cause (the check's own hints, split by the finding they answer).
+FIX_DRIVER = ("install the NVIDIA driver that matches the CUDA version of the image (or load it: `modprobe nvidia`), "
+              "then confirm with `nvidia-smi`")
+FIX_MISSING = "check `dmesg` for Xid/fallen-off-the-bus errors; reseat or replace the GPU"
+FIX_FRAMEWORK = ("unset or fix CUDA_VISIBLE_DEVICES; install the CUDA build of torch/tensorflow, not the CPU one")
+FIX_NVML_BINDINGS = ("install NVIDIA's bindings alone: `pip uninstall -y pynvml && pip install --force-reinstall "
+                     "nvidia-ml-py` (pynvml 11.x ships an old copy of the module that shadows nvidia-ml-py)")
+FIX_NVML = "reboot after a driver upgrade (\"Driver/library version mismatch\"), or reinstall the driver"
+FIX_ECC = ("drain the node, reset the GPU (nvidia-smi -r) and run NVIDIA's field diagnostics; "
+           "a failed remap means RMA")
+FIX_PENDING = "reset the GPU or reboot the node to apply pending row remaps or page retirements"
+FIX_THERMAL = "check fans, airflow, inlet temperature and power supplies (nvidia-smi -q -d PERFORMANCE)"
+FIX_LINK = "reseat the GPU/riser; check `nvidia-smi nvlink -s` and `lspci -vv`"
+FIX_PERSISTENCE = "enable persistence mode (nvidia-persistenced, or nvidia-smi -pm 1)"
+FIX_ECC_OFF = "enable ECC (nvidia-smi -e 1, then reset the GPU)"
+FIX_BUSY = "end the processes holding the GPUs (nvidia-smi lists them) before training starts"
+FIX_COMPAT = ("upgrade the driver, or install the framework build for the driver's CUDA")
+FIX_PRODUCT = "run the GPU's diagnostics (dcgmi diag -r 3) and drain the node until they pass"
+FIX_MIG = "disable MIG for training (nvidia-smi -mig 0, then reset the GPUs), or size the job to the MIG slices"
+FIX_NUMA = ("time the copies bound to the GPU's NUMA node (numactl --cpunodebind): the profiles' floors are "
+            "NUMA-local figures")
+
+
+class Judgement:
+    """One evaluation; collects findings and measurements as it goes through the facts."""
+
+    def __init__(self, facts: dict[str, Any], params: Any, expect: Expect) -> None:
+        self.facts, self.params, self.expect = facts, params, expect
+        self.findings: list[Finding] = []
+        self.notes: list[str] = []
+        self.measurements: list[Measurement] = []
+        self.nvml = facts.get("nvml") or {}
+        self.torch = facts.get("torch") or {}
+        self.tf = facts.get("tensorflow") or {}
+        self.expected = expect.gpus_per_node if expect.gpus_per_node else None
+
+    def add(self, name: str, level: Status, text: str, fix: str = "") -> None:
+        self.findings.append(Finding(f"{CHECK_ID}.{name}", level, text, fix))
+
+    # framework views -------------------------------------------------------------------------
+    @staticmethod
+    def _probed(view: dict[str, Any]) -> bool:
+        return bool(view.get("importable")) and "device_count" in view
+
+    def _framework_label(self, view: dict[str, Any]) -> str:
+        name = view.get("framework", "framework")
+        return f"{name} {view['version']}" if view.get("version") else name
+
+    def _framework_required(self, name: str) -> bool:
+        # A framework the config does not list is reported, but does not block.
+        wanted = [f.lower() for f in self.expect.frameworks or []]
+        return not wanted or any(name in w for w in wanted)
+
+    def outcome(self) -> Outcome:
+        nvml_ok = bool(self.nvml.get("available"))
+        torch_count = self.torch.get("device_count") if self._probed(self.torch) else None
+        tf_count = self.tf.get("device_count") if self._probed(self.tf) else None
+
+        if not nvml_ok and self.nvml.get("error_kind") == "error":
+            # The library is there but broken (e.g. "Driver/library version mismatch" after an
+            # upgrade without a reboot): a GPU node that cannot work, whatever the config says.
+            self.add("nvml-broken", Status.FAIL, f"NVML cannot start: {self.nvml.get('error')}", FIX_NVML)
+        self._judge_bindings(nvml_ok, bool(torch_count or tf_count))
+        if not nvml_ok and not torch_count and not tf_count:
+            return self._no_gpus()
+
+        gpus = [g for g in self.nvml.get("gpus") or []] if nvml_ok else []
+        visible = visible_gpu_indices(self.facts.get("cuda_visible_devices"), gpus) if nvml_ok else None
+        judged = [g for g in gpus if visible is None or g["index"] in visible]
+        nvml_visible = len(visible) if visible is not None else None
+        cvd = self.facts.get("cuda_visible_devices")
+        if nvml_ok and cvd is not None and nvml_visible is not None and nvml_visible < len(gpus):
+            self.notes.append(f"CUDA_VISIBLE_DEVICES={cvd!r} shows {nvml_visible} of the {len(gpus)} GPUs NVML lists; "
+                              "the others are not judged")
+        if nvml_ok and not gpus and not torch_count and not tf_count:
+            return self._no_gpus(driver_loaded=True)
+        if nvml_ok and nvml_visible == 0 and gpus and not torch_count and not tf_count:
+            return self._no_gpus(hidden=len(gpus))
+
+        if not nvml_ok:
+            if self.torch.get("hip") and torch_count:
+                self.notes.append("ROCm build of torch: NVML health facts do not apply to these GPUs")
+            elif self.nvml.get("error_kind") not in ("error", "bindings"):
+                self.add("nvml-unavailable", Status.WARN,
+                         f"frameworks see GPUs but NVML does not start ({self.nvml.get('error')}): "
+                         "memory errors, throttling and links were not read", FIX_NVML)
+        self._judge_counts(nvml_ok, len(gpus), nvml_visible, torch_count, tf_count, judged)
+        for gpu in judged:
+            self._judge_gpu(gpu)
+        self._judge_node_wide(judged)
+        self._judge_products(nvml_visible if nvml_visible is not None else self.expected,
+                             any(g.get("mig_enabled") for g in judged))
+        self._judge_host_device(gpus)
+        self._judge_cuda_compat()
+        return self._finish(judged, nvml_visible, torch_count)
+
+    def _judge_bindings(self, nvml_ok: bool, frameworks_see_gpus: bool) -> None:
+        bindings = self.nvml.get("bindings") or {}
+        old = str(bindings.get("pynvml") or "")
+        shadowed = old and old.split(".")[0].isdigit() and int(old.split(".")[0]) < 12
+        if not nvml_ok and self.nvml.get("error_kind") == "bindings":
+            why = f" (pynvml {old} installed beside nvidia-ml-py {bindings.get('nvidia-ml-py')})" if shadowed else ""
+            level = Status.WARN if frameworks_see_gpus or not self.expected else Status.FAIL
+            self.add("nvml-bindings", level, f"the NVML bindings fail: {self.nvml.get('error')}{why}: memory errors, "
+                     "throttling and links were not read", FIX_NVML_BINDINGS)
+        elif shadowed:
+            self.notes.append(f"pynvml {old} is installed; its old module can shadow nvidia-ml-py's")
+
+    # no GPU at all -------------------------------------------------------------------------
+    def _no_gpus(self, driver_loaded: bool = False, hidden: int = 0) -> Outcome:
+        if hidden:
+            reason = f"CUDA_VISIBLE_DEVICES={self.facts.get('cuda_visible_devices')!r} hides all {hidden} GPUs"
+        elif driver_loaded:
+            reason = f"the NVIDIA driver {self.nvml.get('driver_version')} is loaded but lists no GPU"
+        else:
+            reason = f"no NVIDIA driver ({self.nvml.get('error') or 'NVML unavailable'})"
+            on_bus = self.facts.get("pci_gpus")
+            if on_bus == []:
+                # sysfs was read and holds no NVIDIA display controller: a CPU node, not a broken GPU node.
+                reason = f"no NVIDIA GPU on this node ({reason})"
+            elif on_bus:
+                self.add("driver-missing", Status.FAIL,
+                         f"{len(on_bus)} NVIDIA GPU{'s' if len(on_bus) != 1 else ''} on the PCI bus "
+                         f"({', '.join(g['address'] for g in on_bus[:4])}{', ...' if len(on_bus) > 4 else ''}) "
+                         f"but {reason}", FIX_DRIVER)
+        views = []
+        for view in (self.torch, self.tf):
+            if view.get("installed") is False:
+                continue
+            if self._probed(view):
+                build = " (a CPU-only build)" if _cpu_only(view) else ""
+                views.append(f"{self._framework_label(view)}{build} sees no GPU")
+            elif view.get("error"):
+                views.append(f"{view.get('framework')}: {view['error']}")
+        reason += ("; " + "; ".join(views)) if views else ""
+        measurements = [measure("GPUs visible", 0, "", equals=self.expected or None)]
+        if self.expected:
+            self.add("no-gpu", Status.FAIL, f"expected {self.expected} GPUs on this node, found none: {reason}",
+                     FIX_FRAMEWORK if hidden else FIX_MISSING)
+        fired = [f for f in self.findings if f.level is Status.FAIL]
+        if fired:
+            return outcome_from_findings(self.findings, measurements, passed="",
+                                         details=[f.message for f in fired] + self.notes)
+        self.findings.append(Finding(f"{CHECK_ID}.no-gpu", Status.SKIP, reason))
+        return outcome_from_findings(self.findings, measurements, passed="", details=self.notes)
+
+    # counts ----------------------------------------------------------------------------------
+    def _judge_counts(self, nvml_ok: bool, nvml_total: int, nvml_visible: int | None,
+                      torch_count: int | None, tf_count: int | None, judged: list[dict[str, Any]]) -> None:
+        mig = any(g.get("mig_enabled") for g in judged)
+        if mig:
+            self.notes.append("MIG is enabled on some GPUs: frameworks count MIG instances, NVML counts GPUs")
+        reference = nvml_visible if nvml_visible is not None else (torch_count if torch_count is not None else tf_count)
+        if nvml_ok:
+            shown = nvml_visible if nvml_visible is not None else nvml_total
+            self.measurements.append(measure("GPUs visible (NVML)", shown, "", equals=self.expected or None))
+        target = reference if reference is not None else self.expected
+        views = ((self.torch, torch_count), (self.tf, tf_count))
+        sees_all = [v for v, c in views if c is not None and target is not None and c == target]
+        for view, count in views:
+            name = view.get("framework", "")
+            if count is None:
+                if view.get("installed") is not False and view.get("probed") is not False and view.get("error"):
+                    level = Status.FAIL if self._framework_required(name) else Status.WARN
+                    self.add("framework-probe", level, f"{name} could not be probed: {view['error']}", FIX_FRAMEWORK)
+                continue
+            label = self._framework_label(view)
+            source = "NVML" if nvml_visible is not None else "the other framework"
+            # Nobody said tensorflow trains here, and torch sees every GPU: tensorflow-cpu beside a
+            # CUDA torch is information, not a missing GPU. (A CPU-only torch stays a finding: the
+            # collectives, scaling and checkpoint checks all run on torch.)
+            information = name == "tensorflow" and _cpu_only(view) and not self.expect.frameworks and bool(sees_all)
+            judge_count = target is not None and not mig and not information
+            self.measurements.append(measure(f"GPUs visible ({name})", count, "", equals=target if judge_count else None))
+            if information and count != target:
+                self.add("cpu-only-framework", Status.PASS,
+                         f"{label} is a CPU-only build and sees no GPU ({source} {reference}); "
+                         f"{', '.join(self._framework_label(v) for v in sees_all)} sees them all")
+            if not judge_count or count == target:
+                continue
+            level = Status.FAIL if self._framework_required(name) else Status.WARN
+            why = " (a CPU-only build)" if _cpu_only(view) else ""
+            if view.get("cuda_error"):
+                why += f": {view['cuda_error']}"
+            seen = {str(d["uuid"]).lower() for d in view.get("devices") or [] if d.get("uuid")}
+            unseen = [f"GPU {g['index']}" + (f" ({g['pci_bus_id']})" if g.get("pci_bus_id") else "")
+                      for g in judged if seen and g.get("uuid") and str(g["uuid"]).lower() not in seen]
+            if unseen:
+                why += f"; not seen: {', '.join(unseen)}"
+            self.add("framework-count", level, f"{label} sees {count} GPUs, {source} {reference}{why}", FIX_FRAMEWORK)
+        if self.expected is not None and reference is not None and reference != self.expected:
+            cvd = self.facts.get("cuda_visible_devices")
+            hint = f" (CUDA_VISIBLE_DEVICES={cvd!r}; NVML lists {nvml_total})" if cvd is not None and nvml_ok else ""
+            self.add("count", Status.FAIL, f"{reference} GPUs visible, {self.expected} expected{hint}",
+                     FIX_FRAMEWORK if hint else FIX_MISSING)
+
+    # one GPU -------------------------------------------------------------------------------------
+    def _judge_gpu(self, gpu: dict[str, Any]) -> None:
+        p = self.params
+        label = f"GPU {gpu['index']}"
+        if gpu.get("pci_bus_id"):
+            label += f" ({gpu['pci_bus_id']})"
+        if gpu.get("error"):
+            self.add("gpu-unreadable", Status.FAIL, f"{label}: NVML cannot read it: {gpu['error']}", FIX_MISSING)
+            return
+        for name, error in sorted((gpu.get("errors") or {}).items()):
+            self.notes.append(f"{label}: NVML {name}: {error}")
+
+        total, free = gpu.get("memory_total_bytes"), gpu.get("memory_free_bytes")
+        if total and free is not None and free / total < p.min_free_memory_fraction:
+            self.add("memory-in-use", Status.FAIL, f"{label}: only {free / GIB:.1f} of {total / GIB:.1f} GiB free "
+                     f"(below {p.min_free_memory_fraction:.0%}) before training starts", FIX_BUSY)
+        processes = gpu.get("processes") or []
+        if processes and p.warn_on_processes:
+            listed = ", ".join(
+                f"pid {proc['pid']}" + (f" ({proc['name']})" if proc.get("name") else "")
+                + (f" {proc['used_bytes'] / GIB:.1f} GiB" if proc.get("used_bytes") is not None else "")
+                for proc in processes)
+            self.add("processes", Status.WARN, f"{label}: already in use by {listed}", FIX_BUSY)
+
+        if gpu.get("ecc_enabled") is False and p.require_ecc:
+            pending = " (enabled after the next reset)" if gpu.get("ecc_pending_enabled") else ""
+            self.add("ecc-off", Status.WARN, f"{label}: ECC is off{pending}", FIX_ECC_OFF)
+        volatile = gpu.get("ecc_volatile_uncorrected")
+        if volatile is not None and volatile > p.max_volatile_uncorrectable_ecc:
+            self.add("ecc-uncorrectable", Status.FAIL,
+                     f"{label}: {volatile} uncorrectable ECC errors since the driver loaded", FIX_ECC)
+        if gpu.get("remap_failure"):
+            self.add("remap-failed", Status.FAIL,
+                     f"{label}: a row remapping has failed: the GPU has run out of spare memory rows", FIX_ECC)
+        pending_level = Status.FAIL if p.fail_on_pending_remap else Status.WARN
+        if gpu.get("remap_pending"):
+            self.add("remap-pending", pending_level,
+                     f"{label}: row remapping pending ({gpu.get('remapped_rows_uncorrectable') or 0} rows "
+                     "remapped for uncorrectable errors): a GPU reset applies it", FIX_PENDING)
+        if gpu.get("retired_pages_pending"):
+            self.add("pages-pending", pending_level,
+                     f"{label}: page retirement pending: a GPU reset or reboot applies it", FIX_PENDING)
+        aggregate = gpu.get("ecc_aggregate_uncorrected")
+        if aggregate:
+            self.notes.append(f"{label}: {aggregate} uncorrectable ECC errors over its lifetime")
+
+        samples = gpu.get("throttle_reason_samples") or []
+        if samples:
+            for reasons, level in ((p.fail_throttle_reasons, Status.FAIL), (p.warn_throttle_reasons, Status.WARN)):
+                active = [r for r in reasons if r in THROTTLE_REASON_BITS and _majority(samples, THROTTLE_REASON_BITS[r])]
+                if active:
+                    self.add("throttled", level,
+                             f"{label}: clocks held down by {', '.join(r.replace('_', ' ') for r in active)}", FIX_THERMAL)
+
+        temp, slowdown = gpu.get("temperature_c"), gpu.get("temperature_slowdown_c")
+        if temp is not None:
+            if slowdown and temp >= slowdown:
+                self.add("at-slowdown", Status.FAIL, f"{label}: {temp} C, at its slowdown threshold of {slowdown} C",
+                         FIX_THERMAL)
+            elif temp > p.max_idle_temperature_c:
+                self.add("hot-idle", Status.WARN, f"{label}: {temp} C at idle, above {p.max_idle_temperature_c:g} C",
+                         FIX_THERMAL)
+
+        if gpu.get("persistence_mode") is False and p.require_persistence_mode:
+            self.add("persistence-off", Status.WARN, f"{label}: persistence mode is off", FIX_PERSISTENCE)
+        self._judge_pcie(label, gpu)
+
+    def _judge_pcie(self, label: str, gpu: dict[str, Any]) -> None:
+        gen_max, width_max = gpu.get("pcie_gen_max"), gpu.get("pcie_width_max")
+        loaded = self._under_load(gpu)
+        if loaded and loaded.get("gen_current") is not None:
+            gen, width, when = loaded.get("gen_current"), loaded.get("width_current"), "under load"
+        else:
+            gen, width, when = gpu.get("pcie_gen_current"), gpu.get("pcie_width_current"), "at idle"
+        if gen is None or width is None or gen_max is None or width_max is None:
+            return
+        text = f"{label}: PCIe link gen{gen} x{width} of gen{gen_max} x{width_max} ({when})"
+        if when == "under load":
+            if gen < gen_max or width < width_max:
+                self.add("pcie-degraded", Status.FAIL, text, FIX_LINK)
+        elif width < width_max:
+            self.add("pcie-degraded", Status.WARN, text + ": could not be read under load", FIX_LINK)
+        elif gen < gen_max:
+            self.notes.append(text + ": GPUs lower the link speed when idle, not judged")
+        if gpu.get("pcie_gen_gpu_max") and gpu["pcie_gen_gpu_max"] > gen_max:
+            self.notes.append(f"{label}: the GPU supports PCIe gen{gpu['pcie_gen_gpu_max']}, the slot only gen{gen_max}")
+
+    def _under_load(self, gpu: dict[str, Any]) -> dict[str, Any] | None:
+        uuid = str(gpu.get("uuid") or "").lower()
+        for device in self.torch.get("devices") or []:
+            if uuid and str(device.get("uuid") or "").lower() == uuid:
+                return device.get("pcie_under_load")
+        return None
+
+    # across the GPUs of the node -------------------------------------------------------------
+    def _judge_node_wide(self, judged: list[dict[str, Any]]) -> None:
+        healthy = [g for g in judged if not g.get("error")]
+        names = sorted({g.get("name") for g in healthy if g.get("name")})
+        if len(names) > 1:
+            self.add("mixed-models", Status.WARN, f"mixed GPU models on one node: {', '.join(names)}",
+                     "replace the odd GPU with the node's model: the slowest GPU sets every step's pace")
+        links = [g for g in healthy if g.get("nvlink_links")]
+        if links:
+            want = self.params.expected_nvlink_links or max(g.get("nvlink_links_up") or 0 for g in links)
+            for gpu in links:
+                up = gpu.get("nvlink_links_up") or 0
+                if up < want:
+                    self.add("nvlink-down", Status.FAIL, f"GPU {gpu['index']}: {up} of {want} NVLink links up", FIX_LINK)
+            self.measurements.append(measure("fewest NVLink links up on a GPU", min(g.get("nvlink_links_up") or 0 for g in links),
+                                             "", at_least=want))
+        temps = [g["temperature_c"] for g in healthy if g.get("temperature_c") is not None]
+        if temps:
+            self.measurements.append(measure("hottest GPU", max(temps), "C", at_most=self.params.max_idle_temperature_c,
+                                             samples=temps))
+        fractions = [g["memory_free_bytes"] / g["memory_total_bytes"] for g in healthy
+                     if g.get("memory_total_bytes") and g.get("memory_free_bytes") is not None]
+        if fractions:
+            self.measurements.append(measure("least free GPU memory", round(min(fractions), 4), "fraction",
+                                             at_least=self.params.min_free_memory_fraction))
+
+    # products -------------------------------------------------------------------------------
+    def _judge_products(self, should_compute: int | None, mig: bool) -> None:
+        runs = [("torch", d) for d in self.torch.get("devices") or [] if "max_rel_error" in d or "error" in d]
+        if not runs:
+            runs = [("tensorflow", d) for d in self.tf.get("devices") or [] if "max_rel_error" in d or "error" in d]
+        if not runs:
+            if (self.torch.get("device_count") or self.tf.get("device_count")):
+                self.add("no-product", Status.FAIL, "no framework ran the matrix product on the GPUs", FIX_FRAMEWORK)
+            else:
+                self.notes.append("no framework sees a GPU, so no GPU computed the check product")
+            return
+        tol = self.params.matmul_max_rel_error
+        errors = []
+        for framework, device in runs:
+            label = f"{framework} cuda:{device['index']}"
+            if device.get("error"):
+                self.add("product-failed", Status.FAIL, f"{label}: the matrix product failed: {device['error']}",
+                         FIX_PRODUCT)
+            elif not device.get("finite", True):
+                self.add("product-wrong", Status.FAIL, f"{label}: the matrix product has NaN or infinite entries",
+                         FIX_PRODUCT)
+            elif device["max_rel_error"] > tol:
+                self.add("product-wrong", Status.FAIL, f"{label}: the matrix product is off by "
+                         f"{device['max_rel_error']:.2e} (relative), more than {tol:.0e}", FIX_PRODUCT)
+            if device.get("max_rel_error") is not None:
+                errors.append(device["max_rel_error"])
+        correct = sum(1 for _, d in runs if not d.get("error") and d.get("finite", True)
+                      and d.get("max_rel_error") is not None and d["max_rel_error"] <= tol)
+        want = max(len(runs), should_compute or 0)
+        self.measurements.append(measure("GPUs computing correctly", correct, "", at_least=want))
+        if len(runs) < want:
+            # Fewer GPUs ran the product than NVML shows: never a PASS that says "8 x H100".
+            if mig:
+                self.add("mig-enabled", Status.WARN, f"MIG is enabled: a framework sees MIG instances, and only "
+                         f"{len(runs)} of {want} GPUs computed the check product", FIX_MIG)
+            else:
+                self.add("not-all-computed", Status.FAIL, f"only {len(runs)} of {want} GPUs computed the check product",
+                         FIX_FRAMEWORK)
+        if errors:
+            self.measurements.append(measure("largest matmul error (relative)", float(f"{max(errors):.3g}"), "", at_most=tol,
+                                             samples=errors))
+
+    # host <-> device copies -------------------------------------------------------------------
+    def _judge_host_device(self, gpus: list[dict[str, Any]]) -> None:
+        by_uuid = {str(g.get("uuid") or "").lower(): g for g in gpus if g.get("uuid")}
+        slowest: dict[str, tuple[float, float | None]] = {}
+        medians: dict[str, list[float]] = {"h2d": [], "d2h": []}
+        local = True
+        for device in self.torch.get("devices") or []:
+            copies = device.get("host_device")
+            if not copies:
+                continue
+            label = f"torch cuda:{device['index']}"
+            if copies.get("error"):
+                self.add("copy-untimed", Status.WARN, f"{label}: host<->device copies could not be timed: "
+                         f"{copies['error']}", FIX_LINK)
+                continue
+            numa = copies.get("numa") or {}
+            bound = numa.get("bound") is not False  # facts from before binding was recorded count as bound
+            local = local and bound
+            gpu = by_uuid.get(str(device.get("uuid") or "").lower(), {})
+            floor = self.params.min_host_device_gbps
+            if floor is None:
+                link = pcie_link_gbps(gpu.get("pcie_gen_max"), gpu.get("pcie_width_max"))
+                floor = round(link * self.params.min_host_device_link_fraction, 1) if link else None
+            for direction, text in (("h2d", "host-to-device"), ("d2h", "device-to-host")):
+                samples = copies.get(f"{direction}_gbps_samples") or []
+                if not samples:
+                    continue
+                rate = statistics.median(samples)
+                medians[direction].append(rate)
+                if direction not in slowest or rate < slowest[direction][0]:
+                    slowest[direction] = (rate, floor)
+                if floor is not None and rate < floor:
+                    if bound:
+                        self.add("copy-slow", Status.FAIL, f"{label}: {text} copies at {rate:.1f} GB/s, "
+                                 f"below {floor:g} GB/s", FIX_LINK)
+                    else:
+                        self.add("copy-slow-not-numa-local", Status.WARN, f"{label}: {text} copies at {rate:.1f} "
+                                 f"GB/s, below {floor:g} GB/s, timed from CPUs outside the GPU's NUMA node "
+                                 f"({numa.get('reason') or 'not bound'})", FIX_NUMA)
+        suffix = "" if local else " (not NUMA-local)"
+        for direction, text in (("h2d", "host-to-device"), ("d2h", "device-to-host")):
+            if direction in slowest:
+                rate, floor = slowest[direction]
+                self.measurements.append(measure(f"slowest {text} copy{suffix}", round(rate, 1), "GB/s",
+                                                 at_least=floor if local else None, samples=medians[direction]))
+
+    # CUDA runtime vs driver ------------------------------------------------------------------
+    def _judge_cuda_compat(self) -> None:
+        driver_cuda = self.nvml.get("cuda_driver_version")
+        builds = [("torch", self.torch.get("cuda")),
+                  ("tensorflow", self.tf.get("cuda") if self.tf.get("is_cuda_build") else None)]
+        for name, runtime in builds:
+            verdict = runtime_vs_driver(runtime, driver_cuda)
+            if verdict is None:
+                continue
+            level, text = verdict
+            label = self._framework_label(self.torch if name == "torch" else self.tf)
+            if level is Status.PASS:
+                self.notes.append(f"{label}: {text}")
+            else:
+                self.add("cuda-newer-than-driver", level, f"{label}: {text} (driver {self.nvml.get('driver_version')})",
+                         FIX_COMPAT)
+
+    # summary ---------------------------------------------------------------------------------
+    def _finish(self, judged: list[dict[str, Any]], nvml_visible: int | None, torch_count: int | None) -> Outcome:
+        fired = [f.message for f in self.findings if f.level is not Status.PASS]
+        info = [f.message for f in self.findings if f.level is Status.PASS]
+        count = nvml_visible if nvml_visible is not None else torch_count
+        names = sorted({g.get("name") for g in judged if g.get("name")})
+        views = ["NVML"] if self.nvml.get("available") else []
+        views += [v["framework"] for v in (self.torch, self.tf) if self._probed(v) and not _cpu_only(v)]
+        summary = f"{count} x {', '.join(names) or 'GPU'} visible to {', '.join(views)}"
+        errors = [d["max_rel_error"] for d in (self.torch.get("devices") or self.tf.get("devices") or [])
+                  if d.get("max_rel_error") is not None]
+        if errors:
+            size = (self.facts.get("params") or {}).get("matmul_size")
+            summary += f"; each computed a correct {size}x{size} product (largest error {max(errors):.1e})"
+        copies = [m for m in self.measurements if m.name.startswith("slowest ") and " copy" in m.name]
+        if copies:
+            summary += f"; host<->device copies at {min(m.value for m in copies):.1f} GB/s or more"
+        if self.nvml.get("driver_version"):
+            summary += f"; driver {self.nvml['driver_version']} (CUDA {self.nvml.get('cuda_driver_version')})"
+        return outcome_from_findings(self.findings, self.measurements, passed=summary,
+                                     details=fired + info + self.notes)

@@ -1,0 +1,1 @@
+"""net.bandwidth and its iperf3 reading."""

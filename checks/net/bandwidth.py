@@ -1,0 +1,393 @@
+"""net.bandwidth: TCP bandwidth between nodes, measured with iperf3.
+
+Schedules (rounds run one after another; the pairs of a round run at the same time, and no node is
+in two pairs of a round, so a figure belongs to its link and not to a busy neighbour):
+
+- `ring` (default): every node sends to its successor, the direction a ring all-reduce uses. With an
+  even number of nodes that is two rounds (0->1, 2->3, ... then 1->2, 3->4, ..., N-1->0). An odd
+  ring cannot be split into two rounds of disjoint pairs, so the closing link N-1->0 gets a third
+  round of its own.
+- `full`: a round-robin tournament (circle method): N-1 rounds (N with an odd count, one node
+  sitting out each round) in which every node meets one partner; each round runs one direction of
+  all its pairs at once and then the other, so every ordered pair is measured, on its own, in
+  2(N-1) steps (2N with an odd count). (Both directions at once would make each link carry the other direction's ACKs
+  behind its data and under-measure a link that runs at its limit.)
+
+Each link runs `streams` iperf3 client processes at once, each against its own server port, and
+their receiver-side figures (`end.sum_received.bits_per_second`) are summed: iperf3 before 3.16 is
+single-threaded and one process cannot fill a fast link. The whole schedule is repeated and each
+link is judged on the median.
+
+A link whose route is local to the sender (the target is one of the sender's own addresses, or
+loopback) would measure memory bandwidth, not the network, so it is ERROR and never measured.
+Servers and clients (preflight.workers.iperf) run on the nodes through their transports'
+`spawn`, under the guard that ends them with everything they started when the check stops them or
+loses them; every iperf3 also has a bounded life, so not even a coordinator that dies mid-round
+leaves one behind.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
+from preflight.run.context import ClusterContext
+from preflight.launch.torchrun import run_probe
+from preflight_checks.net.iperf import parse_client_output, summarize_sample
+from preflight.core.model import FIGURE_LINK, Finding, Measurement, Scope, Status
+from preflight.launch.pairs import full_rounds, ring_rounds
+from preflight.transport.process import RemoteProcess
+
+INSTALL_HINT = "install iperf3 on every node (Debian/Ubuntu: apt-get install iperf3; RHEL/Fedora: dnf install iperf3)"
+PATTERNS = ("ring", "full")
+# Commands that worked and are kept as evidence; on a large cluster a full schedule runs thousands.
+EVIDENCE_JOBS = 24
+
+
+@dataclass
+class Params:
+    # 10 GbE is the least a data-parallel job across nodes can live with; gradient all-reduce over
+    # anything slower leaves GPUs idle. Raise it to what the fabric is sold as (25/100/200 Gbit/s).
+    min_gbps: float = 10.0
+    pattern: str = "ring"  # "ring" (successor links) or "full" (every ordered pair)
+    # iperf3 processes per link: one iperf3 before 3.16 is one thread and tops out well below
+    # 100 Gbit/s; four processes fill a 100 GbE link on a typical server CPU.
+    streams: int = 4
+    duration_s: int = 5  # seconds of traffic per measurement
+    omit_s: int = 1  # leading seconds iperf3 leaves out, so TCP slow start does not count
+    repeats: int = 3  # each link is measured this many times and judged on the median
+    # iperf3's default port, the one cluster firewalls are usually opened for; a link uses
+    # base_port .. base_port + streams - 1 on the receiving node.
+    base_port: int = 5201
+    server_start_timeout_s: float = 15.0
+
+
+def schedule(names: list[str], pattern: str) -> list[list[tuple[str, str]]]:
+    return ring_rounds(names) if pattern == "ring" else full_rounds(names)
+
+
+def pids_of(job: RemoteProcess) -> dict[str, int]:
+    """Port -> PID of the iperf3 processes a job started, from its "pid PORT PID" lines."""
+    found = {}
+    for line in job.lines:
+        match = re.fullmatch(r"pid (\d+) (\d+)", line)
+        if match:
+            found[match.group(1)] = int(match.group(2))
+    return found
+
+
+def failure(job: RemoteProcess, node: str, what: str, limit: float) -> str:
+    """Why a job produced no result: the transport's own words, or the time limit."""
+    code = job.poll()
+    if code is None:
+        return f"{what} did not finish within {limit:.0f}s"
+    text = " | ".join(line for line in job.stderr_lines[-3:] if line.strip()) or "no output"
+    if job.transport_failed():
+        return job.transport.unreachable(code, text)
+    return f"{what} exited {job.exit_code if job.exit_code is not None else code}: {text}"
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+# -- the check -------------------------------------------------------------------------------------
+
+
+class NetBandwidth(Check):
+    id = "net.bandwidth"
+    title = "TCP bandwidth between nodes (iperf3)"
+    scope = Scope.CLUSTER
+    tags = ("cluster", "network")
+    why = (
+        "Every training step ends with gradients crossing the network between nodes; a single link that runs "
+        "at a fraction of its rate (a cable that negotiated 1 Gbit/s, a bad transceiver, a switch port with "
+        "errors, traffic leaving through the management network) slows the whole job to its pace."
+    )
+    remediation = (
+        "Check the named link's negotiated speed and error counters on both ends (ethtool <iface>; ethtool -S "
+        "<iface>), the cable or transceiver, and the switch port.",
+        "Make sure the nodes' addresses route over the data network, not the management interface "
+        "(ip route get <peer address> on the sender).",
+        INSTALL_HINT,
+    )
+    Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "min_gbps": "lowest TCP bandwidth of each link between nodes (Gbit/s)",
+        "pattern": "\"ring\" (each node to the next) or \"full\" (every ordered pair)",
+        "streams": "parallel iperf3 processes per link (count)",
+        "duration_s": "traffic per measurement (seconds)",
+        "omit_s": "leading seconds left out, so TCP slow start does not count (seconds)",
+        "repeats": "measurements per link; the median is judged (count)",
+        "base_port": "first TCP port iperf3 listens on; a link uses base_port .. base_port + streams - 1",
+        "server_start_timeout_s": "time allowed for the iperf3 server to start (seconds)",
+    }
+    timeout_s = 300.0
+    # quick: one 3 s measurement per ring link; thorough: every ordered pair, five 10 s measurements.
+    levels = {
+        "quick": {"timeout": 30, "repeats": 1, "duration_s": 3, "pattern": "ring"},
+        "thorough": {"timeout": 1800, "pattern": "full", "repeats": 5, "duration_s": 10},
+    }
+
+    def expected_to_run(self, expect: Expect) -> bool:
+        return bool(expect.nodes and expect.nodes > 1)
+
+    # -- collect -------------------------------------------------------------------------------
+
+    def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
+        if params.pattern not in PATTERNS:
+            raise CannotMeasure(f"pattern must be one of {', '.join(PATTERNS)}, not {params.pattern!r}")
+        if params.streams < 1 or params.repeats < 1 or params.duration_s < 1:
+            raise CannotMeasure("streams, repeats and duration_s must each be at least 1")
+        names = ctx.node_names
+        addresses = {spec["name"]: spec.get("address") or spec["name"] for spec in ctx.nodes}
+        facts: dict[str, Any] = {
+            "pattern": params.pattern, "nodes": names, "unreachable": list(ctx.unreachable),
+            "addresses": addresses, "streams": params.streams, "duration_s": params.duration_s,
+            "repeats": params.repeats, "probe": {}, "links": [], "rounds": [], "matrix_gbps": {},
+        }
+        if len(names) < 2:
+            return facts
+
+        with ThreadPoolExecutor(max_workers=min(32, len(names))) as pool:
+            probes = dict(zip(names, pool.map(lambda n: self._probe(ctx, n, names, addresses), names)))
+        facts["probe"] = probes
+        usable = [n for n in names if probes[n].get("iperf3")]
+        rounds = schedule(usable, params.pattern)
+        facts["rounds"] = [[list(pair) for pair in r] for r in rounds]
+
+        links: dict[tuple[str, str], dict[str, Any]] = {}
+        for pair in (p for r in rounds for p in r):
+            src, dst = pair
+            target = probes[src].get("targets", {}).get(addresses[dst], {})
+            links[pair] = {
+                "src": src, "dst": dst, "dst_address": addresses[dst], "local": bool(target.get("local")),
+                "why_local": target.get("why"), "route": target.get("route"), "samples": [],
+            }
+            if target.get("error"):
+                links[pair]["error"] = f"{addresses[dst]} {target['error']} on {src}"
+
+        # A local route or an unresolvable address is reported, never measured.
+        to_run = [[p for p in r if not links[p]["local"] and "error" not in links[p]] for r in rounds]
+        to_run = [r for r in to_run if r]
+        per_round = params.duration_s + params.omit_s + 3  # traffic, plus starting and reporting
+        needed = params.repeats * len(to_run) * per_round
+        if needed > ctx.time_left() - 5:
+            raise CannotMeasure(
+                f"the {params.pattern} schedule needs about {needed:.0f}s ({len(to_run)} rounds x {params.repeats} "
+                f"repeats x {per_round:.0f}s) but the check has {ctx.time_left():.0f}s left; raise its timeout "
+                "or lower repeats/duration_s"
+            )
+
+        self._evidence_budget, self._evidence_skipped = EVIDENCE_JOBS, 0
+        for _ in range(params.repeats):
+            for round_pairs in to_run:
+                self._run_round(ctx, params, round_pairs, probes, addresses, links)
+        if self._evidence_skipped:
+            ctx.record(f"({self._evidence_skipped} more iperf3 server and client commands like the ones above "
+                       "succeeded; not recorded one by one)", 0, "")
+
+        facts["links"] = list(links.values())
+        # Every cell, None where the pattern does not measure that pair (and on the diagonal).
+        matrix: dict[str, dict[str, float | None]] = {a: {b: None for b in names if b != a} for a in names}
+        for link in facts["links"]:
+            values = [s["gbps"] for s in link["samples"] if "gbps" in s]
+            matrix[link["src"]][link["dst"]] = round(statistics.median(values), 3) if values else None
+        facts["matrix_gbps"] = matrix
+        return facts
+
+    @staticmethod
+    def _probe(ctx: ClusterContext, node: str, names: list[str], addresses: dict[str, str]) -> dict[str, Any]:
+        targets = [addresses[n] for n in names if n != node]
+        return run_probe(ctx, node, ["--iperf3", "--bindable", addresses[node], "--targets", *targets], timeout=60)
+
+    def _run_round(self, ctx: ClusterContext, params: Params, pairs: list[tuple[str, str]],
+                   probes: dict[str, Any], addresses: dict[str, str],
+                   links: dict[tuple[str, str], dict[str, Any]]) -> None:
+        ports = [str(params.base_port + i) for i in range(params.streams)]
+        traffic_s = params.duration_s + params.omit_s
+        client_life = int(traffic_s + 15)  # connecting, the test, and the final exchange of results
+        server_life = int(params.server_start_timeout_s + client_life + 10)
+        servers: dict[str, RemoteProcess] = {}
+        ready: dict[str, str | None] = {}
+        try:
+            for _, dst in pairs:
+                flush = ["--forceflush"] if probes[dst].get("forceflush") else []
+                servers[dst] = self._start(ctx, dst, ["servers", "--life", str(server_life), *flush, *ports],
+                                           server_life)
+            for dst, job in servers.items():
+                ready[dst] = self._wait_ready(job, dst, ports, probes[dst].get("forceflush", False),
+                                              params.server_start_timeout_s)
+            clients: dict[tuple[str, str], RemoteProcess] = {}
+            try:
+                for pair in pairs:
+                    src, dst = pair
+                    if ready[dst] is not None:
+                        links[pair]["samples"].append({"error": ready[dst]})
+                        continue
+                    bind = addresses[src] if probes[src].get("own_address_bindable") and _is_ip(addresses[src]) else ""
+                    args = ["clients", "--life", str(client_life), "--dst", addresses[dst], "--seconds",
+                            str(params.duration_s), "--omit", str(params.omit_s), "--bind", bind, *ports]
+                    clients[pair] = self._start(ctx, src, args, client_life)
+                limit = client_life + 5
+                for pair, job in clients.items():
+                    done = job.wait_until(lambda job=job: "@@done" in job.lines, limit)
+                    if not done:
+                        links[pair]["samples"].append({"error": failure(job, pair[0], f"iperf3 clients on {pair[0]}",
+                                                                        limit)})
+                        continue
+                    links[pair]["samples"].append(summarize_sample(parse_client_output(job.lines), params.streams))
+            finally:
+                for pair, job in clients.items():
+                    sample = links[pair]["samples"][-1] if links[pair]["samples"] else {"error": "no result"}
+                    # The full iperf3 JSON is in the facts' figures already; evidence keeps the digest.
+                    digest = "\n".join([line for line in job.lines if line.startswith(("pid ", "@@"))]
+                                       + job.stderr_lines + [json.dumps(sample)])
+                    self._stop(ctx, job, self._keep_evidence("error" in sample), digest)
+        finally:
+            for dst, job in servers.items():
+                # Servers run one test each and exit; any that did not (its client failed) is stopped.
+                job.wait_until(lambda job=job: "@@done" in job.lines or not job.running(), 5)
+                self._stop(ctx, job, self._keep_evidence(ready.get(dst) is not None if ready else True))
+
+    @staticmethod
+    def _start(ctx: ClusterContext, node: str, args: list[str], life_s: float) -> RemoteProcess:
+        return ctx.spawn_on(node, [ctx.python_on(node), "-m", "preflight.workers.iperf", *args], life_s=life_s + 10)
+
+    @staticmethod
+    def _stop(ctx: ClusterContext, job: RemoteProcess, record: bool, output: str | None = None) -> None:
+        """Stop what the job started on the node; record it as evidence (with `output` in place of
+        everything it printed, when given)."""
+        job.stop()
+        if record:
+            ctx.record(job.command, job.returncode, output if output is not None else job.output(), job.duration_s)
+
+    def _keep_evidence(self, failed: bool) -> bool:
+        """Every failed command is evidence; of the ones that worked, the first few show how it ran."""
+        if failed or self._evidence_budget > 0:
+            self._evidence_budget -= 0 if failed else 1
+            return True
+        self._evidence_skipped += 1
+        return False
+
+    @staticmethod
+    def _wait_ready(job: RemoteProcess, node: str, ports: list[str], flushes: bool, timeout: float) -> str | None:
+        """None once every server listens, else why not."""
+        def listening() -> set[str]:
+            return {m.group(1) for line in job.lines for m in [re.search(r"Server listening on (\d+)", line)] if m}
+
+        def failed() -> bool:
+            return any("error" in line for line in job.lines + job.stderr_lines) or not job.running()
+
+        if flushes:
+            job.wait_until(lambda: listening() >= set(ports) or failed(), timeout)
+            if listening() >= set(ports):
+                return None
+        else:
+            # An iperf3 without --forceflush buffers its banner; the PIDs and a short pause stand in.
+            job.wait_until(lambda: len(pids_of(job)) >= len(ports) or failed(), timeout)
+            time.sleep(1.0)
+            if len(pids_of(job)) >= len(ports) and not failed():
+                return None
+        if job.poll() is not None and job.transport_failed():
+            return failure(job, node, f"iperf3 servers on {node}", timeout)
+        text = " | ".join(line for line in (job.lines + job.stderr_lines)[-6:] if not line.startswith("pid "))
+        return f"iperf3 servers on {node} did not start: {text or 'no output within %.0fs' % timeout}"
+
+    # -- evaluate ------------------------------------------------------------------------------
+
+    def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
+        names = facts.get("nodes", [])
+        unreachable = facts.get("unreachable", [])
+        too_few = too_few_nodes(names, unreachable, expect, single="there is no link between nodes to measure",
+                                nothing="no link between nodes could be measured")
+        if too_few:
+            return too_few
+
+        findings: list[Finding] = []
+        details: list[str] = []
+
+        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
+            findings.append(Finding(f"{self.id}.{kind}", level, message, fix))
+
+        probes = facts.get("probe", {})
+        missing = [n for n in names if not probes.get(n, {}).get("iperf3") and "error" not in probes.get(n, {})]
+        broken = {n: probes[n]["error"] for n in names if "error" in probes.get(n, {})}
+        if missing:
+            found("no-iperf3", Status.ERROR, f"iperf3 is not installed on {', '.join(missing)}: {INSTALL_HINT}",
+                  INSTALL_HINT)
+        for node, error in broken.items():
+            found("probe-failed", Status.ERROR, error)
+        if unreachable:
+            details.append(f"not measured, unreachable: {', '.join(unreachable)}; links among the other nodes only")
+
+        measurements = []
+        measured: list[tuple[float, str]] = []
+        slow: list[tuple[float, str]] = []
+        for link in facts.get("links", []):
+            label = f"{link['src']} -> {link['dst']}"
+
+            def figure(value: float | None, samples: list[float] | None = None, label: str = label) -> Measurement:
+                return measure(label, value, "Gbit/s", at_least=params.min_gbps, samples=samples, node=label,
+                               figure=FIGURE_LINK, at=label, better="higher")
+
+            local_why = link.get("why_local") if link.get("local") else None
+            samples = link.get("samples", [])
+            for sample in samples:
+                for local_host, remote_host in sample.get("connected", []):
+                    if local_host and local_host == remote_host:
+                        local_why = local_why or f"iperf3 connected {local_host} to itself"
+            if local_why:
+                found("local-route", Status.ERROR, f"{label}: the route is local to {link['src']} ({local_why}); "
+                      "a figure over it would be memory bandwidth, not the network",
+                      "Give each node in the hosts file the address other nodes reach it by; two names for one "
+                      "machine, or a name that resolves to 127.x on the sender, measures nothing.")
+                measurements.append(figure(None))
+                continue
+            values = [s["gbps"] for s in samples if "gbps" in s]
+            errors = [s["error"] for s in samples if "error" in s] + ([link["error"]] if link.get("error") else [])
+            if not values:
+                found("not-measured", Status.ERROR, f"{label}: not measured: {errors[0] if errors else 'no samples'}")
+                measurements.append(figure(None))
+                continue
+            median = round(statistics.median(values), 3)
+            m = figure(median, values)
+            measurements.append(m)
+            measured.append((median, label))
+            text = f"{label}: {median:.2f} Gbit/s (samples {', '.join(f'{v:.2f}' for v in values)})"
+            if errors:
+                text += f"; {len(errors)} failed attempt(s): {errors[0]}"
+            details.append(text)
+            if not m.ok:
+                slow.append((median, label))
+        if slow:
+            slow.sort()
+            listed = ", ".join(f"{label} {value:.2f}" for value, label in slow[:6])
+            more = f" and {len(slow) - 6} more" if len(slow) > 6 else ""
+            found("slow-link", Status.FAIL, f"{len(slow)} of {len(measured)} links below {params.min_gbps:g} Gbit/s: "
+                  f"{listed}{more} Gbit/s; slowest {slow[0][1]}", " ".join(self.remediation[:2]))
+        if not measured and not findings:
+            found("nothing-measured", Status.ERROR, "no link was measured")
+
+        passed = ""
+        if measured:
+            slowest_value, slowest = min(measured)
+            fastest_value, _ = max(measured)
+            passed = (f"{len(measured)} links ({facts.get('pattern')}), all at least {params.min_gbps:g} Gbit/s; "
+                      f"slowest {slowest} at {slowest_value:.2f} Gbit/s, fastest {fastest_value:.2f}")
+            if findings and not slow:
+                details.append(f"slowest measured link {slowest} at {slowest_value:.2f} Gbit/s")
+        fired = [f.message for f in findings if f.level is not Status.PASS]
+        return outcome_from_findings(findings, measurements, passed=passed, details=fired + details)

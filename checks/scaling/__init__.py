@@ -1,0 +1,1 @@
+"""scaling.multi_gpu and scaling.multi_node."""

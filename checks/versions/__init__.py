@@ -1,0 +1,1 @@
+"""versions.pinned, versions.consistency and the pin-file readers."""

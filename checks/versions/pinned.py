@@ -1,0 +1,373 @@
+"""versions.pinned: the framework stack is locked, and what is installed is what was locked.
+
+The team's pins (configured requirements files, or the requirements*.txt, pyproject.toml, uv.lock,
+poetry.lock, Pipfile.lock or environment.yml found where preflight starts) are read once, on the
+coordinator (preflight_checks.versions.pins), and travel to every node in the check's parameters: no node needs the
+file. Each node compares them with its installed distributions, and records the whole runtime stack
+(Python, torch with its CUDA/cuDNN/NCCL, tensorflow with its built CUDA/cuDNN, numpy, NVIDIA driver,
+OS, kernel, glibc) as facts, which versions.consistency compares across nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.run.context import NodeContext
+from preflight.core.model import Finding, Status
+from preflight_checks.versions.pins import gather, read_requirements  # noqa: F401 - read_requirements is part of this module's API
+
+
+def _default_frameworks() -> list[str]:
+    # The packages whose drift changes numerics, kernels or checkpoint formats. numpy is here
+    # because its 2.0 ABI break took down every extension built against 1.x. torchvision and
+    # torchaudio ship compiled ops tied to one torch release; jaxlib likewise to jax.
+    return ["torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "jax", "jaxlib", "numpy"]
+
+
+@dataclass
+class Params:
+    # Where the team's pins live: requirements files (with -r/-c includes), pyproject.toml files,
+    # or saved `pip freeze` output. Relative paths are taken from the working directory.
+    requirements: list[str] = field(default_factory=list)
+    # Packages that must be pinned exactly (==) and match exactly; any other mismatch is WARN.
+    frameworks: list[str] = field(default_factory=_default_frameworks)
+    # A framework that is installed but that no file mentions is as unpinned as a bare `torch` line.
+    require_installed_frameworks_pinned: bool = True
+    # Probing torch or tensorflow for their CUDA/cuDNN/NCCL versions (tensorflow's import takes seconds).
+    probe_timeout_s: float = 120.0
+    # False: versions from package metadata only, without the CUDA/cuDNN/NCCL builds (no import).
+    probe_builds: bool = True
+    # The pins themselves, read by preflight where it starts (from `requirements`, or the lock files
+    # it finds there) and sent to every node; not set by hand.
+    pins: dict[str, Any] | None = None
+
+
+# -------------------------------------------------------------------------------------- stack
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _module_distribution(module: str) -> str | None:
+    """The distribution that provides an importable module (tensorflow comes as tensorflow-cpu, ...)."""
+    try:
+        names = metadata.packages_distributions().get(module) or []
+    except Exception:  # noqa: BLE001 - a broken metadata entry must not cost the stack
+        names = []
+    return str(canonicalize_name(names[0])) if names else None
+
+
+def _os_release() -> str | None:
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            continue
+        values = {}
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                values[key.strip()] = value.strip().strip('"').strip("'")
+        return values.get("PRETTY_NAME") or " ".join(filter(None, (values.get("NAME"), values.get("VERSION_ID")))) or None
+    return None
+
+
+def _glibc() -> str | None:
+    name, version = platform.libc_ver()
+    if name == "glibc" and version:
+        return version
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""  # "glibc 2.36"
+    except (ValueError, OSError, AttributeError):
+        return None
+    return text.split()[-1] if text.startswith("glibc") else None
+
+
+# The stack fields versions.consistency compares, in report order.
+STACK_FIELDS = ("python", "torch", "torch_cuda", "cudnn", "nccl", "tensorflow", "tensorflow_cuda", "tensorflow_cudnn",
+                "jax", "numpy", "driver", "cuda_driver", "os", "kernel", "glibc")
+
+
+def collect_stack(ctx: Any, probe_timeout_s: float, probe_builds: bool = True) -> dict[str, Any]:
+    from preflight.workers.gpu_nvml import nvml_facts
+    from preflight.launch.gpu_probe import framework_installed, run_probe
+
+    stack: dict[str, Any] = dict.fromkeys(STACK_FIELDS)
+    errors: dict[str, str] = {}
+    stack["python"] = platform.python_version()
+    stack["torch"] = installed_version("torch")
+    if probe_builds and framework_installed("torch"):
+        probe = run_probe(ctx, "torch", [], min(probe_timeout_s, ctx.time_left() - 5))
+        if probe.get("error"):
+            errors["torch"] = probe["error"]
+        stack["torch"] = stack["torch"] or probe.get("version")
+        stack["torch_cuda"], stack["cudnn"], stack["nccl"] = probe.get("cuda"), probe.get("cudnn"), probe.get("nccl")
+        if probe.get("hip"):
+            stack["torch_hip"] = probe["hip"]
+    tf_distribution = _module_distribution("tensorflow")
+    stack["tensorflow"] = installed_version(tf_distribution) if tf_distribution else None
+    stack["tensorflow_distribution"] = tf_distribution
+    if probe_builds and framework_installed("tensorflow"):
+        probe = run_probe(ctx, "tensorflow", [], min(probe_timeout_s, ctx.time_left() - 5))
+        if probe.get("error"):
+            errors["tensorflow"] = probe["error"]
+        stack["tensorflow"] = stack["tensorflow"] or probe.get("version")
+        stack["tensorflow_cuda"], stack["tensorflow_cudnn"] = probe.get("cuda"), probe.get("cudnn")
+    stack["builds_probed"] = probe_builds
+    stack["jax"] = installed_version("jax")
+    stack["numpy"] = installed_version("numpy")
+    nvml = nvml_facts(with_gpus=False)
+    stack["driver"], stack["cuda_driver"] = nvml.get("driver_version"), nvml.get("cuda_driver_version")
+    if not nvml.get("available"):
+        errors["driver"] = nvml.get("error") or "NVML unavailable"
+    stack["os"] = _os_release()
+    stack["kernel"] = platform.release()
+    stack["glibc"] = _glibc()
+    stack["errors"] = errors
+    return stack
+
+
+def collect_pins(params: Params) -> dict[str, Any]:
+    """The pins (sent by the coordinator, or read here when the check runs on its own) and the
+    installed version of every package they name."""
+    facts: dict[str, Any] = {}
+    pins: dict[str, Any] = {"files": [], "entries": [], "skipped": [], "errors": []}
+    if params.pins is not None:
+        pins = params.pins
+    else:
+        try:
+            pins = gather(list(params.requirements), Path.cwd())
+        except CannotMeasure as exc:
+            # Keep the stack (the cross-node comparison needs it) and let evaluate say ERROR.
+            facts["requirements_error"] = str(exc)
+    facts["requirements_files"] = list(pins.get("files") or params.requirements)
+    facts["pins"] = pins
+    names = {e["name"] for e in pins.get("entries") or []} | {canonicalize_name(f) for f in params.frameworks}
+    facts["installed"] = {name: installed_version(name) for name in sorted(names)}
+    return facts
+
+
+# -------------------------------------------------------------------------------------- check
+
+
+class VersionsPinned(Check):
+    id = "versions.pinned"
+    title = "Framework versions pinned and installed as pinned"
+    tags = ("node", "software")
+    why = (
+        "An unpinned framework is upgraded by the next image build without anyone deciding it: new kernels, "
+        "new numerics, new checkpoint formats, a CUDA build the driver cannot run. A pinned one that is not what "
+        "is installed means the environment is not the one that was tested. The recorded stack is what "
+        "versions.consistency compares across nodes, because nodes that disagree hang or diverge together."
+    )
+    remediation = (
+        "Pin every framework with == in the requirements (torch==X.Y.Z, with the index URL of the CUDA build).",
+        "Rebuild the image or virtual environment from the pinned requirements (pip install -r requirements.txt), "
+        "or update the pin on purpose if the installed version is the intended one.",
+        "Keep `pip freeze > requirements.lock` of the tested environment and install from it on every node.",
+    )
+    Params = Params
+    # One line per parameter for `preflight explain`: what it means, and its unit.
+    param_help = {
+        "requirements": ("files with the team's pins: requirements files, pyproject.toml or pip freeze output "
+                         "(paths)"),
+        "frameworks": "packages that must be pinned exactly (==) and match exactly (names)",
+        "require_installed_frameworks_pinned": ("an installed framework that no file pins counts as unpinned "
+                                                "(true/false)"),
+        "probe_timeout_s": ("time allowed for importing each framework to read its CUDA/cuDNN/NCCL builds "
+                            "(seconds)"),
+        "probe_builds": ("import the frameworks to read their CUDA/cuDNN/NCCL builds; false: package metadata "
+                         "only (true/false)"),
+        "pins": "the pins as read where preflight starts and sent to every node; not set by hand",
+    }
+    timeout_s = 240.0
+    run_first = True
+    # quick reads versions from package metadata only (no framework import, under a second); the
+    # CUDA/cuDNN/NCCL builds need torch and tensorflow imported, seconds each, left to standard.
+    levels = {"quick": {"timeout": 5, "probe_builds": False}}
+
+    @classmethod
+    def prepare_on_coordinator(cls, overrides: dict[str, Any], cwd: Path) -> dict[str, Any]:
+        """Read the pins where preflight starts, once, for every node (see preflight.run.plan)."""
+        if overrides.get("pins") is not None:
+            return overrides
+        try:
+            pins = gather(list(overrides.get("requirements") or []), cwd)
+        except CannotMeasure as exc:
+            raise ValueError(f"{exc} (versions.pinned.requirements; relative paths are taken from {cwd})") from None
+        return {**overrides, "pins": pins}
+
+    def collect(self, ctx: NodeContext, params: Params) -> dict[str, Any]:
+        return {"stack": collect_stack(ctx, params.probe_timeout_s, params.probe_builds), **collect_pins(params)}
+
+    def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
+        stack = facts.get("stack") or {}
+        stack_text = describe_stack(stack)
+        pins = facts.get("pins") or {}
+        read_error = facts.get("requirements_error") or "; ".join(pins.get("errors") or [])
+        if read_error:
+            finding = Finding(f"{self.id}.unreadable", Status.ERROR, f"could not measure: {read_error}",
+                              "Fix the file, or the path in versions.requirements (relative paths are taken from "
+                              "the directory preflight starts in; -r/-c includes from the including file).")
+            return outcome_from_findings([finding], passed="", details=[f"runtime stack: {stack_text}"])
+        if not facts.get("requirements_files"):
+            where = f" in {pins['cwd']}" if pins.get("cwd") else ""
+            finding = Finding(
+                f"{self.id}.not-pinned", Status.WARN,
+                f"framework versions are not pinned anywhere preflight can see: no requirements*.txt, pyproject.toml, "
+                f"uv.lock, poetry.lock, Pipfile.lock or environment.yml{where}",
+                "Start preflight in the training repository that holds the lock file, or name it with "
+                "--set versions.requirements='[\"path/to/requirements.txt\"]'; without one, write it: "
+                "pip freeze > requirements.txt (or uv lock, poetry lock).")
+            return outcome_from_findings([finding], [measure("pins compared", 0, "")],
+                                         passed="", details=[f"runtime stack: {stack_text}", *_stack_errors(stack)])
+        return _judge_pins(facts, params, stack_text)
+
+
+def describe_stack(stack: dict[str, Any]) -> str:
+    parts = [f"python {stack.get('python')}"]
+    if stack.get("torch"):
+        unprobed = stack.get("builds_probed") is False
+        extras = [f"CUDA {stack['torch_cuda']}" if stack.get("torch_cuda") else
+                  "CUDA build not probed" if unprobed else "no CUDA"]
+        extras += [f"cuDNN {stack['cudnn']}"] if stack.get("cudnn") else []
+        extras += [f"NCCL {stack['nccl']}"] if stack.get("nccl") else []
+        parts.append(f"torch {stack['torch']} ({', '.join(extras)})")
+    if stack.get("tensorflow"):
+        name = stack.get("tensorflow_distribution") or "tensorflow"
+        built = f" (CUDA {stack['tensorflow_cuda']})" if stack.get("tensorflow_cuda") else ""
+        parts.append(f"{name} {stack['tensorflow']}{built}")
+    for key in ("jax", "numpy"):
+        if stack.get(key):
+            parts.append(f"{key} {stack[key]}")
+    parts.append(f"driver {stack['driver']}" if stack.get("driver") else "no NVIDIA driver")
+    parts += [p for p in (stack.get("os"), f"kernel {stack.get('kernel')}", f"glibc {stack.get('glibc')}") if p]
+    return ", ".join(parts)
+
+
+def _stack_errors(stack: dict[str, Any]) -> list[str]:
+    return [f"{name}: {error}" for name, error in sorted((stack.get("errors") or {}).items()) if name != "driver"]
+
+
+def _satisfies(specifier: str, installed: str) -> bool | None:
+    """PEP 440 matching as pip does it (==2.4.0 accepts 2.4.0+cu121); None if unparseable."""
+    try:
+        return SpecifierSet(specifier).contains(Version(installed), prereleases=True)
+    except InvalidVersion:
+        # A legacy version string: only an exact textual pin can be judged.
+        if specifier.startswith("=="):
+            return specifier[2:].strip() == installed
+        return None
+
+
+def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outcome:
+    pins = facts.get("pins") or {}
+    installed: dict[str, str | None] = facts.get("installed") or {}
+    frameworks = {canonicalize_name(f) for f in params.frameworks}
+    findings: list[Finding] = []
+    notes: list[str] = []
+    entries = [e for e in pins.get("entries") or [] if e.get("applies", True)]
+    for entry in pins.get("entries") or []:
+        if not entry.get("applies", True):
+            notes.append(f"{entry['where']}: {entry['line']!r} does not apply here ({entry['marker']})")
+    for skipped in pins.get("skipped") or []:
+        notes.append(f"{skipped['where']}: {skipped['line']!r} skipped: {skipped['reason']}")
+
+    def found(name: str, level: Status, message: str, fix: str) -> None:
+        findings.append(Finding(f"{VersionsPinned.id}.{name}", level, message, fix))
+
+    rebuild = ("Rebuild the image or virtual environment from the pinned files (pip install -r requirements.txt, "
+               "uv sync, poetry install), or update the pin on purpose if the installed version is the intended one.")
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        by_name.setdefault(entry["name"], []).append(entry)
+
+    compared = mismatched = 0
+    framework_pins: list[str] = []
+    for name, group in sorted(by_name.items()):
+        is_framework = name in frameworks
+        kind = "framework" if is_framework else "package"
+        level = Status.FAIL if is_framework else Status.WARN
+        have = installed.get(name)
+        exact = [e for e in group if e["kind"] == "exact"]
+        if is_framework and not exact:
+            lines = "; ".join(f"{e['where']} {e['line']!r}" for e in group)
+            found("framework-not-exact", Status.WARN, f"{name} is not pinned exactly (==): {lines}",
+                  f"Pin {name} with == (e.g. {name}==X.Y.Z, with the index URL of the CUDA build).")
+        # A lock file may lock one package at several versions (one per platform or Python): it is
+        # installed as locked when it matches any of them.
+        locked = [e for e in group if e["source"] == "lock" and e["kind"] == "exact"]
+        if locked:
+            group = [e for e in group if e not in locked]
+            if have is None:
+                notes.append(f"{name} is locked ({locked[0]['where']}) but not installed here")
+            else:
+                compared += 1
+                if any(_satisfies(e["specifier"], have) for e in locked):
+                    framework_pins += [f"{name} {have}"] if is_framework else []
+                else:
+                    mismatched += 1
+                    versions = ", ".join(dict.fromkeys(e["exact"] for e in locked))
+                    found(f"{kind}-mismatch", level, f"{name}: locked {versions} ({locked[0]['where']}), "
+                          f"installed {have}", rebuild)
+        for entry in group:
+            if entry["kind"] in ("unpinned", "url"):
+                continue
+            where = f"{entry['where']} {entry['line']!r}"
+            if have is None:
+                if entry.get("optional") or entry["source"] == "constraint":
+                    # An extra or dependency group that is not installed, or a constraint on a
+                    # package nothing asked for, is normal.
+                    notes.append(f"{name} is not installed ({entry.get('optional') or 'constraint'}: {where})")
+                    continue
+                compared += 1
+                mismatched += 1
+                found(f"{kind}-not-installed", level, f"{name} is pinned ({where}) but not installed", rebuild)
+                continue
+            compared += 1
+            ok = _satisfies(entry["specifier"], have)
+            if ok is None:
+                notes.append(f"{name} {have}: version not comparable with {entry['specifier']} ({entry['where']})")
+            elif not ok:
+                mismatched += 1
+                # Frameworks must match: their drift changes kernels, numerics and checkpoints. Any
+                # other package that drifts is reported, not blocking: most drift in utilities is
+                # harmless, and a team that depends on one adds it to `frameworks`.
+                wanted = "pinned" if entry["kind"] == "exact" else "requires"
+                found(f"{kind}-mismatch", level, f"{name}: {wanted} {entry['specifier']} ({entry['where']}), "
+                      f"installed {have}", rebuild)
+            elif is_framework and entry["kind"] == "exact":
+                framework_pins.append(f"{name} {have}")
+
+    if params.require_installed_frameworks_pinned:
+        for name in sorted(frameworks):
+            if installed.get(name) and name not in by_name:
+                found("framework-unpinned", Status.WARN,
+                      f"{name} {installed[name]} is installed but no requirements file pins it",
+                      f"Add {name}=={installed[name]} to the team's requirements or lock file.")
+    files = ", ".join(pins.get("files") or facts.get("requirements_files") or [])
+    if not compared and not findings:
+        found("nothing-compared", Status.WARN, f"no pin in {files} names an installed package: nothing was compared",
+              "Pin the packages this node trains with (torch, tensorflow, numpy) in the team's requirements.")
+
+    measurements = [measure("pins compared", compared, ""), measure("pins not matching the installed version", mismatched, "",
+                                                                     at_most=0)]
+    pinned = f"; frameworks pinned and installed: {', '.join(sorted(set(framework_pins)))}" if framework_pins else ""
+    fired = [f.message for f in findings if f.level is not Status.PASS]
+    details = fired + notes + _stack_errors(facts.get("stack") or {}) + [f"runtime stack: {stack_text}"]
+    return outcome_from_findings(findings, measurements, details=details,
+                                 passed=f"{compared} pins from {files} match the installed packages{pinned}")

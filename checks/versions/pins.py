@@ -1,0 +1,367 @@
+"""The team's pins, read where preflight is started: requirements files (with pip's -r/-c
+includes), pyproject.toml, and the lock files of uv, Poetry, Pipenv and conda.
+
+Requirement lines are parsed with `packaging`, as pip reads them; only the line-level syntax of
+requirements files (comments, continuations, options) is handled here. Each pin becomes an entry
+(where, line, name, specifier, exact, kind, source), which versions.pinned compares on every node
+with what is installed there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from preflight.core.check import CannotMeasure
+
+# ------------------------------------------------------------------------------------ parsing
+
+_INCLUDE_OPTIONS = {"-r": "requirement", "--requirement": "requirement", "-c": "constraint", "--constraint": "constraint"}
+_EDITABLE_OPTIONS = ("-e", "--editable")
+
+
+def _strip_comment(line: str) -> str:
+    # pip: "#" starts a comment at the start of a line or after whitespace (so "#egg=" stays).
+    for pos, char in enumerate(line):
+        if char == "#" and (pos == 0 or line[pos - 1].isspace()):
+            return line[:pos]
+    return line
+
+
+def _expand_env(text: str) -> str:
+    # pip expands ${NAME} (that form only) in requirements files, e.g. for private index tokens.
+    out, pos = [], 0
+    while True:
+        start = text.find("${", pos)
+        end = text.find("}", start + 2) if start >= 0 else -1
+        if start < 0 or end < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos:start])
+        name = text[start + 2:end]
+        out.append(os.environ.get(name, text[start:end + 1]))
+        pos = end + 1
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first physical line number, line) with comments removed and backslash continuations joined."""
+    lines: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not pending:
+            start = number
+        stripped = raw.rstrip()
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        pending += raw
+        line = _strip_comment(pending).strip()
+        pending = ""
+        if line:
+            lines.append((start, line))
+    if pending.strip():
+        lines.append((start, _strip_comment(pending).strip()))
+    return lines
+
+
+def _requirement_part(line: str) -> str:
+    # pip's rule: the requirement is every token up to the first one that starts with "-"
+    # (per-requirement options such as --hash=sha256:... follow it).
+    kept = []
+    for token in line.split():
+        if token.startswith("-"):
+            break
+        kept.append(token)
+    return " ".join(kept).strip()
+
+
+def _looks_like_location(text: str) -> bool:
+    return "://" in text or text.startswith((".", "/", "~")) or text.endswith((".whl", ".zip", ".tar.gz", ".tgz"))
+
+
+def _wheel_version(location: str) -> tuple[str, str] | None:
+    """(name, version) from a wheel file name in a URL or path, which pins the version exactly."""
+    filename = urllib.parse.unquote(urllib.parse.urlparse(location).path.rsplit("/", 1)[-1])
+    if not filename.endswith(".whl"):
+        return None
+    try:
+        name, version, _, _ = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return None
+    return str(name), str(version)
+
+
+# Lock files, by name, and the _Reader method that reads each.
+LOCK_READERS = {"uv.lock": "_read_toml_lock", "poetry.lock": "_read_toml_lock", "Pipfile.lock": "_read_pipfile_lock",
+                "environment.yml": "_read_conda_environment", "environment.yaml": "_read_conda_environment"}
+# conda package names that differ from the Python distribution's
+CONDA_NAMES = {"pytorch": "torch", "pytorch-cuda": "pytorch-cuda"}
+
+
+def _toml(file: Path, text: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CannotMeasure(f"{file}: cannot parse: {exc}") from exc
+
+
+class _Reader:
+    """Reads requirement sources into entries (one per requirement line) and skipped lines."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, Any]] = []
+        self.files: list[str] = []
+        self._seen: set[Path] = set()
+
+    def read(self, path: str, source: str = "requirement", included_from: str | None = None) -> None:
+        file = Path(os.path.expanduser(path))
+        where = f" (included from {included_from})" if included_from else ""
+        if not file.is_file():
+            raise CannotMeasure(f"requirements file {path} does not exist{where}")
+        resolved = file.resolve()
+        if resolved in self._seen:
+            return  # included twice, or an include cycle
+        self._seen.add(resolved)
+        self.files.append(str(file))
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CannotMeasure(f"cannot read requirements file {path}{where}: {exc}") from exc
+        if file.name in LOCK_READERS:
+            getattr(self, LOCK_READERS[file.name])(file, text)
+        elif file.name == "pyproject.toml" or file.suffix == ".toml":
+            self._read_pyproject(file, text)
+        else:
+            self._read_requirements(file, text, source)
+
+    def _read_requirements(self, file: Path, text: str, source: str) -> None:
+        for number, line in _logical_lines(_expand_env(text)):
+            where = f"{file}:{number}"
+            if line.startswith("-"):
+                self._option(file, number, line, source)
+                continue
+            spec = _requirement_part(line)
+            if _looks_like_location(spec) and "@" not in spec.split("://")[0]:
+                wheel = _wheel_version(spec)
+                if wheel:
+                    self._add(file, number, line, Requirement(f"{wheel[0]}=={wheel[1]}"), source, kind_hint="wheel")
+                else:
+                    self.skipped.append({"where": where, "line": line, "reason": "a URL or path without a version; not compared"})
+                continue
+            try:
+                requirement = Requirement(spec)
+            except InvalidRequirement as exc:
+                raise CannotMeasure(f"{where}: cannot parse {line!r}: {exc}") from exc
+            self._add(file, number, line, requirement, source)
+
+    def _option(self, file: Path, number: int, line: str, source: str) -> None:
+        where = f"{file}:{number}"
+        try:
+            tokens = shlex.split(line)
+        except ValueError as exc:
+            raise CannotMeasure(f"{where}: cannot parse {line!r}: {exc}") from exc
+        option, value = tokens[0], tokens[1] if len(tokens) > 1 else None
+        if "=" in option and option.startswith("--"):
+            option, value = option.split("=", 1)
+        elif option[:2] in ("-r", "-c", "-e") and len(option) > 2:
+            option, value = option[:2], option[2:]
+        if option in _INCLUDE_OPTIONS:
+            if not value:
+                raise CannotMeasure(f"{where}: {option} without a file name")
+            if "://" in value:
+                raise CannotMeasure(f"{where}: {option} {value}: remote requirement files are not fetched")
+            target = Path(os.path.expanduser(value))
+            if not target.is_absolute():
+                target = file.parent / target
+            include_source = "constraint" if _INCLUDE_OPTIONS[option] == "constraint" else source
+            self.read(str(target), include_source, included_from=where)
+        elif option in _EDITABLE_OPTIONS:
+            self.skipped.append({"where": where, "line": line, "reason": "an editable install; its version is the checkout's"})
+        else:
+            self.skipped.append({"where": where, "line": line, "reason": "a pip option, not a requirement"})
+
+    def _read_pyproject(self, file: Path, text: str) -> None:
+        data = _toml(file, text)
+        project = data.get("project") or {}
+        groups: list[tuple[str | None, list[Any]]] = [(None, project.get("dependencies") or [])]
+        groups += [(f"extra {name}", deps) for name, deps in (project.get("optional-dependencies") or {}).items()]
+        groups += [(f"group {name}", deps) for name, deps in (data.get("dependency-groups") or {}).items()]
+        if not any(deps for _, deps in groups):
+            raise CannotMeasure(f"{file}: no [project] dependencies, optional-dependencies or [dependency-groups] "
+                                "to read (Poetry's [tool.poetry] tables are not read)")
+        lines = text.splitlines()
+        for optional, deps in groups:
+            for dep in deps:
+                if not isinstance(dep, str):
+                    continue  # {include-group = "..."} entries of dependency groups
+                number = _line_of(lines, dep)
+                try:
+                    requirement = Requirement(dep)
+                except InvalidRequirement as exc:
+                    raise CannotMeasure(f"{file}:{number}: cannot parse {dep!r}: {exc}") from exc
+                self._add(file, number, dep, requirement, "requirement", optional=optional)
+
+    # lock files: every entry is an exact pin, of every package of every platform the lock covers
+    def _read_toml_lock(self, file: Path, text: str) -> None:
+        """uv.lock and poetry.lock: [[package]] tables with a name and a version."""
+        data = _toml(file, text)
+        lines = text.splitlines()
+        for package in data.get("package") or []:
+            name, version = package.get("name"), package.get("version")
+            source = package.get("source") or {}
+            if not name or not version or (isinstance(source, dict) and ({"editable", "virtual"} & set(source))):
+                continue  # the project itself, or a path checkout: its version is the checkout's
+            number = _line_of(lines, name, 'name = ')
+            optional = "optional" if package.get("optional") else None
+            self._lock_pin(file, number, name, str(version), optional)
+
+    def _read_pipfile_lock(self, file: Path, text: str) -> None:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise CannotMeasure(f"{file}: cannot parse: {exc}") from exc
+        lines = text.splitlines()
+        for section, optional in (("default", None), ("develop", "develop")):
+            for name, info in (data.get(section) or {}).items():
+                version = str((info or {}).get("version") or "")
+                number = _line_of(lines, name, "")
+                if not version.startswith("=="):
+                    self.skipped.append({"where": f"{file}:{number}", "line": name,
+                                         "reason": "a VCS or path dependency without a version; not compared"})
+                    continue
+                self._lock_pin(file, number, name, version[2:], optional)
+
+    def _read_conda_environment(self, file: Path, text: str) -> None:
+        """environment.yml: `- name=version[=build]` conda lines and the `- pip:` list's requirement lines."""
+        in_deps, in_pip, pip_indent = False, False, 0
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = raw.split("#", 1)[0].rstrip()
+            if not line.strip():
+                continue
+            if not line.startswith((" ", "-")):
+                in_deps, in_pip = line.startswith("dependencies:"), False
+                continue
+            item = re.match(r"^(\s*)-\s*(.+)$", line)
+            if not in_deps or not item:
+                continue
+            body = item.group(2).strip().strip("'\"")
+            if body == "pip:":
+                in_pip, pip_indent = True, len(item.group(1))
+                continue
+            if in_pip and len(item.group(1)) > pip_indent:
+                self._read_requirements(file, "\n" * (number - 1) + body, "requirement")
+                continue
+            in_pip = False
+            name, _, version = body.partition("=")
+            name = CONDA_NAMES.get(name.strip().split("::")[-1], name.strip().split("::")[-1])
+            version = version.lstrip("=").split("=")[0].strip()
+            if name in ("python", "pip"):
+                continue
+            if not version or "*" in version or any(c in version for c in "<>!,|"):
+                self.skipped.append({"where": f"{file}:{number}", "line": body,
+                                     "reason": "a conda spec without an exact version; not compared"})
+                continue
+            self._lock_pin(file, number, name, version, None, line=body)
+
+    def _lock_pin(self, file: Path, number: int, name: str, version: str, optional: str | None,
+                  line: str | None = None) -> None:
+        try:
+            requirement = Requirement(f"{name}=={version}")
+        except InvalidRequirement:
+            self.skipped.append({"where": f"{file}:{number}", "line": line or f"{name} {version}",
+                                 "reason": "not a Python requirement; not compared"})
+            return
+        self._add(file, number, line or f"{name}=={version}", requirement, "lock", optional=optional)
+
+    def _add(self, file: Path, number: int, line: str, requirement: Requirement, source: str,
+             optional: str | None = None, kind_hint: str | None = None) -> None:
+        specifiers = list(requirement.specifier)
+        exact = None
+        if len(specifiers) == 1 and specifiers[0].operator in ("==", "===") and "*" not in specifiers[0].version:
+            exact = specifiers[0].version
+        if requirement.url:
+            wheel = _wheel_version(requirement.url)
+            exact = wheel[1] if wheel else None
+            kind = "exact" if wheel else "url"
+            specifier = f"=={exact}" if wheel else ""
+        else:
+            kind = "exact" if exact else ("range" if specifiers else "unpinned")
+            specifier = str(requirement.specifier)
+        applies = True
+        if requirement.marker is not None:
+            try:
+                applies = requirement.marker.evaluate({"extra": ""})
+            except Exception:  # noqa: BLE001 - an unknown marker variable: keep the line
+                applies = True
+        self.entries.append({
+            "where": f"{file}:{number}", "line": " ".join(line.split()), "name": canonicalize_name(requirement.name),
+            "specifier": specifier, "exact": exact, "kind": kind, "source": source,
+            "marker": str(requirement.marker) if requirement.marker else None, "applies": bool(applies),
+            "optional": optional, "from": kind_hint,
+        })
+
+
+def _line_of(lines: list[str], dep: str, prefix: str = "") -> int:
+    for quote in ('"', "'"):
+        needle = f"{prefix}{quote}{dep}{quote}"
+        for number, line in enumerate(lines, start=1):
+            if needle in line:
+                return number
+    return 0
+
+
+def read_requirements(paths: list[str]) -> dict[str, Any]:
+    """Entries and skipped lines of every file (following includes); raises CannotMeasure."""
+    reader = _Reader()
+    for path in paths:
+        reader.read(path)
+    return {"files": reader.files, "entries": reader.entries, "skipped": reader.skipped}
+
+
+
+
+def discover(cwd: Path) -> list[Path]:
+    """The pin files a training repository keeps at its top, in the directory preflight starts in."""
+    found = sorted(p for p in cwd.glob("requirements*.txt") if p.is_file())
+    found += [cwd / name for name in ("pyproject.toml", *LOCK_READERS) if (cwd / name).is_file()]
+    return found
+
+
+def gather(requirements: list[str], cwd: Path) -> dict[str, Any]:
+    """The pins every node is compared with, read once where preflight starts.
+
+    Configured files (relative to `cwd`) must be readable: CannotMeasure names the one that is not.
+    Without any, the files `discover` finds are read; a pyproject.toml without dependencies is passed
+    over (a library's, or a Poetry project's), and a found file that cannot be read is kept as an
+    error for the check to report.
+    """
+    if requirements:
+        paths = [str(cwd / os.path.expanduser(p)) if not os.path.isabs(os.path.expanduser(p)) else p
+                 for p in requirements]
+        pins = read_requirements(paths)
+        return {**pins, "discovered": False, "cwd": str(cwd), "errors": []}
+    reader = _Reader()
+    errors = []
+    for path in discover(cwd):
+        try:
+            reader.read(str(path))
+        except CannotMeasure as exc:
+            if path.name == "pyproject.toml" and "no [project] dependencies" in str(exc):
+                reader.files.remove(str(path)) if str(path) in reader.files else None
+                continue
+            errors.append(str(exc))
+    return {"files": reader.files, "entries": reader.entries, "skipped": reader.skipped, "discovered": True,
+            "cwd": str(cwd), "errors": errors}

@@ -1,0 +1,48 @@
+"""`preflight alerts`: Prometheus rules for the go-live alarms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from preflight.cli.options import (
+    UsageProblem, load_results,
+)
+
+
+@click.command("alerts")
+@click.option("--out", "out_file", default="-", show_default=True, help="File to write (- for stdout).")
+@click.option("--format", "fmt", type=click.Choice(["rules", "prometheus-operator"]), default="rules", show_default=True,
+              help="A Prometheus rule file, or a PrometheusRule manifest for prometheus-operator.")
+@click.option("--from", "from_results", type=click.Path(dir_okay=False), default=None,
+              help="results.json of a run: floor and ceiling from its canary.training figures.")
+@click.option("--gpu-util-floor", type=float, default=None, help="Alarm below this GPU utilisation, percent (default 50).")
+@click.option("--comm-latency-ceiling", type=float, default=None, help="Alarm above this all-reduce p99, seconds (default 0.25).")
+@click.option("--window", default=None, help="Averaging window of every alert, a Prometheus duration (e.g. 10m).")
+@click.option("--for", "for_", default=None, help="How long a condition must hold before it fires, for every alert.")
+@click.option("--name", default="preflight-go-live", show_default=True, help="PrometheusRule name.")
+@click.option("--namespace", default=None, help="PrometheusRule namespace.")
+def alerts_command(out_file: str, fmt: str, from_results: str | None, gpu_util_floor: float | None,
+                   comm_latency_ceiling: float | None, window: str | None, for_: str | None, name: str,
+                   namespace: str | None) -> None:
+    """Write Prometheus alerting rules for the go-live alarms: low GPU utilisation, XID errors, high
+    all-reduce latency, GPU telemetry that stopped arriving."""
+    from preflight.integrations import alerts
+
+    report = load_results(from_results).to_dict() if from_results else None
+    try:
+        text = alerts.build(fmt, report=report, floor_pct=gpu_util_floor, ceiling_s=comm_latency_ceiling,
+                            window=window, for_=for_, name=name, namespace=namespace)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    if out_file == "-":
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(out_file).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageProblem(f"cannot write {out_file}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {out_file}", err=True)
+
+

@@ -1,0 +1,34 @@
+"""The `preflight` command line: the group and its commands, one module per command.
+
+Start-up stays light: nothing here imports torch or tensorflow, and check modules are only imported
+when a command needs the list of checks.
+"""
+
+from __future__ import annotations
+
+import click
+
+from preflight import __version__
+from preflight.cli.alerts import alerts_command
+from preflight.cli.catalog import explain, init, list_checks
+from preflight.cli.diff import diff_runs
+from preflight.cli.healthcheck import healthcheck
+from preflight.cli.report import report
+from preflight.cli.run import run
+from preflight.core.verdict import EXIT_CODE_HELP
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog=EXIT_CODE_HELP)
+@click.version_option(__version__, prog_name="preflight")
+def cli() -> None:
+    """Is this cluster ready to train? Run readiness checks on every node and across nodes,
+    and get one go/no-go verdict with a report an engineer can act on."""
+
+
+for _command in (run, report, diff_runs, alerts_command, list_checks, explain, init, healthcheck):
+    cli.add_command(_command)
+
+
+def main() -> None:
+    cli(prog_name="preflight")

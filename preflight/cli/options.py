@@ -1,0 +1,147 @@
+"""What every command shares, defined once: the usage error, the options, loading checks and results.
+
+Commands import this module, never `preflight.cli.main` (which only assembles the group).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from preflight import __version__
+from preflight.core.verdict import EXIT_USAGE
+
+DEFAULT_OUT = "preflight-report"
+
+
+class UsageProblem(click.ClickException):
+    """Bad input: exit 2 with a message that names the problem, before anything runs."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"preflight: error: {self.format_message()}", err=True)
+
+
+def split_ids(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+# Options shared by `run` and `report`, defined once.
+def format_option(f: Callable) -> Callable:
+    return click.option("--format", "formats", default="html,md,json,junit", show_default=True,
+                        help="Comma-separated report formats to write: html, md, json, junit, prometheus.")(f)
+
+
+def out_option(f: Callable) -> Callable:
+    return click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+                        help=f"Directory for results.jsonl and the reports; it replaces the report files an earlier "
+                             f"run left there (default: a new {DEFAULT_OUT}/<UTC time>/ per run, with "
+                             f"{DEFAULT_OUT}/latest pointing at it).")(f)
+
+
+def fail_on_option(f: Callable) -> Callable:
+    return click.option("--fail-on", type=click.Choice(["fail", "warn"]), default=None,
+                        help="Lowest status that blocks the verdict (default: fail; warn makes WARN block too).")(f)
+
+
+def config_option(f: Callable) -> Callable:
+    return click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+                        help="preflight.toml with expectations and per-check parameters.")(f)
+
+
+def set_option(f: Callable) -> Callable:
+    return click.option("--set", "settings", multiple=True, metavar="ID.KEY=VALUE",
+                        help="Override a check parameter or expectation, e.g. --set net.bandwidth.min_gbps=100.")(f)
+
+
+def profile_option(f: Callable) -> Callable:
+    return click.option("--profile", default=None, metavar="NAME|FILE",
+                        help="Thresholds for a node type (h100-8x, h200-8x, a100-8x) or a profile TOML of your own; "
+                             "the config file and --set override it.")(f)
+
+
+def registry() -> Any:
+    from preflight.core.registry import discover
+
+    return discover()
+
+
+def check_formats(formats: str) -> list[str]:
+    from preflight.reporters import FORMATS
+
+    chosen = split_ids(formats)
+    unknown = [f for f in chosen if f not in FORMATS]
+    if unknown:
+        raise UsageProblem(f"unknown report format {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+    return chosen
+
+
+def writable_dir(path: str | None, keep: Path | None = None) -> Path:
+    """The run's own directory (see preflight/cli/outdir.py): a new one per run without --out."""
+    from preflight.cli.outdir import OutputDirError, run_directory
+
+    if path is not None:
+        nonempty("--out", path)
+    if path == "-":
+        raise UsageProblem("--out - prints one report and is for `preflight report`; a run writes a directory")
+    try:
+        return run_directory(path or DEFAULT_OUT, per_run=path is None, keep=keep)
+    except OutputDirError as exc:
+        raise UsageProblem(str(exc)) from None
+
+
+def nonempty(flag: str, value: str) -> None:
+    if not value.strip() or (flag == "--checks" and not split_ids(value)):
+        raise UsageProblem(f"{flag} is empty; give {'a directory' if flag == '--out' else 'check ids'} or leave "
+                           f"{flag} out")
+
+
+def finish(report: Any, out: Path, formats: list[str], announce: bool = True) -> None:
+    from preflight.reporters import FORMATS, renderer
+    from preflight.reporters.terminal import render as render_terminal
+
+    written = []
+    for fmt in formats:
+        name = FORMATS[fmt][0]
+        (out / name).write_text(renderer(fmt)(report), encoding="utf-8")
+        written.append(out / name)
+    if announce:
+        click.echo("")
+        click.echo(render_terminal(report), nl=False)
+        click.echo("Reports: " + ", ".join(str(p) for p in written))
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        try:
+            with open(summary_path, "a", encoding="utf-8") as fh:
+                fh.write(renderer("md")(report) + "\n")
+        except OSError as exc:
+            click.echo(f"preflight: warning: cannot append to GITHUB_STEP_SUMMARY: {exc}", err=True)
+
+
+def load_results(path: str) -> Any:
+    """The run report of a results.json or results.jsonl; exit 2 naming the file and field when it is not one."""
+    from preflight.core.results_file import ResultsFileError, read_results
+
+    try:
+        report, notes = read_results(path, __version__)
+    except ResultsFileError as exc:
+        raise UsageProblem(str(exc)) from None
+    for note in notes:
+        click.echo(f"preflight: note: {note}", err=True)
+    return report
+
+
+def load_baseline(path: str | None, tolerance: float, fail_on_regression: bool) -> Any:
+    if path is None:
+        if fail_on_regression:
+            raise UsageProblem("--fail-on-regression needs --baseline FILE")
+        return None
+    if not tolerance >= 0:
+        raise UsageProblem("--baseline-tolerance must be zero or more")
+    return load_results(path)
+
+

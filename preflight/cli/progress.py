@@ -1,0 +1,121 @@
+"""What a run prints while it runs.
+
+On a terminal: one coloured line per result, and a live status that names the check running on
+each node with its elapsed time. Elsewhere (CI logs, a pipe): one plain line per result, and a line
+every `interval_s` for a check still running ("still running checkpoint.roundtrip on gpu03, 60 s of
+300 s"), so a log never sits silent for minutes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from preflight.core.model import CLUSTER_NODE
+
+STILL_RUNNING_INTERVAL_S = 30.0
+
+
+class Progress:
+    """Receives the runner's events (("start", node, check_id), ("result", result, None))."""
+
+    def __init__(self, total: int, timeouts: dict[str, float], *, interactive: bool,
+                 interval_s: float = STILL_RUNNING_INTERVAL_S, echo: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.total, self.timeouts, self.interactive = total, dict(timeouts), interactive
+        self.interval_s = interval_s
+        self.echo = echo or print
+        self.clock = clock
+        self.done = 0
+        self.running: dict[str, tuple[str, float, int]] = {}  # node -> (check id, started, lines said)
+        self._lock = threading.RLock()  # __call__ refreshes the status, which reads under the lock
+        self._stopped = threading.Event()
+        self._status: Any = None
+        self._console: Any = None
+        if interactive:
+            from rich.console import Console
+
+            self._console = Console()
+            self._status = self._console.status("starting agents ...")
+            self._status.start()
+        tick = 1.0 if interactive else max(0.01, min(1.0, interval_s / 10))
+        self._ticker = threading.Thread(target=self._tick_loop, args=(tick,), name="progress", daemon=True)
+        self._ticker.start()
+
+    def __call__(self, event: tuple) -> None:
+        kind, a, b = event
+        with self._lock:
+            if kind == "start":
+                self.running[a] = (b, self.clock(), 0)
+            elif kind == "result":
+                self.done += 1
+                if self.running.get(a.node, ("",))[0] == a.check_id:
+                    self.running.pop(a.node, None)
+                self._show_result(a)
+            self._refresh()
+
+    def _show_result(self, result: Any) -> None:
+        from preflight.reporters.terminal import STYLES, result_line
+
+        if not self.interactive:
+            self.echo(result_line(result))
+            return
+        style = STYLES.get(result.status.value, "")
+        self._console.print(f"[{style}]{result.status.value:<5}[/] {result.check_id:<24} {result.node:<16} "
+                            f"{result.summary}", highlight=False, markup=True, soft_wrap=True)
+
+    def still_running_lines(self) -> list[str]:
+        """Lines due now for checks still running (each check once per interval), plain text."""
+        now = self.clock()
+        lines = []
+        with self._lock:
+            for node, (check_id, started, said) in list(self.running.items()):
+                elapsed = now - started
+                due = int(elapsed // self.interval_s)
+                if due > said:
+                    self.running[node] = (check_id, started, due)
+                    lines.append(f"still running {check_id} {_where(node)}, {due * self.interval_s:.0f} s"
+                                 + _of(self.timeouts.get(check_id)))
+        return lines
+
+    def status_text(self) -> str:
+        now = self.clock()
+        with self._lock:
+            items = list(self.running.items())
+            done = self.done
+        shown = ", ".join(f"{check} {_where(node)} ({now - started:.0f} s{_of(self.timeouts.get(check))})"
+                          for node, (check, started, _) in items[:4])
+        more = f" and {len(items) - 4} more" if len(items) > 4 else ""
+        return f"[{done}/{self.total}] {shown or 'waiting ...'}{more}"
+
+    def _refresh(self) -> None:
+        if self._status is None:
+            return
+        if self.done >= self.total:
+            self._status.stop()
+            return
+        self._status.update(self.status_text())
+
+    def _tick_loop(self, tick: float) -> None:
+        while not self._stopped.wait(tick):
+            if self.interactive:
+                text = self.status_text()
+                if self.done < self.total:
+                    self._status.update(text)
+            else:
+                for line in self.still_running_lines():
+                    self.echo(line)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._status is not None:
+            self._status.stop()
+
+
+def _where(node: str) -> str:
+    return "across the cluster" if node == CLUSTER_NODE else f"on {node}"
+
+
+def _of(timeout: float | None) -> str:
+    return f" of {timeout:.0f} s" if timeout else ""

@@ -1,0 +1,291 @@
+"""Compare two runs: a new cluster image against the last known-good one.
+
+`compare(old, new)` is a pure function of two RunReports and returns a Diff:
+- status changes per (check, node): PASS -> FAIL is a regression, FAIL -> PASS an improvement,
+  using the order PASS < SKIP < WARN < FAIL < ERROR (a check that measured before and skips now has
+  lost coverage, which counts as worse);
+- figure changes beyond a relative tolerance (default 10%). A measurement's comparison says which
+  way is better: ">=" (at least) means higher is better, "<=" lower is better. For "==" and for
+  text figures, a change that turns the figure from acceptable to not acceptable is a regression.
+  Figures judged against nothing are reported as information, never as regressions;
+- software versions, from the software stack a check records on each node (torch 2.4.1 -> 2.5.0).
+  A version change counts as a regression unless `versions_regress=False`: an image that changes
+  torch under a team's feet is what a gate should stop; an intended upgrade is accepted by making
+  the new run the baseline.
+
+Whether a regression blocks the verdict is the caller's choice: `preflight diff` exits 1 on one;
+`preflight run --baseline` keeps the comparison in RunReport.baseline, every report shows it, and
+the verdict reads it through `comparison_results`: a WARN by default, a FAIL (NO-GO) with
+--fail-on-regression. This module only compares; the reporters (preflight.reporters.baseline)
+write the comparison out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Scope, Status
+
+DEFAULT_TOLERANCE = 0.10
+BASELINE_CHECK_ID = "baseline.comparison"
+BASELINE_TITLE = "Comparison with the baseline run"
+
+HIGHER_IS_BETTER = {">=", ">"}
+LOWER_IS_BETTER = {"<=", "<"}
+
+
+@dataclass
+class StatusChange:
+    check_id: str
+    node: str
+    old: str  # a status, or "" when the old run has no result for this check and node
+    new: str
+    kind: str  # "regression", "improvement" or "info"
+    summary: str = ""  # the new result's summary, or the old one's when it is gone
+
+
+@dataclass
+class FigureChange:
+    check_id: str
+    node: str  # the result's node, or the link ("a -> b") a cluster figure belongs to
+    name: str
+    old: float | int | str | None
+    new: float | int | str | None
+    unit: str = ""
+    comparison: str | None = None
+    threshold: float | int | str | None = None
+    change: float | None = None  # relative, (new - old) / |old|, for numbers
+    kind: str = "info"  # "regression", "improvement" or "info"
+    noisy: bool = False  # either run's samples spread wider than the tolerance
+
+
+@dataclass
+class VersionChange:
+    package: str
+    old: str | None
+    new: str | None
+    nodes: list[str] = field(default_factory=list)
+    kind: str = "regression"  # or "info" when versions do not count
+
+
+@dataclass
+class Diff:
+    old_started_at: str
+    new_started_at: str
+    tolerance: float = DEFAULT_TOLERANCE
+    old_label: str = ""  # where the old run came from (a path), for the reports
+    statuses: list[StatusChange] = field(default_factory=list)
+    figures: list[FigureChange] = field(default_factory=list)
+    versions: list[VersionChange] = field(default_factory=list)
+    compared_results: int = 0
+    compared_figures: int = 0
+    versions_regress: bool = True
+
+    @property
+    def regressions(self) -> list[StatusChange | FigureChange | VersionChange]:
+        return [c for c in [*self.statuses, *self.figures, *self.versions] if c.kind == "regression"]
+
+    @property
+    def improvements(self) -> list[StatusChange | FigureChange]:
+        return [c for c in [*self.statuses, *self.figures] if c.kind == "improvement"]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.regressions else 0
+
+    @property
+    def unchanged(self) -> bool:
+        return not (self.statuses or self.figures or self.versions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Diff:
+        data = dict(data)
+        data["statuses"] = [StatusChange(**c) for c in data.get("statuses", [])]
+        data["figures"] = [FigureChange(**c) for c in data.get("figures", [])]
+        data["versions"] = [VersionChange(**c) for c in data.get("versions", [])]
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_json(self) -> str:
+        data = self.to_dict()
+        data["regressions"] = len(self.regressions)
+        data["exit_code"] = self.exit_code
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The comparison
+# ---------------------------------------------------------------------------------------------------
+
+_RANK = {"PASS": 0, "SKIP": 1, "WARN": 2, "FAIL": 3, "ERROR": 4}
+
+
+def compare(old: RunReport, new: RunReport, tolerance: float = DEFAULT_TOLERANCE, *, old_label: str = "",
+            versions_regress: bool = True) -> Diff:
+    if tolerance < 0 or not math.isfinite(tolerance):
+        raise ValueError(f"tolerance must be a non-negative number, not {tolerance!r}")
+    diff = Diff(old.started_at, new.started_at, tolerance, old_label, versions_regress=versions_regress)
+    old_results = {r.key: r for r in old.results if r.check_id != BASELINE_CHECK_ID}
+    new_results = {r.key: r for r in new.results if r.check_id != BASELINE_CHECK_ID}
+    order = list(dict.fromkeys([*old_results, *new_results]))
+    for key in order:
+        before, after = old_results.get(key), new_results.get(key)
+        if before is None or after is None:
+            # A check or node only one run has: the runs covered different ground, not a regression.
+            present = after or before
+            assert present is not None
+            diff.statuses.append(StatusChange(key[0], key[1], before.status.value if before else "",
+                                              after.status.value if after else "", "info", present.summary))
+            continue
+        diff.compared_results += 1
+        if before.status is not after.status:
+            worse = _RANK[after.status.value] > _RANK[before.status.value]
+            diff.statuses.append(StatusChange(key[0], key[1], before.status.value, after.status.value,
+                                              "regression" if worse else "improvement", after.summary))
+        diff.figures += _compare_figures(before, after, tolerance, diff)
+    diff.versions = _compare_versions(old, new, "regression" if versions_regress else "info")
+    return diff
+
+
+def _figure_key(m: Measurement) -> tuple[str, str | None]:
+    return (m.name, m.node)
+
+
+def _numeric(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _compare_figures(before: CheckResult, after: CheckResult, tolerance: float, diff: Diff) -> list[FigureChange]:
+    changes = []
+    old_figures = {_figure_key(m): m for m in before.measurements}
+    for m in after.measurements:
+        o = old_figures.get(_figure_key(m))
+        if o is None:
+            continue
+        diff.compared_figures += 1
+        node = m.node or after.node
+        comparison = m.comparison or o.comparison
+        base = FigureChange(after.check_id, node, m.name, o.value, m.value, m.unit or o.unit, comparison,
+                            m.threshold, noisy=_noisy(o, tolerance) or _noisy(m, tolerance))
+        old_num, new_num = _numeric(o.value), _numeric(m.value)
+        if old_num is not None and new_num is not None:
+            if old_num == new_num:
+                continue
+            relative = (new_num - old_num) / abs(old_num) if old_num else math.copysign(math.inf, new_num)
+            base.change = relative if math.isfinite(relative) else None
+            if comparison in HIGHER_IS_BETTER:
+                kind = "regression" if relative < -tolerance else "improvement" if relative > tolerance else ""
+            elif comparison in LOWER_IS_BETTER:
+                kind = "regression" if relative > tolerance else "improvement" if relative < -tolerance else ""
+            elif comparison is not None:  # "==" / "!=": only a change of judgement matters
+                kind = _judgement_change(o, m) or ("info" if abs(relative) > tolerance else "")
+            else:
+                kind = "info" if abs(relative) > tolerance else ""
+            if kind:
+                base.kind = kind
+                changes.append(base)
+            continue
+        if o.value == m.value:
+            continue
+        # Text figures, or a figure measured in one run only.
+        base.kind = _judgement_change(o, m) or "info"
+        changes.append(base)
+    return changes
+
+
+def _judgement_change(old: Measurement, new: Measurement) -> str:
+    if old.ok is not False and new.ok is False:
+        return "regression"
+    if old.ok is False and new.ok is True:
+        return "improvement"
+    return ""
+
+
+def _noisy(m: Measurement, tolerance: float) -> bool:
+    spread = m.spread
+    return spread is not None and spread > 2 * tolerance
+
+
+def _stacks(report: RunReport) -> dict[str, dict[str, Any]]:
+    """Per node, the software stack a check recorded (facts["stack"]: package -> version)."""
+    stacks: dict[str, dict[str, Any]] = {}
+    for r in report.results:
+        if isinstance((r.facts or {}).get("stack"), dict):
+            stacks.setdefault(r.node, r.facts["stack"])
+    return stacks
+
+
+def _compare_versions(old: RunReport, new: RunReport, kind: str) -> list[VersionChange]:
+    old_stacks, new_stacks = _stacks(old), _stacks(new)
+    grouped: dict[tuple[str, str | None, str | None], list[str]] = {}
+    for node in [n for n in new_stacks if n in old_stacks]:
+        before, after = old_stacks[node], new_stacks[node]
+        for package in list(dict.fromkeys([*before, *after])):
+            a, b = before.get(package), after.get(package)
+            if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+                continue  # the stack's error notes, not versions
+            a = None if a is None else str(a)
+            b = None if b is None else str(b)
+            if a != b:
+                grouped.setdefault((package, a, b), []).append(node)
+    return [VersionChange(package, a, b, nodes, kind) for (package, a, b), nodes in grouped.items()]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Inside a run: the comparison is a field of the run report; the verdict reads it from there
+# ---------------------------------------------------------------------------------------------------
+
+def attach(report: RunReport, baseline: RunReport, tolerance: float = DEFAULT_TOLERANCE, *, label: str = "",
+           fail_on_regression: bool = False) -> Diff:
+    """Compare a finished run with its baseline and keep the comparison in RunReport.baseline."""
+    comparison = compare(baseline, report, tolerance, old_label=label)
+    report.baseline = {**comparison.to_dict(), "fail_on_regression": fail_on_regression}
+    return comparison
+
+
+def baseline_of(report: RunReport) -> Diff | None:
+    """The comparison a run carries, or None (none asked for, or written by another version)."""
+    if not report.baseline:
+        return None
+    try:
+        return Diff.from_dict({k: v for k, v in report.baseline.items() if k != "fail_on_regression"})
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def baseline_blocks(report: RunReport) -> bool:
+    """True when the run was compared with --fail-on-regression and something got worse."""
+    comparison = baseline_of(report)
+    return bool(comparison and comparison.regressions and (report.baseline or {}).get("fail_on_regression"))
+
+
+def comparison_results(report: RunReport) -> list[CheckResult]:
+    """What the verdict weighs for the baseline: one derived result, never stored in report.results.
+
+    Regressions are a WARN: every report shows them, and with --fail-on warn they block like any
+    warning. --fail-on-regression makes them a FAIL, so the verdict is NO-GO and CI stops. A
+    regression does not block by default because a new image is often meant to differ (a newer
+    torch, a slower but cheaper storage tier) and the figures the checks judge still decide.
+    """
+    comparison = baseline_of(report)
+    if comparison is None:
+        return []
+    regressions = comparison.regressions
+    if not regressions:
+        return [CheckResult(BASELINE_CHECK_ID, CLUSTER_NODE, Status.PASS, "no regression against the baseline run",
+                            title=BASELINE_TITLE, scope=Scope.CLUSTER)]
+    n = len(regressions)
+    return [CheckResult(
+        BASELINE_CHECK_ID, CLUSTER_NODE, Status.FAIL if baseline_blocks(report) else Status.WARN,
+        f"{n} regression{'s' if n != 1 else ''} against the baseline run", title=BASELINE_TITLE, scope=Scope.CLUSTER,
+        remediation=["Compare the two reports; if the change is intended, make this run the new baseline.",
+                     "Run `preflight diff OLD/results.json NEW/results.json` for the full list."])]

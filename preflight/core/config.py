@@ -1,0 +1,458 @@
+"""preflight.toml: expectations and per-check parameters.
+
+Precedence is CLI > file > profile > run level > the check's own defaults. Every key is validated
+against the check's Params dataclass, so a typo is an error that names the file, the key and the
+line, not a silently ignored setting.
+
+    [run]
+    timeout = 300              # default per-check timeout, seconds
+    fail_on = "fail"           # or "warn"
+    level = "standard"         # or "quick", "thorough" (preflight.core.levels)
+
+    [expect]
+    gpus_per_node = 8
+    nodes = 4
+
+    [checks."net.bandwidth"]   # a check's parameters, by id
+    min_gbps = 100
+    timeout = 180              # this check's timeout
+
+    [checkpoint]               # shorthand: applies to every check whose id starts with "checkpoint."
+    dir = "/shared/ckpt"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+from preflight.core import levels
+from preflight.core.check import Check, Expect
+
+RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
+FAIL_ON_CHOICES = ("fail", "warn")
+# Keys every check section accepts besides its Params fields.
+COMMON_CHECK_KEYS = {"timeout": (int, float)}
+
+
+class ConfigError(Exception):
+    def __init__(self, message: str, path: str | None = None, key: str | None = None, line: int | None = None):
+        self.path, self.key, self.line = path, key, line
+        where = path or "configuration"
+        if line:
+            where += f":{line}"
+        if key:
+            where += f": {key}"
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class Config:
+    path: str | None = None
+    expect: Expect = field(default_factory=Expect)
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)  # check id -> overrides
+    timeouts: dict[str, float] = field(default_factory=dict)  # check id -> seconds
+    default_timeout: float | None = None
+    fail_on: str = "fail"
+    profile: str = ""  # the --profile it was built on, if any
+    profile_sources: list[str] = field(default_factory=list)  # where the profile's figures come from
+    pulled_in: dict[str, str] = field(default_factory=dict)  # check id -> the selected check that reads it
+    level: str = levels.DEFAULT_LEVEL  # the run level (--level, [run] level)
+
+    def overrides_for(self, check: type[Check]) -> dict[str, Any]:
+        """The parameters a check runs with beyond its defaults: the level's, then the user's."""
+        return {**levels.overrides(check, self.level), **self.params.get(check.id, {})}
+
+    def params_for(self, check: type[Check]) -> Any:
+        return check.params_from(self.overrides_for(check))
+
+    def timeout_for(self, check: type[Check]) -> float:
+        if check.id in self.timeouts:
+            return self.timeouts[check.id]
+        if self.default_timeout is not None:
+            return self.default_timeout
+        at_level = levels.timeout(check, self.level)
+        return at_level if at_level is not None else check.timeout_s
+
+    def skipped_at_level(self, check: type[Check]) -> str:
+        """Why the check does not run at this run's level, or ""."""
+        return levels.skip_reason(check, self.level)
+
+
+def load(path: str | Path | None, checks: dict[str, type[Check]], profile: str | None = None) -> Config:
+    """Read and validate a config file, on top of a profile; neither means defaults only."""
+    layers: list[tuple[str, str, bool]] = []  # (file, text, is the profile)
+    if profile:
+        layers.append((*_read(profile_path(profile)), True))
+    if path is not None:
+        layers.append((*_read(Path(path)), False))
+    if not layers:
+        return Config()
+    # Validate each layer on its own, so an error names the right file and line ...
+    datas = [_parse_toml(text, name) for name, text, _ in layers]
+    for (name, text, is_profile), data in zip(layers, datas):
+        _build(data, text, checks, name, allow_profile=is_profile)
+    # ... then merge them, the config file over the profile.
+    merged: dict[str, Any] = {}
+    for data in datas:
+        _deep_merge(merged, data)
+    config = _build(merged, "", checks, layers[-1][0], allow_profile=True)
+    config.path = str(path) if path is not None else ""
+    config.profile = profile or ""
+    return config
+
+
+PROFILE_SUFFIX = ".toml"
+
+
+def profile_path(name: str) -> Path:
+    """A shipped profile by name (`h100-8x`), or a profile file of the user's own by path."""
+    if name.endswith(PROFILE_SUFFIX) or "/" in name:
+        return Path(name)
+    shipped = Path(__file__).parent.parent / "profiles" / f"{name}{PROFILE_SUFFIX}"
+    if not shipped.is_file():
+        raise ConfigError(f"unknown profile; shipped profiles: {', '.join(shipped_profiles())}", "--profile", name)
+    return shipped
+
+
+def shipped_profiles() -> list[str]:
+    return sorted(p.stem for p in (Path(__file__).parent.parent / "profiles").glob(f"*{PROFILE_SUFFIX}"))
+
+
+def _read(path: Path) -> tuple[str, str]:
+    try:
+        return str(path), path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found", str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}", str(path)) from None
+
+
+def _deep_merge(into: dict[str, Any], data: dict[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _parse_toml(text: str, path: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(f"invalid TOML: {exc}", path, line=int(match.group(1)) if match else None) from None
+
+
+def parse(text: str, checks: dict[str, type[Check]], path: str = "preflight.toml") -> Config:
+    return _build(_parse_toml(text, path), text, checks, path, allow_profile=False)
+
+
+def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path: str, allow_profile: bool) -> Config:
+    config = Config(path=path)
+
+    def fail(message: str, key: str) -> typing.NoReturn:
+        raise ConfigError(message, path, key, _line_of(text, key))
+
+    for section, body in data.items():
+        if section == "profile" and allow_profile:
+            _expect_table(body, "profile", fail)
+            config.profile_sources = [str(s) for s in body.get("sources", [])]
+            continue
+        if section == "run":
+            _expect_table(body, "run", fail)
+            for key, value in body.items():
+                if key not in RUN_KEYS:
+                    fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}", f"run.{key}")
+                _expect_type(value, RUN_KEYS[key], f"run.{key}", fail)
+                check_value(key, value, f"run.{key}", fail)
+            if "timeout" in body:
+                config.default_timeout = float(body["timeout"])
+            if "fail_on" in body:
+                if body["fail_on"] not in FAIL_ON_CHOICES:
+                    fail(f"must be one of {', '.join(FAIL_ON_CHOICES)}", "run.fail_on")
+                config.fail_on = body["fail_on"]
+            if "level" in body:
+                if body["level"] not in levels.LEVELS:
+                    fail(f"must be one of {', '.join(levels.LEVELS)}", "run.level")
+                config.level = body["level"]
+        elif section == "expect":
+            _expect_table(body, "expect", fail)
+            config.expect = _parse_expect(body, fail)
+        elif section == "checks":
+            _expect_table(body, "checks", fail)
+            for check_id, overrides in body.items():
+                if check_id not in checks:
+                    fail(f"unknown check id; known: {', '.join(sorted(checks))}", f"checks.{check_id}")
+                _expect_table(overrides, f"checks.{check_id}", fail)
+                _apply_check_overrides(config, checks[check_id], overrides, f"checks.{check_id}", fail)
+        else:
+            # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
+            area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
+            if not area:
+                fail("unknown section; expected [run], [expect], [checks.\"<id>\"] or a check area such as "
+                     f"[{sorted({cid.split('.', 1)[0] for cid in checks})[0]}]", section)
+            _expect_table(body, section, fail)
+            for key, value in body.items():
+                takers = [c for c in area if key in _param_fields(c) or key in COMMON_CHECK_KEYS]
+                if not takers:
+                    fail(f"no {section}.* check has a parameter {key!r}", f"{section}.{key}")
+                for check in takers:
+                    _apply_check_overrides(config, check, {key: value}, f"{section}.{key}", fail)
+    return config
+
+
+def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, type[Check]]) -> None:
+    """`--set ID.KEY=VALUE` (or AREA.KEY=VALUE), VALUE in TOML syntax; CLI beats the file."""
+    for setting in settings:
+        if "=" not in setting:
+            raise ConfigError("expected KEY=VALUE", "--set", setting)
+        key, raw = setting.split("=", 1)
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw  # a bare word is a string
+        if key.startswith("expect."):
+            merged = {**dataclasses.asdict(config.expect), key.split(".", 1)[1]: value}
+            config.expect = _parse_expect(merged, lambda m, k: _raise(ConfigError(m, "--set", k)))
+            continue
+        check_id, _, param = key.rpartition(".")
+        if check_id in checks:
+            targets = [checks[check_id]]
+        else:
+            targets = [c for cid, c in checks.items() if cid.split(".", 1)[0] == check_id and param in _param_fields(c)]
+        if not targets:
+            raise ConfigError("no check has this parameter", "--set", key)
+        for check in targets:
+            _apply_check_overrides(config, check, {param: value}, key, lambda m, k: _raise(ConfigError(m, "--set", k)))
+
+
+def _raise(exc: Exception) -> typing.NoReturn:
+    raise exc
+
+
+def _parse_expect(body: dict[str, Any], fail: Any) -> Expect:
+    hints = typing.get_type_hints(Expect)
+    values = {}
+    for key, value in body.items():
+        if key not in hints:
+            fail(f"unknown key; [expect] accepts {', '.join(sorted(hints))}", f"expect.{key}")
+        if value is not None and not _matches(value, hints[key]):
+            fail(f"expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}", f"expect.{key}")
+        check_value(key, value, f"expect.{key}", fail)
+        values[key] = value
+    return Expect(**values)
+
+
+def _apply_check_overrides(config: Config, check: type[Check], overrides: dict[str, Any], where: str, fail: Any) -> None:
+    fields = _param_fields(check)
+    for key, value in overrides.items():
+        name = f"{where}.{key}" if not where.endswith(f".{key}") else where
+        if key == "timeout":
+            _expect_type(value, COMMON_CHECK_KEYS["timeout"], name, fail)
+            check_value("timeout", value, name, fail)
+            config.timeouts[check.id] = float(value)
+            continue
+        if key not in fields:
+            known = ", ".join(sorted(set(fields) | set(COMMON_CHECK_KEYS))) or "none"
+            fail(f"unknown parameter for {check.id}; known: {known}", name)
+        if not _matches(value, fields[key]):
+            fail(f"expected {_type_name(fields[key])}, got {type(value).__name__} {value!r}", name)
+        check_value(key, value, name, fail)
+        config.params.setdefault(check.id, {})[key] = value
+
+
+def _param_fields(check: type[Check]) -> dict[str, Any]:
+    if not dataclasses.is_dataclass(check.Params):
+        return {}
+    hints = typing.get_type_hints(check.Params)
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(check.Params)}
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin in (list, tuple):
+        args = typing.get_args(hint)
+        return isinstance(value, list) and all(_matches(v, args[0]) for v in value) if args else isinstance(value, list)
+    if origin is dict:
+        return isinstance(value, dict)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint) if a is not type(None))
+    if typing.get_origin(hint) is list:
+        args = typing.get_args(hint)
+        return f"a list of {_type_name(args[0])}" if args else "a list"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(hint, str(hint))
+
+
+def _expect_table(value: Any, name: str, fail: Any) -> None:
+    if not isinstance(value, dict):
+        fail("expected a table", name)
+
+
+def _expect_type(value: Any, kinds: tuple[type, ...], name: str, fail: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        fail(f"expected {' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__} {value!r}", name)
+
+
+def _line_of(text: str, dotted_key: str) -> int | None:
+    """The line that sets a dotted key, tracking [tables] (tomllib keeps no positions).
+
+    `timeout` under [checks."net.bandwidth"] is found there, not at the first `timeout` in the file.
+    Falls back to the first line that sets the key's last part.
+    """
+    want = _normal_key(dotted_key)
+    table = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        header = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$", stripped)
+        if header:
+            table = _normal_key(header.group(1))
+            if table == want:
+                return number
+            continue
+        assignment = re.match(r'^((?:"[^"]*"|[A-Za-z0-9_.\- ]+?))\s*=', stripped)
+        if assignment:
+            key = _normal_key(assignment.group(1))
+            if (f"{table}.{key}" if table else key) == want:
+                return number
+    last = dotted_key.rsplit(".", 1)[-1].strip('"')
+    pattern = re.compile(rf'^\s*"?{re.escape(last)}"?\s*=|^\s*\[.*{re.escape(last)}"?\s*\]')
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.search(line):
+            return number
+    return None
+
+
+def _normal_key(key: str) -> str:
+    """`checks . "net.bandwidth" . min_gbps` -> `checks.net.bandwidth.min_gbps`."""
+    return re.sub(r"\s*\.\s*", ".", key.replace('"', "").replace("'", "").strip())
+
+
+# ------------------------------------------------------------------------------ value checks
+
+def _value_problem(name: str, value: Any) -> str:
+    """What is wrong with a number by what its parameter is (a count, a threshold, a fraction), or ""."""
+    if isinstance(value, bool):
+        return ""
+    if isinstance(value, list):
+        if name.endswith(("sizes_bytes", "device_counts", "_shape")) and any(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0 for v in value):
+            return "every entry must be greater than zero"
+        return ""
+    if not isinstance(value, (int, float)):
+        return ""
+    if value < 0:
+        return f"must not be negative, got {value!r}"
+    threshold = name.startswith(("min_", "warn_")) or name.endswith(("timeout", "_timeout_s", "_gbps"))
+    if name.startswith("max_") and isinstance(value, float):
+        threshold = True  # a ceiling on a figure; an integer max_ is a count of tolerated events and may be 0
+    if threshold and value == 0:
+        return "must be greater than zero (a zero threshold judges nothing)"
+    if ("efficiency" in name or "fraction" in name) and value > 1:
+        return f"is a fraction between 0 and 1, got {value!r}"
+    return ""
+
+
+def check_value(name: str, value: Any, where: str, fail: Any) -> None:
+    problem = _value_problem(name.rsplit(".", 1)[-1], value)
+    if problem:
+        fail(problem, where)
+
+
+def validate(config: Config, checks: dict[str, type[Check]]) -> None:
+    """Relations between values, on the merged configuration (profile, file and --set together):
+    a WARN level stricter than its PASS level (warn_X above min_X, or below max_X)."""
+    for check_id in sorted(config.params):
+        params = config.params_for(checks[check_id]) if check_id in checks else None
+        if params is None or not dataclasses.is_dataclass(params):
+            continue
+        values = dataclasses.asdict(params)
+        for name, warn in values.items():
+            if not name.startswith("warn_") or not isinstance(warn, (int, float)) or isinstance(warn, bool):
+                continue
+            base = name[len("warn_"):]
+            for prefix, stricter in (("min_", lambda w, p: w > p), ("max_", lambda w, p: w < p)):
+                level = values.get(prefix + base)
+                if isinstance(level, (int, float)) and not isinstance(level, bool) and stricter(warn, level):
+                    raise ConfigError(f"the WARN level {warn!r} is stricter than the PASS level {prefix}{base} = "
+                                      f"{level!r}: WARN must lie between PASS and FAIL",
+                                      config.path or "configuration", f"checks.{check_id}.{name}")
+    expect = config.expect
+    for key in ("gpus_per_node", "nodes"):
+        value = getattr(expect, key)
+        if isinstance(value, int) and value < 0:
+            raise ConfigError(f"must not be negative, got {value}", config.path or "configuration", f"expect.{key}")
+
+
+def render_init(checks: dict[str, type[Check]]) -> str:
+    """A commented preflight.toml with every check's parameters at their defaults."""
+    out = [
+        "# preflight.toml: what this cluster must have, and per-check parameters.",
+        "# Precedence: command line (--set, --timeout, --fail-on, --level) > this file > --profile > the run",
+        "# level > each check's defaults.",
+        "# Every line below is commented out at its default; uncomment what you change.",
+        "",
+        "[run]",
+        "# timeout = 300        # seconds per check, unless the check sets its own",
+        '# fail_on = "fail"     # "warn" makes WARN block the verdict too',
+        '# level = "standard"   # "quick" (probes, at most 30 s per node) or "thorough"',
+        "",
+        "[expect]",
+        "# gpus_per_node = 8    # GPU checks must then run: a SKIP blocks the verdict",
+        "# nodes = 4            # cross-node checks must then run",
+        '# frameworks = ["torch"]',
+        "",
+    ]
+    for check_id, check in sorted(checks.items()):
+        out.append(f'[checks."{check_id}"]')
+        out.append(f"# {check.title}  ({check.scope.value} scope)")
+        out.append(f"# timeout = {check.timeout_s:g}")
+        if dataclasses.is_dataclass(check.Params):
+            for f in dataclasses.fields(check.Params):
+                default = f.default if f.default is not dataclasses.MISSING else (
+                    f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+                if check.param_help.get(f.name):
+                    out.append(f"# {f.name}: {check.param_help[f.name]}")
+                if default is None:
+                    out.append(f"# {f.name} =            (unset by default)")
+                else:
+                    out.append(f"# {f.name} = {_toml_value(default)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)

@@ -1,0 +1,137 @@
+"""The results files: results.jsonl (a run-plan header, then one result per line as it arrives) and
+results.json (the whole run report), read back and validated against the shipped JSON schema.
+
+The header makes a results.jsonl self-describing: `preflight report results.jsonl` of a run that was
+killed knows what was planned, and says what is missing instead of judging the results that made it.
+A results file that does not match the schema is refused with the field named, never half-read.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from preflight.core.model import CheckResult, RunReport, Scope
+
+HEADER_KEY = "preflight_plan"
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "run-report.schema.json"
+
+
+class ResultsFileError(ValueError):
+    """A results file that cannot be read (exit 2); the message names the file, and the line or field."""
+
+
+def dumps(data: Any, **options: Any) -> str:
+    """Strict JSON: a NaN or infinity is refused here rather than written as a bare token."""
+    return json.dumps(data, allow_nan=False, **options)
+
+
+def plan_header(report: RunReport) -> dict[str, Any]:
+    """The first line of results.jsonl: the run report as planned, without results."""
+    data = report.to_dict()
+    for key in ("results", "finished_at", "baseline", "incomplete", "incomplete_reason", "interrupted"):
+        data.pop(key, None)
+    return {HEADER_KEY: data}
+
+
+def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, list[str]]:
+    """A RunReport from results.jsonl (its header's plan and the results that arrived), and notes.
+
+    A last line cut short (the run was killed while writing it) is dropped with a note, and the rest
+    is used; a bad line anywhere else is an error naming it. Without a header (an older preflight),
+    the plan is rebuilt from the results, so missing results cannot be named.
+    """
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    header: dict[str, Any] | None = None
+    results: list[CheckResult] = []
+    notes: list[str] = []
+    for index, (number, line) in enumerate(lines):
+        try:
+            data = json.loads(line)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            if HEADER_KEY in data:
+                if index != 0:
+                    raise ValueError("a run-plan header after the first line")
+                header = data[HEADER_KEY]
+                continue
+            results.append(CheckResult.from_dict(data))
+        except (ValueError, KeyError, TypeError) as exc:
+            if index == len(lines) - 1 and index > 0:
+                notes.append(f"dropped line {number} of {path}: it was cut short (the run was stopped while "
+                             "writing it)")
+                break
+            raise ResultsFileError(f"{path}:{number}: not a preflight result: {exc}") from None
+    if header is not None:
+        try:
+            report = RunReport.from_dict({**header, "results": []})
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ResultsFileError(f"{path}:1: not a preflight run plan: {exc}") from None
+        report.results = results
+    else:
+        report = RunReport(started_at=results[0].started_at if results else "", results=results,
+                           planned=list(dict.fromkeys(r.check_id for r in results)),
+                           cluster_checks=list(dict.fromkeys(r.check_id for r in results if r.scope is Scope.CLUSTER)),
+                           preflight_version=version)
+        notes.append(f"{path} has no run-plan header (written by an older preflight): missing results cannot be named")
+    report.finished_at = results[-1].started_at if results else ""
+    if header is None and any("cut short" in n for n in notes):
+        # Without a plan, a torn line is the only sign that results are missing.
+        report.incomplete, report.incomplete_reason = True, notes[0]
+    return report, notes
+
+
+
+
+def header_line(report: RunReport) -> str:
+    return dumps(plan_header(report), sort_keys=True, default=str)
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def _field(path: Any) -> str:
+    parts = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in path]
+    return "".join(parts).lstrip(".") or "(top level)"
+
+
+def validate_report(data: Any, path: str) -> None:
+    """ResultsFileError naming the first field of `data` that the run-report schema refuses."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        error = errors[0]
+        raise ResultsFileError(f"{path}: field {_field(error.absolute_path)}: {error.message[:300]}")
+
+
+def parse_report(text: str, path: str) -> RunReport:
+    """A RunReport from the text of a results.json, validated first."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ResultsFileError(f"{path} is not JSON: {exc}") from None
+    validate_report(data, path)
+    try:
+        return RunReport.from_dict(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ResultsFileError(f"{path} is not a preflight results file: {type(exc).__name__}: {exc}") from None
+
+
+def read_results(path: str | Path, version: str) -> tuple[RunReport, list[str]]:
+    """The run report in a results.json or results.jsonl, and notes on what was dropped."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsFileError(f"cannot read {name}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ResultsFileError(f"{name} is not UTF-8 text: {exc}") from None
+    if name.endswith(".jsonl"):
+        return read_results_jsonl(text, name, version)
+    return parse_report(text, name), []

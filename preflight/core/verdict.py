@@ -1,0 +1,199 @@
+"""The verdict: a pure function of the run report.
+
+GO          something was measured, nothing blocks, and every planned result is there.
+NO-GO       something measured not ready, could not be measured, or a check that had to run skipped.
+INCOMPLETE  nothing blocks, but no verdict can be reached: the run did not finish, planned results
+            are missing, a check plugin failed to load, or no check measured anything.
+
+A SKIP blocks when the run says the check had to measure here:
+- the configuration expects it (`report.expected`: expect.gpus_per_node, expect.nodes, ...);
+- `--profile` or `expect.gpus_per_node` is set and the check needs a GPU or a framework
+  (`report.needs`), on a node;
+- the node has NVIDIA GPUs on its PCI bus (node.environment's facts) and the check needs a GPU:
+  "no driver" there is a broken GPU node, not a CPU node.
+A SKIP whose findings all end in NOT_APPLICABLE ("one GPU only: nothing to scale across") states
+that the check does not apply to this node's shape, and never blocks through these inferences. A
+SKIP because the run level leaves the check out (--level quick) never blocks.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from preflight.core.compare import comparison_results
+from preflight.core.levels import SKIPPED_AT_LEVEL
+from preflight.core.model import CLUSTER_NODE, CheckResult, RunReport, Scope, Status
+
+
+class Verdict(str, enum.Enum):
+    GO = "GO"
+    NO_GO = "NO-GO"
+    INCOMPLETE = "INCOMPLETE"
+
+
+EXIT_CODES = {Verdict.GO: 0, Verdict.NO_GO: 1, Verdict.INCOMPLETE: 3}
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+EXIT_CODE_HELP = (
+    "Exit codes: 0 GO (ready to train, as far as was measured), 1 NO-GO (a check failed, could not measure, "
+    "or a check that had to run was skipped), 2 usage or configuration error (nothing ran), "
+    "3 INCOMPLETE (no verdict: results missing, a plugin not loaded, or nothing measured), "
+    "130 interrupted (reports hold what finished)."
+)
+
+# What a check needs to measure anything, as `report.needs` records it per check id.
+NEEDS_GPU = "gpu"
+NEEDS_FRAMEWORK = "framework"
+# The check whose facts say what a node has: NVIDIA GPUs on its PCI bus, importable frameworks.
+ENVIRONMENT_CHECK = "node.environment"
+# Suffix of a SKIP finding id that says "this check does not apply to a node of this shape".
+NOT_APPLICABLE = ".not-applicable"
+# Findings whose sentence is the headline of a NO-GO when they fire: the one thing to say first.
+HEADLINE_FINDINGS = ("node.environment.no-framework", "node.environment.gpu-without-driver")
+MEASURED = (Status.PASS, Status.WARN, Status.FAIL)
+
+
+@dataclass
+class Decision:
+    verdict: Verdict
+    blocking: list[CheckResult] = field(default_factory=list)  # worst first
+    skipped_expected: list[CheckResult] = field(default_factory=list)  # SKIPs that block
+    skipped: list[CheckResult] = field(default_factory=list)  # every SKIP, with its reason in the summary
+    warnings: list[CheckResult] = field(default_factory=list)
+    missing: list[tuple[str, str]] = field(default_factory=list)  # (check id, node) planned, no result
+    reason: str = ""
+    measured: int = 0  # checks with at least one result that measured (PASS, WARN or FAIL)
+    total: int = 0  # checks planned or reported
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def measured_text(self) -> str:
+        """'3 of 12 checks measured', for every report's headline."""
+        return f"{self.measured} of {self.total} check{'s' if self.total != 1 else ''} measured"
+
+
+def measured_counts(report: RunReport) -> tuple[int, int]:
+    """(checks that measured something on at least one node, checks in the run).
+
+    A check that ran only because an asked-for check reads it (`report.pulled_in`) is not counted:
+    node.environment measuring does not make `--checks gpu.visibility` on a node without GPUs GO.
+    """
+    ids = [cid for cid in report.check_ids if cid not in report.pulled_in] or report.check_ids
+    measured = {r.check_id for r in report.results if r.status in MEASURED}
+    return sum(1 for cid in ids if cid in measured), len(ids)
+
+
+def gpu_nodes(report: RunReport) -> set[str]:
+    """Nodes whose PCI bus shows NVIDIA GPUs (display or 3D controllers), per node.environment."""
+    return {r.node for r in report.results
+            if r.check_id == ENVIRONMENT_CHECK and (r.facts or {}).get("nvidia_gpus")}
+
+
+def skip_blocks(result: CheckResult, report: RunReport, with_gpus: set[str] | None = None) -> str:
+    """Why this SKIP blocks the verdict, or "" when it does not."""
+    if result.status is not Status.SKIP:
+        return ""
+    if result.findings and all(f.id.endswith(SKIPPED_AT_LEVEL) for f in result.findings):
+        return ""  # the run level (--level quick) leaves it out on purpose
+    if result.check_id in set(report.expected):
+        return "the configuration expects it to run"
+    if result.findings and all(f.id.endswith(NOT_APPLICABLE) for f in result.findings if f.level is Status.SKIP):
+        return ""
+    if result.scope is not Scope.NODE or result.node == CLUSTER_NODE:
+        return ""  # cross-node checks are expected through expect.nodes
+    needs = set(report.needs.get(result.check_id, []))
+    with_gpus = gpu_nodes(report) if with_gpus is None else with_gpus
+    if NEEDS_GPU in needs and result.node in with_gpus:
+        return f"{result.node} has NVIDIA GPUs on its PCI bus"
+    if needs & {NEEDS_GPU, NEEDS_FRAMEWORK}:
+        if report.profile:
+            return f"the profile {report.profile} describes GPU nodes"
+        slots = next((n.slots for n in report.nodes if n.name == result.node), None)
+        if (report.expect or {}).get("gpus_per_node") or slots:
+            return "the configuration says this node has GPUs"
+    return ""
+
+
+def _load_error_text(errors: list[dict[str, Any]]) -> str:
+    names = ", ".join(f"{e.get('entry_point', '?').split(' =')[0]} ({e.get('distribution', '?')})" for e in errors)
+    return (f"check plugin{'s' if len(errors) != 1 else ''} failed to load: {names}; "
+            f"{'their' if len(errors) != 1 else 'its'} checks did not run")
+
+
+def _headline_finding(blocking: list[CheckResult]) -> str:
+    for wanted in HEADLINE_FINDINGS:
+        for result in blocking:
+            for f in result.findings:
+                if f.id == wanted and f.level is not Status.PASS:
+                    return f.message
+    return ""
+
+
+def decide(report: RunReport) -> Decision:
+    blocking_statuses = {Status.FAIL, Status.ERROR}
+    if report.fail_on == "warn":
+        blocking_statuses.add(Status.WARN)
+
+    with_gpus = gpu_nodes(report)
+    results = [*report.results, *comparison_results(report)]  # the baseline comparison weighs like a result
+    skipped = [r for r in report.results if r.status is Status.SKIP]
+    skipped_expected = [r for r in skipped if skip_blocks(r, report, with_gpus)]
+    blocking = [r for r in results if r.status in blocking_statuses] + skipped_expected
+    blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))
+    warnings = [r for r in results if r.status is Status.WARN and r not in blocking]
+    missing = _missing(report)
+    measured, total = measured_counts(report)
+
+    if blocking:
+        verdict = Verdict.NO_GO
+        reason = f"{len(blocking)} blocking finding{'s' if len(blocking) != 1 else ''}"
+        first = _headline_finding(blocking)
+        if first:
+            reason = f"{first} ({reason})"
+    elif report.load_errors:
+        verdict = Verdict.INCOMPLETE
+        reason = ""  # the load errors below say it
+    elif report.incomplete or missing or not report.results:
+        verdict = Verdict.INCOMPLETE
+        if report.incomplete_reason:
+            reason = report.incomplete_reason
+        elif not report.results:
+            reason = "no check produced a result"
+        else:
+            reason = f"{len(missing)} planned result{'s' if len(missing) != 1 else ''} missing: {_missing_text(missing)}"
+    elif not measured:
+        verdict = Verdict.INCOMPLETE
+        reason = "no check measured anything (every result is SKIP): nothing here was shown to be ready"
+    else:
+        verdict = Verdict.GO
+        reason = "every check passed" if not warnings else \
+            f"no blocking findings ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})"
+    if report.stopped_early:
+        reason += f"; the run was stopped early ({report.stopped_early})"
+    if report.load_errors:
+        # Named first in every report: its checks are missing from everything below.
+        reason = _load_error_text(report.load_errors) + (f"; {reason}" if reason else "")
+    decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total)
+    decision.reason = f"{reason}. {decision.measured_text}"
+    return decision
+
+
+def _missing_text(missing: list[tuple[str, str]], shown: int = 5) -> str:
+    names = [f"{cid} on {node}" if node != CLUSTER_NODE else cid for cid, node in missing]
+    text = ", ".join(names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _missing(report: RunReport) -> list[tuple[str, str]]:
+    have = {r.key for r in report.results}
+    missing = []
+    for check_id in report.planned:
+        nodes = [CLUSTER_NODE] if check_id in report.cluster_checks else report.node_names
+        missing += [(check_id, node) for node in nodes if (check_id, node) not in have]
+    return missing

@@ -1,0 +1,243 @@
+"""Slurm: the nodes of the caller's allocation, and draining or resuming nodes from a run's report.
+
+Deciding is pure: `drain_plan` and `resume_plan` read a RunReport and the nodes' state as
+`scontrol show node -o` prints it, and say what to change. Acting is one small function,
+`scontrol`, that runs Slurm's own client. Without --drain or --resume nothing here changes Slurm.
+
+A node is drained for findings that are its own: a failing node check on it, or a failing finding
+of a cluster check that names exactly that node (a version that differs on it). A finding about a
+link or the whole cluster drains nothing. ERROR (could not measure: a step that did not start, a
+timeout) drains nothing either: Slurm marks a node whose slurmd is gone DOWN by itself, and a
+coordinator-side problem must not take healthy nodes out. Resuming touches only nodes whose drain
+reason starts with `preflight:` (never an operator's drain), and only when this run reached the
+node and found nothing blocking on it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from preflight.core.model import RunReport, Scope, Status
+from preflight.transport.process import CommandTimeout, Completed, run_command
+
+REASON_PREFIX = "preflight:"
+MAX_REASON_CHARS = 80  # `sinfo -R` shows 20 by default; keep the whole reason readable in scontrol
+SCONTROL_TIMEOUT_S = 60.0
+# The checks cheap enough for a scheduler hook (Prolog, HealthCheckProgram): seconds, local only.
+HOOK_CHECKS = ("node.environment", "gpu.visibility", "versions.")
+
+Runner = Callable[..., Completed]  # run_command's shape: run(argv, timeout=...)
+
+
+class SlurmError(Exception):
+    """Slurm could not be asked (no allocation, no scontrol, scontrol failed); the message says why."""
+
+
+@dataclass
+class Allocation:
+    jobid: str
+    nodelist: str  # compressed, as Slurm writes it: gpu[001-004,007]
+
+
+@dataclass
+class NodeState:
+    """One node as `scontrol show node -o` describes it."""
+
+    name: str
+    address: str = ""
+    state: str = ""  # IDLE, MIXED+DRAIN, DOWN*+DRAIN, ...
+    reason: str = ""  # without the trailing " [user@time]" Slurm appends
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def drained(self) -> bool:
+        """Drained or draining (a node in DRAIN state keeps its running jobs)."""
+        return "DRAIN" in self.state.upper()
+
+    @property
+    def drained_by_preflight(self) -> bool:
+        return self.drained and self.reason.startswith(REASON_PREFIX)
+
+
+# -- the allocation -------------------------------------------------------------------------------
+
+
+def allocation_from_env(env: Mapping[str, str] | None = None) -> Allocation | None:
+    env = os.environ if env is None else env
+    jobid = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not jobid or not nodelist:
+        return None
+    return Allocation(jobid, nodelist)
+
+
+def outside_allocation_message(argv: list[str]) -> str:
+    """What to type instead: the same command inside an allocation, interactive or batch."""
+    command = shlex.join(["preflight", *argv])
+    return ("--slurm runs inside a Slurm allocation (no SLURM_JOB_ID / SLURM_JOB_NODELIST here). Run it as "
+            f"`salloc -N 4 {command}` or `sbatch -N 4 --wrap {shlex.quote(command)}` "
+            "(4 nodes; take as many as you want checked), or use examples/slurm/preflight.sbatch")
+
+
+def scontrol(args: list[str], run: Runner = run_command, timeout: float = SCONTROL_TIMEOUT_S) -> str:
+    """Run `scontrol ARGS`; its stdout, or SlurmError with its own words."""
+    try:
+        proc = run(["scontrol", *args], timeout=timeout)
+    except FileNotFoundError as exc:
+        raise SlurmError("scontrol is not installed here (the Slurm client tools are needed with --slurm)") from exc
+    except CommandTimeout as exc:
+        raise SlurmError(f"scontrol {' '.join(args)} did not answer within {timeout:.0f}s") from exc
+    if proc.returncode != 0:
+        raise SlurmError(f"scontrol {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def expand_nodelist(nodelist: str, run: Runner = run_command) -> list[str]:
+    """gpu[001-003] -> [gpu001, gpu002, gpu003], by Slurm's own `scontrol show hostnames`."""
+    names = [line.strip() for line in scontrol(["show", "hostnames", nodelist], run).splitlines() if line.strip()]
+    if not names:
+        raise SlurmError(f"scontrol show hostnames {nodelist} named no node")
+    return names
+
+
+_FIELD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=")
+_REASON_STAMP = re.compile(r"\s*\[[^\]@]*@[^\]]*\]\s*$")
+
+
+def parse_show_node(text: str) -> dict[str, NodeState]:
+    """Node name -> NodeState, from `scontrol show node -o` (one node per line).
+
+    Values may hold spaces (OS=Linux 6.1 ...); Reason is always the last field and is free text,
+    so everything after `Reason=` is the reason, less the ` [user@time]` Slurm appends."""
+    nodes: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("NodeName="):
+            continue
+        reason = ""
+        at = line.find(" Reason=")
+        if at >= 0:
+            line, reason = line[:at], line[at + len(" Reason="):]
+        matches = list(_FIELD.finditer(line))
+        fields = {}
+        for i, match in enumerate(matches):
+            end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+            fields[match.group(1)] = line[match.end():end].strip()
+        name = fields.get("NodeName", "")
+        reason = _REASON_STAMP.sub("", reason).strip()
+        nodes[name] = NodeState(name, fields.get("NodeAddr", ""), fields.get("State", ""), reason, fields)
+    return nodes
+
+
+def show_nodes(names: list[str], run: Runner = run_command) -> dict[str, NodeState]:
+    return parse_show_node(scontrol(["show", "node", "-o", ",".join(names)], run))
+
+
+# -- deciding what to drain and resume (pure) ------------------------------------------------------
+
+
+def blocking_levels(fail_on: str) -> set[Status]:
+    return {Status.FAIL, Status.WARN} if fail_on == "warn" else {Status.FAIL}
+
+
+def own_findings(report: RunReport) -> dict[str, list[tuple[str, str]]]:
+    """Node -> [(check id, finding id)] of the blocking findings that are that node's own."""
+    levels = blocking_levels(report.fail_on)
+    nodes = set(report.node_names)
+    found: dict[str, list[tuple[str, str]]] = {}
+    for result in report.results:
+        if result.status not in levels:
+            continue
+        if result.scope is Scope.NODE and result.node in nodes:
+            ids = [f.id for f in result.findings if f.level in levels] or [result.check_id]
+            found.setdefault(result.node, []).extend((result.check_id, i) for i in ids)
+        elif result.scope is Scope.CLUSTER:
+            for finding in result.findings:
+                if finding.level in levels and finding.node in nodes:
+                    found.setdefault(finding.node, []).append((result.check_id, finding.id))
+    return found
+
+
+def drain_reason(findings: list[tuple[str, str]], limit: int = MAX_REASON_CHARS) -> str:
+    """`preflight: node.environment (node.environment.shm-small) +1 more`, at most `limit` characters."""
+    check_id, finding_id = findings[0]
+    text = f"{REASON_PREFIX} {check_id}" + (f" ({finding_id})" if finding_id != check_id else "")
+    more = f" +{len(findings) - 1} more" if len(findings) > 1 else ""
+    if len(text) + len(more) > limit:
+        text = text[: max(len(REASON_PREFIX) + 2, limit - len(more) - 3)] + "..."
+    return text + more
+
+
+def drain_plan(report: RunReport, states: Mapping[str, NodeState]) -> dict[str, str]:
+    """Node -> reason, for each node with blocking findings of its own. A node an operator already
+    drained keeps its drain and reason; one preflight drained gets this run's reason."""
+    plan = {}
+    for node, findings in sorted(own_findings(report).items()):
+        state = states.get(node)
+        if state is not None and state.drained and not state.drained_by_preflight:
+            continue
+        plan[node] = drain_reason(findings)
+    return plan
+
+
+def node_passes(report: RunReport, node: str) -> bool:
+    """This run reached the node, ran its node checks, and nothing on it blocks or is unmeasured."""
+    info = next((n for n in report.nodes if n.name == node), None)
+    if info is None or info.reachable is False:
+        return False
+    mine = [r for r in report.results if r.scope is Scope.NODE and r.node == node]
+    if not mine or any(r.status is Status.ERROR for r in mine):
+        return False
+    return node not in own_findings(report)
+
+
+def resume_plan(report: RunReport, states: Mapping[str, NodeState]) -> list[str]:
+    """Nodes preflight drained (reason `preflight:`) that pass in this run; never an operator's drain."""
+    return sorted(name for name, state in states.items()
+                  if state.drained_by_preflight and name in report.node_names and node_passes(report, name))
+
+
+# -- acting ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Action:
+    node: str
+    what: str  # "drain" or "resume"
+    reason: str = ""
+    error: str = ""
+
+    def describe(self) -> str:
+        if self.error:
+            return f"could not {self.what} {self.node}: {self.error}"
+        return f"{'drained' if self.what == 'drain' else 'resumed'} {self.node}" + (f": {self.reason}" if self.reason else "")
+
+
+def apply(report: RunReport, drain: bool, resume: bool, run: Runner = run_command) -> list[Action]:
+    """Drain and/or resume this run's nodes in Slurm; one Action per node touched or failed."""
+    try:
+        states = show_nodes(report.node_names, run)
+    except SlurmError as exc:
+        return [Action(", ".join(report.node_names), "drain" if drain else "resume", error=str(exc))]
+    actions = []
+    if drain:
+        for node, reason in drain_plan(report, states).items():
+            action = Action(node, "drain", reason)
+            try:
+                scontrol(["update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], run)
+            except SlurmError as exc:
+                action.error = str(exc)
+            actions.append(action)
+    if resume:
+        for node in resume_plan(report, states):
+            action = Action(node, "resume")
+            try:
+                scontrol(["update", f"NodeName={node}", "State=RESUME"], run)
+            except SlurmError as exc:
+                action.error = str(exc)
+            actions.append(action)
+    return actions

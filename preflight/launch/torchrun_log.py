@@ -1,0 +1,286 @@
+"""What torchrun printed on each node, and what one multi-node launch came to. Pure.
+
+The ranks' own JSON reports come first (the worker protocol in preflight.workers.process_group), then
+torchelastic's error files (TORCHELASTIC_ERROR_FILE, which the guard prints before it removes the log
+directory), and only then torchrun's log lines, read with regular expressions as the last resort.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from preflight.launch.nodes import names_text
+from preflight.transport.process import EXIT_MARKER, PID_MARKER
+from preflight.core.jsonlines import json_objects
+
+
+_RANKS = re.compile(r"\bglobal_ranks=\[([\d,\s]*)\]")
+_GROUP_RANK = re.compile(r"\bgroup_rank=(\d+)")
+# torch's log lines: Python ("I1129 16:23:51.825000 ...") and C++ ("[W1129 16:40:34.815289298 socket.cpp:207]").
+_LOG_LINE = re.compile(r"^\[?[IWEDF]\d{4} \d\d:\d\d:\d\d")
+
+
+def summarize_agent(stdout_lines: list[str], stderr_text: str, returncode: int | None, killed: bool,
+                    duration_s: float, transport_failure: bool = False) -> dict[str, Any]:
+    """One node's torchrun run, as facts: where it got to, its ranks, what the ranks reported. Pure."""
+    error_files: list[dict[str, Any]] = []
+    pids: dict[str, Any] = {}
+    exit_code = None
+    for line in stdout_lines:
+        text = line.strip()
+        if text.startswith(PID_MARKER):
+            parts = text.split()
+            if len(parts) >= 3:
+                pids = {"wrapper": int(parts[1]), "torchrun": int(parts[2]),
+                        "log_dir": parts[3] if len(parts) > 3 else ""}
+        elif text.startswith(EXIT_MARKER):
+            exit_code = int(text.split()[1])
+        elif text.startswith(ERROR_FILE_MARKER):
+            error_files.append(read_error_file(text[len(ERROR_FILE_MARKER):]))
+    reports = json_objects(stdout_lines)  # what the ranks reported, in the worker protocol
+    if "Rendezvous complete for workers" in stderr_text:
+        rendezvous = "complete"
+    elif "RendezvousTimeoutError" in stderr_text:
+        rendezvous = "timeout"
+    elif "RendezvousClosedError" in stderr_text:
+        rendezvous = "closed"  # the host closed it after giving up on someone else
+    elif "RendezvousConnectionError" in stderr_text or "connection to the C10d store has failed" in stderr_text:
+        # Never connected (the host is absent or blocked), or connected and then lost the store
+        # because the host gave up waiting for someone else and closed it.
+        rendezvous = "unreachable" if "trying to connect to" in stderr_text else "host lost"
+    elif "Rendezvous'ing worker group" in stderr_text:
+        rendezvous = "waiting"
+    else:
+        rendezvous = "not started"
+    ranks_match = _RANKS.search(stderr_text)
+    group_match = _GROUP_RANK.search(stderr_text)
+    ended_badly = killed or transport_failure or (returncode if exit_code is None else exit_code) not in (0, None)
+    global_ranks = [int(r) for r in ranks_match.group(1).replace(" ", "").split(",") if r] if ranks_match else []
+    last_error = ""
+    if ended_badly:
+        # The workers' own words first (torchelastic error files), torchrun's log lines after.
+        last_error = _error_file_text(error_files, global_ranks) or _agent_error(stderr_text, rendezvous)
+    return {
+        "returncode": returncode if exit_code is None else exit_code,
+        "killed": killed,
+        "transport_failure": transport_failure,
+        "duration_s": round(duration_s, 2),
+        "rendezvous": rendezvous,
+        "group_rank": int(group_match.group(1)) if group_match else None,
+        "global_ranks": global_ranks,
+        "error_files": error_files,
+        "pids": pids,
+        "reports": reports,
+        "last_error": last_error,
+        "nccl": nccl_network(list(stdout_lines) + stderr_text.splitlines()),
+    }
+
+
+_NCCL_USING = re.compile(r"NCCL INFO Using network (\w+)")
+_NCCL_VIA = re.compile(r"NCCL INFO .*\bvia (NET/\w+|P2P|SHM|COLLNET)")
+_NCCL_NET_INIT = re.compile(r"NCCL INFO (NET/\w+) : Using (.*)")
+
+
+def nccl_network(lines: list[str]) -> dict[str, Any] | None:
+    """Which network NCCL ran over, from its NCCL_DEBUG=INFO lines; None when NCCL printed none. Pure.
+
+    "Using network IB" (or Socket, or a plugin's name) is NCCL's choice for traffic between nodes;
+    "via NET/IB/0" on a channel line shows what a ring or tree really used; "NET/IB : Using [0]mlx5_0:1/IB"
+    names the devices.
+    """
+    network = None
+    via: set[str] = set()
+    devices: dict[str, str] = {}
+    for line in lines:
+        if "NCCL INFO" not in line:
+            continue
+        found = _NCCL_USING.search(line)
+        if found:
+            network = network or found.group(1)
+        found = _NCCL_VIA.search(line)
+        if found:
+            via.add(found.group(1))
+        found = _NCCL_NET_INIT.search(line)
+        if found:
+            devices.setdefault(found.group(1), found.group(2).strip()[:200])
+    if network is None and not via and not devices:
+        return None
+    if network is None:
+        nets = sorted(v for v in via if v.startswith("NET/"))
+        network = nets[0].split("/", 1)[1] if nets else None
+    return {"network": network, "via": sorted(via), "devices": devices}
+
+
+ERROR_FILE_MARKER = "@@error-file "
+
+
+def read_error_file(text: str) -> dict[str, Any]:
+    """One "@@error-file LOCAL_RANK JSON" line: the local rank and the message of a torchelastic error
+    file ({"message": {"message": ..., "extraInfo": {...}}}). Pure."""
+    local_rank, _, payload = text.partition(" ")
+    try:
+        content = json.loads(payload)
+    except ValueError:
+        content = {}
+    message = content.get("message") if isinstance(content, dict) else None
+    if isinstance(message, dict):
+        message = message.get("message")
+    return {"local_rank": int(local_rank) if local_rank.isdigit() else None, "message": str(message or "")[:300]}
+
+
+def _error_file_text(error_files: list[dict[str, Any]], global_ranks: list[int]) -> str:
+    """The first worker failure a torchelastic error file recorded, with its global rank. Pure."""
+    for entry in sorted(error_files, key=lambda e: (e.get("local_rank") is None, e.get("local_rank") or 0)):
+        if entry.get("message"):
+            local = entry.get("local_rank")
+            rank = global_ranks[local] if local is not None and local < len(global_ranks) else local
+            first = entry["message"].strip().splitlines()[0]
+            return f"worker rank {rank if rank is not None else '?'} failed: {first}"[:300]
+    return ""
+
+
+_ROOT_FIELD = re.compile(r"^\s*(rank|exitcode|traceback)\s*:\s*(.*)$")
+
+
+def _agent_error(stderr_text: str, rendezvous: str) -> str:
+    """The sentence that says why a torchrun ended badly, from its stderr. Pure."""
+    lines = [line.strip() for line in stderr_text.splitlines() if line.strip() and not _LOG_LINE.match(line)]
+    if "ChildFailedError" in stderr_text and "Root Cause" in stderr_text:
+        # torchrun's summary table: the first worker that failed, its exit code or signal.
+        tail = stderr_text.split("Root Cause", 1)[1].splitlines()
+        fields = {m.group(1): m.group(2).strip() for m in map(_ROOT_FIELD.match, tail) if m}
+        if fields:
+            text = f"worker rank {fields.get('rank', '?')} failed: exit code {fields.get('exitcode', '?')}"
+            if fields.get("traceback") and fields["traceback"] != "<N/A>" and "Signal" in fields["traceback"]:
+                text += f" ({fields['traceback']})"
+            return text[:300]
+    if rendezvous == "unreachable":
+        # The inner error says where it tried to connect; the outer one only that it failed.
+        inner = [line for line in lines if "trying to connect to" in line]
+        if inner:
+            return inner[-1][-300:]
+    meaningful = [line for line in lines if not set(line) <= set("=-_* ")]
+    return meaningful[-1][-300:] if meaningful else ""
+
+
+def rank_nodes(agents: dict[str, dict[str, Any]]) -> dict[int, str]:
+    """Global rank -> node, from what each torchrun logged when the rendezvous completed. Pure."""
+    owners = {}
+    for node, agent in agents.items():
+        for rank in agent.get("global_ranks", []):
+            owners[rank] = node
+    return owners
+
+
+def rank_text(rank: int, owners: dict[int, str]) -> str:
+    return f"rank {rank} ({owners[rank]})" if rank in owners else f"rank {rank}"
+
+
+def interpret_run(agents: dict[str, dict[str, Any]], host: str, rdzv_timeout_s: float,
+                  launch_timeout_s: float) -> dict[str, Any]:
+    """What one multi-node launch came to. Pure.
+
+    Returns ok, result (rank 0's report without "ok"), phase ("launch", "rendezvous", "roll call",
+    "stopped" (a rank that went silent inside a collective), "collective", "timeout"), error (a sentence naming nodes and ranks) and fault_nodes (nodes the
+    failure is pinned on; empty when the launch alone cannot tell, which the pairwise pass is for).
+    """
+    owners = rank_nodes(agents)
+    out: dict[str, Any] = {"ok": False, "result": None, "phase": None, "error": None, "fault_nodes": [],
+                           "rank_nodes": {str(r): n for r, n in sorted(owners.items())}}
+    reports = [(node, rep) for node, agent in agents.items() for rep in agent.get("reports", [])]
+    head = next((rep for _, rep in reports if rep.get("ok")), None)
+    failed = [n for n, a in agents.items() if a.get("killed") or a.get("returncode") not in (0, None)]
+    if head is not None and not failed:
+        out["ok"] = True
+        out["phase"] = "done"
+        out["result"] = {k: v for k, v in head.items() if k != "ok"}
+        return out
+
+    lost = [n for n, a in agents.items() if a.get("transport_failure")]
+    if lost:
+        out["phase"] = "launch"
+        out["fault_nodes"] = lost
+        out["error"] = "; ".join(f"lost contact with {n} during the launch: {agents[n].get('last_error') or 'connection closed'}"
+                                 for n in lost)
+        return out
+
+    incomplete = {n: a for n, a in agents.items() if a.get("rendezvous") != "complete"}
+    if incomplete:
+        out["phase"] = "rendezvous"
+        texts = []
+        # Nodes that waited at the rendezvous (and gave up, were stopped, or saw the host close it)
+        # are victims; the others never got there. Nobody can join a rendezvous whose host is absent: then only the host is named.
+        culprits = [n for n, a in incomplete.items() if a.get("rendezvous") not in ("timeout", "waiting", "closed", "host lost")]
+        if host in culprits:
+            culprits = [host]
+        out["fault_nodes"] = culprits
+        texts += [_not_joined_text(n, agents[n], rdzv_timeout_s, hosting=n == host) for n in culprits]
+        if not culprits:
+            texts.append(f"the rendezvous did not complete: {names_text(list(incomplete))} waited for the others "
+                         f"(up to {rdzv_timeout_s:.0f}s) in vain")
+        joined = [n for n in agents if n not in incomplete]
+        if joined:
+            texts.append(f"completed on {names_text(joined)} only")
+        out["error"] = "; ".join(texts)
+        return out
+
+    errors = [(node, rep) for node, rep in reports if not rep.get("ok")]
+    missing = sorted({int(m) for _, rep in errors for m in rep.get("missing_ranks", [])})
+    if missing:
+        out["phase"] = "roll call"
+        out["fault_nodes"] = sorted({owners[m] for m in missing if m in owners})
+        who = ", ".join(rank_text(m, owners) for m in missing)
+        out["error"] = f"{who} never reported in after torchrun started it (the workers' roll call)"
+        return out
+    reporting_nodes = {node for node, _ in reports}
+    stopped = sorted(r for r, node in owners.items() if node not in reporting_nodes)
+    if errors and stopped:
+        # Ranks that joined (torchrun started them), then said nothing at all, on nodes where no rank
+        # said anything, while the others failed waiting for them: the ones that stopped inside a
+        # collective (hung, or died without a word) and were ended by their torchrun or by us.
+        out["phase"] = "stopped"
+        out["fault_nodes"] = sorted({owners[r] for r in stopped})
+        first_node, first = errors[0]
+        where = rank_text(int(first["rank"]), owners) if first.get("rank") is not None else first_node
+        out["error"] = (f"{', '.join(rank_text(r, owners) for r in stopped)} stopped inside a collective: "
+                        f"{'it' if len(stopped) == 1 else 'they'} reported nothing, while the others failed waiting "
+                        f"({where}: {first.get('error') or 'failed'})")
+        return out
+    if errors:
+        out["phase"] = "collective"
+        seen = []
+        for node, rep in errors:
+            rank = rep.get("rank")
+            where = rank_text(int(rank), owners) if rank is not None else node
+            seen.append(f"{where}: {rep.get('error') or 'failed'}")
+        out["error"] = "; ".join(seen[:4]) + (f"; and {len(seen) - 4} more ranks" if len(seen) > 4 else "")
+        return out
+    stuck = [n for n, a in agents.items() if a.get("killed")]
+    if stuck and not [n for n, a in agents.items() if not a.get("killed") and a.get("returncode") not in (0, None)]:
+        out["phase"] = "timeout"
+        out["error"] = (f"still running on {names_text(stuck)} after {launch_timeout_s:.0f}s and stopped "
+                        "(no rank reported an error: a collective that hangs)")
+        return out
+    out["phase"] = "collective"
+    exited = [(n, a) for n, a in agents.items() if a.get("returncode") not in (0, None) and not a.get("killed")]
+    if exited:
+        node, agent = exited[0]
+        out["error"] = f"torchrun on {node} exited with code {agent['returncode']}: {agent.get('last_error') or 'no output'}"
+    else:
+        out["error"] = "no rank reported a result"
+    return out
+
+
+def _not_joined_text(node: str, agent: dict[str, Any], rdzv_timeout_s: float, hosting: bool = False) -> str:
+    state = agent.get("rendezvous")
+    role = " (the rendezvous host)" if hosting else ""
+    if state == "unreachable":
+        return f"{node}{role} could not reach the rendezvous: {agent.get('last_error')}"
+    if agent.get("killed"):
+        if state == "waiting":
+            return f"torchrun on {node}{role} was still waiting at the rendezvous when it was stopped"
+        return f"torchrun on {node}{role} never joined the rendezvous within {rdzv_timeout_s:.0f}s (still running; stopped)"
+    return (f"torchrun on {node}{role} exited with code {agent.get('returncode')} before joining the rendezvous: "
+            f"{agent.get('last_error') or 'no output'}")

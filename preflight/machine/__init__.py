@@ -1,0 +1,1 @@
+"""Small probes of the local machine: the PCI bus, the page cache, filesystems."""

@@ -1,0 +1,119 @@
+"""The per-node agent: `python -m preflight.run.agent`, started by the runner through a transport.
+
+Reads one job (JSON, one line) on stdin, runs each node check in its own child process under the
+check's timeout, and streams one line per result on stdout. It keeps reading stdin: when the runner
+goes away (Ctrl-C, lost SSH connection) stdin closes, and the agent ends the check it was running,
+with its process tree, and exits. Nothing is left behind on the node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+from typing import Any
+
+import preflight
+from preflight.run.execute import error_result
+from preflight.core.model import Evidence
+from preflight.run.child import run_json_child
+
+HELLO = "PREFLIGHT-HELLO "
+RESULT = "PREFLIGHT-RESULT "
+START = "PREFLIGHT-START "
+DONE = "PREFLIGHT-DONE"
+
+
+class Agent:
+    def __init__(self, job: dict[str, Any], out: Any) -> None:
+        self.job = job
+        self.out = out
+        self.current: Any = None
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    def emit(self, prefix: str, payload: Any = None) -> None:
+        with self.lock:
+            self.out.write(prefix + (json.dumps(payload, default=str) if payload is not None else "") + "\n")
+            self.out.flush()
+
+    def watch_stdin(self, stream: Any) -> None:
+        stream.read()  # returns at EOF: the runner is gone or wants us to stop
+        self.stopping.set()
+        child = self.current
+        if child is not None:
+            child.stop(grace_s=0)
+
+    def run(self) -> None:
+        from preflight.core.registry import discover
+
+        registry = discover()
+        node = self.job["node"]
+        # A remote node gets no output dir from the coordinator: use a private one and remove it after.
+        own_dir = not self.job.get("output_dir")
+        output_dir = self.job.get("output_dir") or tempfile.mkdtemp(prefix="preflight-agent-")
+        os.makedirs(output_dir, exist_ok=True)
+        try:
+            self._run_checks(registry, node, output_dir)
+        finally:
+            if own_dir:
+                shutil.rmtree(output_dir, ignore_errors=True)
+        self.emit(DONE)
+
+    def _run_checks(self, registry: Any, node: str, output_dir: str) -> None:
+        earlier: dict[str, dict[str, Any]] = {}
+        for spec in self.job["checks"]:
+            if self.stopping.is_set():
+                break
+            check = registry.get(spec["id"])
+            self.emit(START + spec["id"])
+            job = {
+                "check_id": spec["id"], "node": node, "output_dir": output_dir,
+                "timeout_s": spec["timeout_s"], "params": spec.get("params") or {},
+                "expect": self.job.get("expect") or {}, "earlier": earlier,
+            }
+            outcome = run_json_child("preflight.run.check_process", job, timeout=spec["timeout_s"],
+                                     on_start=lambda p: setattr(self, "current", p))
+            self.current = None
+            if self.stopping.is_set():
+                break
+            if outcome.result is not None:
+                result = outcome.result
+                earlier[spec["id"]] = result.get("facts", {})
+            elif outcome.timed_out:
+                result = error_result(
+                    check, node, f"timed out after {spec['timeout_s']:.0f}s; the check and its processes were killed",
+                    [Evidence(f"python -m preflight.run.check_process ({spec['id']})", None, outcome.stderr_tail)],
+                    outcome.duration_s).to_dict()
+            else:
+                result = error_result(
+                    check, node, f"the check's process died with exit code {outcome.returncode} before reporting",
+                    [Evidence(f"python -m preflight.run.check_process ({spec['id']})", outcome.returncode, outcome.stderr_tail)],
+                    outcome.duration_s).to_dict()
+            self.emit(RESULT, result)
+
+
+def main() -> None:
+    line = sys.stdin.readline()
+    job = json.loads(line)
+    out = sys.stdout
+    # Anything else that writes to stdout (a plugin printing at import) must not corrupt the stream.
+    sys.stdout = sys.stderr
+    agent = Agent(job, out)
+    agent.emit(HELLO, {"version": preflight.__version__, "python": sys.executable,
+                       "hostname": socket.gethostname(), "pid": os.getpid()})
+    expected_version = job.get("coordinator_version")
+    if expected_version and expected_version != preflight.__version__:
+        # The runner turns this into ERROR for every check on the node, with the fix.
+        agent.emit(DONE)
+        return
+    threading.Thread(target=agent.watch_stdin, args=(sys.stdin,), daemon=True).start()
+    agent.run()
+
+
+if __name__ == "__main__":
+    main()

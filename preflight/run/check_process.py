@@ -1,0 +1,68 @@
+"""Run one check in this process and print its result: `python -m preflight.run.check_process < job.json`.
+
+The agent starts one of these per check, in its own session, so that a check that hangs or crashes
+takes nothing else down and can be killed with its whole process tree. Whatever the check itself
+prints goes to stderr; the result is the only thing written to the real stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from preflight.core.check import Expect
+from preflight.run.context import ClusterContext, NodeContext
+from preflight.run.execute import execute
+from preflight.core.model import Scope
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    from preflight.core.registry import discover
+
+    registry = discover()
+    check = registry.get(job["check_id"])()
+    params = check.params_from(job.get("params"))
+    expect = Expect.from_dict(job.get("expect"))
+    output_dir = Path(job["output_dir"])
+    node = job["node"]
+    scratch = output_dir / "scratch" / _safe(node) / check.id
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        if check.scope is Scope.CLUSTER:
+            ctx: Any = ClusterContext(
+                nodes=job.get("nodes", []), output_dir=output_dir, scratch_dir=scratch, expect=expect,
+                timeout_s=float(job["timeout_s"]), node_facts=job.get("node_facts", {}),
+                unreachable=job.get("unreachable", []),
+            )
+        else:
+            ctx = NodeContext(
+                node=node, output_dir=output_dir, scratch_dir=scratch, expect=expect,
+                timeout_s=float(job["timeout_s"]), earlier=job.get("earlier", {}),
+            )
+        result = execute(check, ctx, params, expect, node=node)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result.to_dict()
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "node"
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.read())
+    # Keep the real stdout for the result; send anything the check prints to stderr.
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    result = run_job(job)
+    with os.fdopen(result_fd, "w") as out:
+        out.write(json.dumps(result, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""The run plan: which checks run, and what each needs; the header line results.jsonl starts with is
+written from it (preflight.core.results_file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from preflight.core.check import Check
+from preflight.core.model import RunReport
+from preflight.core.results_file import header_line
+from preflight.core.verdict import ENVIRONMENT_CHECK, NEEDS_FRAMEWORK, NEEDS_GPU
+
+# Tags that say a check needs a GPU, or a framework, to measure anything.
+GPU_TAGS = ("gpu",)
+FRAMEWORK_TAGS = ("torch", "tensorflow")
+
+
+class PlanError(ValueError):
+    """A selection that cannot be run as asked (exit 2, nothing run)."""
+
+
+def needs_of(check: type[Check]) -> list[str]:
+    """"gpu" and/or "framework": from the check's `needs` when it declares one, else from its tags."""
+    declared = getattr(check, "needs", None)
+    if declared is not None:
+        return [n for n in (NEEDS_GPU, NEEDS_FRAMEWORK) if n in declared]
+    tags = set(check.tags)
+    needs = []
+    if tags & set(GPU_TAGS):
+        needs.append(NEEDS_GPU)
+    if tags & set(FRAMEWORK_TAGS):
+        needs.append(NEEDS_FRAMEWORK)
+    return needs
+
+
+@dataclass
+class Selection:
+    ids: list[str]  # what runs, before ordering
+    added: dict[str, str] = field(default_factory=dict)  # id pulled in -> the check that reads it
+
+
+def select(checks: dict[str, type[Check]], wanted: list[str], skipped: set[str], explicit: bool) -> Selection:
+    """The checks to run: `wanted` without `skipped`, plus what they read.
+
+    A check's run_after dependencies are pulled in (versions.consistency compares what versions.pinned
+    records on each node), and node.environment whenever a check needs a GPU or a framework: its facts
+    say whether the node has NVIDIA GPUs, which decides whether a SKIP there blocks. A dependency the
+    user skipped on purpose, of a check the user asked for by name, is a contradiction (PlanError);
+    of a check that was only there by default, the dependent is dropped too.
+    """
+    chosen = [c for c in wanted if c not in skipped]
+    selection = Selection(list(chosen))
+    pending = list(chosen)
+    while pending:
+        check_id = pending.pop(0)
+        if check_id not in selection.ids:
+            continue
+        check = checks[check_id]
+        deps = list(check.run_after)
+        if needs_of(check) and ENVIRONMENT_CHECK in checks:
+            deps.append(ENVIRONMENT_CHECK)
+        for dep in deps:
+            if dep in selection.ids or dep not in checks:
+                continue
+            if dep in skipped:
+                if dep == ENVIRONMENT_CHECK and dep not in check.run_after:
+                    continue  # only the inference is lost: the check still measures
+                if explicit:
+                    raise PlanError(f"--skip {dep} removes what {check_id} reads; drop {dep} from --skip "
+                                    f"or {check_id} from --checks")
+                selection.ids.remove(check_id)
+                break
+            selection.ids.append(dep)
+            selection.added[dep] = check_id
+            pending.append(dep)
+    return selection
+
+
+def complete_report(report: RunReport, checks: list[type[Check]], expect: dict[str, Any],
+                    pulled_in: dict[str, str] | None = None) -> None:
+    """What the verdict needs beyond the results: what each check needs, the expectations, and
+    which checks ran only because another reads them."""
+    report.needs = {c.id: needs_of(c) for c in checks if needs_of(c)}
+    report.expect = dict(expect)
+    report.pulled_in = dict(pulled_in or {})
+
+
+def write_header(stream: IO[str], report: RunReport, plan: Any) -> None:
+    """Called by the runner where results.jsonl is opened, before any result."""
+    complete_report(report, plan.checks, plan.config.expect.to_dict(), plan.config.pulled_in)
+    stream.write(header_line(report) + "\n")
+    stream.flush()
+
+
+def prepare_params(ids: list[str], checks: dict[str, type[Check]], config: Any, cwd: Path | None = None) -> None:
+    """Let each check read, on the coordinator, what its nodes need (a lock file, say) into its params.
+
+    A check may define `prepare_on_coordinator(overrides, cwd) -> overrides`; a ValueError it raises
+    is the user's mistake (a configured file that does not exist) and stops the run before it starts.
+    """
+    where = cwd or Path.cwd()
+    for check_id in ids:
+        hook = getattr(checks[check_id], "prepare_on_coordinator", None)
+        if hook is None:
+            continue
+        try:
+            config.params[check_id] = hook(dict(config.params.get(check_id, {})), where)
+        except ValueError as exc:
+            raise PlanError(f"{check_id}: {exc}") from None
