@@ -12,7 +12,9 @@ import pytest
 
 from preflight.core.model import CheckResult, Measurement, RunReport, Scope, Status
 
-DATA = Path(__file__).parent / "data"
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+DATA = TESTS / "data"
 
 
 def load_facts(relative: str) -> dict:

@@ -10,8 +10,9 @@ import pytest
 from preflight.core import config as cfg
 from preflight.core.model import Status
 from preflight.core.registry import discover
+from tests.conftest import TESTS
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = TESTS / "data"
 CHECKS = discover().checks
 PROFILES = cfg.shipped_profiles()
 

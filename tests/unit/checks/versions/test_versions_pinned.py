@@ -10,8 +10,9 @@ import pytest
 from preflight.core.check import CannotMeasure, Expect
 from preflight.core.model import Status
 from preflight_checks.versions.pinned import VersionsPinned, describe_stack, read_requirements
+from tests.conftest import TESTS
 
-DATA = Path(__file__).parent.parent / "data" / "versions"
+DATA = TESTS / "data" / "versions"
 CHECK = VersionsPinned()
 STACK = json.loads((DATA / "stack_recorded.json").read_text(encoding="utf-8"))["stack"]
 

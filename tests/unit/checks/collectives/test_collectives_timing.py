@@ -13,9 +13,10 @@ from preflight.core.model import FIGURE_SIZE, Status
 from preflight_checks.collectives.nccl_tests import argv_for, parse_output, row_at
 from preflight_checks.collectives.local import CollectivesLocal, Params, main_sizes
 from tests.conftest import load_facts
+from tests.conftest import TESTS
 
 CHECK = CollectivesLocal()
-DATA = Path(__file__).parent.parent / "data" / "collectives"
+DATA = TESTS / "data" / "collectives"
 
 
 def evaluate(facts, **params):

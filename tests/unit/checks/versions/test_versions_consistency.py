@@ -12,8 +12,9 @@ from preflight.core.check import Expect
 from preflight.run.context import ClusterContext
 from preflight.core.model import Scope, Status
 from preflight_checks.versions.consistency import VersionsConsistency, compare_field
+from tests.conftest import TESTS
 
-DATA = Path(__file__).parent.parent / "data" / "versions"
+DATA = TESTS / "data" / "versions"
 CHECK = VersionsConsistency()
 STACK = json.loads((DATA / "stack_recorded.json").read_text(encoding="utf-8"))["stack"]
 

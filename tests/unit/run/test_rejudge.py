@@ -13,8 +13,9 @@ from preflight.run.execute import result_from_outcome
 from preflight.core.model import NodeInfo, RunReport, Status
 from preflight.core.registry import discover
 from preflight.core.verdict import decide
+from tests.conftest import ROOT, TESTS
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = TESTS / "data"
 CHECKS = discover().checks
 NODE = "gpu01"
 
@@ -106,7 +107,7 @@ def test_rejudge_with_a_profile_and_into_the_results_directory(results):
 def test_rejudged_report_matches_the_schema(results):
     jsonschema = pytest.importorskip("jsonschema")
     CliRunner().invoke(cli, ["report", str(results), "--rejudge", "--out", "again", "--format", "json"])
-    schema = json.loads((Path(__file__).parents[2] / "preflight" / "schema" / "run-report.schema.json").read_text())
+    schema = json.loads((ROOT / "preflight" / "schema" / "run-report.schema.json").read_text())
     jsonschema.validate(load(Path("again") / "results.json"), schema)
 
 

@@ -23,6 +23,7 @@ from preflight.core.model import CLUSTER_NODE, Measurement, RunReport, Scope, St
 from preflight.reporters import json_report
 from preflight.core.verdict import Verdict, decide
 from tests.conftest import DATA, make_report, make_result
+from tests.conftest import ROOT
 
 
 def cluster_run() -> RunReport:
@@ -255,7 +256,7 @@ def test_run_report_with_a_comparison_matches_the_schema():
     jsonschema = pytest.importorskip("jsonschema")
     report = passing_run()
     attach(report, passing_run())
-    schema = json.loads((Path(__file__).parents[2] / "preflight" / "schema" / "run-report.schema.json").read_text())
+    schema = json.loads((ROOT / "preflight" / "schema" / "run-report.schema.json").read_text())
     data = json.loads(json_report.render(report))
     jsonschema.validate(data, schema)
     assert RunReport.from_dict(data).baseline == report.baseline

@@ -14,8 +14,9 @@ from preflight.core.model import Status
 from preflight.workers.gpu_nvml import cuda_version_text, throttle_reason_names
 from preflight.workers.gpu_probe import compare_product, dotted_cudnn, dotted_nccl, reference_inputs
 from preflight_checks.gpu.visibility import GpuVisibility, pcie_link_gbps, runtime_vs_driver, visible_gpu_indices
+from tests.conftest import TESTS
 
-DATA = Path(__file__).parent.parent / "data" / "gpu_visibility"
+DATA = TESTS / "data" / "gpu_visibility"
 CHECK = GpuVisibility()
 
 

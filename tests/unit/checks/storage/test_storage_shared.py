@@ -10,8 +10,9 @@ from pathlib import Path
 from preflight.core.check import Expect
 from preflight.core.model import Status
 from preflight_checks.storage.shared import Params, StorageShared
+from tests.conftest import TESTS
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "storage"
+DATA = TESTS / "data" / "storage"
 check = StorageShared()
 
 

@@ -12,6 +12,7 @@ import pytest
 from preflight.core.model import Evidence, RunReport, Status
 from preflight.reporters import html, json_report, junit, markdown, terminal
 from tests.conftest import DATA, make_report, make_result
+from tests.conftest import ROOT
 
 GOLDEN = DATA / "reports" / "golden"
 HOSTILE = '<script>alert("x")</script> `rm -rf` **bold** [link](http://evil) | pipe & amp'
@@ -61,7 +62,7 @@ def test_json_carries_schema_version_and_verdict(sample_report):
 
 def test_json_matches_documented_schema(sample_report):
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(__file__).parents[2] / "preflight" / "schema" / "run-report.schema.json").read_text())
+    schema = json.loads((ROOT / "preflight" / "schema" / "run-report.schema.json").read_text())
     jsonschema.validate(json.loads(json_report.render(sample_report)), schema)
 
 

@@ -13,8 +13,9 @@ from preflight.core.model import CLUSTER_NODE, Finding, NodeInfo, Scope, Status
 from preflight.transport import transport_from_spec
 from preflight.transport.slurm import SlurmTransport
 from tests.conftest import make_report, make_result, run_preflight
+from tests.conftest import TESTS
 
-DATA = Path(__file__).parents[1] / "data" / "slurm"
+DATA = TESTS / "data" / "slurm"
 
 
 @pytest.fixture

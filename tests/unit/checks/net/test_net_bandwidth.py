@@ -19,8 +19,9 @@ from preflight.core.model import Status
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
 from preflight.launch.pairs import full_rounds, ring_rounds
 from preflight_checks.net.bandwidth import NetBandwidth, Params
+from tests.conftest import TESTS
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "net"
+DATA = TESTS / "data" / "net"
 SHAPED_RATE_GBPS = 2.0  # the tbf rate of node 2's link when the data was recorded
 check = NetBandwidth()
 

@@ -14,8 +14,9 @@ from preflight.core.check import Expect
 from preflight.core.model import Status
 from preflight_checks.checkpoint.roundtrip import CheckpointRoundtrip, Params
 from preflight_checks.checkpoint.storage import storage_message, storage_problem_kind
+from tests.conftest import TESTS
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "checkpoint"
+DATA = TESTS / "data" / "checkpoint"
 CHECK = CheckpointRoundtrip()
 
 

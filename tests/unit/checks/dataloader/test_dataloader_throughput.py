@@ -20,8 +20,9 @@ from preflight_checks.dataloader.throughput import (
     load_factory,
     scaling_facts,
 )
+from tests.conftest import TESTS
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "dataloader"
+DATA = TESTS / "data" / "dataloader"
 CHECK = DataloaderThroughput()
 
 

@@ -14,8 +14,9 @@ from preflight.core.model import Status
 from preflight.core.registry import discover
 from preflight.workers.gpu_probe import numa_local, parse_cpulist, sysfs_bus_id
 from preflight_checks.gpu.visibility import GpuVisibility
+from tests.conftest import TESTS
 
-DATA = Path(__file__).parent.parent / "data" / "gpu_visibility"
+DATA = TESTS / "data" / "gpu_visibility"
 CHECK = GpuVisibility()
 
 

@@ -15,6 +15,7 @@ from preflight.core.check import measure
 from preflight.core.model import FIGURE_LINK, FIGURE_RATE, FIGURE_SCALING, FIGURE_SIZE, FIGURE_STEP, RunReport, Status
 from preflight.reporters import charts, figures, html
 from tests.conftest import DATA, make_report, make_result
+from tests.conftest import ROOT
 
 pytest.importorskip("matplotlib")
 
@@ -154,7 +155,7 @@ def test_charts_need_no_extra_install():
     import tomllib
     from pathlib import Path
 
-    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("matplotlib") for d in project["dependencies"])
     assert not hasattr(charts, "INSTALL_HINT")
     assert "preflight[charts]" not in html.render(cluster_run())
@@ -241,7 +242,7 @@ def test_reporters_name_no_check():
     import subprocess
     from pathlib import Path
 
-    root = Path(__file__).parents[2]
+    root = ROOT
     pattern = r'"(net\.bandwidth|scaling\.|collectives\.|checkpoint\.|dataloader\.|gpu\.|versions\.|storage\.|node\.)'
     found = subprocess.run(["git", "grep", "-nE", pattern, "--", "preflight/reporters", "templates"], cwd=root,
                            capture_output=True, text=True)
