@@ -55,7 +55,7 @@ def one(size: int, fanout: int, stream: Path) -> dict:
     """Drive `size` simulated nodes through the Runner in this process; measure it."""
     from preflight.core.config import Config
     from preflight.core.registry import discover
-    from preflight.reporters import FORMATS, renderer
+    from preflight.reporters import filename, renderer
     from preflight.run.runner import NodeTarget, RunPlan, Runner
     from preflight.transport.base import Transport
     from preflight.core.verdict import decide
@@ -78,7 +78,7 @@ def one(size: int, fanout: int, stream: Path) -> dict:
         render = {}
         for fmt in ("json", "md", "html", "junit"):
             start = time.perf_counter()
-            (Path(tmp) / FORMATS[fmt][0]).write_text(renderer(fmt)(report), encoding="utf-8")
+            (Path(tmp) / filename(fmt)).write_text(renderer(fmt)(report), encoding="utf-8")
             render[fmt] = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"nodes": size, "results": len(report.results), "run_s": run_s, "render_s": render,

@@ -39,6 +39,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+"$VENV/bin/python" -m pip uninstall -q -y preflight >/dev/null 2>&1 || true  # renamed preflight-cluster
 "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" "$TENSORFLOW_SPEC" -e '.[test]'
 "$VENV/bin/python" -m pip install -q --no-deps -e tests/plugins/preflight-example
 

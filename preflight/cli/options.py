@@ -33,7 +33,7 @@ def split_ids(value: str | None) -> list[str]:
 # Options shared by `run` and `report`, defined once.
 def format_option(f: Callable) -> Callable:
     return click.option("--format", "formats", default="html,md,json,junit", show_default=True,
-                        help="Comma-separated report formats to write: html, md, json, junit, prometheus.")(f)
+                        help="Comma-separated report formats to write: html, md, json, junit, prometheus, or one a plugin adds.")(f)
 
 
 def out_option(f: Callable) -> Callable:
@@ -71,12 +71,13 @@ def registry() -> Any:
 
 
 def check_formats(formats: str) -> list[str]:
-    from preflight.reporters import FORMATS
+    from preflight.reporters import available
 
     chosen = split_ids(formats)
-    unknown = [f for f in chosen if f not in FORMATS]
+    unknown = [f for f in chosen if f not in available()]
     if unknown:
-        raise UsageProblem(f"unknown report format {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+        raise UsageProblem(f"unknown report format {', '.join(unknown)}; choose from {', '.join(available())} "
+                           "(formats are plugins of the preflight.reporters entry-point group)")
     return chosen
 
 
@@ -101,12 +102,12 @@ def nonempty(flag: str, value: str) -> None:
 
 
 def finish(report: Any, out: Path, formats: list[str], announce: bool = True) -> None:
-    from preflight.reporters import FORMATS, renderer
+    from preflight.reporters import filename, renderer
     from preflight.reporters.terminal import render as render_terminal
 
     written = []
     for fmt in formats:
-        name = FORMATS[fmt][0]
+        name = filename(fmt)
         (out / name).write_text(renderer(fmt)(report), encoding="utf-8")
         written.append(out / name)
     if announce:

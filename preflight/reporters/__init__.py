@@ -1,23 +1,71 @@
-"""Reporters: pure functions RunReport -> text. They never run anything and never call each other."""
+"""Reporters: pure functions RunReport -> text. They never run anything and never call each other.
+
+Every format, the built-in ones too, is a plugin of the `preflight.reporters` entry-point group: the
+entry point's name is the `--format` name, its value a module with `FILENAME` (the file it writes in
+the output directory) and `render(report) -> str`. A team adds a format with a package of its own.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
 from typing import Callable
 
 from preflight.core.model import RunReport
 
-# format name -> (file name, module path of a `render(report) -> str` function)
-FORMATS: dict[str, tuple[str, str]] = {
-    "json": ("results.json", "preflight.reporters.json_report"),
-    "md": ("report.md", "preflight.reporters.markdown"),
-    "html": ("report.html", "preflight.reporters.html"),
-    "junit": ("junit.xml", "preflight.reporters.junit"),
-    "prometheus": ("preflight.prom", "preflight.reporters.prometheus"),
-}
+GROUP = "preflight.reporters"
 DEFAULT_FORMATS = ("html", "md", "json", "junit")
+
+
+@dataclass(frozen=True)
+class Reporter:
+    name: str
+    filename: str
+    module: str
+    distribution: str
+
+
+class ReporterError(ValueError):
+    """A format that is not installed, or a reporter plugin that does not load (the message names it)."""
+
+
+@lru_cache(maxsize=1)
+def available() -> dict[str, Reporter]:
+    """Format name -> Reporter, as the entry-point group yields them (read once per process)."""
+    found: dict[str, Reporter] = {}
+    for ep in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name):
+        dist = getattr(ep, "dist", None)
+        origin = f"{dist.metadata['Name']} {dist.version}" if dist is not None else "unknown distribution"
+        module, _, _ = ep.value.partition(":")
+        filename = _filename(module)
+        if ep.name in found or not filename:
+            continue  # a duplicate name or a module without FILENAME: left out, named on use
+        found[ep.name] = Reporter(ep.name, filename, module, origin)
+    return found
+
+
+def _filename(module: str) -> str:
+    import importlib
+
+    try:
+        return str(getattr(importlib.import_module(module), "FILENAME", "") or "")
+    except Exception:  # noqa: BLE001 - a broken reporter plugin must not stop the others
+        return ""
+
+
+def filename(fmt: str) -> str:
+    return reporter(fmt).filename
+
+
+def reporter(fmt: str) -> Reporter:
+    try:
+        return available()[fmt]
+    except KeyError:
+        raise ReporterError(f"unknown report format {fmt!r}; installed: {', '.join(available())}") from None
 
 
 def renderer(fmt: str) -> Callable[[RunReport], str]:
     import importlib
 
-    return importlib.import_module(FORMATS[fmt][1]).render  # type: ignore[no-any-return]
+    return importlib.import_module(reporter(fmt).module).render  # type: ignore[no-any-return]

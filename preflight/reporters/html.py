@@ -7,6 +7,8 @@ from preflight.reporters import charts
 from preflight.reporters.templating import environment
 from preflight.reporters.view import NOISY_SPREAD, build_view
 
+FILENAME = "report.html"  # what this reporter writes in the output directory
+
 
 def render(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> str:
     return environment(autoescape=True).get_template("report.html.j2").render(

@@ -7,6 +7,8 @@ import json
 from preflight.core.model import RunReport
 from preflight.core.verdict import decide
 
+FILENAME = "results.json"  # what this reporter writes in the output directory
+
 
 def render(report: RunReport) -> str:
     data = report.to_dict()

@@ -14,6 +14,8 @@ from preflight.reporters.baseline import describe
 from preflight.reporters.view import fixes, format_threshold, format_value
 from preflight.core.verdict import decide
 
+FILENAME = "junit.xml"  # what this reporter writes in the output directory
+
 
 def _clean(text: str) -> str:
     # XML 1.0 cannot carry most control characters; command output sometimes has them.

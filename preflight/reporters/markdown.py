@@ -7,6 +7,8 @@ from preflight.reporters.baseline import render_markdown as render_baseline
 from preflight.reporters.templating import environment
 from preflight.reporters.view import NOISY_SPREAD, ReportView, build_view
 
+FILENAME = "report.md"  # what this reporter writes in the output directory
+
 STATUS_ICONS = {"PASS": "✅", "WARN": "⚠️", "FAIL": "❌", "ERROR": "💥", "SKIP": "⏭️", "": "·"}
 
 # A pull-request comment holds 65,536 characters; past this many figures the table lists the ones

@@ -26,6 +26,8 @@ from typing import Any, Iterator
 from preflight.core.model import FIGURE_STEP, RunReport, Status
 from preflight.core.verdict import Verdict, decide
 
+FILENAME = "preflight.prom"  # what this reporter writes in the output directory
+
 
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):

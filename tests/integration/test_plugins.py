@@ -24,6 +24,20 @@ def test_installed_example_plugin_is_listed_and_runs(tmp_path):
     assert result["summary"] == "hello from a plugin"
 
 
+def test_a_reporter_plugin_gets_a_format_name_and_writes_its_file(tmp_path):
+    pytest.importorskip("preflight_example", reason="install tests/plugins/preflight-example (pip install -e)")
+    from preflight.reporters import available
+
+    assert {"json", "md", "html", "junit", "prometheus", "example-csv"} <= set(available())
+    assert available()["example-csv"].distribution == "preflight-example-plugin 1.0.0"
+    run = run_preflight("run", "--checks", "example.echo", "--format", "example-csv,json", "--out", "out", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    rows = (tmp_path / "out" / "results.csv").read_text().splitlines()
+    assert rows[0] == "check,node,status,summary" and rows[1].startswith("example.echo,")
+    unknown = run_preflight("run", "--checks", "example.echo", "--format", "example-xls", "--out", "o2", cwd=tmp_path)
+    assert unknown.returncode == 2 and "example-xls" in unknown.stderr and "example-csv" in unknown.stderr
+
+
 def make_distribution(site, name, entry_points, modules):
     """A real installed distribution as importlib.metadata finds it: a .dist-info folder plus code."""
     dist_info = site / f"{name.replace('-', '_')}-0.3.dist-info"

@@ -6,7 +6,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from preflight.core.check import measure
 from preflight.core.model import FIGURE_STEP, Status
-from preflight.reporters import FORMATS, renderer
+from preflight.reporters import filename, renderer
 from tests.conftest import make_report, make_result
 
 
@@ -23,7 +23,7 @@ def key(metric: str, **labels: str) -> tuple:
 
 
 def test_prometheus_is_a_known_format_written_to_a_prom_file():
-    assert FORMATS["prometheus"][0].endswith(".prom")
+    assert filename("prometheus").endswith(".prom")
 
 
 def test_every_status_is_one_hot_per_check_and_node(sample_report):
