@@ -13,7 +13,7 @@ line, not a silently ignored setting.
     gpus_per_node = 8
     nodes = 4
 
-    [checks."net.bandwidth"]   # a check's parameters, by id
+    [checks."site.link"]      # a check's parameters, by id
     min_gbps = 100
     timeout = 180              # this check's timeout
 
@@ -324,7 +324,7 @@ def _expect_type(value: Any, kinds: tuple[type, ...], name: str, fail: Any) -> N
 def _line_of(text: str, dotted_key: str) -> int | None:
     """The line that sets a dotted key, tracking [tables] (tomllib keeps no positions).
 
-    `timeout` under [checks."net.bandwidth"] is found there, not at the first `timeout` in the file.
+    `timeout` under [checks."site.link"] is found there, not at the first `timeout` in the file.
     Falls back to the first line that sets the key's last part.
     """
     want = _normal_key(dotted_key)
@@ -351,7 +351,7 @@ def _line_of(text: str, dotted_key: str) -> int | None:
 
 
 def _normal_key(key: str) -> str:
-    """`checks . "net.bandwidth" . min_gbps` -> `checks.net.bandwidth.min_gbps`."""
+    """`checks . "site.link" . min_gbps` -> `checks.site.link.min_gbps`."""
     return re.sub(r"\s*\.\s*", ".", key.replace('"', "").replace("'", "").strip())
 
 

@@ -107,7 +107,8 @@ def validate_report(data: Any, path: str) -> None:
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         error = errors[0]
-        raise ResultsFileError(f"{path}: field {_field(error.absolute_path)}: {error.message[:300]}")
+        raise ResultsFileError(f"{path} is not a preflight results file: field {_field(error.absolute_path)}: "
+                               f"{error.message[:300]}")
 
 
 def parse_report(text: str, path: str) -> RunReport:

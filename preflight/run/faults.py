@@ -1,7 +1,7 @@
 """Faults tests inject into real checks: never user parameters.
 
 A test sets PREFLIGHT_TEST_FAULTS to a JSON object, check id -> {fault: value}, e.g.
-`{"collectives.local": {"absent_rank": 1}}`; the check reads it where the fault is injected. The
+`{"<check id>": {"absent_rank": 1}}`; the check reads it where the fault is injected. The
 variable is inherited by the agent and worker processes, so a fault reaches a check in its own
 process. preflight.toml, --set, `init`, `list` and `explain` know nothing of these switches.
 """
