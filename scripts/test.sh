@@ -6,7 +6,8 @@
 # As root it installs the Debian packages the multi-node test bed and the browser tests use
 # (iperf3, openssh-server, iproute2, chromium), prometheus (the server and promtool: the alerting
 # tests start their own server on loopback; the package's service plays no part), and slurm-wlm
-# and munge for the Slurm test bed. It makes a virtual environment (.venv-test, or
+# and munge for the Slurm test bed; and, through scripts/k8s/build-apiserver.sh, etcd and a
+# kube-apiserver for the Kubernetes tests. It makes a virtual environment (.venv-test, or
 # $PREFLIGHT_VENV) with preflight, its test extras, the example plugin, and pinned CPU builds of
 # the frameworks preflight tests (override with TORCH_SPEC / TENSORFLOW_SPEC).
 set -euo pipefail
@@ -48,5 +49,12 @@ if [ ! -x "$DRIFT_VENV/bin/python" ]; then
 fi
 "$DRIFT_VENV/bin/python" -m pip install -q "$TORCH_DRIFT_SPEC" -e .
 export PREFLIGHT_DRIFT_PYTHON="$PWD/$DRIFT_VENV/bin/python"
+
+# The Kubernetes tests run against a real kube-apiserver built from Debian's kubernetes source
+# package (about 17 minutes the first time on 2 cores; cached outside the repository by version).
+if [ -z "${PREFLIGHT_KUBE_APISERVER:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    PREFLIGHT_KUBE_APISERVER="$(bash scripts/k8s/build-apiserver.sh)"
+    export PREFLIGHT_KUBE_APISERVER
+fi
 
 exec "$VENV/bin/python" -m pytest -rs "$@"

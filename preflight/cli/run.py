@@ -14,6 +14,8 @@ from preflight.cli.options import (
     UsageProblem, check_formats, config_option, fail_on_option, finish, format_option, load_baseline, nonempty,
     out_option, profile_option, registry, set_option, split_ids, writable_dir,
 )
+from preflight.cli import k8s
+from preflight.cli.k8s import k8s_options
 from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
 
 
@@ -50,11 +52,13 @@ from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
               help="How much to measure: quick (probes, at most 30 s per node: a Slurm prolog), standard "
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
 @click.option("--fail-fast", is_flag=True, help="Stop the run as soon as the verdict is NO-GO.")
+@k8s_options
 def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str | None,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
         baseline_tolerance: float = 0.1, fail_on_regression: bool = False, slurm: bool = False,
-        drain: bool = False, resume: bool = False, level: str | None = None, fail_fast: bool = False) -> None:
+        drain: bool = False, resume: bool = False, level: str | None = None, fail_fast: bool = False,
+        **k8s_args: Any) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight.core import config as config_mod
     from preflight.run.runner import NodeTarget, RunPlan, Runner
@@ -104,12 +108,18 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         click.echo(f"preflight: also running {added}: {reader} reads what it records", err=True)
     checks = checks_found.ordered(selection.ids)
 
-    if slurm or drain or resume:
+    run_id = k8s.new_run_id()
+    if k8s.wanted(k8s_args):
+        nodes = k8s.nodes(k8s_args, remote_python, run_id, other_sources=bool(nodes_file or slurm or drain or resume))
+    elif slurm or drain or resume:
         nodes = _slurm_nodes(nodes_file, slurm, remote_python)
     elif nodes_file:
         nodes = _nodes_from_file(nodes_file, remote_python, list(ssh_options), ssh_accept_new)
     else:
         nodes = [NodeTarget(LocalTransport())]
+    kinds = {node.transport.kind for node in nodes}
+    asked = set(split_ids(only))
+    checks = [c for c in checks if not c.transports or kinds & set(c.transports) or c.id in asked]
     out = writable_dir(out_dir)
 
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
@@ -128,6 +138,8 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
             close = getattr(node.transport, "close", None)
             if close:
                 close()
+        if k8s_args.get("k8s"):
+            k8s.sweep(k8s_args, run_id)
     if baseline is not None:
         from preflight.core.compare import attach
 
@@ -138,6 +150,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
         for action in apply(report, drain, resume):
             click.echo(f"slurm: {action.describe()}", err=bool(action.error))
+    k8s.after_run(report, k8s_args)
     from preflight.core.verdict import decide
 
     sys.exit(EXIT_INTERRUPTED if report.interrupted else decide(report).exit_code)

@@ -173,6 +173,9 @@ class Check:
     levels: ClassVar[dict[str, dict[str, Any]]] = {}
     # One line per Params field for people (`preflight explain`): what it means, with its unit.
     param_help: ClassVar[dict[str, str]] = {}
+    # Transport kinds this check is about ("k8s": the node came from the Kubernetes API); empty: every run.
+    # A run through none of them leaves the check out unless it was asked for by name.
+    transports: ClassVar[tuple[str, ...]] = ()
 
     def collect(self, ctx: Any, params: Any) -> dict[str, Any]:
         raise NotImplementedError

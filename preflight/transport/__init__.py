@@ -24,4 +24,8 @@ def transport_from_spec(spec: dict) -> Transport:
         from preflight.transport.slurm import SlurmTransport
 
         return SlurmTransport.from_spec(spec)
+    if kind == "k8s":
+        from preflight.transport.k8s import K8sTransport
+
+        return K8sTransport.from_spec(spec)
     raise ValueError(f"unknown transport kind {kind!r}")

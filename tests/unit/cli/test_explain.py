@@ -12,7 +12,7 @@ from preflight.cli.main import cli
 from preflight.core.registry import discover
 
 REGISTRY = discover()
-BUILT_IN = sorted(cid for cid, origin in REGISTRY.origin.items() if origin.startswith("preflight "))
+BUILT_IN = sorted(cid for cid, origin in REGISTRY.origin.items() if origin.startswith("preflight-cluster "))
 
 
 def test_the_built_in_checks_are_all_here():

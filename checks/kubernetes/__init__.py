@@ -1,0 +1,1 @@
+"""kubernetes.gpus: what NVML counts against what the node offers the scheduler."""

@@ -1,0 +1,22 @@
+"""The end of a run: delete every pod and ConfigMap that carries the run's labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from preflight.integrations.kubernetes.api import api_error, run_selector
+
+
+def delete_run(api: Any, namespace: str, run_id: str) -> int:
+    """How many objects were still there; they are deleted (pods without waiting for their grace)."""
+    selector = run_selector(run_id)
+    try:
+        pods = api.list_namespaced_pod(namespace, label_selector=selector).items
+        maps = api.list_namespaced_config_map(namespace, label_selector=selector).items
+        if pods:
+            api.delete_collection_namespaced_pod(namespace, label_selector=selector, grace_period_seconds=5)
+        if maps:
+            api.delete_collection_namespaced_config_map(namespace, label_selector=selector)
+    except Exception as exc:  # noqa: BLE001
+        raise api_error(exc, f"cleaning up run {run_id} in {namespace}") from None
+    return len(pods) + len(maps)
