@@ -23,9 +23,12 @@ from preflight.cli.options import (
 @click.option("--for", "for_", default=None, help="How long a condition must hold before it fires, for every alert.")
 @click.option("--name", default="preflight-go-live", show_default=True, help="PrometheusRule name.")
 @click.option("--namespace", default=None, help="PrometheusRule namespace.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+              help="With prometheus-operator: a metadata label of the PrometheusRule, e.g. release=kube-prometheus-stack "
+                   "for that chart's ruleSelector. Repeatable.")
 def alerts_command(out_file: str, fmt: str, from_results: str | None, gpu_util_floor: float | None,
                    comm_latency_ceiling: float | None, window: str | None, for_: str | None, name: str,
-                   namespace: str | None) -> None:
+                   namespace: str | None, labels: tuple[str, ...] = ()) -> None:
     """Write Prometheus alerting rules for the go-live alarms: low GPU utilisation, XID errors, high
     all-reduce latency, GPU telemetry that stopped arriving."""
     from preflight.integrations import alerts
@@ -33,7 +36,8 @@ def alerts_command(out_file: str, fmt: str, from_results: str | None, gpu_util_f
     report = load_results(from_results).to_dict() if from_results else None
     try:
         text = alerts.build(fmt, report=report, floor_pct=gpu_util_floor, ceiling_s=comm_latency_ceiling,
-                            window=window, for_=for_, name=name, namespace=namespace)
+                            window=window, for_=for_, name=name, namespace=namespace,
+                            labels=list(labels))
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
     if out_file == "-":

@@ -183,9 +183,13 @@ def rules(t: Thresholds) -> dict[str, Any]:
     return {"groups": [{"name": GROUP, "rules": [util, xid, latency, telemetry]}]}
 
 
-def prometheus_rule(doc: dict[str, Any], name: str = "preflight-go-live", namespace: str | None = None) -> dict[str, Any]:
-    """The same groups as a prometheus-operator PrometheusRule custom resource."""
-    metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/name": "preflight", "role": "alert-rules"}}
+def prometheus_rule(doc: dict[str, Any], name: str = "preflight-go-live", namespace: str | None = None,
+                    labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """The same groups as a prometheus-operator PrometheusRule custom resource; `labels` are added to its
+    metadata, so that a Prometheus whose ruleSelector wants them (kube-prometheus-stack: `release=NAME`)
+    loads it."""
+    metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/name": "preflight", "role": "alert-rules",
+                                                         **(labels or {})}}
     if namespace:
         metadata["namespace"] = namespace
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "metadata": metadata, "spec": doc}
@@ -237,11 +241,13 @@ def _scalar(value: Any) -> str:
 
 
 def render(fmt: str, thresholds: Thresholds, *, name: str = "preflight-go-live", namespace: str | None = None,
-           notes: list[str] | None = None) -> str:
+           notes: list[str] | None = None, labels: dict[str, str] | None = None) -> str:
     """The text `preflight alerts` writes: a rule file (fmt "rules") or a PrometheusRule manifest."""
     doc = rules(thresholds)
     if fmt == "prometheus-operator":
-        doc = prometheus_rule(doc, name, namespace)
+        doc = prometheus_rule(doc, name, namespace, labels)
+    elif labels:
+        raise ValueError("--label applies to --format prometheus-operator (a rule file has no metadata)")
     elif fmt != "rules":
         raise ValueError(f"unknown alerts format {fmt!r}")
     header = "# Prometheus alerting rules for the go-live alarms, written by `preflight alerts`.\n"
@@ -251,7 +257,7 @@ def render(fmt: str, thresholds: Thresholds, *, name: str = "preflight-go-live",
 
 def build(fmt: str = "rules", *, report: dict[str, Any] | None = None, floor_pct: float | None = None,
           ceiling_s: float | None = None, window: str | None = None, for_: str | None = None,
-          name: str = "preflight-go-live", namespace: str | None = None) -> str:
+          name: str = "preflight-go-live", namespace: str | None = None, labels: list[str] | None = None) -> str:
     """Everything `preflight alerts` does but writing: defaults, then a run's figures, then flags."""
     thresholds, notes = Thresholds(), []
     if report is not None:
@@ -269,4 +275,19 @@ def build(fmt: str = "rules", *, report: dict[str, Any] | None = None, floor_pct
         thresholds = replace(thresholds, util_window=window, xid_window=window, latency_window=window)
     if for_ is not None:
         thresholds = thresholds.with_for(check_duration(for_))
-    return render(fmt, thresholds, name=name, namespace=namespace, notes=notes)
+    return render(fmt, thresholds, name=name, namespace=namespace, notes=notes, labels=parse_labels(labels or []))
+
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def parse_labels(items: list[str]) -> dict[str, str]:
+    """`--label k=v` values as Kubernetes metadata labels; ValueError naming a bad one."""
+    labels = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+            raise ValueError(f"--label {item!r} is not a Kubernetes label KEY=VALUE (e.g. --label release=kube-prometheus-stack)")
+        labels[key] = value
+    return labels

@@ -99,3 +99,19 @@ def test_alerts_command_writes_the_file_and_rejects_bad_input(tmp_path):
     assert runner.invoke(cli, ["alerts", "--for", "soon"]).exit_code == 2
     assert runner.invoke(cli, ["alerts", "--gpu-util-floor", "150"]).exit_code == 2
     assert runner.invoke(cli, ["alerts", "--from", str(tmp_path / "missing.json")]).exit_code == 2
+
+
+def test_labels_reach_the_prometheus_rule_metadata_for_a_rule_selector():
+    import yaml
+
+    text = alerts.build("prometheus-operator", labels=["release=kube-prometheus-stack", "team=ml"])
+    doc = yaml.safe_load(text)
+    assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert doc["metadata"]["labels"]["team"] == "ml" and doc["metadata"]["labels"]["role"] == "alert-rules"
+    with pytest.raises(ValueError, match="applies to --format prometheus-operator"):
+        alerts.build("rules", labels=["release=x"])
+    for bad in ("release", "bad key=1", "release=" + "x" * 64, "-lead=1"):
+        with pytest.raises(ValueError, match="is not a Kubernetes label"):
+            alerts.build("prometheus-operator", labels=[bad])
+    result = CliRunner().invoke(cli, ["alerts", "--format", "prometheus-operator", "--label", "oops"])
+    assert result.exit_code == 2 and "--label 'oops'" in result.output
