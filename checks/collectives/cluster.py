@@ -54,7 +54,7 @@ from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings, unique,
 )
 from preflight.launch.pairs import round_robin
-from preflight.launch.torchrun_log import rank_text
+from preflight.launch.torchrun_log import nccl_by_node, rank_text
 from preflight.core.model import Finding, Measurement, Scope, Status, worst
 from preflight.run.faults import fault
 
@@ -249,8 +249,7 @@ class CollectivesCluster(Check):
                                        params.warmup, budget, port,
                                        absent_node=fault("collectives.cluster", "absent_node"))
         if choice["backend"] == "nccl":
-            facts["nccl_network"] = {node: (agent.get("nccl") or {}).get("network")
-                                     for node, agent in (facts["run"].get("agents") or {}).items()}
+            facts["nccl_network"], facts["nccl_unrecognised"] = nccl_by_node(facts["run"].get("agents") or {})
         reason = pairwise_reason(facts["run"], params, len(usable))
         if reason and params.pairwise:
             budget = min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
@@ -388,6 +387,8 @@ class CollectivesCluster(Check):
                 by_network.setdefault(network or "unknown (NCCL printed no network)", []).append(node)
             details.append("NCCL between nodes ran over " + "; ".join(
                 f"{network} on {names_text(nodes)}" for network, nodes in by_network.items()))
+            for node, lines in sorted((facts.get("nccl_unrecognised") or {}).items()):  # shown, never a bare "unknown"
+                found("nccl-network-unrecognised", Status.WARN, f"{node}: NCCL's network not readable: {lines[0]!r}")
             on_sockets = by_network.get("Socket", [])
             if on_sockets:
                 found("nccl-over-sockets", Status.WARN,

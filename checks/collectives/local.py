@@ -180,9 +180,8 @@ class CollectivesLocal(Check):
             proc = ctx.run(argv, timeout=max(10.0, ctx.time_left() - SLACK_S))
         except (CannotMeasure, OSError) as exc:
             return {"argv": argv, "error": str(exc)}
-        parsed = nccl_tests.parse_output(proc.stdout)
-        error = None if proc.returncode == 0 and parsed["rows"] else (
-            f"exit status {proc.returncode}" + ("" if parsed["rows"] else ", no result table"))
+        parsed = nccl_tests.parse_output(proc.stdout + "\n" + (proc.stderr or ""))
+        error = nccl_tests.run_error(proc.returncode, parsed)
         return {"argv": argv, "returncode": proc.returncode, "error": error, **parsed}
 
     def _run(self, ctx: NodeContext, params: Params, plan: dict[str, Any], budget_s: float) -> dict[str, Any]:
@@ -337,25 +336,42 @@ def judge_nccl_tests(run: dict[str, Any] | None, runs: list[dict[str, Any]], mea
     """nccl-tests' all_reduce_perf figures beside preflight's NCCL ones, at the sizes both measured."""
     if not run:
         return []
-    if run.get("error") and not run.get("rows"):
-        return [_finding("nccl-tests-failed", Status.WARN, f"nccl-tests all_reduce_perf did not run: {run['error']}",
-                         "run `" + " ".join(run.get("argv") or [nccl_tests.BINARY]) + "` by hand to see why")]
+    by_hand = "run `" + " ".join(run.get("argv") or [nccl_tests.BINARY]) + "` by hand to see why"
     findings = []
+    for line in run.get("failures") or []:
+        # nccl-tests' own words ("Test NCCL failure common.cu:1204 'unhandled cuda error ...'"), whether
+        # or not some rows were printed before it stopped.
+        findings.append(_finding("nccl-tests-failure", Status.FAIL, f"nccl-tests all_reduce_perf: {line}", by_hand))
+    if run.get("unparsed"):
+        findings.append(_finding("nccl-tests-unreadable", Status.WARN, "nccl-tests all_reduce_perf printed table rows "
+                                 f"preflight could not read, e.g. {run['unparsed'][0]!r}", by_hand))
+    if run.get("error") and not run.get("rows"):
+        if not findings:
+            findings.append(_finding("nccl-tests-failed", Status.WARN,
+                                     f"nccl-tests all_reduce_perf did not run: {run['error']}", by_hand))
+        return findings
+    if run.get("out_of_bounds") and not any(half and half.get("wrong") for row in run.get("rows") or []
+                                            for half in (row["out_of_place"], row["in_place"])):
+        findings.append(_finding("nccl-tests-wrong", Status.FAIL, f"nccl-tests all_reduce_perf: {run['out_of_bounds']} "
+                                 "results out of bounds (# Out of bounds values)", FIX_WRONG))
     ours = next((r["result"] for r in runs if r.get("ok") and r.get("backend") == "nccl"), None)
     ours_sizes = sorted((ours or {}).get("sizes", []), key=lambda e: e["bytes"])
     ours_by_size = {e["bytes"]: e for e in ours_sizes[1:] or ours_sizes}  # the smallest gives latency, not busbw
-    if ours_sizes and row_at_size(run, ours_sizes[0]["bytes"]):
-        theirs = row_at_size(run, ours_sizes[0]["bytes"])["out_of_place"]["time_us"]
+    first = row_at_size(run, ours_sizes[0]["bytes"]) if ours_sizes else None
+    if first and first["out_of_place"] and first["out_of_place"]["time_us"] is not None:
+        theirs = first["out_of_place"]["time_us"]
         details.append(f"latency at {human_bytes(ours_sizes[0]['bytes'])}: preflight {ours_sizes[0]['time_s'] * 1e6:.1f} us, "
                        f"nccl-tests {theirs:.1f} us")
     for row in run.get("rows") or []:
-        wrong = [half["wrong"] for half in (row["out_of_place"], row["in_place"]) if half["wrong"]]
+        wrong = [half["wrong"] for half in (row["out_of_place"], row["in_place"]) if half and half["wrong"]]
         if wrong:
             findings.append(_finding("nccl-tests-wrong", Status.FAIL, f"nccl-tests all_reduce_perf: {sum(wrong)} wrong "
                                      f"elements at {human_bytes(row['bytes'])}", FIX_WRONG))
         if row["bytes"] not in ours_by_size:
             continue
-        busbw = row["out_of_place"]["busbw_gbps"]
+        busbw = (row["out_of_place"] or row["in_place"] or {}).get("busbw_gbps")
+        if busbw is None:
+            continue
         measurements.append(measure(f"nccl-tests all_reduce_perf: busbw at {human_bytes(row['bytes'])}", busbw, "GB/s",
                                     figure=FIGURE_SIZE, series="nccl-tests", at=row["bytes"], better="higher"))
         mine = ours_by_size[row["bytes"]]["busbw_gbps"]

@@ -12,6 +12,7 @@ from typing import Any
 from preflight.core.check import Expect, Outcome, measure, outcome_from_findings
 from preflight_checks.gpu.rules import (  # noqa: F401 - visible_gpu_indices and friends are re-exported
     cpu_only as _cpu_only,
+    thermal_slowdown_text,
     majority as _majority,
     pcie_link_gbps,
     runtime_vs_driver,
@@ -273,12 +274,12 @@ class Judgement:
                     self.add("throttled", level,
                              f"{label}: clocks held down by {', '.join(r.replace('_', ' ') for r in active)}", FIX_THERMAL)
 
-        temp, slowdown = gpu.get("temperature_c"), gpu.get("temperature_slowdown_c")
-        if temp is not None:
-            if slowdown and temp >= slowdown:
-                self.add("at-slowdown", Status.FAIL, f"{label}: {temp} C, at its slowdown threshold of {slowdown} C",
-                         FIX_THERMAL)
-            elif temp > p.max_idle_temperature_c:
+        temp = gpu.get("temperature_c")
+        at_slowdown = thermal_slowdown_text(gpu)
+        if at_slowdown:
+            self.add("at-slowdown", Status.FAIL, f"{label}: {at_slowdown}", FIX_THERMAL)
+        elif temp is not None:
+            if temp > p.max_idle_temperature_c:
                 self.add("hot-idle", Status.WARN, f"{label}: {temp} C at idle, above {p.max_idle_temperature_c:g} C",
                          FIX_THERMAL)
 

@@ -104,3 +104,30 @@ def cpu_only(view: dict[str, Any]) -> bool:
 
 def majority(samples: list[int], bit: int) -> bool:
     return sum(1 for s in samples if s & bit) * 2 > len(samples)
+
+
+# ------------------------------------------------------------------------------------ thermal
+
+
+def thermal_slowdown_text(gpu: dict[str, Any]) -> str:
+    """Why the GPU is at its thermal slowdown point, or "" when it is not (or cannot be told). Pure.
+
+    A margin is judged as a margin: NVML's nvmlDeviceGetMarginTemperature is "the thermal margin
+    temperature (distance to nearest slowdown threshold)", nvidia-smi's "GPU T.Limit Temp"; it shrinks
+    as the GPU heats and goes negative past the limit. Where the driver also gives the margin at which
+    hardware slowdown begins (NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT, "GPU Slowdown T.Limit Temp",
+    -2 C on H100: 2 C past the limit), the GPU is at slowdown once its margin is at or below that;
+    without it, at a margin of 0. Only GPUs without a margin are judged by the old absolute threshold
+    (nvmlDeviceGetTemperatureThreshold(SLOWDOWN), "GPU Slowdown Temp"): temperature at or above it.
+    """
+    margin, at = gpu.get("temperature_margin_c"), gpu.get("temperature_slowdown_tlimit_c")
+    if margin is not None:
+        limit = at if at is not None else 0
+        if margin <= limit:
+            past = f"{-margin} C past" if margin < 0 else ("at" if margin == 0 else f"{margin} C short of")
+            return f"{past} its thermal limit (T.Limit margin {margin} C; slowdown begins at {limit} C)"
+        return ""
+    temp, slowdown = gpu.get("temperature_c"), gpu.get("temperature_slowdown_c")
+    if temp is not None and slowdown and temp >= slowdown:
+        return f"{temp} C, at its slowdown threshold of {slowdown} C"
+    return ""

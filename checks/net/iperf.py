@@ -19,11 +19,10 @@ def parse_client_output(lines: list[str]) -> dict[str, dict[str, Any]]:
             return
         text = "\n".join(buffer).strip()
         if part == "json":
-            try:
-                results[port]["report"] = json.loads(text) if text else None
-            except ValueError:
-                results[port]["report"] = None
-                results[port]["unparsed"] = text[-500:]
+            report, unparsed = report_from_text(text)
+            results[port]["report"] = report
+            if unparsed:
+                results[port]["unparsed"] = unparsed
         elif part == "stderr":
             results[port]["stderr"] = text[-500:]
 
@@ -46,15 +45,44 @@ def parse_client_output(lines: list[str]) -> dict[str, dict[str, Any]]:
     return results
 
 
+def report_from_text(text: str) -> tuple[dict[str, Any] | None, str]:
+    """The iperf3 -J document in `text`, and what could not be read ("" when all was read).
+
+    Two documents one after the other (a log appended to twice) give the last one; text after a
+    document (a warning printed to the same stream) is left out."""
+    decoder, pos, last = json.JSONDecoder(), 0, None
+    text = text.strip()
+    while pos < len(text):
+        start = text.find("{", pos)
+        if start < 0:
+            break
+        try:
+            doc, pos = decoder.raw_decode(text, start)
+        except ValueError:
+            return last, "" if last is not None else text[-500:]
+        if isinstance(doc, dict):
+            last = doc
+    return last, "" if last is not None or not text else text[-500:]
+
+
+def _received(report: dict[str, Any]) -> dict[str, Any]:
+    end = report.get("end") or {}
+    received = end.get("sum_received") or {}
+    if "bits_per_second" not in received and (report.get("start") or {}).get("test_start", {}).get("protocol") == "UDP":
+        received = end.get("sum") or {}  # UDP before 3.12 sums the datagrams the server got in end.sum
+    return received
+
+
 def summarize_sample(per_port: dict[str, dict[str, Any]], streams: int) -> dict[str, Any]:
     """One measurement of one link: the summed receiver figure, or the first error."""
     gbps, errors, connected = [], [], []
     for port in sorted(per_port, key=int):
         entry = per_port[port]
         report = entry.get("report") or {}
-        received = (report.get("end") or {}).get("sum_received") or {}
+        received = _received(report)
         if report.get("error") or "bits_per_second" not in received:
-            text = report.get("error") or entry.get("stderr") or entry.get("unparsed") or f"iperf3 exited {entry.get('rc')}"
+            text = (report.get("error") or entry.get("stderr") or entry.get("unparsed")
+                    or f"no result (iperf3 exited {entry.get('rc')}; its JSON has no end.sum_received)")
             errors.append(f"port {port}: {text}")
             continue
         gbps.append(received["bits_per_second"] / 1e9)

@@ -1,5 +1,6 @@
 """The team's pins, read where preflight is started: requirements files (with pip's -r/-c
-includes), pyproject.toml, and the lock files of uv, Poetry, Pipenv and conda.
+includes), pyproject.toml ([project] and Poetry's tables), the lock files of uv, Poetry and Pipenv,
+and conda environment files (environment.yml, conda.yaml: any YAML file with `dependencies:`).
 
 Requirement lines are parsed with `packaging`, as pip reads them; only the line-level syntax of
 requirements files (comments, continuations, options) is handled here. Each pin becomes an entry
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import urllib.parse
 from pathlib import Path
@@ -21,6 +21,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from preflight.core.check import CannotMeasure
+from preflight_checks.versions.pin_files import TomlLines, conda_spec, is_conda_environment, poetry_specifier, yaml_sequence_lines
 
 # ------------------------------------------------------------------------------------ parsing
 
@@ -142,6 +143,8 @@ class _Reader:
             raise CannotMeasure(f"cannot read requirements file {path}{where}: {exc}") from exc
         if file.name in LOCK_READERS:
             getattr(self, LOCK_READERS[file.name])(file, text)
+        elif file.suffix in (".yml", ".yaml") and is_conda_environment(text):
+            self._read_conda_environment(file, text)  # conda.yaml, env.yml: any name
         elif file.name == "pyproject.toml" or file.suffix == ".toml":
             self._read_pyproject(file, text)
         else:
@@ -195,36 +198,73 @@ class _Reader:
 
     def _read_pyproject(self, file: Path, text: str) -> None:
         data = _toml(file, text)
+        where = TomlLines(text)
         project = data.get("project") or {}
-        groups: list[tuple[str | None, list[Any]]] = [(None, project.get("dependencies") or [])]
-        groups += [(f"extra {name}", deps) for name, deps in (project.get("optional-dependencies") or {}).items()]
-        groups += [(f"group {name}", deps) for name, deps in (data.get("dependency-groups") or {}).items()]
-        if not any(deps for _, deps in groups):
-            raise CannotMeasure(f"{file}: no [project] dependencies, optional-dependencies or [dependency-groups] "
-                                "to read (Poetry's [tool.poetry] tables are not read)")
-        lines = text.splitlines()
-        for optional, deps in groups:
-            for dep in deps:
-                if not isinstance(dep, str):
-                    continue  # {include-group = "..."} entries of dependency groups
-                number = _line_of(lines, dep)
+        # (optional label, the table the array is in, its key, its entries)
+        groups: list[tuple[str | None, str, str, list[Any]]] = [(None, "project", "dependencies",
+                                                                  project.get("dependencies") or [])]
+        for name, deps in (project.get("optional-dependencies") or {}).items():
+            table = "project.optional-dependencies" if "project.optional-dependencies" in where.tables else "project"
+            groups.append((f"extra {name}", table, name, deps))
+        groups += [(f"group {name}", "dependency-groups", name, deps)
+                   for name, deps in (data.get("dependency-groups") or {}).items()]
+        poetry = (data.get("tool") or {}).get("poetry") or {}
+        if not any(deps for *_, deps in groups) and not _poetry_tables(poetry):
+            raise CannotMeasure(f"{file}: no [project] dependencies, optional-dependencies, [dependency-groups] "
+                                "or [tool.poetry] dependencies to read")
+        for optional, table, key, deps in groups:
+            strings = [dep for dep in deps if isinstance(dep, str)]  # {include-group = "..."} entries are not pins
+            for dep, number in zip(strings, where.items(where.key(table, key), strings)):
                 try:
                     requirement = Requirement(dep)
                 except InvalidRequirement as exc:
                     raise CannotMeasure(f"{file}:{number}: cannot parse {dep!r}: {exc}") from exc
                 self._add(file, number, dep, requirement, "requirement", optional=optional)
+        for optional, table, deps in _poetry_tables(poetry):
+            for name, value in deps.items():
+                if name.lower() == "python":
+                    continue
+                self._poetry_pin(file, where, table, name, value, optional)
+
+    def _poetry_pin(self, file: Path, where: TomlLines, table: str, name: str, value: Any,
+                    optional: str | None) -> None:
+        number = where.key(table, name)
+        line = where.lines[number - 1].strip() if number else f"{name} = {value!r}"
+        if isinstance(value, list):  # several constraints by marker: not one pin
+            self.skipped.append({"where": f"{file}:{number}", "line": line,
+                                 "reason": "constraints that differ by marker or Python version; not compared"})
+            return
+        table_value = value if isinstance(value, dict) else {"version": value}
+        if {"git", "path", "url"} & set(table_value):
+            self.skipped.append({"where": f"{file}:{number}", "line": line,
+                                 "reason": "a VCS or path dependency without a version; not compared"})
+            return
+        specifier = poetry_specifier(str(table_value.get("version", "*")))
+        if specifier is None:
+            self.skipped.append({"where": f"{file}:{number}", "line": line,
+                                 "reason": "a Poetry constraint with no PEP 440 form ('||'); not compared"})
+            return
+        markers = f"; {table_value['markers']}" if table_value.get("markers") else ""
+        try:
+            requirement = Requirement(f"{name}{specifier}{markers}")
+        except InvalidRequirement as exc:
+            raise CannotMeasure(f"{file}:{number}: cannot parse {line!r}: {exc}") from exc
+        self._add(file, number, line, requirement, "requirement",
+                  optional=optional or ("optional" if table_value.get("optional") else None))
 
     # lock files: every entry is an exact pin, of every package of every platform the lock covers
     def _read_toml_lock(self, file: Path, text: str) -> None:
         """uv.lock and poetry.lock: [[package]] tables with a name and a version."""
         data = _toml(file, text)
-        lines = text.splitlines()
-        for package in data.get("package") or []:
+        # The i-th [[package]] table is the i-th package: its name is on the line after the header,
+        # never found by searching for `name = "torch"`, which inline dependency tables hold too.
+        headers = TomlLines(text).array_tables.get("package") or []
+        for index, package in enumerate(data.get("package") or []):
             name, version = package.get("name"), package.get("version")
             source = package.get("source") or {}
             if not name or not version or (isinstance(source, dict) and ({"editable", "virtual"} & set(source))):
                 continue  # the project itself, or a path checkout: its version is the checkout's
-            number = _line_of(lines, name, 'name = ')
+            number = headers[index] + 1 if index < len(headers) else 0
             optional = "optional" if package.get("optional") else None
             self._lock_pin(file, number, name, str(version), optional)
 
@@ -235,9 +275,11 @@ class _Reader:
             raise CannotMeasure(f"{file}: cannot parse: {exc}") from exc
         lines = text.splitlines()
         for section, optional in (("default", None), ("develop", "develop")):
+            cursor = _line_of(lines, section, "") or 1
             for name, info in (data.get(section) or {}).items():
                 version = str((info or {}).get("version") or "")
-                number = _line_of(lines, name, "")
+                number = _line_of(lines[cursor - 1:], name, "") + cursor - 1
+                cursor = max(cursor, number)
                 if not version.startswith("=="):
                     self.skipped.append({"where": f"{file}:{number}", "line": name,
                                          "reason": "a VCS or path dependency without a version; not compared"})
@@ -245,36 +287,40 @@ class _Reader:
                 self._lock_pin(file, number, name, version[2:], optional)
 
     def _read_conda_environment(self, file: Path, text: str) -> None:
-        """environment.yml: `- name=version[=build]` conda lines and the `- pip:` list's requirement lines."""
-        in_deps, in_pip, pip_indent = False, False, 0
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.split("#", 1)[0].rstrip()
-            if not line.strip():
+        """A conda environment file (environment.yml, conda.yaml, ...): its `dependencies:` list of conda
+        match specs, read by conda's rules, and the `pip:` list in it, read as requirement lines."""
+        try:
+            items = yaml_sequence_lines(text, "dependencies")
+        except ValueError as exc:
+            raise CannotMeasure(f"{file}: cannot parse: {exc}") from exc
+        for number, item, sub in items:
+            if sub is not None:
+                if item == "pip":
+                    for sub_number, body in sub:
+                        self._read_requirements(file, "\n" * (sub_number - 1) + body, "requirement")
                 continue
-            if not line.startswith((" ", "-")):
-                in_deps, in_pip = line.startswith("dependencies:"), False
+            spec = conda_spec(str(item))
+            if spec is None:
+                self.skipped.append({"where": f"{file}:{number}", "line": str(item),
+                                     "reason": "a conda match spec preflight cannot compare"})
                 continue
-            item = re.match(r"^(\s*)-\s*(.+)$", line)
-            if not in_deps or not item:
-                continue
-            body = item.group(2).strip().strip("'\"")
-            if body == "pip:":
-                in_pip, pip_indent = True, len(item.group(1))
-                continue
-            if in_pip and len(item.group(1)) > pip_indent:
-                self._read_requirements(file, "\n" * (number - 1) + body, "requirement")
-                continue
-            in_pip = False
-            name, _, version = body.partition("=")
-            name = CONDA_NAMES.get(name.strip().split("::")[-1], name.strip().split("::")[-1])
-            version = version.lstrip("=").split("=")[0].strip()
+            name = CONDA_NAMES.get(spec["name"], spec["name"])
             if name in ("python", "pip"):
                 continue
-            if not version or "*" in version or any(c in version for c in "<>!,|"):
-                self.skipped.append({"where": f"{file}:{number}", "line": body,
-                                     "reason": "a conda spec without an exact version; not compared"})
+            if not spec["specifier"]:
+                self.skipped.append({"where": f"{file}:{number}", "line": str(item),
+                                     "reason": "a conda spec without a version; not compared"})
                 continue
-            self._lock_pin(file, number, name, version, None, line=body)
+            try:
+                requirement = Requirement(f"{name}{spec['specifier']}")
+            except InvalidRequirement:
+                self.skipped.append({"where": f"{file}:{number}", "line": str(item),
+                                     "reason": "not a Python version (a conda-only package); not compared"})
+                continue
+            # Conda lists libraries that are no Python distribution (cudatoolkit, openssl): one that is
+            # not installed is a note, as an extra's package is.
+            self._add(file, number, str(item), requirement, "lock" if spec["exact"] else "requirement",
+                      optional="conda", kind_hint="conda" + (f" build {spec['build']}" if spec["build"] else ""))
 
     def _lock_pin(self, file: Path, number: int, name: str, version: str, optional: str | None,
                   line: str | None = None) -> None:
@@ -314,6 +360,19 @@ class _Reader:
         })
 
 
+def _poetry_tables(poetry: dict[str, Any]) -> list[tuple[str | None, str, dict[str, Any]]]:
+    """(optional label, table name, entries) of [tool.poetry.dependencies], its groups and dev-dependencies."""
+    tables: list[tuple[str | None, str, dict[str, Any]]] = []
+    if isinstance(poetry.get("dependencies"), dict):
+        tables.append((None, "tool.poetry.dependencies", poetry["dependencies"]))
+    if isinstance(poetry.get("dev-dependencies"), dict):
+        tables.append(("group dev", "tool.poetry.dev-dependencies", poetry["dev-dependencies"]))
+    for group, body in (poetry.get("group") or {}).items():
+        if isinstance(body, dict) and isinstance(body.get("dependencies"), dict):
+            tables.append((f"group {group}", f"tool.poetry.group.{group}.dependencies", body["dependencies"]))
+    return [t for t in tables if t[2]]
+
+
 def _line_of(lines: list[str], dep: str, prefix: str = "") -> int:
     for quote in ('"', "'"):
         needle = f"{prefix}{quote}{dep}{quote}"
@@ -337,6 +396,14 @@ def discover(cwd: Path) -> list[Path]:
     """The pin files a training repository keeps at its top, in the directory preflight starts in."""
     found = sorted(p for p in cwd.glob("requirements*.txt") if p.is_file())
     found += [cwd / name for name in ("pyproject.toml", *LOCK_READERS) if (cwd / name).is_file()]
+    # A conda environment may have any name (conda.yaml, env.yml): a YAML file with `dependencies:`.
+    for path in sorted(list(cwd.glob("*.yml")) + list(cwd.glob("*.yaml"))):
+        if path.is_file() and path not in found and path.stat().st_size < 1 << 20:
+            try:
+                if is_conda_environment(path.read_text(encoding="utf-8", errors="replace")):
+                    found.append(path)
+            except OSError:
+                continue
     return found
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +110,12 @@ def _parse_line(line: str, line_no: int, path: str | Path) -> list[Host]:
     if target.startswith("[") and ":" in target[1:max(target.find("]"), 0)]:
         endpoints = [_endpoint(target, fail)]
     else:
-        endpoints = [_endpoint(name, fail) for name in _expand_ranges(target, fail)]
+        names: list[str] = []
+        for part in _top_level_parts(target):  # a node set: gpu[001-064,070],login[1-2]
+            names += _expand_ranges(part, fail)
+            if len(names) > MAX_HOSTS_PER_LINE:
+                raise fail(f"{target!r} expands to more than {MAX_HOSTS_PER_LINE} hosts; at most {MAX_HOSTS_PER_LINE} per line")
+        endpoints = [_endpoint(name, fail) for name in names]
 
     options: dict[str, str] = {}
     for word in words:
@@ -191,8 +197,33 @@ def _check_ipv6(text: str, written: str, fail) -> None:
         raise fail(f"invalid IPv6 zone in {written!r}")
 
 
+def _top_level_parts(target: str) -> list[str]:
+    """`d[001-032],f[001-004]` -> [`d[001-032]`, `f[001-004]`]: commas outside brackets join node sets."""
+    parts, depth, start = [], 0, 0
+    for pos, char in enumerate(target):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(target[start:pos])
+            start = pos + 1
+    parts.append(target[start:])
+    return [p for p in parts if p] or [target]
+
+
+def _node_set(pattern: str) -> list[str] | None:
+    """The names of a checked pattern by ClusterShell's NodeSet, with group resolution off (a group
+    source may run commands); None when ClusterShell is not installed."""
+    try:
+        from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
+    except ImportError:
+        return None
+    return list(NodeSet(pattern, resolver=RESOLVER_NOGROUP))
+
+
 def _expand_ranges(target: str, fail) -> list[str]:
-    """Expand `gpu[01-16]`, `node[1-4,7]` and combinations of several ranges, in order."""
+    """Expand `gpu[01-16]`, `node[1-4,7]` and combinations of several ranges, in order.
+
+    The syntax is checked here, with messages that name the problem; the checked pattern is then
+    expanded by ClusterShell's NodeSet where it can be (padding as written: gpu[08-11] is gpu08..gpu11)."""
     parts: list[list[str]] = []
     pos = 0
     while True:
@@ -215,7 +246,20 @@ def _expand_ranges(target: str, fail) -> list[str]:
         total *= len(values)
     if total > MAX_HOSTS_PER_LINE:
         raise fail(f"range in {target!r} expands to {total} hosts; at most {MAX_HOSTS_PER_LINE} per line")
-    return ["".join(combo) for combo in itertools.product(*parts)]
+    expanded = ["".join(combo) for combo in itertools.product(*parts)]
+    if len(parts) > 1 and all(len(str(low)) == len(str(high)) for low, high in _bounds(target)):
+        try:
+            by_node_set = _node_set(target)
+        except Exception:  # noqa: BLE001 - NodeSet's parse errors: our own expansion stands
+            by_node_set = None
+        if by_node_set is not None and sorted(by_node_set) == sorted(expanded):
+            return by_node_set
+    return expanded
+
+
+def _bounds(target: str) -> list[tuple[str, str]]:
+    return [(low, high or low) for low, _, high in (item.partition("-") for body in re.findall(r"\[([^\]]*)\]", target)
+                                                    for item in body.split(","))]
 
 
 def _range_values(body: str, target: str, fail) -> list[str]:
@@ -234,3 +278,17 @@ def _range_values(body: str, target: str, fail) -> list[str]:
         width = len(low_text)
         values.extend(str(n).zfill(width) for n in range(low, high + 1))
     return values
+
+
+def nodes_from_arg(value: str) -> list[Host]:
+    """The nodes a `--nodes VALUE` names: the hosts file at that path when one exists, else the value
+    itself read as a node set or host list (`gpu[001-064,070]`, `rack[1-2]-gpu[01-08]`, `gpu01,gpu02`),
+    with the same checks as a hosts file line (no shell metacharacters, no leading '-')."""
+    path = Path(os.path.expanduser(value))
+    if path.is_file():
+        return load_hosts(path)
+    if value.strip().startswith("-"):
+        raise HostsFileError("--nodes", None, f"{value!r} is neither a file nor a node set (it starts with '-')")
+    if not value.strip():
+        raise HostsFileError("--nodes", None, "no nodes given")
+    return parse_hosts(value, "--nodes")

@@ -50,8 +50,10 @@ class NodeState:
     name: str
     address: str = ""
     state: str = ""  # IDLE, MIXED+DRAIN, DOWN*+DRAIN, ...
-    reason: str = ""  # without the trailing " [user@time]" Slurm appends
+    reason: str = ""  # without the " [user@time]" Slurm appends, which is kept apart:
     fields: dict[str, str] = field(default_factory=dict)
+    reason_user: str = ""
+    reason_time: str = ""
 
     @property
     def drained(self) -> bool:
@@ -104,32 +106,74 @@ def expand_nodelist(nodelist: str, run: Runner = run_command) -> list[str]:
     return names
 
 
-_FIELD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=")
-_REASON_STAMP = re.compile(r"\s*\[[^\]@]*@[^\]]*\]\s*$")
+# The keys `scontrol show node` prints (src/api/node_info.c, Slurm 14.11 to 25.x), and those printed
+# after Reason: a reason is free text ("Kill task failed", "some reason containing key=value entries"),
+# so only these end it.
+_NODE_KEYS = frozenset("""NodeName Arch CpuBind CoresPerSocket CPUAlloc CPUErr CPUEfctv CPUTot CPULoad CPUs AllocCPUs
+    AvailableFeatures ActiveFeatures Features Gres GresDrain GresUsed NodeAddr NodeHostName BcastAddr Port Version OS
+    RealMemory AllocMem FreeMem Sockets Boards Cores Threads CoreSpecCount CPUSpecList MemSpecLimit RestrictedCoresPerGPU
+    State ThreadsPerCore TmpDisk Weight Owner MCS_label NextState Partitions BootTime SlurmdStartTime LastBusyTime
+    ResumeAfterTime SuspendTime CfgTRES AllocTRES CapWatts CurrentWatts AveWatts LowestJoules ConsumedJoules
+    ExtSensorsJoules ExtSensorsWatts ExtSensorsTemp PowerConsumption Reason Comment Extra InstanceId InstanceType
+    ReservationName TLSCertTokenSet TLSCertLastRenewal Topology Parameters RackMidplane""".split())
+_AFTER_REASON = frozenset("Comment Extra InstanceId InstanceType ReservationName TLSCertTokenSet TLSCertLastRenewal "
+                          "Topology Parameters".split())
+_KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][A-Za-z0-9_]*)=")
+_REASON_STAMP = re.compile(r"\s*\[([^\]@\s]+)@([^\]]+)\]")
+
+
+def _node_records(text: str) -> list[str]:
+    """One string per node: `-o` prints a line each, the default output indents continuation lines."""
+    records: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("NodeName="):
+            records.append(stripped)
+        elif records and stripped and line[:1].isspace():
+            records[-1] += " " + stripped
+        elif not stripped and records and records[-1]:
+            records.append("")  # a blank line ends the record
+    return [r for r in records if r]
+
+
+def _split_fields(record: str) -> dict[str, str]:
+    marks = []
+    in_reason = False
+    for match in _KEY.finditer(record):
+        key = match.group(1)
+        if in_reason:
+            if key not in _AFTER_REASON:
+                continue
+            in_reason = False
+        elif key not in _NODE_KEYS and not key[:1].isupper():
+            continue
+        marks.append(match)
+        in_reason = key == "Reason"
+    fields = {}
+    for i, match in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(record)
+        fields.setdefault(match.group(1), record[match.end():end].strip())
+    return fields
 
 
 def parse_show_node(text: str) -> dict[str, NodeState]:
-    """Node name -> NodeState, from `scontrol show node -o` (one node per line).
+    """Node name -> NodeState, from `scontrol show node`, with or without -o (one node per line).
 
-    Values may hold spaces (OS=Linux 6.1 ...); Reason is always the last field and is free text,
-    so everything after `Reason=` is the reason, less the ` [user@time]` Slurm appends."""
+    Fields are split at the keys Slurm prints, so values may hold spaces (OS=Linux 6.1 #1 SMP ...,
+    Extra={ "load": 0.99 }); the free-text Reason ends only at a key Slurm prints after it (Comment,
+    Extra, InstanceId, ReservationName, Topology, ...). The " [user@time]" Slurm appends to a reason
+    goes to reason_user and reason_time."""
     nodes: dict[str, NodeState] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("NodeName="):
-            continue
-        reason = ""
-        at = line.find(" Reason=")
-        if at >= 0:
-            line, reason = line[:at], line[at + len(" Reason="):]
-        matches = list(_FIELD.finditer(line))
-        fields = {}
-        for i, match in enumerate(matches):
-            end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-            fields[match.group(1)] = line[match.end():end].strip()
-        name = fields.get("NodeName", "")
-        reason = _REASON_STAMP.sub("", reason).strip()
-        nodes[name] = NodeState(name, fields.get("NodeAddr", ""), fields.get("State", ""), reason, fields)
+    for record in _node_records(text):
+        fields = _split_fields(record)
+        name = fields.get("NodeName", "").split()[0] if fields.get("NodeName") else ""
+        reason, user, when = fields.get("Reason", ""), "", ""
+        stamp = _REASON_STAMP.search(reason)
+        if stamp:
+            user, when = stamp.group(1), stamp.group(2)
+            reason = (reason[:stamp.start()] + reason[stamp.end():]).strip()
+        nodes[name] = NodeState(name, fields.get("NodeAddr", ""), fields.get("State", ""), reason, fields,
+                                reason_user=user, reason_time=when)
     return nodes
 
 

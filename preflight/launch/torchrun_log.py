@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from typing import Any
 
 from preflight.launch.nodes import names_text
@@ -78,39 +79,130 @@ def summarize_agent(stdout_lines: list[str], stderr_text: str, returncode: int |
     }
 
 
-_NCCL_USING = re.compile(r"NCCL INFO Using network (\w+)")
-_NCCL_VIA = re.compile(r"NCCL INFO .*\bvia (NET/\w+|P2P|SHM|COLLNET)")
-_NCCL_NET_INIT = re.compile(r"NCCL INFO (NET/\w+) : Using (.*)")
+# What NCCL prints at NCCL_DEBUG=INFO about its network, by release:
+#   2.3        "Using internal Network IB" (or "external" for a plugin)
+#   2.6+       "Using network IB", "Using network AWS Libfabric", "Using network IBext_v8"
+#   all        "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ; OOB ib0:..."   (the devices)
+#              "NET/Socket : Using [0]eth0:10.0.0.1<0>"   (before 2.6 also the bootstrap's, printed
+#              before NET/IB even when IB carries the traffic)
+#              "Channel 00/0 : 0[0] -> 1[1] [send] via NET/AWS Libfabric/1/GDRDMA"   (what was used;
+#              "Ring 00 : ..." before 2.7; network names may hold spaces)
+_NCCL_USING = re.compile(r"NCCL INFO Using network (.+?)\s*$")
+_NCCL_USING_OLD = re.compile(r"NCCL INFO Using (?:internal|external) Network (.+?)\s*$")
+_NCCL_VIA = re.compile(r"NCCL INFO .*\bvia (.+?)\s*$")
+_NCCL_VIA_NET = re.compile(r"^NET/(.+?)/\d+(?:\(\d+\))?(?:/GDRDMA(?:\(PCI\))?)?(?:/Shared)?$")
+_NCCL_NET_LINE = re.compile(r"NCCL INFO NET/(.*)$")
+_NCCL_DEVICE = re.compile(r"\[\d+\]([\w.-]+):\d+/(IB|RoCE)(/SHARP)?")
+_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
+_NOT_A_NETWORK = {"Plugin"}
+
+
+def _net_line(text: str) -> tuple[str, str]:
+    """("IB", "Using [0]mlx5_0:1/IB ...") from "IB : Using ...": a name before a colon may hold spaces
+    ("AWS Libfabric : ..."); without a colon the name is the first word ("OFI Selected Provider ...")."""
+    head, colon, rest = text.partition(":")
+    if colon and "/" not in head:
+        return head.strip(), rest.strip()
+    name, _, rest = text.strip().partition(" ")
+    return name, rest.strip()
+
+
+def _via_name(text: str) -> str:
+    return "SHM" if text == "direct shared memory" else text  # NCCL <= 2.6 wrote SHM out
 
 
 def nccl_network(lines: list[str]) -> dict[str, Any] | None:
     """Which network NCCL ran over, from its NCCL_DEBUG=INFO lines; None when NCCL printed none. Pure.
 
-    "Using network IB" (or Socket, or a plugin's name) is NCCL's choice for traffic between nodes;
-    "via NET/IB/0" on a channel line shows what a ring or tree really used; "NET/IB : Using [0]mlx5_0:1/IB"
-    names the devices.
+    The network NCCL chose ("Using network ..."), else what a channel used ("via NET/<name>/<dev>"),
+    else the network whose devices it listed (IB over Socket: before NCCL 2.6 the bootstrap's
+    NET/Socket line comes first), else a plugin that named itself (NET/GPUDirectTCPX ...). When none of
+    these can be read, `network` is None and `unrecognised` holds the NET lines that were printed, so
+    the report can show them instead of a bare "unknown".
     """
-    network = None
-    via: set[str] = set()
+    chosen: str | None = None
+    evidence = ""
+    via: list[str] = []
+    via_nets: list[str] = []
     devices: dict[str, str] = {}
-    for line in lines:
+    net_lines: list[str] = []
+    plugins: list[str] = []
+    unavailable: set[str] = set()
+    link_layers: list[str] = []
+    sharp = False
+    version = None
+    seen_nccl = False
+    for raw in lines:
+        line = raw.rstrip()
+        found = _NCCL_VERSION.search(line)
+        if found:
+            version = version or found.group(1)
         if "NCCL INFO" not in line:
             continue
-        found = _NCCL_USING.search(line)
-        if found:
-            network = network or found.group(1)
+        seen_nccl = True
+        found = _NCCL_USING.search(line) or _NCCL_USING_OLD.search(line)
+        if found and chosen is None:
+            chosen, evidence = found.group(1), line.strip()
+            continue
         found = _NCCL_VIA.search(line)
         if found:
-            via.add(found.group(1))
-        found = _NCCL_NET_INIT.search(line)
-        if found:
-            devices.setdefault(found.group(1), found.group(2).strip()[:200])
-    if network is None and not via and not devices:
+            name = _via_name(found.group(1))
+            if name not in via:
+                via.append(name)
+            net = _NCCL_VIA_NET.match(name)
+            if net and net.group(1) not in via_nets:
+                via_nets.append(net.group(1))
+            continue
+        if "collnet plugin SHARP" in line or "CollNet" in line and "SHARP" in line:
+            sharp = True
+        if "Failed to initialize NET plugin" in line:
+            unavailable.add(line.rsplit(" ", 1)[-1])
+        found = _NCCL_NET_LINE.search(line)
+        if not found:
+            continue
+        name, rest = _net_line(found.group(1))
+        if name in _NOT_A_NETWORK:
+            continue
+        net_lines.append(line.strip())
+        if rest.startswith("No device found"):
+            unavailable.add(name)
+        elif rest.startswith("Using [0]"):
+            listed = rest[len("Using"):].strip()
+            devices.setdefault(f"NET/{name}", listed[:200])
+            for _dev, layer, with_sharp in _NCCL_DEVICE.findall(listed) if name == "IB" else []:
+                if layer not in link_layers:
+                    link_layers.append(layer)
+                sharp = sharp or bool(with_sharp)
+        elif name not in plugins:
+            plugins.append(name)
+    if not seen_nccl and version is None:
         return None
+    network = chosen
+    if network is None and via_nets:
+        network, evidence = via_nets[0], f"via NET/{via_nets[0]}"
     if network is None:
-        nets = sorted(v for v in via if v.startswith("NET/"))
-        network = nets[0].split("/", 1)[1] if nets else None
-    return {"network": network, "via": sorted(via), "devices": devices}
+        listed = [d.split("/", 1)[1] for d in devices if d.split("/", 1)[1] not in unavailable]
+        preferred = [n for n in listed if n != "Socket"] or listed
+        if preferred:
+            network = preferred[0]
+            evidence = next(l for l in net_lines if f"NET/{network}" in l)
+    if network is None:
+        named = [p for p in plugins if p not in unavailable and p not in ("IB", "Socket", "OFI")]
+        if named:
+            network = named[0]
+            evidence = next(l for l in net_lines if f"NET/{network}" in l)
+    if network is None and not via and not devices and not net_lines and not seen_nccl:
+        return None
+    return {"network": network, "evidence": evidence[:300], "via": via, "devices": devices,
+            "link_layers": link_layers, "sharp": sharp, "ib_unavailable": "IB" in unavailable, "version": version,
+            "unrecognised": [] if network else net_lines[:5]}
+
+
+def nccl_by_node(agents: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """Node -> the network NCCL used, and node -> the NET lines that named none preflight could read."""
+    nccl = {node: agent.get("nccl") or {} for node, agent in agents.items()}
+    return ({node: info.get("network") for node, info in nccl.items()},
+            {node: info["unrecognised"] for node, info in nccl.items() if info.get("unrecognised")})
 
 
 ERROR_FILE_MARKER = "@@error-file "
@@ -141,21 +233,126 @@ def _error_file_text(error_files: list[dict[str, Any]], global_ranks: list[int])
     return ""
 
 
-_ROOT_FIELD = re.compile(r"^\s*(rank|exitcode|traceback)\s*:\s*(.*)$")
+_SUMMARY_PREFIX = re.compile(r"^(?:stderr: |stdout: |\[\d+,\d+\]<std(?:out|err)>: ?)")
+_SUMMARY_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s*(.*)$")
+_SUMMARY_ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
+# The elastic agent's own line, in each of torch's log formats ("ERROR:torch.distributed...:failed",
+# "[2024-05-08 ...] ... [ERROR] failed", "E0325 20:57:27.620000 2606 .../api.py:869] failed").
+_AGENT_FAILED = re.compile(r"\bfailed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_JSON_MESSAGE = re.compile(r'"message":\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _summary_entry(fields: dict[str, str]) -> dict[str, Any]:
+    rank = re.match(r"(-?\d+)(?:\s*\(local_rank:\s*(\d+)\))?", fields.get("rank", ""))
+    code = re.match(r"(-?\d+)(?:\s*\(pid:\s*(\d+)\))?", fields.get("exitcode", ""))
+    entry: dict[str, Any] = {
+        "rank": int(rank.group(1)) if rank else None,
+        "local_rank": int(rank.group(2)) if rank and rank.group(2) else None,
+        "exitcode": int(code.group(1)) if code else None, "pid": int(code.group(2)) if code and code.group(2) else None,
+        "host": fields.get("host") or None, "time": fields.get("time") or None,
+        "error_file": None if fields.get("error_file") in (None, "<N/A>") else fields["error_file"],
+        "traceback": None if fields.get("traceback", "<N/A>").startswith(("<N/A>", "To enable traceback"))
+        else fields["traceback"],
+        "message": None,
+    }
+    msg = fields.get("msg", "")
+    if msg:
+        try:
+            content = json.loads(msg)
+            entry["message"] = content.get("message") if isinstance(content, dict) else None
+        except ValueError:
+            found = _JSON_MESSAGE.search(msg)
+            entry["message"] = json.loads(f'"{found.group(1)}"') if found else None
+        if isinstance(entry["message"], dict):
+            entry["message"] = entry["message"].get("message")
+    return entry
+
+
+def parse_failure_summary(text: str) -> dict[str, Any]:
+    """torchrun's ChildFailedError summary and the elastic agent's "failed (exitcode: ...)" line. Pure.
+
+    Returns {"root_cause": entry or None, "failures": [entry, ...], "agent_failure": {...} or None};
+    an entry holds rank, local_rank, exitcode, pid, host, time, error_file, traceback and message (the
+    worker's exception, from the `msg:` JSON torch 1.10 printed). torch 1.10 wrote "rank: 0 (local_rank:
+    0)", later releases align the names ("rank      : 0 (local_rank: 0)"); launchers may prefix every line.
+    """
+    out: dict[str, Any] = {"root_cause": None, "failures": [], "agent_failure": None}
+    section, fields, key = None, None, None
+
+    def close() -> None:
+        if fields is not None and section is not None:
+            entry = _summary_entry(fields)
+            if section == "root":
+                out["root_cause"] = out["root_cause"] or entry
+            else:
+                out["failures"].append(entry)
+
+    for raw in text.splitlines():
+        line = _SUMMARY_PREFIX.sub("", raw.rstrip())
+        agent = _AGENT_FAILED.search(line)
+        if agent and out["agent_failure"] is None:
+            out["agent_failure"] = {"exitcode": int(agent.group(1)), "local_rank": int(agent.group(2)),
+                                    "pid": int(agent.group(3))}
+        stripped = line.strip()
+        if stripped.startswith("Root Cause") or stripped == "Failures:":
+            close()
+            section, fields, key = ("root" if stripped.startswith("Root Cause") else "failures"), None, None
+            continue
+        if section is None:
+            continue
+        entry = _SUMMARY_ENTRY.match(line)
+        if entry:
+            close()
+            fields, key = {}, None
+            continue
+        found = _SUMMARY_FIELD.match(line)
+        if fields is not None and found:
+            key = found.group(1)
+            fields[key] = found.group(2).strip()
+        elif fields is not None and key == "msg" and stripped and not set(stripped) <= set("=-"):
+            fields["msg"] += "\n" + stripped
+        elif stripped and set(stripped) <= set("=-"):
+            close()
+            fields, key = None, None
+            if stripped.startswith("="):
+                section = None
+    close()
+    return out
+
+
+def _signal_name(exitcode: int | None) -> str:
+    if exitcode is None or exitcode >= 0:
+        return ""
+    try:
+        return f" ({signal.Signals(-exitcode).name})"
+    except ValueError:
+        return ""
+
+
+def failure_text(summary: dict[str, Any]) -> str:
+    """One sentence: the first worker that failed, by its global rank, with its exception or exit code."""
+    entry = summary.get("root_cause") or next(iter(summary.get("failures") or []), None)
+    if entry:
+        why = entry.get("message") or f"exit code {entry.get('exitcode', '?')}{_signal_name(entry.get('exitcode'))}"
+        if entry.get("traceback") and "Signal" in entry["traceback"] and not entry.get("message"):
+            why += f" ({entry['traceback']})"
+        rank = entry.get("rank")
+        return f"worker rank {'?' if rank is None else rank} failed: {why}"[:300]
+    agent = summary.get("agent_failure")
+    if agent:
+        return (f"worker local rank {agent['local_rank']} failed: exit code {agent['exitcode']}"
+                f"{_signal_name(agent['exitcode'])}")
+    return ""
 
 
 def _agent_error(stderr_text: str, rendezvous: str) -> str:
     """The sentence that says why a torchrun ended badly, from its stderr. Pure."""
     lines = [line.strip() for line in stderr_text.splitlines() if line.strip() and not _LOG_LINE.match(line)]
-    if "ChildFailedError" in stderr_text and "Root Cause" in stderr_text:
+    if "ChildFailedError" in stderr_text or "Root Cause" in stderr_text:
         # torchrun's summary table: the first worker that failed, its exit code or signal.
-        tail = stderr_text.split("Root Cause", 1)[1].splitlines()
-        fields = {m.group(1): m.group(2).strip() for m in map(_ROOT_FIELD.match, tail) if m}
-        if fields:
-            text = f"worker rank {fields.get('rank', '?')} failed: exit code {fields.get('exitcode', '?')}"
-            if fields.get("traceback") and fields["traceback"] != "<N/A>" and "Signal" in fields["traceback"]:
-                text += f" ({fields['traceback']})"
-            return text[:300]
+        text = failure_text(parse_failure_summary(stderr_text))
+        if text:
+            return text
     if rendezvous == "unreachable":
         # The inner error says where it tried to connect; the outer one only that it failed.
         inner = [line for line in lines if "trying to connect to" in line]

@@ -75,6 +75,14 @@ class _FieldReader:
             return None
 
 
+    def read_if(self, function: str, name: str, query: Callable[[], Any]) -> Any:
+        """read(), for a query that bindings older than it lack: their absence is "unsupported"."""
+        if not hasattr(self.pynvml, function):
+            self.unsupported.append(name)
+            return None
+        return self.read(name, query)
+
+
 def _nvml_error(pynvml: Any) -> type[BaseException]:
     return getattr(pynvml, "NVMLError", None) or Exception
 
@@ -146,6 +154,24 @@ def _throttle_mask(pynvml: Any, handle: Any) -> int:
         return int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
 
 
+# nvmlFieldValue_t.valueType -> the member of its value union (nvml.h, nvmlValueType_t)
+_FIELD_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def _tlimit_fields(pynvml: Any, handle: Any) -> dict[str, int | None]:
+    """The slowdown and shutdown T.Limit margins (NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT = 194,
+    _SHUTDOWN_TLIMIT = 193) by nvmlDeviceGetFieldValues; None for a field the GPU does not report."""
+    ids = {"slowdown": getattr(pynvml, "NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT", 194),
+           "shutdown": getattr(pynvml, "NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT", 193)}
+    values = pynvml.nvmlDeviceGetFieldValues(handle, list(ids.values()))
+    out: dict[str, int | None] = {}
+    for name, value in zip(ids, values):
+        member = _FIELD_VALUE_MEMBERS.get(int(getattr(value, "valueType", 5)), "siVal")
+        ok = int(getattr(value, "nvmlReturn", 0)) == 0
+        out[name] = int(getattr(value.value, member)) if ok else None
+    return out
+
+
 def gpu_facts(pynvml: Any, index: int, throttle_samples: int = 3, sample_interval_s: float = 0.1) -> dict[str, Any]:
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     r = _FieldReader(pynvml)
@@ -199,6 +225,17 @@ def gpu_facts(pynvml: Any, index: int, throttle_samples: int = 3, sample_interva
     facts["throttle_reason_samples"] = masks or None
 
     facts["temperature_c"] = r.read("temperature", lambda: int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)))
+    # The thermal margin first: nvmlDeviceGetMarginTemperature is "the thermal margin temperature
+    # (distance to nearest slowdown threshold)" (NVML API reference), the "GPU T.Limit Temp" nvidia-smi
+    # prints; the NVML_FI_DEV_TEMPERATURE_*_TLIMIT field values are the margins at which slowdown and
+    # shutdown begin (nvidia-smi's "GPU Slowdown T.Limit Temp : -2 C": 2 C past the limit). NVML's docs
+    # say nvmlDeviceGetTemperatureThreshold is no longer the interface for these on Ada and later, so
+    # the absolute slowdown threshold is read as the fallback for GPUs without a margin.
+    facts["temperature_margin_c"] = r.read_if("nvmlDeviceGetMarginTemperature", "temperature_margin",
+                                              lambda: int(pynvml.nvmlDeviceGetMarginTemperature(handle)))
+    limits = r.read_if("nvmlDeviceGetFieldValues", "temperature_tlimits", lambda: _tlimit_fields(pynvml, handle)) or {}
+    facts["temperature_slowdown_tlimit_c"] = limits.get("slowdown")
+    facts["temperature_shutdown_tlimit_c"] = limits.get("shutdown")
     facts["temperature_slowdown_c"] = r.read("temperature_slowdown", lambda: int(pynvml.nvmlDeviceGetTemperatureThreshold(
         handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)))
     persistence = r.read("persistence_mode", lambda: pynvml.nvmlDeviceGetPersistenceMode(handle))

@@ -426,10 +426,10 @@ def test_the_network_nccl_used_is_read_from_its_info_lines():
     from preflight.launch.torchrun_log import nccl_network
 
     ib = nccl_network(["I1129 torchrun noise"] + NCCL_IB_LINES)
-    assert ib["network"] == "IB" and ib["via"] == ["NET/IB", "P2P"]
+    assert ib["network"] == "IB" and ib["via"] == ["NET/IB/0", "P2P/CUMEM"]
     assert ib["devices"]["NET/IB"].startswith("[0]mlx5_0:1/IB")
     sockets = nccl_network(NCCL_SOCKET_LINES)
-    assert sockets["network"] == "Socket" and sockets["via"] == ["NET/Socket"]
+    assert sockets["network"] == "Socket" and sockets["via"] == ["NET/Socket/0"]
     assert "NET/IB" not in sockets["devices"]  # "No device found" is not a device
     assert nccl_network(NCCL_SOCKET_LINES[-1:])["network"] == "Socket"  # from the channel line alone
     assert nccl_network(["gloo only", "I1129 16:23:51 torchrun"]) is None

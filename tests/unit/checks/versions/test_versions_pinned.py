@@ -122,9 +122,16 @@ def test_pyproject_dependencies_extras_and_groups(tmp_path):
 
 
 def test_pyproject_without_project_dependencies_or_broken(tmp_path):
+    # Poetry's [tool.poetry.dependencies] are read ("2.5.1" alone is ==2.5.1 in Poetry); a file of
+    # tool settings only has nothing to read.
     poetry = write(tmp_path, "pyproject.toml", '[tool.poetry.dependencies]\ntorch = "2.5.1"\n')
+    entries = read_requirements([str(poetry)])["entries"]
+    assert [(e["name"], e["specifier"], e["where"]) for e in entries] == [("torch", "==2.5.1", f"{poetry}:2")]
+    settings = tmp_path / "settings"
+    settings.mkdir()
+    tools = write(settings, "pyproject.toml", "[tool.black]\nline-length = 120\n")
     with pytest.raises(CannotMeasure, match="no \\[project\\] dependencies"):
-        read_requirements([str(poetry)])
+        read_requirements([str(tools)])
     broken = tmp_path / "other"
     broken.mkdir()
     bad = write(broken, "pyproject.toml", "[project\n")
@@ -272,7 +279,8 @@ channels: [pytorch, conda-forge]
 dependencies:
   - python=3.11
   - pytorch::pytorch=2.5.1=py3.11_cuda12.4_cudnn9.1.0_0
-  - numpy=1.26.4
+  - numpy==1.26.4
+  - pandas=2.2
   - cudatoolkit>=11
   - pip
   - pip:
@@ -307,8 +315,12 @@ def test_conda_environment_names_and_skipped_specs(tmp_path):
     by_name = {e["name"]: e for e in pins["entries"]}
     assert by_name["torch"]["exact"] == "2.5.1" and by_name["torchvision"]["exact"] == "0.20.1"
     assert by_name["torch"]["where"] == f"{tmp_path / 'environment.yml'}:5"
-    assert by_name["torchvision"]["where"] == f"{tmp_path / 'environment.yml'}:10"
-    assert "python" not in by_name and any("cudatoolkit" in s["line"] for s in pins["skipped"])
+    assert by_name["torchvision"]["where"] == f"{tmp_path / 'environment.yml'}:11"
+    # conda's match specs: "==1.26.4" is exact, "=2.2" means 2.2.* (conda/models/match_spec.py),
+    # "pytorch=2.5.1=<build>" pins 2.5.1 exactly; a range on a conda-only library is kept, as optional.
+    assert by_name["numpy"]["exact"] == "1.26.4" and by_name["pandas"]["specifier"] == "==2.2.*"
+    assert by_name["pandas"]["exact"] is None and by_name["cudatoolkit"]["optional"] == "conda"
+    assert "python" not in by_name and "pip" not in by_name
 
 
 def test_requirements_files_and_a_library_pyproject_are_found(tmp_path):

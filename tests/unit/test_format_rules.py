@@ -1,0 +1,126 @@
+"""Format rules the real corpus (tests/data/real) has no sample of, each from the producing program's
+own source: the line formats printed there, not outputs captured from a run."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from preflight_checks.gpu.rules import thermal_slowdown_text
+from preflight.cli.hosts import HostsFileError, nodes_from_arg, parse_hosts
+from preflight_checks.collectives.nccl_tests import parse_json, parse_output
+from preflight.integrations.slurm import parse_show_node
+from preflight.launch.torchrun_log import nccl_network
+
+
+def test_nccl_23_names_its_network_with_using_internal_network():
+    # NCCL 2.3 src/init.cu: INFO(INIT,"Using internal Network %s", ncclNetName()) (or "external"
+    # for a plugin); 2.4 and 2.5 print neither, 2.6+ "Using network %s".
+    found = nccl_network(["host:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+                          "host:1:1 [0] NCCL INFO Using internal Network IB"])
+    assert found["network"] == "IB" and "Using internal Network IB" in found["evidence"]
+    assert nccl_network(["h:1:1 [0] NCCL INFO Using external Network AWS Libfabric"])["network"] == "AWS Libfabric"
+
+
+def test_a_channel_line_names_a_network_with_spaces_and_the_gdr_suffixes():
+    # src/transport/net.cc: "... [send] via NET/%s/%d%s%s%s" with "/GDRDMA", "(PCI)", "/Shared".
+    found = nccl_network(["h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/AWS Libfabric/1/GDRDMA",
+                          "h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] [send] via NET/IBext/0(1)/GDRDMA(PCI)/Shared"])
+    assert found["network"] == "AWS Libfabric"
+    assert found["via"] == ["NET/AWS Libfabric/1/GDRDMA", "NET/IBext/0(1)/GDRDMA(PCI)/Shared"]
+
+
+def test_nccl_tests_json_output():
+    # nccl-tests 2.19 src/util.cu writes -J FILE with results[] of size/count/type/redop/root and
+    # out_of_place/in_place {time, alg_bw, bus_bw, nwrong}, then out_of_bounds and average_bus_bandwidth.
+    doc = {"version": 3, "config": {"ngpus": 8},
+           "results": [{"size": 1048576, "count": 262144, "type": "float", "redop": "sum", "root": "    -1",
+                        "out_of_place": {"time": 30.5, "alg_bw": 34.4, "bus_bw": 60.1, "nwrong": 0},
+                        "in_place": {"time": 29.9, "alg_bw": 35.0, "bus_bw": 61.3, "nwrong": None}}],
+           "out_of_bounds": {"count": 0, "okay": True}, "average_bus_bandwidth": {"bandwidth": 60.1, "okay": "unchecked"},
+           "errors": []}
+    parsed = parse_json(json.dumps(doc))
+    (row,) = parsed["rows"]
+    assert row["bytes"] == 1048576 and row["root"] == "-1" and row["out_of_place"]["busbw_gbps"] == 60.1
+    assert row["out_of_place"]["wrong"] == 0 and row["in_place"]["wrong"] is None
+    assert (parsed["n_gpus"], parsed["out_of_bounds"], parsed["avg_busbw_gbps"]) == (8, 0, 60.1)
+
+
+def test_nccl_tests_per_iteration_columns_and_timestamps_are_read_by_the_header():
+    # src/util.cu (2.19+, -I 1 -Z): i_min i_max i_p99 i_cv% after each half, a timestamp at the end.
+    header = ("#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max"
+              "    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%           timestamp")
+    row = ("     1048576        262144     float     sum      -1    30.51   34.37   60.15       0    29.80    31.20    31.10"
+           "     1.10    29.90   35.07   61.37       0    29.10    30.70    30.60     1.20  2026-07-09 10:11:12")
+    (parsed_row,) = parse_output(header + "\n" + row)["rows"]
+    assert parsed_row["in_place"]["busbw_gbps"] == 61.37 and parsed_row["in_place"]["i_p99_us"] == 30.6
+
+
+def test_an_unreadable_table_row_is_reported_not_dropped():
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+    parsed = parse_output(header + "\n     1048576        262144     float     sum      -1    30.51   34.37\n")
+    assert parsed["rows"] == [] and parsed["unparsed"] == ["1048576        262144     float     sum      -1    30.51   34.37"]
+
+
+def test_slurm_reason_ends_only_at_a_key_printed_after_it():
+    # src/api/node_info.c: Reason=<text> [user@time], then Comment=, Extra=, InstanceId=, Topology=.
+    record = ("NodeName=gpu01 Arch=x86_64 State=MIXED+DRAIN+PLANNED Partitions=gpu CfgTRES=cpu=8,gres/gpu=8 "
+              "Reason=xid 79 on GPU 3: see ticket OPS=12 [root@2024-05-01T10:00:00] Comment=rack 4 "
+              "Extra={\"rail\": 2} InstanceId=i-0abc Topology=leaf1:spine0")
+    node = parse_show_node(record)["gpu01"]
+    assert node.reason == "xid 79 on GPU 3: see ticket OPS=12" and node.drained
+    assert (node.reason_user, node.reason_time) == ("root", "2024-05-01T10:00:00")
+    assert node.fields["Comment"] == "rack 4" and node.fields["Extra"] == '{"rail": 2}'
+    assert (node.fields["InstanceId"], node.fields["Topology"]) == ("i-0abc", "leaf1:spine0")
+
+
+@pytest.mark.parametrize("margin, slowdown_tlimit, at", [
+    (-2, -2, True),    # the margin nvidia-smi's "GPU Slowdown T.Limit Temp : -2 C" names: slowdown
+    (-3, -2, True),
+    (-1, -2, False),   # past the limit by 1 C, not yet at slowdown
+    (55, -2, False),
+    (0, None, True),   # without the field value, a margin of 0 is the slowdown point (NVML's definition)
+    (1, None, False),
+])
+def test_thermal_margin_is_judged_as_a_margin(margin, slowdown_tlimit, at):
+    gpu = {"temperature_c": 90, "temperature_margin_c": margin, "temperature_slowdown_tlimit_c": slowdown_tlimit,
+           "temperature_slowdown_c": 87}  # the absolute threshold is not used when there is a margin
+    assert bool(thermal_slowdown_text(gpu)) is at
+
+
+def test_absolute_slowdown_threshold_is_the_fallback_without_a_margin():
+    assert thermal_slowdown_text({"temperature_c": 98, "temperature_slowdown_c": 98})
+    assert not thermal_slowdown_text({"temperature_c": 97, "temperature_slowdown_c": 98})
+
+
+def test_nvml_margin_and_tlimit_field_values_are_recorded(monkeypatch):
+    from tests.unit.checks.gpu.test_gpu_workers import _old_bindings
+    from preflight.workers import gpu_nvml
+
+    def field(value):
+        return types.SimpleNamespace(valueType=5, nvmlReturn=0, value=types.SimpleNamespace(siVal=value))
+
+    module = _old_bindings(nvmlDeviceGetMarginTemperature=lambda h: -2,
+                           nvmlDeviceGetFieldValues=lambda h, ids: [field({194: -2, 193: -8}[i]) for i in ids])
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    gpu = gpu_nvml.nvml_facts(throttle_samples=1)["gpus"][0]
+    assert (gpu["temperature_margin_c"], gpu["temperature_slowdown_tlimit_c"], gpu["temperature_shutdown_tlimit_c"]) == (-2, -2, -8)
+    assert gpu["errors"] == {}
+
+
+def test_nodes_from_arg_reads_a_node_set_or_a_file(tmp_path):
+    assert [h.name for h in nodes_from_arg("gpu[001-003,070]")] == ["gpu001", "gpu002", "gpu003", "gpu070"]
+    assert len(nodes_from_arg("rack[1-2]-gpu[01-08]")) == 16
+    hosts = tmp_path / "gpu[01-02]"  # a file of that name wins over the node set
+    hosts.write_text("other01\n")
+    assert [h.name for h in nodes_from_arg(str(hosts))] == ["other01"]
+    for bad in ("-oProxyCommand=sh", "gpu[01-02];reboot", "$(reboot)", "gpu[01-02] slots=x", ""):
+        with pytest.raises(HostsFileError):
+            nodes_from_arg(bad)
+
+
+def test_a_hosts_line_may_hold_several_node_sets():
+    assert [h.name for h in parse_hosts("d[001-002],f[007,009] slots=8\n")] == ["d001", "d002", "f007", "f009"]
