@@ -50,7 +50,7 @@ class IsolationParams:
     arity: int = 8  # parts a bad group is split into, all measured in one round
     max_rounds: int | None = None  # None: a safety limit far above what any search needs
     clearance: bool = True  # what was bad, without the components named, measured again
-    max_passes: int = 3  # how many times a clearance that is still bad starts the search again
+    max_passes: int = 4  # how many times a clearance that is still bad starts the search again
     straggler_k: float = 5.0  # slow: above median + k * MAD of its group ...
     straggler_min_excess: float = 0.25  # ... and above median * (1 + this)
     straggler_min_group: int = 4  # nodes with times a group needs before its median means anything
@@ -148,7 +148,7 @@ class _Engine:
         self._obs: dict[str, list[tuple[int, float, float, float, int, bool]]] = {}
         self._tasks: list[_Task] = []
         self._seq = 0
-        self._dirty: list[tuple[list[str], int]] = []
+        self._dirty: list[tuple[list[str], int, bool]] = []
         self._ok_groups: list[frozenset[str]] = []
         self._straggling: set[str] = set()
         self.stopped: str | None = None
@@ -188,7 +188,7 @@ class _Engine:
 
     def representatives(self) -> tuple[list[str], list[str]]:
         """One known-good node per topology group that no search holds; the groups without one."""
-        held = set().union(*(t.scope for t in self._tasks if t.priority == 0 and not t.done))
+        held = set().union(self._blamed, self._held_out, *(t.scope for t in self._tasks if t.priority == 0 and not t.done))
         reps, missing = [], []
         for group in dict.fromkeys(self.topology[n] for n in self.nodes):
             pick = next((n for n in self._good_by_topo.get(group, []) if n in self.good and n not in held), None)
@@ -208,15 +208,17 @@ class _Engine:
             self.good.difference_update(found.members)
         elif found.kind == "link" and not found.ambiguous:
             self._held_out.add(found.members[-1])  # the other end stays in, measured with the rest
-        elif found.kind != "boundary":
+        elif found.kind == "boundary":  # what is measured again together leaves out one side
+            self._held_out.update(n for n in self.nodes if self.topology[n] == found.members[-1])
+        else:
             self._held_out.update(n for n in found.members if n in self._pos)
         self.attributions.append(found)
 
     def note(self, text: str) -> None:
         self.notes.append(text)
 
-    def add_dirty(self, nodes: list[str], passes: int) -> None:
-        self._dirty.append((list(nodes), passes))
+    def add_dirty(self, nodes: list[str], passes: int, fresh: bool = False) -> None:
+        self._dirty.append((list(nodes), passes, fresh))
 
     # -- rounds --------------------------------------------------------------------------------
 
@@ -310,7 +312,7 @@ class _Engine:
         """When every search has ended: the clearance needs all the nodes it measures free."""
         if not self.params.clearance or not self._dirty:
             return False
-        return not any(not t.done and (t.priority <= 1 or not t.started) for t in self._tasks)
+        return not any(not t.done and (t.priority <= 2 or not t.started) for t in self._tasks)
 
     def _resolve(self, task: _Task, busy: set[str]) -> list[tuple[Any, ...]] | None:
         """Each probe as ("run", group, partners, purpose) or ("now", Outcome); None: wait a round."""

@@ -177,11 +177,16 @@ def screen_task(e: Any, given: GroupResult | None) -> Iterator[list[Probe]]:
         trail: Trail = [step([outcome], "screen")] if outcome.round is not None else \
             [(None, f"given: {label(outcome.group)} {state(outcome)}")]
         if outcome.bad:
-            e.add_dirty(outcome.group, 0)
             e.spawn(isolate_task(e, outcome.group, trail), scope=outcome.group)
         elif outcome.result is not None and outcome.result.ok is None:
             e.note(f"{label(outcome.group)} could not be measured: {outcome.result.note or 'no reason given'}")
-    if e.topology:
+    # What was bad is measured again at the end without what was named in it; with topology groups
+    # that is every node together, since the screen measured no path between two groups.
+    if any(o.bad for o in outcomes) and not e.topology:
+        e.add_dirty(everyone, 0)
+    elif e.topology:
+        e.add_dirty(everyone, 0, fresh=True)
+    if e.topology and any(len(g) > 1 for g in e.topology_groups()):  # else the screen measured them together
         e.spawn(boundary_task(e), scope=[], priority=2)
     elif all(o.good for o in outcomes):
         e.note("every node together measured good: no fault reproduced")
@@ -448,16 +453,27 @@ def boundary_task(e: Any) -> Iterator[list[Probe]]:
         e.note(f"one known-good node of each of {len(reps)} topology groups, together: good")
 
 
-def clearance_task(e: Any, dirty: list[tuple[list[str], int]]) -> Iterator[list[Probe]]:
-    """Each set that was bad, without what was named in it, measured again: still bad means more to find."""
-    outcomes = yield [Probe(pool=frozenset(nodes), purpose="what was bad, without the components named")
-                      for nodes, _ in dirty]
-    for (_, passes), outcome in zip(dirty, outcomes):
-        if outcome.result is None or outcome.result.ok is None or outcome.good:
-            continue
-        trail: Trail = [step([outcome], "again without the components named")]
-        if passes + 1 >= e.params.max_passes:
-            e.blame(attribution("unexplained", outcome.group, trail, ambiguous=True, confidence="unconfirmed"))
-        else:
+def clearance_task(e: Any, dirty: list[tuple[list[str], int, bool]]) -> Iterator[list[Probe]]:
+    """Each set that was bad, without the components named in it, measured again; a set still bad
+    is measured once more (one bad figure can be noise), and searched again when it is bad twice.
+    A `fresh` set (every node, after a screen by topology group) was never measured as a whole:
+    a bad result is news, not a contradiction, and is searched at once."""
+    outcomes = yield [Probe(pool=frozenset(nodes), purpose="every node together, without the components named"
+                            if fresh else "what was bad, without the components named") for nodes, _, fresh in dirty]
+    bad = [(passes, o) for (_, passes, fresh), o in zip(dirty, outcomes) if o.bad and not fresh]
+    for (_, passes, fresh), outcome in zip(dirty, outcomes):
+        if outcome.bad and fresh:
             e.add_dirty(outcome.group, passes + 1)
-            e.spawn(isolate_task(e, outcome.group, trail), scope=outcome.group)
+            e.spawn(isolate_task(e, outcome.group, [step([outcome], "every node together")]), scope=outcome.group)
+    if not bad:
+        return
+    again = yield [Probe(tuple(o.group), purpose="the same, once more") for _, o in bad]
+    for (passes, first), second in zip(bad, again):
+        trail: Trail = [step([first], "again without the components named"), step([second], "once more")]
+        if not second.bad:
+            e.note(f"{label(first.group)}, without the components named, was bad once and then good: not reproduced")
+        elif passes + 1 >= e.params.max_passes:
+            e.blame(attribution("unexplained", second.group, trail, ambiguous=True, confidence="unconfirmed"))
+        else:
+            e.add_dirty(second.group, passes + 1)
+            e.spawn(isolate_task(e, second.group, trail), scope=second.group)
