@@ -8,8 +8,9 @@ Gaussian measurement noise of `--noise`, a group bad below 0.8 of the healthy fi
 
 - adaptive: preflight.isolation.isolate, the code the checks run, screen round included;
 - pairs: today's pairwise pass: every pair once in round-robin rounds (preflight.pairs.round_robin,
-  N-1 rounds), judged by collectives.cluster's own `attribute` (a node whose every pair is bad; the
-  bad pairs left over). It has no per-node times, so it never names a straggler, and no topology.
+  N-1 rounds), judged as collectives.cluster judges it (preflight.pairs.attribute: a node whose
+  every pair is bad; the bad pairs left over). It has no per-node times, so it never names a
+  straggler, and no topology.
 
 Simulated wall time is rounds x `--burst-s` (one burst of all-reduces per round). Accuracy: the
 share of trials whose attributions are exactly the injected faults, nothing ambiguous;
@@ -34,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from preflight.isolation import isolate, round_bound  # noqa: E402
 from preflight.isolation_sim import FAULT_MODELS, scenario, score, score_isolation  # noqa: E402
-from preflight.pairs import round_robin  # noqa: E402
-from preflight_checks.collectives_cluster import attribute  # noqa: E402
+from preflight.pairs import attribute, round_robin  # noqa: E402
+
 
 SIZES = (8, 64, 256, 1024, 4096)
 
@@ -72,7 +73,7 @@ def row(nodes: int, fault: str, method: str, trials: int, seed: int, noise: floa
         rounds = [len(round_robin([str(i) for i in range(nodes)]))]
     mean = statistics.fmean(rounds)
     return {"nodes": nodes, "fault": fault, "method": method, "trials": trials, "rounds": round(mean, 2),
-            "rounds_max": max(rounds), "wall_s": round(mean * burst_s, 1),
+            "rounds_max": max(rounds), "wall_s": round(round(mean, 2) * burst_s, 1),
             "accuracy": round(right / trials, 4) if trials else None,
             "false_blame": round(blamed / trials, 4) if trials else None,
             "ambiguous": round(ambiguous / trials, 4) if trials else None}
@@ -92,8 +93,8 @@ def percent(value: float | None) -> str:
 
 def print_row(r: dict) -> None:
     minutes = r["wall_s"] / 60
-    print(f"{r['nodes']:>5} {r['fault']:<13} {r['method']:<8} {r['trials']:>6} {r['rounds']:>8.1f} {r['rounds_max']:>5} "
-          f"{minutes:>9.1f} {percent(r['accuracy']):>8} {percent(r['false_blame']):>8} {percent(r['ambiguous']):>6}",
+    print(f"{r['nodes']:>5} {r['fault']:<13} {r['method']:<8} {r['trials']:>6} {r['rounds']:>8.2f} {r['rounds_max']:>5} "
+          f"{minutes:>9.2f} {percent(r['accuracy']):>8} {percent(r['false_blame']):>8} {percent(r['ambiguous']):>6}",
           flush=True)
 
 

@@ -2,10 +2,11 @@
 
 Measuring every pair of N nodes takes N-1 rounds (round-robin); 1,023 rounds at 1,024 nodes. This
 measures groups instead, as group testing does: screen every node at once (or each topology group:
-a rack, a leaf switch), split what is bad and recurse, confirm each suspect against nodes already
-known good, and probe across topology groups with one known-good node of each, so a fault between
-two groups (a trunk, a cable) is found and named as that boundary. One bad node among N is named in
-about log2(N) + 4 rounds.
+a rack, a leaf switch), split what is bad into parts measured at once and recurse, confirm each
+suspect against nodes already known good, and probe across topology groups with one known-good node
+of each, so a fault between two groups (a trunk, a cable) is found and named as that boundary. One
+bad node among N is named in about log8(N) + 4 rounds (7 at 1,024 nodes); a bad link in about
+log2(N) + 5; the bound kept for one bad node is 2 * ceil(log2 N) + 4 (`round_bound`).
 
     isolate(nodes, measure, topology=None, screen=None, params=None) -> Isolation
 
@@ -19,8 +20,9 @@ burst never uses cannot be found, and shows up as "not reproduced" in the notes.
 What comes back lists every round (the groups, why each was measured, what each showed) and the
 attributions: node, link (a fault only between two particular nodes: both are named, neither is
 blamed alone), boundary (between two topology groups), straggler (a node whose time is far above
-its group's median: above median + k * MAD and above median * (1 + min_excess), in most of at least
-two observations), and unexplained, flagged ambiguous, with its candidates, where the evidence does
+its group's median: above median + k * MAD and above median * (1 + min_excess), both taken over the
+fastest three quarters of the group so a few stragglers do not move them, in most of at least two
+observations), and unexplained, flagged ambiguous, with its candidates, where the evidence does
 not single out a component. The searches themselves are in preflight.isolation_plan.
 """
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from preflight.isolation_plan import (
@@ -188,7 +190,8 @@ class _Engine:
 
     def representatives(self) -> tuple[list[str], list[str]]:
         """One known-good node per topology group that no search holds; the groups without one."""
-        held = set().union(self._blamed, self._held_out, *(t.scope for t in self._tasks if t.priority == 0 and not t.done))
+        searches = [t.scope for t in self._tasks if t.priority == 0 and not t.done]
+        held = set().union(self._blamed, self._held_out, *searches)
         reps, missing = [], []
         for group in dict.fromkeys(self.topology[n] for n in self.nodes):
             pick = next((n for n in self._good_by_topo.get(group, []) if n in self.good and n not in held), None)

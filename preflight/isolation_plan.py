@@ -7,8 +7,10 @@ the engine (`e.blame`, `e.note`) or starts narrower searches (`e.spawn`). The en
 probes of every live search into one round of disjoint groups.
 
 The searches, for a group `S` that measured bad:
-- split: measure its parts (halves, or `arity` parts) at once; recurse into the bad parts; when no
-  part is bad the fault lies between parts (a link), and the cross search takes over;
+- split: measure its `arity` parts at once (eight by default: one bad node among N takes about
+  log8 N rounds); recurse into the bad parts;
+- between: no part is bad, so the fault lies between two parts (a link): the first half of the parts
+  and the second at once; a bad half holds it, neither means it lies between the halves;
 - cross: between two parts A and B that are each good, measure A1+B1 and A2+B2; recurse into a bad
   one; when neither is bad, search A1+B2 and A2+B1 at once (one of them holds the link), down to a
   single pair;
@@ -17,7 +19,13 @@ The searches, for a group `S` that measured bad:
   pair is measured again and, when a and b sit in different topology groups, another pair across
   the same two groups beside it: both bad is the boundary between the groups (a trunk, a cable),
   only a-b bad is the link between those two nodes;
-- small: three nodes and no known-good node yet: the three pairs one after another;
+- small: three nodes and no known-good node yet: the three pairs one after another.
+And around them:
+- screen: every node at once, or each topology group on its own;
+- boundary: with topology groups, one known-good node of each group, all together; bad: the split
+  search over those nodes, whose pairs then tell a boundary from a link;
+- clearance: when every search has ended, what was bad is measured again without what was named
+  in it; still bad (twice): the search starts again on it;
 - straggler: a node whose time was far above its group's median once is measured again among
   known-good nodes; it is named when it was slow in at least two observations and most of them.
 """
@@ -26,9 +34,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
-
-
-KINDS = ("node", "link", "boundary", "straggler", "unexplained")
 
 
 @dataclass
