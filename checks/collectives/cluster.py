@@ -26,9 +26,10 @@ NCCL the ranks run with NCCL_DEBUG=INFO (subsystems INIT,NET), and which network
 nodes (NET/IB or NET/Socket) is read from its lines and reported.
 
 When the all-reduce fails, returns wrong sums, or misses a threshold that is set, and the failure is
-not already pinned on a node (one that never joined), a pairwise pass runs two-node all-reduces over
-disjoint pairs at once, in round-robin rounds, within `pairwise_timeout_s`: a node whose every pair
-is bad while other pairs are fine is at fault; otherwise the bad pairs are.
+not already pinned on a node (one that never joined), a pass within `pairwise_timeout_s` names the
+node, link or boundary at fault: `isolation="adaptive"` all-reduces over groups at once, split and
+confirmed (preflight.isolation, about log2 N rounds); "pairs" over every pair in round-robin rounds
+(N-1): a node whose every pair is bad while other pairs are fine is at fault, else the bad pairs.
 
 Processes: each torchrun is started with the node's transport's spawn(), under the guard
 (preflight.workers.guard) that prints its PID, holds the transport's stdin, and sends torchrun's
@@ -50,10 +51,10 @@ from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import (
     MIN_LAUNCH_S, SLACK_S, launch, launch_and_wait, node_plan, pick_port, probe_usable, run_launch, worker_timeouts,
 )
-from preflight.launch.nodes import (
-    choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings, unique,
-)
-from preflight.launch.pairs import round_robin
+from preflight.launch.nodes import choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings, unique
+from preflight_checks.collectives.isolation import adaptive_pass, isolation_method, judged_group, topology_of
+from preflight_checks.collectives.isolation_findings import judge_isolation
+from preflight.launch.pairs import attribute, round_robin
 from preflight.launch.torchrun_log import nccl_by_node, rank_text
 from preflight.core.model import Finding, Measurement, Scope, Status, worst
 from preflight.run.faults import fault
@@ -100,6 +101,7 @@ class Params:
     env: dict[str, str] = field(default_factory=dict)
     # The pairwise pass: on when the all-reduce fails or misses a threshold, within this many seconds.
     pairwise: bool = True
+    isolation: str = "adaptive"  # "adaptive" (groups, preflight.isolation) or "pairs" (round-robin)
     pairwise_timeout_s: float = 120.0
     pairwise_iters: int = 5
 
@@ -147,26 +149,6 @@ def pairwise_reason(run: dict[str, Any], params: Params, node_count: int) -> str
     return "; ".join(problems) if problems else None
 
 
-def attribute(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Which nodes or pairs the pairwise results point at. Pure.
-
-    A node is at fault when every pair it was in is bad and some pair without it is good. The bad
-    pairs that involve no such node are at fault as pairs. All pairs bad: nothing to single out.
-    """
-    measured = [p for p in pairs if p.get("state") in ("good", "bad")]
-    nodes = sorted({n for p in measured for n in p["nodes"]})
-    good = [p for p in measured if p["state"] == "good"]
-    bad = [p for p in measured if p["state"] == "bad"]
-    at_fault_nodes = []
-    for node in nodes:
-        mine = [p for p in measured if node in p["nodes"]]
-        if mine and all(p["state"] == "bad" for p in mine) and any(node not in p["nodes"] for p in good):
-            at_fault_nodes.append(node)
-    at_fault_pairs = [p["nodes"] for p in bad if not set(p["nodes"]) & set(at_fault_nodes)]
-    return {"nodes": at_fault_nodes, "pairs": at_fault_pairs, "all_bad": bool(measured) and not good,
-            "measured": len(measured), "bad": len(bad)}
-
-
 # -- the check -----------------------------------------------------------------------------------
 
 
@@ -209,6 +191,7 @@ class CollectivesCluster(Check):
         "socket_ifname": "interface for gloo and NCCL sockets on every node (GLOO/NCCL_SOCKET_IFNAME); unset: found on each",
         "env": "extra environment variables for torchrun on every node (e.g. NCCL_IB_HCA)",
         "pairwise": "when the all-node run fails or is slow, measure node pairs to name the one at fault (true/false)",
+        "isolation": "how the pass names what is at fault: \"adaptive\" (groups of nodes) or \"pairs\"",
         "pairwise_timeout_s": "time allowed for the pairwise pass (seconds)",
         "pairwise_iters": "timed operations per pair in the pairwise pass (count)",
     }
@@ -222,6 +205,7 @@ class CollectivesCluster(Check):
     # -- collect -------------------------------------------------------------------------------
 
     def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
+        isolation_method(params.isolation)  # an unknown method fails here, before anything runs
         facts = probe_usable(ctx)
         names = facts["nodes"]
         if len(names) < 2:
@@ -253,7 +237,10 @@ class CollectivesCluster(Check):
         reason = pairwise_reason(facts["run"], params, len(usable))
         if reason and params.pairwise:
             budget = min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
-            facts["pairwise"] = self._pairwise(ctx, params, usable, plan, choice, reason, budget)
+            if params.isolation == "pairs":
+                facts["pairwise"] = self._pairwise(ctx, params, usable, plan, choice, reason, budget)
+            else:
+                facts["isolation"] = self._isolation(ctx, params, usable, plan, choice, reason, budget, facts["run"])
         return facts
 
     def _allreduce(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
@@ -307,6 +294,18 @@ class CollectivesCluster(Check):
             for result in run_launch(ctx, batches, share) if batches else []:
                 out["pairs"].append(pair_facts(result))
         return out
+
+    def _isolation(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
+                   choice: dict[str, Any], reason: str, budget_s: float, run: dict[str, Any]) -> dict[str, Any]:
+        """The adaptive pass: groups of nodes at once (preflight.isolation), each judged as a pair is."""
+        sizes = sorted({min(choice["sizes"]), max(choice["sizes"])})
+        return adaptive_pass(
+            ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="allreduce", reason=reason, run=run,
+            worker_args=lambda j, p: self._worker_args(params, choice, sizes, params.pairwise_iters, 2, j, p),
+            judge=lambda result: judged_group(judge_pair(pair_facts(result), params)), budget_s=budget_s,
+            timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s), port=params.rdzv_port,
+            topology=topology_of(ctx), thresholds={"min_busbw_gbps": params.min_busbw_gbps,
+                                                   "max_latency_us": params.max_latency_us})
 
     # -- evaluate ------------------------------------------------------------------------------
 
@@ -396,8 +395,8 @@ class CollectivesCluster(Check):
                       "if these nodes have an RDMA fabric, NCCL is not using it", fix["slow"])
 
         pairwise = facts.get("pairwise")
-        if pairwise:
-            kind, text, pair_measurements, pair_details = judge_pairwise(pairwise, params)
+        judged = [judge_pairwise(pairwise, params)] if pairwise else judge_isolation(facts.get("isolation"))
+        for kind, text, pair_measurements, pair_details in judged:
             measurements += pair_measurements
             details += pair_details
             problems = [f.level for f in findings if f.level is not Status.PASS]

@@ -1,10 +1,13 @@
-"""Which nodes meet in which round: the one pair scheduler of the cross-node checks. Pure.
+"""Which nodes meet in which round: the one pair scheduler of the cross-node checks, and what the
+results of a round-robin pass point at. Pure.
 
 A round is a list of disjoint pairs, so the pairs of a round can run at the same time and no node
 is in two of them: a figure then belongs to its pair and not to a busy neighbour.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 def round_robin(names: list[str]) -> list[list[tuple[str, str]]]:
@@ -51,3 +54,27 @@ def ring_rounds(names: list[str]) -> list[list[tuple[str, str]]]:
 def full_rounds(names: list[str]) -> list[list[tuple[str, str]]]:
     """Every ordered pair once: the round-robin rounds, each direction on its own."""
     return both_directions(round_robin(names))
+
+
+def attribute(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which nodes or pairs the pairwise results point at (each {"nodes": [a, b], "state": ...}).
+
+    A node is at fault when every pair it was in is bad and some pair without it is good. The bad
+    pairs that involve no such node are at fault as pairs. All pairs bad: nothing to single out.
+    """
+    measured = [p for p in pairs if p.get("state") in ("good", "bad")]
+    good = [p for p in measured if p["state"] == "good"]
+    bad = [p for p in measured if p["state"] == "bad"]
+    count: dict[str, int] = {}
+    bad_count: dict[str, int] = {}
+    for pair in measured:
+        for node in pair["nodes"]:
+            count[node] = count.get(node, 0) + 1
+            if pair["state"] == "bad":
+                bad_count[node] = bad_count.get(node, 0) + 1
+    # A node whose every pair is bad is in no good pair, so any good pair is one without it.
+    at_fault_nodes = [n for n in sorted(count) if bad_count.get(n, 0) == count[n] and good]
+    faulty = set(at_fault_nodes)
+    at_fault_pairs = [p["nodes"] for p in bad if not set(p["nodes"]) & faulty]
+    return {"nodes": at_fault_nodes, "pairs": at_fault_pairs, "all_bad": bool(measured) and not good,
+            "measured": len(measured), "bad": len(bad)}

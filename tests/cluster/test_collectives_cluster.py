@@ -70,7 +70,7 @@ def test_three_nodes_pass_and_the_loopback_host_name_is_explained(testbed3, clus
 def test_a_slow_node_is_named_by_the_pairwise_pass(make_testbed, cluster_context):
     bed = make_testbed(3, rates={2: "200mbit"})
     # 200 Mbit/s carries 1 MiB in ~50 ms; unshaped veth pairs here do better than 0.1 GB/s busbw.
-    result, elapsed = run_check(cluster_context(bed), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.1)
+    result, elapsed = run_check(cluster_context(bed), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.1, isolation="pairs")
     assert result.status is Status.FAIL, result.summary
     assert "n2 is at fault" in result.summary
     from preflight_checks.collectives.cluster import Params, judge_pair
@@ -80,6 +80,21 @@ def test_a_slow_node_is_named_by_the_pairwise_pass(make_testbed, cluster_context
     states = {tuple(p["nodes"]): judge_pair(p, params)["state"] for p in result.facts["pairwise"]["pairs"]}
     assert {k for k, v in states.items() if v == "bad"} == {k for k in states if "n2" in k}
     assert elapsed < 90
+    assert all(leftovers(bed, node) == [] for node in bed.nodes)
+
+
+def test_a_slow_node_is_named_by_the_adaptive_isolation(make_testbed, cluster_context):
+    bed = make_testbed(3, rates={2: "200mbit"})
+    # n2's link carries 0.025 GB/s; the floor sits at twice that, well below unshaped pairs.
+    result, elapsed = run_check(cluster_context(bed), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.05)
+    assert result.status is Status.FAIL, result.summary
+    assert "collectives.cluster.isolated-node" in [f.id for f in result.findings], "\n".join(result.details)
+    isolation = result.facts["isolation"]["isolation"]
+    assert [a["members"] for a in isolation["attributions"] if not a["ambiguous"]] == [["n2"]]
+    # The all-node run was the screen: three nodes are measured two at a time, then confirmed.
+    assert isolation["round_count"] <= 4
+    assert all(len(g["members"]) >= 2 for r in isolation["rounds"] for g in r["groups"])
+    assert elapsed < 120
     assert all(leftovers(bed, node) == [] for node in bed.nodes)
 
 

@@ -1,0 +1,484 @@
+"""What adaptive fault isolation tests next: its data types and its searches. Pure.
+
+preflight.launch.isolation runs rounds; this module decides, one search at a time, which groups of nodes
+a round should measure and what their results mean. Each search is a generator: it yields the
+probes (groups) it wants measured, receives their outcomes, and names what it has found through
+the engine (`e.blame`, `e.note`) or starts narrower searches (`e.spawn`). The engine merges the
+probes of every live search into one round of disjoint groups.
+
+The searches, for a group `S` that measured bad:
+- split: measure its `arity` parts at once (eight by default: one bad node among N takes about
+  log8 N rounds); recurse into the bad parts;
+- between: no part is bad, so the fault lies between two parts (a link): the first half of the parts
+  and the second at once; a bad half holds it, neither means it lies between the halves;
+- cross: between two parts A and B that are each good, measure A1+B1 and A2+B2; recurse into a bad
+  one; when neither is bad, search A1+B2 and A2+B1 at once (one of them holds the link), down to a
+  single pair;
+- pair: a pair {a, b} that measured bad: each node with a known-good partner; a node bad with two
+  different partners is at fault (a third decides when the two disagree); when neither node is, the
+  pair is measured again and, when a and b sit in different topology groups, another pair across
+  the same two groups beside it: both bad is the boundary between the groups (a trunk, a cable),
+  only a-b bad is the link between those two nodes;
+- small: three nodes and no known-good node yet: the three pairs one after another.
+And around them:
+- screen: every node at once, or each topology group on its own;
+- boundary: with topology groups, one known-good node of each group, all together; bad: the split
+  search over those nodes, whose pairs then tell a boundary from a link;
+- clearance: when every search has ended, what was bad is measured again without what was named
+  in it; still bad (twice): the search starts again on it;
+- straggler: a node whose time was far above its group's median once is measured again among
+  known-good nodes; it is named when it was slow in at least two observations and most of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+
+@dataclass
+class GroupResult:
+    """What one group's burst measured. `ok` None: it could not be measured (no verdict)."""
+
+    ok: bool | None
+    figure: float | None = None  # the group's figure (busbw, Gbit/s, ...), shown in the rounds
+    times_s: dict[str, float] | None = None  # per node: the time its ranks took (the slowest of them)
+    note: str = ""  # how it failed, or what the figure is
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "figure": self.figure, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A group a search wants measured: fixed members plus known-good partners the engine picks."""
+
+    members: tuple[str, ...] = ()
+    # One entry per known-good partner wanted: the topology group to draw it from (None: any).
+    partners: tuple[str | None, ...] = ()
+    strict: bool = False  # partners only from the topology groups named
+    at_least: int | None = None  # fewest partners that will do (None: all of them)
+    avoid: frozenset[str] = frozenset()  # never as partners
+    # Instead of members: whatever of these nodes no live search holds and no fault was named on.
+    pool: frozenset[str] | None = None
+    purpose: str = ""
+    search: bool = False  # still narrowing down (the clearance waits until no search is)
+
+
+@dataclass
+class Outcome:
+    """A probe as the engine ran it. `result` None: not run (`why_not`)."""
+
+    round: int | None
+    group: list[str]
+    partners: list[str]
+    result: GroupResult | None
+    why_not: str = ""
+
+    @property
+    def bad(self) -> bool:
+        return self.result is not None and self.result.ok is False
+
+    @property
+    def good(self) -> bool:
+        return self.result is not None and self.result.ok is True
+
+
+@dataclass
+class Attribution:
+    """One component named at fault, or a set the evidence could not narrow down (`ambiguous`).
+
+    kind: node (members: the node), link (the two nodes), boundary (the two topology groups),
+    straggler (the node; `figures` its time against its groups' medians), unexplained (the nodes
+    among which the fault is; `candidates` what it could be).
+    """
+
+    kind: str
+    members: list[str]
+    evidence: list[str]
+    rounds: list[int]
+    confidence: str = "confirmed"  # "confirmed": reproduced against different known-good nodes
+    ambiguous: bool = False
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Trail = list[tuple[int | None, str]]  # (round, what it showed): how a search got where it is
+
+
+def label(group: list[str] | tuple[str, ...]) -> str:
+    group = list(group)
+    if len(group) <= 4:
+        return "{" + ", ".join(group) + "}"
+    return f"{len(group)} nodes ({group[0]} .. {group[-1]})"
+
+
+def state(outcome: Outcome) -> str:
+    if outcome.result is None:
+        return f"not run ({outcome.why_not})"
+    if outcome.result.ok is None:
+        return "not measured" + (f" ({outcome.result.note})" if outcome.result.note else "")
+    text = "good" if outcome.result.ok else "bad"
+    if outcome.result.figure is not None:
+        text += f" ({outcome.result.figure:.3g})"
+    if not outcome.result.ok and outcome.result.note:
+        text += f": {outcome.result.note}"
+    return text
+
+
+def step(outcomes: list[Outcome], what: str = "") -> tuple[int | None, str]:
+    rounds = [o.round for o in outcomes if o.round is not None]
+    where = f"round {rounds[0]}" if rounds else "not run"
+    parts = "; ".join(f"{label(o.group)} {state(o)}" for o in outcomes)
+    return (rounds[0] if rounds else None, f"{where}: {what + ': ' if what else ''}{parts}")
+
+
+def attribution(kind: str, members: list[str], trail: Trail, **kwargs: Any) -> Attribution:
+    return Attribution(kind=kind, members=list(members), evidence=[text for _, text in trail],
+                       rounds=sorted({r for r, _ in trail if r is not None}), **kwargs)
+
+
+def split(nodes: list[str], arity: int) -> list[list[str]]:
+    """`arity` parts of near-equal size, in order, each of two nodes where that is possible."""
+    return split_at_most(nodes, max(2, min(arity, len(nodes) // 2)))
+
+
+def split_at_most(nodes: list[str], count: int) -> list[list[str]]:
+    """At most `count` parts of near-equal size, in order (single nodes allowed)."""
+    count = max(1, min(count, len(nodes)))
+    size, extra = divmod(len(nodes), count)
+    parts, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        parts.append(nodes[start:end])
+        start = end
+    return parts
+
+
+# -- the searches ------------------------------------------------------------------------------
+
+
+def screen_task(e: Any, given: GroupResult | None) -> Iterator[list[Probe]]:
+    """Every node at once, or each topology group on its own; the bad ones are isolated."""
+    everyone = list(e.nodes)
+    if e.topology:
+        groups = e.topology_groups()
+        probes = [Probe(tuple(g), purpose=f"screen: topology group {e.topo(g[0])}") for g in groups if len(g) >= 2]
+        alone = [g[0] for g in groups if len(g) == 1]
+        if len(alone) >= 2:
+            probes.append(Probe(tuple(alone), purpose="screen: the nodes alone in their topology groups"))
+        elif alone:
+            e.note(f"{alone[0]} is the only node of topology group {e.topo(alone[0])}: "
+                   "it is measured only with nodes of other groups")
+        outcomes = yield probes
+    elif given is not None:
+        outcomes = [Outcome(None, everyone, [], given, "")]
+    else:
+        outcomes = yield [Probe(tuple(everyone), purpose="screen: every node at once")]
+    for outcome in outcomes:
+        trail: Trail = [step([outcome], "screen")] if outcome.round is not None else \
+            [(None, f"given: {label(outcome.group)} {state(outcome)}")]
+        if outcome.bad:
+            e.spawn(isolate_task(e, outcome.group, trail), scope=outcome.group)
+        elif outcome.result is not None and outcome.result.ok is None:
+            e.note(f"{label(outcome.group)} could not be measured: {outcome.result.note or 'no reason given'}")
+    # What was bad is measured again at the end without what was named in it; with topology groups
+    # that is every node together, since the screen measured no path between two groups.
+    if any(o.bad for o in outcomes) and not e.topology:
+        e.add_dirty(everyone, 0)
+    elif e.topology:
+        e.add_dirty(everyone, 0, fresh=True)
+    if e.topology and any(len(g) > 1 for g in e.topology_groups()):  # else the screen measured them together
+        e.spawn(boundary_task(e), scope=[], priority=2)
+    elif all(o.good for o in outcomes):
+        e.note("every node together measured good: no fault reproduced")
+
+
+def isolate_task(e: Any, nodes: list[str], trail: Trail) -> Iterator[list[Probe]]:
+    """`nodes` measured bad together: find the nodes or links inside that make it so."""
+    nodes = e.ordered(nodes)
+    if len(nodes) == 2:
+        yield from pair_task(e, nodes[0], nodes[1], trail)
+        return
+    if len(nodes) == 3 and not e.has_good(exclude=nodes):
+        yield from small_task(e, nodes, trail)
+        return
+    parts = split(nodes, e.params.arity)
+    probes = [Probe(tuple(p), partners=(e.topo(p[0]),) if len(p) == 1 else (), avoid=frozenset(nodes),
+                    purpose=f"part {i + 1} of {len(parts)} of {label(nodes)}", search=True)
+              for i, p in enumerate(parts)]
+    outcomes = yield probes
+    trail = trail + [step(outcomes, f"{label(nodes)} split")]
+    bad = [(p, o) for p, o in zip(parts, outcomes) if o.bad]
+    for part, outcome in bad:
+        if len(part) == 1:  # measured with a known-good partner: it, or the link between them
+            e.spawn(pair_task(e, part[0], outcome.partners[0], trail), scope=outcome.group)
+        else:
+            e.spawn(isolate_task(e, part, trail), scope=part)
+    if bad:
+        return
+    e.spawn(between_task(e, parts, trail), scope=nodes)
+
+
+def between_task(e: Any, parts: list[list[str]], trail: Trail) -> Iterator[list[Probe]]:
+    """Each part is good and all of them together are bad: the fault lies between two parts. Two
+    parts: the cross search. More: the first half of the parts and the second half, at once; a bad
+    half holds it; neither: it lies between the halves."""
+    if len(parts) == 2:
+        yield from cross_task(e, parts[0], parts[1], trail)
+        return
+    first, second = parts[:len(parts) // 2], parts[len(parts) // 2:]
+    unions = [sum(first, []), sum(second, [])]
+    outcomes = yield [Probe(tuple(u), purpose=f"{len(h)} parts together", search=True)
+                      for u, h in zip(unions, (first, second)) if len(h) > 1]
+    trail = trail + [step(outcomes, "parts, half of them at a time")]
+    found = False
+    for halves_of, outcome in zip([h for h in (first, second) if len(h) > 1], outcomes):
+        if outcome.bad:
+            found = True
+            e.spawn(between_task(e, halves_of, trail), scope=sum(halves_of, []))
+    if not found:
+        e.spawn(cross_task(e, unions[0], unions[1], trail), scope=unions[0] + unions[1])
+
+
+def cross_task(e: Any, a: list[str], b: list[str], trail: Trail, known_bad: bool = True) -> Iterator[list[Probe]]:
+    """A and B are each good; together they are bad (`known_bad`), or may be: find the link(s) between.
+
+    A1+B1 and A2+B2 are measured at once. A bad one is searched further. When neither is, the link
+    is in A1+B2 or A2+B1: both are searched at once, each without a round of its own to say which
+    (the one without it ends at its next round, finding nothing), so each halving costs one round.
+    """
+    if len(a) == 1 and len(b) == 1:
+        if not known_bad:
+            (outcome,) = yield [Probe((a[0], b[0]), purpose=f"{a[0]} with {b[0]}", search=True)]
+            if not outcome.bad:
+                return
+            trail = trail + [step([outcome], "between single nodes")]
+        yield from pair_task(e, a[0], b[0], trail)
+        return
+    a1, a2 = halves(a)
+    b1, b2 = halves(b)
+    combos = [(x, y) for x, y in ((a1, b1), (a2, b2)) if x and y]
+    outcomes = yield [Probe(tuple(x + y), purpose=f"{label(x)} with {label(y)}", search=True) for x, y in combos]
+    here = trail + [step(outcomes, f"between {label(a)} and {label(b)}")]
+    found = [(x, y) for (x, y), o in zip(combos, outcomes) if o.bad]
+    for x, y in found:
+        e.spawn(cross_task(e, x, y, here), scope=x + y)
+    if found:
+        return
+    rest = [(x, y) for x, y in ((a1, b2), (a2, b1)) if x and y]
+    if len(rest) == 1 and known_bad:  # the only place left: known to hold it
+        e.spawn(cross_task(e, rest[0][0], rest[0][1], here), scope=rest[0][0] + rest[0][1])
+        return
+    for x, y in rest:
+        e.spawn(cross_task(e, x, y, here, known_bad=False), scope=x + y)
+    if known_bad and not rest:
+        e.note(f"{label(a)} and {label(b)} were bad together once, but no part of one with a part of the other: "
+               "not reproduced")
+
+
+def halves(nodes: list[str]) -> tuple[list[str], list[str]]:
+    middle = (len(nodes) + 1) // 2
+    return nodes[:middle], nodes[middle:]
+
+
+def pair_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
+    """{a, b} measured bad: node a, node b, the link between them, or the boundary of their groups."""
+    trail = list(trail)
+    need = [x for x in (a, b) if not e.is_good(x)]
+    votes: dict[str, list[Outcome]] = {x: [] for x in need}
+    used = {x: {a, b} for x in need}
+    pending = list(need)
+    unknown: list[str] = []
+    verdict: dict[str, str] = {}
+    while pending:
+        first = all(not votes[x] for x in pending)
+        outcomes = yield [Probe((x,), partners=(e.topo(x),), avoid=frozenset(used[x]),
+                                purpose=f"{x} with {'a' if first else 'another'} known-good node") for x in pending]
+        trail.append(step(outcomes, "each with a known-good node" if first else "again, with other known-good nodes"))
+        following = []
+        for x, outcome in zip(pending, outcomes):
+            if outcome.result is None or outcome.result.ok is None:
+                if votes[x]:
+                    verdict[x] = "unconfirmed" if votes[x][-1].bad else "not"
+                else:
+                    unknown.append(x)
+                continue
+            used[x] |= set(outcome.partners)
+            votes[x].append(outcome)
+            bad = sum(v.bad for v in votes[x])
+            good = len(votes[x]) - bad
+            if bad >= 2 and bad > good:
+                verdict[x] = "node"
+            elif (good >= 1 and bad == 0) or (good >= 2 and good > bad) or len(votes[x]) >= 3:
+                verdict[x] = "not"
+            else:
+                following.append(x)
+        pending = following
+    named = [x for x, v in verdict.items() if v in ("node", "unconfirmed")]
+    for x in named:
+        partners = [p for v in votes[x] if v.bad for p in v.partners]
+        e.blame(attribution("node", [x], trail, confidence="confirmed" if verdict[x] == "node" else "unconfirmed",
+                            figures={"bad_with": sorted(set(partners) | ({a, b} - {x}))}))
+    if unknown:
+        others = [x for x in (a, b) if x not in unknown and x not in named]
+        candidates = [{"kind": "node", "members": [x]} for x in unknown]
+        if others or len(unknown) == 2:
+            candidates.append({"kind": "link", "members": [a, b]})
+        e.blame(attribution("unexplained", [a, b], trail + [(None, "no known-good node was free to measure "
+                                                                  f"{' and '.join(unknown)} against")],
+                            ambiguous=True, confidence="unconfirmed", candidates=candidates))
+        return
+    if named:
+        return
+    yield from link_task(e, a, b, trail)
+
+
+def link_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
+    """Neither node is at fault alone: the pair again, and beside it another pair across the same
+    two topology groups when a and b are in different ones."""
+    ga, gb = e.topo(a), e.topo(b)
+    across = ga is not None and gb is not None and ga != gb
+    probes = [Probe((a, b), purpose=f"{a} with {b} again")]
+    if across:
+        probes.append(Probe((), partners=(ga, gb), strict=True, avoid=frozenset({a, b}),
+                            purpose=f"two other nodes, of {ga} and of {gb}"))
+    outcomes = yield probes
+    trail = trail + [step(outcomes, "the pair again" + (", and another across the same groups" if across else ""))]
+    again = outcomes[0]
+    other = outcomes[1] if across else None
+    if again.result is None or again.result.ok is None:
+        e.blame(attribution("unexplained", [a, b], trail, ambiguous=True, confidence="unconfirmed",
+                            candidates=[{"kind": "link", "members": [a, b]}]))
+    elif again.good:
+        e.note(f"{a} with {b} was bad, and good when measured again: not reproduced")
+    elif not across:
+        e.blame(attribution("link", sorted([a, b], key=e.position), trail))
+    elif other is None or not (other.bad or other.good):
+        e.blame(attribution("unexplained", sorted([a, b], key=e.position),
+                            trail + [(None, f"no other pair across {ga} and {gb} could be measured")],
+                            ambiguous=True, confidence="unconfirmed",
+                            candidates=[{"kind": "link", "members": [a, b]},
+                                        {"kind": "boundary", "members": sorted([ga, gb])}]))
+    elif other.bad:
+        e.blame(attribution("boundary", sorted([ga, gb]), trail,
+                            figures={"pairs": [[a, b], other.group]}))
+    else:
+        e.blame(attribution("link", sorted([a, b], key=e.position), trail))
+
+
+def small_task(e: Any, nodes: list[str], trail: Trail) -> Iterator[list[Probe]]:
+    """Three nodes, bad together, and no known-good node to measure them against: all three pairs."""
+    a, b, c = nodes
+    outcome_of: dict[tuple[str, str], Outcome] = {}
+    trail = list(trail)
+    for pair in ((a, b), (a, c), (b, c)):
+        (outcome,) = yield [Probe(pair, purpose=f"{pair[0]} with {pair[1]}", search=True)]
+        outcome_of[pair] = outcome
+        trail.append(step([outcome], "pairs of three"))
+    bad = [p for p, o in outcome_of.items() if o.bad]
+    good = [p for p, o in outcome_of.items() if o.good]
+    for x in nodes:
+        mine = [p for p in outcome_of if x in p]
+        if all(p in bad for p in mine) and any(x not in p for p in good):
+            e.blame(attribution("node", [x], trail, figures={"bad_with": [y for p in mine for y in p if y != x]}))
+            return
+    if len(bad) == 1 and len(good) == 2:
+        yield from link_task(e, bad[0][0], bad[0][1], trail)
+    elif len(bad) == 3:
+        e.blame(attribution("unexplained", nodes, trail, ambiguous=True, confidence="unconfirmed",
+                            candidates=[{"kind": "node", "members": [x]} for x in nodes]))
+    elif not bad:
+        e.note(f"{label(nodes)} was bad, but none of its pairs: not reproduced")
+    else:
+        e.blame(attribution("unexplained", nodes, trail, ambiguous=True, confidence="unconfirmed"))
+
+
+def straggler_task(e: Any, node: str) -> Iterator[list[Probe]]:
+    """`node` was far slower than its group's median once: measure it again among known-good nodes."""
+    p = e.params
+    probes = 0
+    while True:
+        if e.is_blamed(node):
+            return
+        seen = e.observations(node)
+        slow = [o for o in seen if o["slow"]]
+        if len(slow) >= 2 and len(slow) * 2 > len(seen):
+            e.blame(straggler(node, seen, slow))
+            return
+        if len(seen) - len(slow) >= max(2, len(slow)):
+            e.note(f"{node} was slow in {len(slow)} of {len(seen)} observations: not a straggler")
+            return
+        if probes >= 3:
+            break
+        probes += 1
+        (outcome,) = yield [Probe((node,), partners=(e.topo(node),) * p.straggler_partners,
+                                  at_least=p.straggler_min_group - 1,
+                                  purpose=f"{node} again among known-good nodes (slow once)")]
+        if outcome.result is None:
+            break
+    seen = e.observations(node)
+    slow = [o for o in seen if o["slow"]]
+    if slow:
+        found = straggler(node, seen, slow)
+        found.ambiguous, found.confidence = True, "unconfirmed"
+        e.blame(found)
+
+
+def straggler(node: str, seen: list[dict[str, Any]], slow: list[dict[str, Any]]) -> Attribution:
+    ratios = sorted(o["time_s"] / o["median_s"] for o in slow if o["median_s"] > 0)
+    mid = slow[len(slow) // 2]
+    evidence = [f"round {o['round']}: {node} {o['time_s']:.4g} s against its group's median {o['median_s']:.4g} s "
+                f"(MAD {o['mad_s']:.3g} s, {o['size']} nodes){'' if o['slow'] else ': not slow'}" for o in seen]
+    return Attribution("straggler", [node], evidence, sorted({o["round"] for o in seen}),
+                       figures={"time_s": mid["time_s"], "median_s": mid["median_s"],
+                                "ratio": round(ratios[len(ratios) // 2], 3) if ratios else None,
+                                "slow_in": len(slow), "observed": len(seen)})
+
+
+def boundary_task(e: Any) -> Iterator[list[Probe]]:
+    """One known-good node of each topology group, all together: the paths between the groups."""
+    while True:
+        reps, missing = e.representatives()
+        if not missing or not e.searching():
+            break
+        yield []  # a group's search still holds all its nodes: wait a round
+    if missing:
+        e.note("not measured across groups (no known-good node): " + ", ".join(missing))
+    if len(reps) < 2:
+        return
+    (outcome,) = yield [Probe(tuple(reps), purpose="one known-good node of each topology group")]
+    trail: Trail = [step([outcome], "across topology groups")]
+    if outcome.bad:
+        e.spawn(isolate_task(e, reps, trail), scope=reps)
+    elif outcome.good:
+        e.note(f"one known-good node of each of {len(reps)} topology groups, together: good")
+
+
+def clearance_task(e: Any, dirty: list[tuple[list[str], int, bool]]) -> Iterator[list[Probe]]:
+    """Each set that was bad, without the components named in it, measured again; a set still bad
+    is measured once more (one bad figure can be noise), and searched again when it is bad twice.
+    A `fresh` set (every node, after a screen by topology group) was never measured as a whole:
+    a bad result is news, not a contradiction, and is searched at once."""
+    outcomes = yield [Probe(pool=frozenset(nodes), purpose="every node together, without the components named"
+                            if fresh else "what was bad, without the components named") for nodes, _, fresh in dirty]
+    bad = [(passes, o) for (_, passes, fresh), o in zip(dirty, outcomes) if o.bad and not fresh]
+    for (_, passes, fresh), outcome in zip(dirty, outcomes):
+        if outcome.bad and fresh:
+            e.add_dirty(outcome.group, passes + 1)
+            e.spawn(isolate_task(e, outcome.group, [step([outcome], "every node together")]), scope=outcome.group)
+    if not bad:
+        return
+    again = yield [Probe(tuple(o.group), purpose="the same, once more") for _, o in bad]
+    for (passes, first), second in zip(bad, again):
+        trail: Trail = [step([first], "again without the components named"), step([second], "once more")]
+        if not second.bad:
+            e.note(f"{label(first.group)}, without the components named, was bad once and then good: not reproduced")
+        elif passes + 1 >= e.params.max_passes:
+            e.blame(attribution("unexplained", second.group, trail, ambiguous=True, confidence="unconfirmed"))
+        else:
+            e.add_dirty(second.group, passes + 1)
+            e.spawn(isolate_task(e, second.group, trail), scope=second.group)

@@ -1,0 +1,86 @@
+"""collectives.cluster judging an adaptive isolation pass (isolation="adaptive", the default).
+
+The pass's facts are made the way the check makes them: preflight.launch.isolation run to its end, here
+against the fault simulator in place of torchrun launches, in the shape preflight_checks.collectives.isolation
+records; the rest of the facts is a recorded four-node run that missed its busbw floor.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from preflight.core.check import CannotMeasure, Expect
+from preflight.launch.isolation import GroupResult, isolate
+from preflight_checks.collectives.isolation import isolation_method, judged_group, topology_of
+from preflight.launch.isolation_sim import Fault, FaultModel
+from preflight.core.model import Status
+from preflight_checks.collectives.cluster import CollectivesCluster, Params, pairwise_reason
+from tests.conftest import load_facts
+
+NODES = ["gpu01", "gpu02", "gpu03", "gpu04"]
+
+
+def with_isolation(faults: list[Fault], topology: dict[str, str] | None = None) -> dict:
+    facts = load_facts("collectives_cluster/gpu_4nodes_gpu03_slow_built.json")
+    facts.pop("pairwise")
+    params = Params(**facts["_params"])
+    reason = pairwise_reason(facts["run"], params, len(NODES))
+    model = FaultModel(NODES, faults, topology=topology, seed=3, times=False)
+    result = isolate(NODES, model.measure, topology=topology, screen=GroupResult(False, note=reason))
+    facts["isolation"] = {"method": "adaptive", "reason": reason, "budget_s": 120.0,
+                          "thresholds": {"min_busbw_gbps": params.min_busbw_gbps}, "isolation": result.to_dict(),
+                          "launches": []}
+    return json.loads(json.dumps(facts, allow_nan=False))  # what results.jsonl would hold
+
+
+def evaluate(facts: dict):
+    check = CollectivesCluster()
+    return check.evaluate(facts, check.params_from(facts.get("_params", {})), Expect())
+
+
+def ids(outcome) -> list[str]:
+    return [f.id for f in outcome.findings if f.level is not Status.PASS]
+
+
+def test_adaptive_is_the_default_and_unknown_methods_are_refused():
+    assert Params().isolation == "adaptive"
+    assert isolation_method("pairs") == "pairs"
+    with pytest.raises(CannotMeasure):
+        isolation_method("bisect")
+
+
+def test_a_slow_node_is_named_by_the_adaptive_pass():
+    outcome = evaluate(with_isolation([Fault("slow-node", ("gpu03",), 0.3)]))
+    assert outcome.status is Status.FAIL
+    assert "collectives.cluster.isolated-node" in ids(outcome)
+    assert "gpu03 is at fault" in outcome.summary
+    assert any(d.startswith("isolation round 1:") for d in outcome.details)
+
+
+def test_a_slow_link_is_named_with_both_nodes():
+    outcome = evaluate(with_isolation([Fault("bad-link", ("gpu01", "gpu04"), 0.3)]))
+    assert "collectives.cluster.isolated-link" in ids(outcome)
+    assert "between gpu01 and gpu04" in outcome.summary
+    assert "collectives.cluster.isolated-node" not in ids(outcome)
+
+
+def test_a_fault_no_group_reproduces_says_so():
+    outcome = evaluate(with_isolation([]))
+    assert ids(outcome).count("collectives.cluster.isolation-not-reproduced") == 1
+
+
+def test_a_boundary_is_named_from_the_hosts_groups():
+    ctx_nodes = [{"name": n, "group": "leaf1" if n in ("gpu01", "gpu02") else "leaf2"} for n in NODES]
+    topology = topology_of(type("Ctx", (), {"nodes": ctx_nodes})())
+    assert topology == {"gpu01": "leaf1", "gpu02": "leaf1", "gpu03": "leaf2", "gpu04": "leaf2"}
+    outcome = evaluate(with_isolation([Fault("boundary", ("leaf1", "leaf2"), 0.3)], topology))
+    assert "collectives.cluster.isolated-boundary" in ids(outcome)
+
+
+def test_a_group_launch_is_judged_as_a_pair_is():
+    ok, kept = judged_group({"nodes": ["a", "b", "c"], "state": "bad", "busbw_gbps": 12.0,
+                             "problems": ["busbw 12.00 GB/s below 300"]})
+    assert ok == GroupResult(False, figure=12.0, note="busbw 12.00 GB/s below 300") and kept["nodes"] == ["a", "b", "c"]
+    assert judged_group({"nodes": ["a", "b"], "state": "error", "error": "no free port"})[0].ok is None
