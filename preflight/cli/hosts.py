@@ -280,6 +280,9 @@ def _range_values(body: str, target: str, fail) -> list[str]:
     return values
 
 
+FILE_SUFFIXES = (".txt", ".hosts", ".list", ".cfg", ".conf", ".ini", ".csv")
+
+
 def nodes_from_arg(value: str) -> list[Host]:
     """The nodes a `--nodes VALUE` names: the hosts file at that path when one exists, else the value
     itself read as a node set or host list (`gpu[001-064,070]`, `rack[1-2]-gpu[01-08]`, `gpu01,gpu02`),
@@ -287,6 +290,8 @@ def nodes_from_arg(value: str) -> list[Host]:
     path = Path(os.path.expanduser(value))
     if path.is_file():
         return load_hosts(path)
+    if "/" in value or path.suffix.lower() in FILE_SUFFIXES:
+        raise HostsFileError(value, None, "no such hosts file (a node set has no '/' and no file suffix)")
     if value.strip().startswith("-"):
         raise HostsFileError("--nodes", None, f"{value!r} is neither a file nor a node set (it starts with '-')")
     if not value.strip():

@@ -20,8 +20,9 @@ from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
 
 
 @click.command(epilog=EXIT_CODE_HELP)
-@click.option("--nodes", "nodes_file", type=click.Path(dir_okay=False), default=None,
-              help="Hosts file: one node per line (user@host:port slots=N). Without it, checks this machine.")
+@click.option("--nodes", "nodes_file", default=None, metavar="FILE|NODESET",
+              help="Hosts file (one node per line: user@host:port slots=N), or a node set such as gpu[001-064,070]. "
+                   "Without it, checks this machine.")
 @config_option
 @profile_option
 @click.option("--checks", "only", default=None, help="Comma-separated check ids to run (default: all).")
@@ -162,12 +163,12 @@ def _plugin_name(error: Any) -> str:
 
 
 def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[Any]:
-    from preflight.cli.hosts import HostsFileError, load_hosts
+    from preflight.cli.hosts import HostsFileError, nodes_from_arg
     from preflight.run.runner import NodeTarget
     from preflight.transport.ssh import SshTransport
 
     try:
-        hosts = load_hosts(path)
+        hosts = nodes_from_arg(path)
         return [NodeTarget(SshTransport.from_host(host, python=remote_python, options=ssh_options,
                                                   accept_new=accept_new), slots=host.slots) for host in hosts]
     except HostsFileError as exc:

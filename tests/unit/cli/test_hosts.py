@@ -176,3 +176,21 @@ def test_ssh_config_aliases_may_contain_underscores(name):
 
 def test_underscore_ranges_expand():
     assert [h.name for h in parse_hosts("train_node[1-3]\n")] == ["train_node1", "train_node2", "train_node3"]
+
+
+def test_nodes_takes_a_node_set_or_a_file_and_refuses_what_is_neither(tmp_path):
+    from click.testing import CliRunner
+
+    from preflight.cli.hosts import nodes_from_arg
+    from preflight.cli.main import cli
+
+    assert [h.name for h in nodes_from_arg("gpu[001-003,007]")] == ["gpu001", "gpu002", "gpu003", "gpu007"]
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("n1\nn2 slots=8\n")
+    assert [(h.name, h.slots) for h in nodes_from_arg(str(hosts))] == [("n1", None), ("n2", 8)]
+    runner = CliRunner()
+    for value, named in (("missing/hosts.txt", "missing/hosts.txt"), ("hosts.list", "hosts.list"),
+                         ("gpu[01-02];reboot", "gpu01;reboot"), ("-oProxyCommand=x", "-oProxyCommand=x")):
+        result = runner.invoke(cli, ["run", "--nodes", value, "--out", str(tmp_path / "out")])
+        assert result.exit_code == 2, (value, result.output)
+        assert named in result.output and "Traceback" not in result.output
