@@ -113,7 +113,7 @@ def k8s() -> None:
 @click.option("--group", default=None, help="Bind the coordinator's roles to this group.")
 @click.option("--service-account", default=None, metavar="[NS/]NAME",
               help="Bind the coordinator's roles to this service account (a coordinator inside the cluster).")
-@click.option("--image", default="IMAGE", help="The image shown in the pod template.")
+@click.option("--image", default="registry.example/team/train:tag", help="The image shown in the pod template.")
 @click.option("--no-cordon", is_flag=True, help="Leave out the node verbs --cordon and --uncordon need.")
 def manifests(namespace: str, user: str | None, group: str | None, service_account: str | None, image: str,
               no_cordon: bool) -> None:

@@ -45,6 +45,8 @@ def kube():
         for name, labels, gpus in nodes:
             admin.create_node(_node_body(name, labels, gpus))
             admin.patch_node_status(name, _node_status(gpus), _content_type="application/strategic-merge-patch+json")
+            # The node is Ready: lift the not-ready taint admission put on it (the node controller's part).
+            admin.patch_node(name, {"spec": {"taints": None}}, _content_type="application/merge-patch+json")
         from kubernetes import utils
 
         from preflight.integrations.kubernetes.manifests import objects
@@ -54,7 +56,7 @@ def kube():
             if obj["kind"] != "Pod":
                 utils.create_from_dict(api_client, obj)
         yield {"bed": bed, "admin": admin, "namespace": NAMESPACE, "python": sys.executable,
-               "runner": str(bed.dir / "runner.kubeconfig"), "nobody": str(bed.kubeconfig("nobody"))}
+               "runner": str(bed.kubeconfig("runner")), "nobody": str(bed.kubeconfig("nobody"))}
     finally:
         bed.stop()
 

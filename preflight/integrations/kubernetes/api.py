@@ -37,6 +37,11 @@ def client_module() -> Any:
 def core_api(context: str | None = None, kubeconfig: str | None = None) -> Any:
     """A CoreV1Api: in-cluster config inside a pod (unless a kubeconfig is named), else the kubeconfig."""
     k8s = client_module()
+    import warnings
+
+    # A kubeconfig with insecure-skip-tls-verify is the user's choice; urllib3's warning about it on
+    # every request would bury the bridge's own messages, which travel on stderr.
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     try:
         if not kubeconfig and not context and os.environ.get("KUBERNETES_SERVICE_HOST") \
                 and os.path.exists(IN_CLUSTER_TOKEN):

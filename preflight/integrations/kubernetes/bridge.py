@@ -84,6 +84,7 @@ class Bridge:
         self.channel = Channel(api, self.ns, self.pod, self.labels)
         self.stopping = threading.Event()
         self.created = False
+        self.ran = False  # the pod left Pending: its kubelet will confirm its deletion
 
     def start(self) -> None:
         self.channel.create_input()
@@ -122,6 +123,7 @@ class Bridge:
                                  f"{self.args.start_timeout:.0f}s: {pending_reason(pod)}\n")
                 return FAILED
             ran = ran or phase in ("Running", "Succeeded", "Failed")
+            self.ran = ran
             if phase in ("Succeeded", "Failed"):
                 gone_at = gone_at or time.monotonic()
                 if time.monotonic() - gone_at > 10:  # the command's last words never arrived
@@ -151,7 +153,8 @@ class Bridge:
         if not self.created:
             return
         try:
-            self.api.delete_namespaced_pod(self.pod, self.ns, grace_period_seconds=5)
+            # A pod that never started has no kubelet to confirm a graceful deletion: remove it at once.
+            self.api.delete_namespaced_pod(self.pod, self.ns, grace_period_seconds=5 if self.ran else 0)
         except Exception:  # noqa: BLE001,S110 - already gone is fine; the run's end sweeps the rest
             pass
         self.channel.delete_all()

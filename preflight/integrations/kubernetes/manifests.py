@@ -21,7 +21,7 @@ RUNNER_ROLE = "preflight-runner"
 
 
 def objects(namespace: str, *, user: str | None = None, group: str | None = None,
-            service_account: str | None = None, cordon: bool = True, image: str = "IMAGE") -> list[dict[str, Any]]:
+            service_account: str | None = None, cordon: bool = True, image: str = "registry.example/team/train:tag") -> list[dict[str, Any]]:
     labels = {MANAGED_BY: MANAGER}
     meta = lambda name, ns=True: {"name": name, "labels": labels, **({"namespace": namespace} if ns else {})}  # noqa: E731
     subjects: list[dict[str, Any]] = []
@@ -59,9 +59,9 @@ def objects(namespace: str, *, user: str | None = None, group: str | None = None
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RUNNER_ROLE},
              "subjects": subjects},
         ]
-    pod = pod_manifest("preflight-RUN-NODE", "NODE", image, "python3", POD_ACCOUNT, 8,
-                       {MANAGED_BY: MANAGER, "preflight.dev/run": "RUN", "preflight.dev/node": "NODE"},
-                       "preflight-RUN-NODE-in", "preflight-RUN-NODE-out",
+    pod = pod_manifest("preflight-run-id-node-name", "node-name", image, "python3", POD_ACCOUNT, 8,
+                       {MANAGED_BY: MANAGER, "preflight.dev/run": "run-id", "preflight.dev/node": "node-name"},
+                       "preflight-run-id-node-name-in", "preflight-run-id-node-name-out",
                        ["python3", "-m", "preflight.workers.guard", "--stdin", "--", "python3", "-m",
                         "preflight.run.agent"])
     pod["metadata"]["namespace"] = namespace
@@ -74,6 +74,6 @@ def render(namespace: str, **options: Any) -> str:
 
     docs = objects(namespace, **options)
     head = ("# preflight on Kubernetes: the service account of its pods, the least-privilege roles, and the\n"
-            "# pod each node check runs in (RUN and NODE are filled in per run; the pod is created by\n"
+            "# pod each node check runs in (run-id and node-name are filled in per run; the pod is created by\n"
             "# preflight itself, shown here for review only).\n")
     return head + "\n".join("---\n" + yaml.safe_dump(d, sort_keys=False) for d in docs)

@@ -13,8 +13,9 @@ def delete_run(api: Any, namespace: str, run_id: str) -> int:
     try:
         pods = api.list_namespaced_pod(namespace, label_selector=selector).items
         maps = api.list_namespaced_config_map(namespace, label_selector=selector).items
-        if pods:
-            api.delete_collection_namespaced_pod(namespace, label_selector=selector, grace_period_seconds=5)
+        for pod in pods:
+            started = pod.status is not None and pod.status.phase not in (None, "Pending")
+            api.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=5 if started else 0)
         if maps:
             api.delete_collection_namespaced_config_map(namespace, label_selector=selector)
     except Exception as exc:  # noqa: BLE001
