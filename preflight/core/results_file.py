@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from preflight.core.finite import finite, make_finite
 from preflight.core.model import CheckResult, RunReport, Scope
 
 HEADER_KEY = "preflight_plan"
@@ -76,6 +77,8 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
                            cluster_checks=list(dict.fromkeys(r.check_id for r in results if r.scope is Scope.CLUSTER)),
                            preflight_version=version)
         notes.append(f"{path} has no run-plan header (written by an older preflight): missing results cannot be named")
+    for result in results:
+        make_finite(result)  # a file written by an older preflight may hold NaN tokens
     report.finished_at = results[-1].started_at if results else ""
     if header is None and any("cut short" in n for n in notes):
         # Without a plan, a torn line is the only sign that results are missing.
@@ -86,7 +89,7 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
 
 
 def header_line(report: RunReport) -> str:
-    return dumps(plan_header(report), sort_keys=True, default=str)
+    return dumps(finite(plan_header(report))[0], sort_keys=True, default=str)
 
 
 @lru_cache(maxsize=1)
@@ -118,9 +121,12 @@ def parse_report(text: str, path: str) -> RunReport:
         raise ResultsFileError(f"{path} is not JSON: {exc}") from None
     validate_report(data, path)
     try:
-        return RunReport.from_dict(data)
+        report = RunReport.from_dict(data)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ResultsFileError(f"{path} is not a preflight results file: {type(exc).__name__}: {exc}") from None
+    for result in report.results:
+        make_finite(result)  # a file written by an older preflight may hold NaN tokens
+    return report
 
 
 def read_results(path: str | Path, version: str) -> tuple[RunReport, list[str]]:
