@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -58,7 +57,9 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
 
         click.echo(renderer(chosen[0])(past), nl=False)
         sys.exit(decide(past).exit_code)
-    out = writable_dir(out_dir, keep=Path(results))  # the results re-rendered are the same run's: kept
+    # The results re-rendered are never replaced: an --out that holds them is refused (with --rejudge
+    # the re-judged report goes to <out>/rejudged/ instead).
+    out = writable_dir(out_dir, inputs=[("RESULTS", results), ("--config", config_file)], formats=chosen)
     finish(past, out, chosen)
     sys.exit(decide(past).exit_code)
 
