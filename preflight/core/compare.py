@@ -112,9 +112,9 @@ class Diff:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Diff:
         data = dict(data)
-        data["statuses"] = [StatusChange(**c) for c in data.get("statuses", [])]
-        data["figures"] = [FigureChange(**c) for c in data.get("figures", [])]
-        data["versions"] = [VersionChange(**c) for c in data.get("versions", [])]
+        data["statuses"] = [_known(StatusChange, c) for c in data.get("statuses", [])]
+        data["figures"] = [_known(FigureChange, c) for c in data.get("figures", [])]
+        data["versions"] = [_known(VersionChange, c) for c in data.get("versions", [])]
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -125,6 +125,12 @@ class Diff:
         from preflight.core.finite import finite
 
         return json.dumps(finite(data)[0], indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def _known(cls: Any, data: dict[str, Any]) -> Any:
+    """A change record from its dict; keys this version does not know are left out."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -295,6 +301,10 @@ def comparison_results(report: RunReport) -> list[CheckResult]:
     """
     comparison = baseline_of(report)
     if comparison is None:
+        if report.baseline:  # a comparison was made but cannot be read back: it must not vanish
+            return [CheckResult(BASELINE_CHECK_ID, CLUSTER_NODE, Status.ERROR,
+                                "the comparison with the baseline run cannot be read", title=BASELINE_TITLE,
+                                scope=Scope.CLUSTER)]
         return []
     regressions = comparison.regressions
     if not regressions:
