@@ -16,9 +16,9 @@ from preflight.cli.options import (
 @out_option
 @format_option
 @fail_on_option
-@click.option("--rejudge", is_flag=True, help="Judge the recorded facts again with today's code and the thresholds "
-              "below (the run's own profile unless --profile is given), touching no machine; written to "
-              "<out>/rejudged/ when --out holds RESULTS.")
+@click.option("--rejudge", is_flag=True, help="Judge the recorded facts again with today's code, touching no machine: "
+              "with everything the run was judged with (profile, config, --set, expectations, level, fail-on), "
+              "and the options below on top; written to <out>/rejudged/ when --out holds RESULTS.")
 @profile_option
 @set_option
 @config_option
@@ -46,6 +46,12 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
             past, rejudged_out = rejudge_for_cli(past, registry(), results, out_dir or DEFAULT_OUT, profile,
                                                  list(settings), config_file)
             out_dir = rejudged_out if out_dir is not None else None  # without --out: a new directory anyway
+            sources = (past.rejudged or {}).get("sources") or {}
+            given = sorted(key for key, source in sources.items() if not source.startswith("the run") and key != "note")
+            click.echo(f"preflight: re-judged with what the run recorded ({len(sources) - len(given)} values)"
+                       + (f"; from the options given now: {', '.join(given)}" if given else ""), err=True)
+            if "note" in sources:
+                click.echo(f"preflight: note: {sources['note']}", err=True)
         except ConfigError as exc:
             raise UsageProblem(str(exc)) from None
     elif profile is not None or settings or config_file:

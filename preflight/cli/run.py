@@ -158,14 +158,20 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
         from preflight.core.compare import attach
 
         attach(report, baseline, baseline_tolerance, label=str(baseline_file), fail_on_regression=fail_on_regression)
-    finish(report, out, chosen_formats)
-    if runner.write_error:
-        raise UsageProblem(f"{runner.write_error}; the reports hold every result")
+    problem: UsageProblem | None = None
+    try:
+        finish(report, out, chosen_formats)
+    except UsageProblem as exc:  # a report that cannot be written: exit 2 naming it, after the Slurm actions
+        problem = exc
+    if runner.write_error and problem is None:
+        problem = UsageProblem(f"{runner.write_error}; the reports hold every result")
     if drain or resume:
         from preflight.integrations.slurm import apply
 
         for action in apply(report, drain, resume):
             click.echo(f"slurm: {action.describe()}", err=bool(action.error))
+    if problem is not None:
+        raise problem
     from preflight.core.verdict import decide
 
     return decide(report).exit_code  # 130 for an interrupted run, as every report says
