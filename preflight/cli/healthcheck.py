@@ -64,17 +64,31 @@ def run_healthcheck(config_file: str | None, settings: list[str], budget_s: floa
     share = max(MIN_CHECK_TIMEOUT_S, budget_s / max(1, len(checks)))
     for check in checks:
         config.timeouts[check.id] = min(config.timeout_for(check), share)
-    scratch = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="preflight-healthcheck-"))
+    if out_dir:
+        # The same rules as `run --out`: the report files of an earlier run there are removed first, so
+        # DIR never holds two verdicts; the config file it reads is never among what it replaces.
+        from preflight.cli.options import writable_dir
+
+        scratch = writable_dir(out_dir, inputs=[("--config", config_file)], formats=["json"])
+    else:
+        scratch = Path(tempfile.mkdtemp(prefix="preflight-healthcheck-"))
     try:
         plan = RunPlan(checks=checks, config=config, output_dir=scratch,
                        nodes=[NodeTarget(LocalTransport(name=local_node_name()))], fanout=1, command=command,
                        load_errors=[e.to_dict() for e in registry.errors])
-        report = Runner(plan).run()
+        try:
+            report = Runner(plan).run()
+        except OSError as exc:  # results.jsonl cannot be opened (FileWriteError names it)
+            raise UsageProblem(str(exc)) from None
         decision = decide(report)
         if out_dir:
+            from preflight.core.files import write_atomic
             from preflight.reporters import renderer
 
-            (scratch / "results.json").write_text(renderer("json")(report), encoding="utf-8")
+            try:
+                write_atomic(scratch / "results.json", renderer("json")(report))
+            except OSError as exc:
+                raise UsageProblem(str(exc)) from None
         for result in report.results:
             if result.status is not Status.PASS:
                 echo(f"{result.status.value:<5} {result.check_id} {result.node}: {result.summary}")

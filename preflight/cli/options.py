@@ -81,16 +81,23 @@ def check_formats(formats: str) -> list[str]:
     return chosen
 
 
-def writable_dir(path: str | None, keep: Path | None = None) -> Path:
-    """The run's own directory (see preflight/cli/outdir.py): a new one per run without --out."""
-    from preflight.cli.outdir import OutputDirError, run_directory
+def writable_dir(path: str | None, inputs: list[tuple[str, str | None]] | None = None,
+                 formats: list[str] | None = None) -> Path:
+    """The run's own directory (see preflight/cli/outdir.py): a new one per run without --out.
+
+    `inputs` are the (flag, path) of the files the command reads: an --out whose report files would
+    replace one of them is a usage error. `formats` are the formats to be written."""
+    from preflight.cli.outdir import RESULTS_LOG, OutputDirError, run_directory
+    from preflight.reporters import filename
 
     if path is not None:
         nonempty("--out", path)
     if path == "-":
         raise UsageProblem("--out - prints one report and is for `preflight report`; a run writes a directory")
     try:
-        return run_directory(path or DEFAULT_OUT, per_run=path is None, keep=keep)
+        return run_directory(path or DEFAULT_OUT, per_run=path is None,
+                             inputs=[(flag, given) for flag, given in inputs or [] if given],
+                             writes=[RESULTS_LOG, *(filename(f) for f in formats or [])])
     except OutputDirError as exc:
         raise UsageProblem(str(exc)) from None
 
@@ -102,18 +109,26 @@ def nonempty(flag: str, value: str) -> None:
 
 
 def finish(report: Any, out: Path, formats: list[str], announce: bool = True) -> None:
+    """Write each report (through a temporary file and a rename: never through a link planted at its
+    name) and print the summary. A report that cannot be written (disk full, a read-only directory)
+    is exit 2 naming it, after the others were tried; results.jsonl is never touched here."""
+    from preflight.core.files import FileWriteError, write_atomic
     from preflight.reporters import filename, renderer
     from preflight.reporters.terminal import render as render_terminal
 
-    written = []
+    written, failed = [], []
     for fmt in formats:
-        name = filename(fmt)
-        (out / name).write_text(renderer(fmt)(report), encoding="utf-8")
-        written.append(out / name)
+        path = out / filename(fmt)
+        try:
+            write_atomic(path, renderer(fmt)(report))
+            written.append(path)
+        except FileWriteError as exc:
+            failed.append(str(exc))
     if announce:
         click.echo("")
         click.echo(render_terminal(report), nl=False)
-        click.echo("Reports: " + ", ".join(str(p) for p in written))
+        if written:
+            click.echo("Reports: " + ", ".join(str(p) for p in written))
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         try:
@@ -121,6 +136,9 @@ def finish(report: Any, out: Path, formats: list[str], announce: bool = True) ->
                 fh.write(renderer("md")(report) + "\n")
         except OSError as exc:
             click.echo(f"preflight: warning: cannot append to GITHUB_STEP_SUMMARY: {exc}", err=True)
+    if failed:
+        raise UsageProblem("; ".join(failed) + (f" (the results so far are in {out / 'results.jsonl'})"
+                                                if (out / "results.jsonl").is_file() else ""))
 
 
 def load_results(path: str) -> Any:

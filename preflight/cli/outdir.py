@@ -4,18 +4,24 @@
   `preflight-report/latest` (a symbolic link) points at the newest. An earlier run, perhaps the
   team's known-good baseline, is never overwritten.
 - With --out DIR, the run writes into DIR and first removes every report file an earlier run left
-  there (the files preflight writes, and only those), so DIR never holds two runs' verdicts side by
-  side. Other files in DIR are left as they are; DIR is never emptied.
+  there (results.jsonl and the file of every installed report format, and only those), so DIR never
+  holds two runs' verdicts side by side. Other files in DIR are left as they are; DIR is never
+  emptied. An --out that would replace the command's own input (the baseline, the results being
+  re-rendered, the config file) is refused, and so is a directory where a report file should go.
+- A run's scratch space is a directory the run creates itself in its output directory
+  (`.preflight-scratch-*`, one per run) and removes at the end; nothing else is removed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import tempfile
 from pathlib import Path
 
-# Every file a run or `preflight report` writes into its directory.
-OWNED_FILES = ("results.jsonl", "results.json", "report.md", "report.html", "junit.xml")
+# The files of the built-in formats; owned_files() adds those of every installed report format.
+RESULTS_LOG = "results.jsonl"
+OWNED_FILES = (RESULTS_LOG, "results.json", "report.md", "report.html", "junit.xml", "preflight.prom")
 LATEST = "latest"
 
 
@@ -23,17 +29,48 @@ class OutputDirError(Exception):
     pass
 
 
+def owned_files() -> tuple[str, ...]:
+    """Every file name a run or `preflight report` may write into its directory: results.jsonl and the
+    FILENAME of each installed reporter (plugins too), so that no earlier run's report of any format
+    is left beside this run's. A name with a path separator is never one of them."""
+    from preflight.reporters import available
+
+    names = [*OWNED_FILES, *(r.filename for r in available().values())]
+    return tuple(n for n in dict.fromkeys(names) if n and "/" not in n and os.sep not in n and n not in (".", ".."))
+
+
 def _check_writable(out: Path) -> None:
-    probe = out / ".preflight-write-test"
-    probe.write_text("ok")
-    probe.unlink()
+    fd, probe = tempfile.mkstemp(prefix=".preflight-write-test-", dir=out)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _refuse_inputs(base: Path, names: tuple[str, ...], inputs: list[tuple[str, str | Path]]) -> None:
+    """OutputDirError when a file the command reads is one this directory's cleanup or writing replaces."""
+    owned = {(base / name).resolve(strict=False) for name in names}
+    for flag, given in inputs:
+        where = Path(given)
+        if where.resolve(strict=False) in owned or where.absolute() in {base.absolute() / n for n in names}:
+            raise OutputDirError(
+                f"--out {base} would replace {given} ({flag}): preflight writes {where.name} there; "
+                "choose another --out directory")
 
 
 def run_directory(path: str | Path, *, per_run: bool, now: dt.datetime | None = None,
-                  keep: Path | None = None) -> Path:
-    """The directory this run writes into, made ready (see the module docstring). `keep` is a file
-    never removed: the results `preflight report` re-renders, which belong to the same run."""
+                  inputs: list[tuple[str, str | Path]] | None = None, writes: list[str] | None = None) -> Path:
+    """The directory this run writes into, made ready (see the module docstring).
+
+    `inputs` are (flag, path) of the files the command reads; `writes` the file names it will write
+    (a directory at one of those names is refused before anything runs).
+    """
     base = Path(path)
+    names = owned_files()
+    if not per_run:
+        _refuse_inputs(base, names, inputs or [])
+        for name in writes or []:
+            if (base / name).is_dir() and not (base / name).is_symlink():
+                raise OutputDirError(f"{base / name} is a directory: preflight writes its {name} there; "
+                                     "move it away or choose another --out directory")
     try:
         if per_run:
             moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
@@ -49,12 +86,10 @@ def run_directory(path: str | Path, *, per_run: bool, now: dt.datetime | None = 
             return out
         base.mkdir(parents=True, exist_ok=True)
         _check_writable(base)
-        for name in OWNED_FILES:
+        for name in names:
             stale = base / name
-            if keep is not None and stale.resolve() == keep.resolve():
-                continue
-            if stale.is_file() or stale.is_symlink():
-                stale.unlink()
+            if stale.is_symlink() or stale.is_file():
+                stale.unlink()  # a link is removed, never followed
         return base
     except OSError as exc:
         raise OutputDirError(f"output directory {path} cannot be written: {exc.strerror or exc}") from None

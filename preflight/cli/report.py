@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -17,9 +16,9 @@ from preflight.cli.options import (
 @out_option
 @format_option
 @fail_on_option
-@click.option("--rejudge", is_flag=True, help="Judge the recorded facts again with today's code and the thresholds "
-              "below (the run's own profile unless --profile is given), touching no machine; written to "
-              "<out>/rejudged/ when --out holds RESULTS.")
+@click.option("--rejudge", is_flag=True, help="Judge the recorded facts again with today's code, touching no machine: "
+              "with everything the run was judged with (profile, config, --set, expectations, level, fail-on), "
+              "and the options below on top; written to <out>/rejudged/ when --out holds RESULTS.")
 @profile_option
 @set_option
 @config_option
@@ -47,6 +46,12 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
             past, rejudged_out = rejudge_for_cli(past, registry(), results, out_dir or DEFAULT_OUT, profile,
                                                  list(settings), config_file)
             out_dir = rejudged_out if out_dir is not None else None  # without --out: a new directory anyway
+            sources = (past.rejudged or {}).get("sources") or {}
+            given = sorted(key for key, source in sources.items() if not source.startswith("the run") and key != "note")
+            click.echo(f"preflight: re-judged with what the run recorded ({len(sources) - len(given)} values)"
+                       + (f"; from the options given now: {', '.join(given)}" if given else ""), err=True)
+            if "note" in sources:
+                click.echo(f"preflight: note: {sources['note']}", err=True)
         except ConfigError as exc:
             raise UsageProblem(str(exc)) from None
     elif profile is not None or settings or config_file:
@@ -58,7 +63,9 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
 
         click.echo(renderer(chosen[0])(past), nl=False)
         sys.exit(decide(past).exit_code)
-    out = writable_dir(out_dir, keep=Path(results))  # the results re-rendered are the same run's: kept
+    # The results re-rendered are never replaced: an --out that holds them is refused (with --rejudge
+    # the re-judged report goes to <out>/rejudged/ instead).
+    out = writable_dir(out_dir, inputs=[("RESULTS", results), ("--config", config_file)], formats=chosen)
     finish(past, out, chosen)
     sys.exit(decide(past).exit_code)
 

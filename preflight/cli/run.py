@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import sys
 from typing import Any
 
@@ -16,7 +15,7 @@ from preflight.cli.options import (
 )
 from preflight.cli import k8s
 from preflight.cli.k8s import k8s_options
-from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
+from preflight.core.verdict import EXIT_CODE_HELP
 
 
 @click.command(epilog=EXIT_CODE_HELP)
@@ -61,7 +60,26 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         drain: bool = False, resume: bool = False, level: str | None = None, fail_fast: bool = False,
         **k8s_args: Any) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
+    from preflight.run.signals import INTERRUPTS
+
+    # From here on, SIGINT and SIGTERM (any number, at any moment) end in exit 130 with the reports
+    # written once and marked interrupted (preflight/run/signals.py).
+    with INTERRUPTS.handling():
+        sys.exit(_run(nodes_file, config_file, profile, only, skip, out_dir, formats, fail_on, timeout, settings,
+                      remote_python, ssh_options, ssh_accept_new, fanout, baseline_file, baseline_tolerance,
+                      fail_on_regression, slurm, drain, resume, level, fail_fast, k8s_args))
+
+
+def _run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None,
+         out_dir: str | None, formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...],
+         remote_python: str, ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int,
+         baseline_file: str | None, baseline_tolerance: float, fail_on_regression: bool, slurm: bool, drain: bool,
+         resume: bool, level: str | None, fail_fast: bool, k8s_args: dict[str, Any]) -> int:
     from preflight.core import config as config_mod
+    from preflight.core.files import FileWriteError
+    from preflight.run.judging import record_judging
+    from preflight.run.runner import mark_interrupted
+    from preflight.run.signals import INTERRUPTS
     from preflight.run.runner import NodeTarget, RunPlan, Runner
     from preflight.transport import LocalTransport
 
@@ -121,18 +139,24 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     kinds = {node.transport.kind for node in nodes}
     asked = set(split_ids(only))
     checks = [c for c in checks if not c.transports or kinds & set(c.transports) or c.id in asked]
-    out = writable_dir(out_dir)
+    # Files the run reads that its --out must not replace (a baseline there is refused, not overwritten).
+    inputs = [("--baseline", baseline_file), ("--config", config_file), ("--nodes", nodes_file),
+              ("--profile", profile if profile and ("/" in profile or profile.endswith(".toml")) else None)]
+    out = writable_dir(out_dir, inputs=inputs, formats=chosen_formats)
 
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
                    command=shlex.join(["preflight", *sys.argv[1:]]),
                    load_errors=[e.to_dict() for e in checks_found.errors if _plugin_name(e) not in skipped],
-                   fail_fast=fail_fast)
+                   fail_fast=fail_fast,
+                   judged_with=record_judging(config, checks_found.checks, profile=profile, config_file=config_file,
+                                              settings=list(settings), flags={"--fail-on": fail_on, "--level": level}))
     progress = _progress(plan, nodes)
-    # CI cancels jobs with SIGTERM: treat it as Ctrl-C so the partial reports are still written.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    runner = Runner(plan, on_event=progress)
     try:
-        report = runner.run()
+        try:
+            runner = Runner(plan, on_event=progress)
+        except FileWriteError as exc:
+            raise UsageProblem(str(exc)) from None
+        report = runner.run()  # the first signal stops it inside; none escapes from it
     finally:
         progress.stop()
         for node in nodes:
@@ -141,20 +165,30 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
                 close()
         if k8s_args.get("k8s"):
             k8s.sweep(k8s_args, run_id)
+    if INTERRUPTS.received and not report.interrupted:
+        mark_interrupted(report)  # a signal after the last check, before the reports: they say so
     if baseline is not None:
         from preflight.core.compare import attach
 
         attach(report, baseline, baseline_tolerance, label=str(baseline_file), fail_on_regression=fail_on_regression)
-    finish(report, out, chosen_formats)
+    problem: UsageProblem | None = None
+    try:
+        finish(report, out, chosen_formats)
+    except UsageProblem as exc:  # a report that cannot be written: exit 2 naming it, after the Slurm actions
+        problem = exc
+    if runner.write_error and problem is None:
+        problem = UsageProblem(f"{runner.write_error}; the reports hold every result")
     if drain or resume:
         from preflight.integrations.slurm import apply
 
         for action in apply(report, drain, resume):
             click.echo(f"slurm: {action.describe()}", err=bool(action.error))
     k8s.after_run(report, k8s_args)
+    if problem is not None:
+        raise problem
     from preflight.core.verdict import decide
 
-    sys.exit(EXIT_INTERRUPTED if report.interrupted else decide(report).exit_code)
+    return decide(report).exit_code  # 130 for an interrupted run, as every report says
 
 
 def _plugin_name(error: Any) -> str:

@@ -3,7 +3,11 @@
 `compare(old, new)` is a pure function of two RunReports and returns a Diff:
 - status changes per (check, node): PASS -> FAIL is a regression, FAIL -> PASS an improvement,
   using the order PASS < SKIP < WARN < FAIL < ERROR (a check that measured before and skips now has
-  lost coverage, which counts as worse);
+  lost coverage, which counts as worse). A result the baseline has and the new run does not (the
+  check was skipped, deselected or its node left out) has lost coverage too: a regression, unless
+  the baseline's result was itself a SKIP, which measured nothing to lose. A node of the baseline
+  that is not in the new run is a regression of its own (check id `node`). A result only the new run
+  has is information;
 - figure changes beyond a relative tolerance (default 10%). A measurement's comparison says which
   way is better: ">=" (at least) means higher is better, "<=" lower is better. For "==" and for
   text figures, a change that turns the figure from acceptable to not acceptable is a regression.
@@ -32,6 +36,7 @@ from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunRepo
 
 DEFAULT_TOLERANCE = 0.10
 BASELINE_CHECK_ID = "baseline.comparison"
+NODE_ENTRY = "node"  # the check id of a StatusChange that says a whole node is gone from the new run
 BASELINE_TITLE = "Comparison with the baseline run"
 
 HIGHER_IS_BETTER = {">=", ">"}
@@ -107,9 +112,9 @@ class Diff:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Diff:
         data = dict(data)
-        data["statuses"] = [StatusChange(**c) for c in data.get("statuses", [])]
-        data["figures"] = [FigureChange(**c) for c in data.get("figures", [])]
-        data["versions"] = [VersionChange(**c) for c in data.get("versions", [])]
+        data["statuses"] = [_known(StatusChange, c) for c in data.get("statuses", [])]
+        data["figures"] = [_known(FigureChange, c) for c in data.get("figures", [])]
+        data["versions"] = [_known(VersionChange, c) for c in data.get("versions", [])]
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -117,7 +122,15 @@ class Diff:
         data = self.to_dict()
         data["regressions"] = len(self.regressions)
         data["exit_code"] = self.exit_code
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+        from preflight.core.finite import finite
+
+        return json.dumps(finite(data)[0], indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def _known(cls: Any, data: dict[str, Any]) -> Any:
+    """A change record from its dict; keys this version does not know are left out."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -137,19 +150,29 @@ def compare(old: RunReport, new: RunReport, tolerance: float = DEFAULT_TOLERANCE
     order = list(dict.fromkeys([*old_results, *new_results]))
     for key in order:
         before, after = old_results.get(key), new_results.get(key)
-        if before is None or after is None:
-            # A check or node only one run has: the runs covered different ground, not a regression.
-            present = after or before
-            assert present is not None
-            diff.statuses.append(StatusChange(key[0], key[1], before.status.value if before else "",
-                                              after.status.value if after else "", "info", present.summary))
+        if before is not None and after is None:
+            # Gone from the new run: what the baseline measured here is no longer known (lost coverage).
+            lost = before.status is not Status.SKIP
+            diff.statuses.append(StatusChange(key[0], key[1], before.status.value, "",
+                                              "regression" if lost else "info",
+                                              "no result in the new run: lost coverage" if lost else before.summary))
             continue
+        if after is not None and before is None:
+            # Only the new run has it: it covers more ground, not a regression.
+            diff.statuses.append(StatusChange(key[0], key[1], "", after.status.value, "info", after.summary))
+            continue
+        assert before is not None and after is not None
         diff.compared_results += 1
         if before.status is not after.status:
             worse = _RANK[after.status.value] > _RANK[before.status.value]
             diff.statuses.append(StatusChange(key[0], key[1], before.status.value, after.status.value,
                                               "regression" if worse else "improvement", after.summary))
         diff.figures += _compare_figures(before, after, tolerance, diff)
+    new_nodes = set(new.node_names)
+    for node in old.node_names:
+        if node not in new_nodes and node != CLUSTER_NODE:
+            diff.statuses.append(StatusChange(NODE_ENTRY, node, "present", "", "regression",
+                                              "the node is not in the new run: nothing was measured on it"))
     diff.versions = _compare_versions(old, new, "regression" if versions_regress else "info")
     return diff
 
@@ -278,6 +301,10 @@ def comparison_results(report: RunReport) -> list[CheckResult]:
     """
     comparison = baseline_of(report)
     if comparison is None:
+        if report.baseline:  # a comparison was made but cannot be read back: it must not vanish
+            return [CheckResult(BASELINE_CHECK_ID, CLUSTER_NODE, Status.ERROR,
+                                "the comparison with the baseline run cannot be read", title=BASELINE_TITLE,
+                                scope=Scope.CLUSTER)]
         return []
     regressions = comparison.regressions
     if not regressions:

@@ -181,7 +181,8 @@ class CheckResult:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def to_json_line(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, default=str)
+        # Strict JSON: preflight.core.finite.make_finite turns NaN and infinity into null first.
+        return json.dumps(self.to_dict(), sort_keys=True, default=str, allow_nan=False)
 
 
 @dataclass
@@ -223,6 +224,9 @@ class RunReport:
     baseline: dict[str, Any] | None = None  # a comparison against an earlier run, when asked for
     # Set by `preflight report --rejudge`: when, from which results, with which thresholds, what changed.
     rejudged: dict[str, Any] | None = None
+    # What the run was judged with beyond the checks' defaults, and where each value came from
+    # (preflight/run/judging.py): `report --rejudge` starts from it. None in reports of older versions.
+    judged_with: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def add(self, result: CheckResult) -> None:

@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from preflight.core.finite import finite, make_finite
 from preflight.core.model import CheckResult, RunReport, Scope
 
 HEADER_KEY = "preflight_plan"
@@ -28,10 +29,15 @@ def dumps(data: Any, **options: Any) -> str:
     return json.dumps(data, allow_nan=False, **options)
 
 
+# What the run-plan header leaves out, as a plan has it: known only when the run ends.
+PLAN_LEFT_OUT: dict[str, Any] = {"finished_at": "", "baseline": None, "incomplete": False, "incomplete_reason": "",
+                                 "interrupted": False}
+
+
 def plan_header(report: RunReport) -> dict[str, Any]:
     """The first line of results.jsonl: the run report as planned, without results."""
     data = report.to_dict()
-    for key in ("results", "finished_at", "baseline", "incomplete", "incomplete_reason", "interrupted"):
+    for key in ("results", *PLAN_LEFT_OUT):
         data.pop(key, None)
     return {HEADER_KEY: data}
 
@@ -56,9 +62,20 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
                 if index != 0:
                     raise ValueError("a run-plan header after the first line")
                 header = data[HEADER_KEY]
+                if not isinstance(header, dict):
+                    raise ValueError("the run-plan header is not a JSON object")
+                # The fields a plan leaves out (they are known only at the end) are added for the check.
+                validate_report({**PLAN_LEFT_OUT, **header, "results": []}, f"{path}:{number}")
                 continue
+            validate_result(data, f"{path}:{number}")
             results.append(CheckResult.from_dict(data))
-        except (ValueError, KeyError, TypeError) as exc:
+        except ResultsFileError:
+            if index == len(lines) - 1 and index > 0:
+                notes.append(f"dropped line {number} of {path}: it was cut short (the run was stopped while "
+                             "writing it)")
+                break
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             if index == len(lines) - 1 and index > 0:
                 notes.append(f"dropped line {number} of {path}: it was cut short (the run was stopped while "
                              "writing it)")
@@ -67,7 +84,7 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
     if header is not None:
         try:
             report = RunReport.from_dict({**header, "results": []})
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ResultsFileError(f"{path}:1: not a preflight run plan: {exc}") from None
         report.results = results
     else:
@@ -76,6 +93,8 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
                            cluster_checks=list(dict.fromkeys(r.check_id for r in results if r.scope is Scope.CLUSTER)),
                            preflight_version=version)
         notes.append(f"{path} has no run-plan header (written by an older preflight): missing results cannot be named")
+    for result in results:
+        make_finite(result)  # a file written by an older preflight may hold NaN tokens
     report.finished_at = results[-1].started_at if results else ""
     if header is None and any("cut short" in n for n in notes):
         # Without a plan, a torn line is the only sign that results are missing.
@@ -86,7 +105,7 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
 
 
 def header_line(report: RunReport) -> str:
-    return dumps(plan_header(report), sort_keys=True, default=str)
+    return dumps(finite(plan_header(report))[0], sort_keys=True, default=str)
 
 
 @lru_cache(maxsize=1)
@@ -99,16 +118,35 @@ def _field(path: Any) -> str:
     return "".join(parts).lstrip(".") or "(top level)"
 
 
-def validate_report(data: Any, path: str) -> None:
-    """ResultsFileError naming the first field of `data` that the run-report schema refuses."""
+def _validate(data: Any, path: str, subschema: dict[str, Any] | None = None) -> None:
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema())
+    whole = schema()
+    target = whole if subschema is None else {**subschema, "$defs": whole["$defs"]}
+    validator = jsonschema.Draft202012Validator(target)
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         error = errors[0]
         raise ResultsFileError(f"{path} is not a preflight results file: field {_field(error.absolute_path)}: "
                                f"{error.message[:300]}")
+
+
+def validate_report(data: Any, path: str) -> None:
+    """ResultsFileError naming the first field of `data` that the run-report schema refuses, or that
+    names a check the run did not plan (a damaged file must not drop what the verdict reads)."""
+    _validate(data, path)
+    planned = set(data.get("planned") or [])
+    if not planned:
+        return
+    for field in ("expected", "cluster_checks", "needs", "pulled_in"):
+        unknown = [cid for cid in data.get(field) or [] if cid not in planned]
+        if unknown:
+            raise ResultsFileError(f"{path}: field {field}: {unknown[0]!r} is not a planned check")
+
+
+def validate_result(data: Any, path: str) -> None:
+    """ResultsFileError naming the first field of a result line that the schema refuses."""
+    _validate(data, path, {"$ref": "#/$defs/result"})
 
 
 def parse_report(text: str, path: str) -> RunReport:
@@ -119,9 +157,12 @@ def parse_report(text: str, path: str) -> RunReport:
         raise ResultsFileError(f"{path} is not JSON: {exc}") from None
     validate_report(data, path)
     try:
-        return RunReport.from_dict(data)
+        report = RunReport.from_dict(data)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ResultsFileError(f"{path} is not a preflight results file: {type(exc).__name__}: {exc}") from None
+    for result in report.results:
+        make_finite(result)  # a file written by an older preflight may hold NaN tokens
+    return report
 
 
 def read_results(path: str | Path, version: str) -> tuple[RunReport, list[str]]:

@@ -67,10 +67,12 @@ class Decision:
     reason: str = ""
     measured: int = 0  # checks with at least one result that measured (PASS, WARN or FAIL)
     total: int = 0  # checks planned or reported
+    interrupted: bool = False  # stopped by SIGINT or SIGTERM: the exit code is 130, whatever the verdict
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
+        """The one exit code of this verdict: every command and every report file takes it from here."""
+        return EXIT_INTERRUPTED if self.interrupted else EXIT_CODES[self.verdict]
 
     @property
     def measured_text(self) -> str:
@@ -159,10 +161,12 @@ def decide(report: RunReport) -> Decision:
     elif report.load_errors:
         verdict = Verdict.INCOMPLETE
         reason = ""  # the load errors below say it
-    elif report.incomplete or missing or not report.results:
+    elif report.incomplete or report.interrupted or missing or not report.results:
         verdict = Verdict.INCOMPLETE
         if report.incomplete_reason:
             reason = report.incomplete_reason
+        elif report.interrupted:
+            reason = "interrupted (SIGINT or SIGTERM): the reports hold what finished"
         elif not report.results:
             reason = "no check produced a result"
         else:
@@ -179,7 +183,8 @@ def decide(report: RunReport) -> Decision:
     if report.load_errors:
         # Named first in every report: its checks are missing from everything below.
         reason = _load_error_text(report.load_errors) + (f"; {reason}" if reason else "")
-    decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total)
+    decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total,
+                        interrupted=report.interrupted)
     decision.reason = f"{reason}. {decision.measured_text}"
     return decision
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from preflight.core.compare import Diff, FigureChange, StatusChange, VersionChange
+from preflight.core.compare import NODE_ENTRY, Diff, FigureChange, StatusChange, VersionChange
 from preflight.core.model import CLUSTER_NODE
 from preflight.reporters.markdown_text import md_escape
 from preflight.reporters.numbers import change as signed, count, percent, quantity
@@ -54,11 +54,15 @@ def _value(value: Any, unit: str) -> str:
 
 def describe(change: StatusChange | FigureChange | VersionChange) -> str:
     """One line for one change, the same in every report."""
+    if isinstance(change, StatusChange) and change.check_id == NODE_ENTRY and not change.new:
+        return f"node {change.node} is not in the new run (lost coverage)"
     if isinstance(change, StatusChange):
         old = change.old or "no result"
         new = change.new or "no result"
         text = f"{change.check_id} {_where(change.node)}: {old} -> {new}"
-        return text + (f" ({change.summary})" if change.summary and change.new in ("FAIL", "ERROR", "WARN") else "")
+        lost = not change.new and change.kind == "regression"
+        return text + (f" ({change.summary})" if change.summary and (lost or change.new in ("FAIL", "ERROR", "WARN"))
+                       else "")
     if isinstance(change, FigureChange):
         shown_node = change.node not in (CLUSTER_NODE, change.name)
         text = f"{change.check_id} {change.name}" + (f" ({change.node})" if shown_node else "")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
+from preflight.core.finite import finite
 from preflight.core.model import RunReport
+from preflight.core.results_file import dumps
 from preflight.core.verdict import decide
 
 FILENAME = "results.json"  # what this reporter writes in the output directory
@@ -20,4 +20,5 @@ def render(report: RunReport) -> str:
         "reason": decision.reason,
         "blocking": [{"check_id": r.check_id, "node": r.node, "status": r.status.value} for r in decision.blocking],
     }
-    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    # Strict JSON: a NaN or infinity still in the report (an older results file) is written as null.
+    return dumps(finite(data)[0], indent=2, sort_keys=True, default=str) + "\n"

@@ -1,7 +1,16 @@
-"""junit.xml: one testcase per check and node, derived from the run report.
+"""junit.xml: one testcase per check and node, derived from the run report and its one verdict.
 
 FAIL -> <failure>, ERROR -> <error>, SKIP -> <skipped>; WARN passes (with the warning in
 system-out) unless the run blocks on warnings, then it is a <failure> too, so CI agrees with the verdict.
+Beside the results:
+- a planned result that never arrived is an <error> testcase of its own (type MISSING), under its
+  check and node;
+- a check plugin that failed to load is an <error> testcase (classname preflight.plugins, type
+  LOAD-ERROR);
+- the suite `preflight` holds one testcase, `verdict`, that is the verdict itself: it passes for GO,
+  is a <failure> for NO-GO and an <error> for INCOMPLETE (and for an interrupted run that nothing
+  blocks). A CI test viewer that counts failures and errors therefore never shows green for a run
+  whose exit code is not 0.
 """
 
 from __future__ import annotations
@@ -9,10 +18,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from preflight.core.compare import BASELINE_CHECK_ID, baseline_of, comparison_results
-from preflight.core.model import RunReport, Status
+from preflight.core.model import CLUSTER_NODE, RunReport, Status
 from preflight.reporters.baseline import describe
 from preflight.reporters.view import fixes, format_threshold, format_value
-from preflight.core.verdict import decide
+from preflight.core.verdict import Verdict, decide
 
 FILENAME = "junit.xml"  # what this reporter writes in the output directory
 
@@ -78,8 +87,59 @@ def render(report: RunReport) -> str:
         for key in ("tests", "failures", "errors", "skipped"):
             totals[key] += counts[key]
         totals["time"] += time_total
+    for suite, counts in _run_suites(report, decision):
+        suites.append(suite)
+        for key in ("tests", "failures", "errors", "skipped"):
+            totals[key] += counts[key]
     for key in ("tests", "failures", "errors", "skipped"):
         suites.set(key, str(totals[key]))
     suites.set("time", f"{totals['time']:.3f}")
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _suite(name: str, report: RunReport, cases: list[ET.Element]) -> tuple[ET.Element, dict[str, int]]:
+    suite = ET.Element("testsuite", name=name, timestamp=report.started_at[:19], hostname="preflight")
+    counts = {"tests": len(cases), "failures": 0, "errors": 0, "skipped": 0}
+    for case in cases:
+        counts["failures"] += case.find("failure") is not None
+        counts["errors"] += case.find("error") is not None
+        suite.append(case)
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("time", "0.000")
+    return suite, counts
+
+
+def _case(classname: str, name: str, outcome: str = "", message: str = "", kind: str = "") -> ET.Element:
+    case = ET.Element("testcase", classname=classname, name=name, time="0.000")
+    if outcome:
+        ET.SubElement(case, outcome, message=_clean(message), type=kind).text = _clean(message)
+    return case
+
+
+def _run_suites(report: RunReport, decision) -> list[tuple[ET.Element, dict[str, int]]]:
+    """The testcases that are not results: missing results, plugins not loaded, the verdict."""
+    suites = []
+    missing: dict[str, list[ET.Element]] = {}
+    for check_id, node in decision.missing:
+        where = "the cluster" if node == CLUSTER_NODE else node
+        missing.setdefault(check_id, []).append(_case(
+            check_id, node, "error", f"planned, but no result arrived from {where}: the run did not measure it",
+            "MISSING"))
+    suites += [_suite(check_id, report, cases) for check_id, cases in missing.items()]
+    if report.load_errors:
+        suites.append(_suite("preflight.plugins", report, [
+            _case("preflight.plugins", str(e.get("entry_point", "?")), "error",
+                  f"failed to load ({e.get('distribution', '?')}): {e.get('error', '')}; its checks did not run",
+                  "LOAD-ERROR") for e in report.load_errors]))
+    text = f"{decision.verdict.value}: {decision.reason}"
+    if decision.verdict is Verdict.NO_GO:
+        verdict = _case("preflight", "verdict", "failure", text, "NO-GO")
+    elif decision.verdict is Verdict.INCOMPLETE:
+        verdict = _case("preflight", "verdict", "error", text, "INTERRUPTED" if report.interrupted else "INCOMPLETE")
+    else:
+        verdict = _case("preflight", "verdict")
+        ET.SubElement(verdict, "system-out").text = _clean(text)
+    suites.append(_suite("preflight", report, [verdict]))
+    return suites

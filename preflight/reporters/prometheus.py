@@ -10,6 +10,7 @@ there) and the run's outcome lands in Prometheus beside the GPU telemetry:
     preflight_figure{check, node, name, unit}        one gauge per numeric figure
     preflight_figure_threshold{check, node, name, unit}  the threshold it was judged against, if any
     preflight_verdict{verdict}                       1 for GO, NO-GO or INCOMPLETE, 0 for the others
+    preflight_exit_code                              the exit code of the run (130 when it was interrupted)
     preflight_run_finished_timestamp_seconds         when the run ended (Unix time)
 
 Figures that are not numbers ("not measured: no GPU") are left out, and so are the points of a
@@ -68,10 +69,12 @@ class _RunCollector:
                     threshold.add_metric(list(key), limit)
         verdict = GaugeMetricFamily("preflight_verdict", "The run's verdict: 1 for the one it reached",
                                     labels=["verdict"])
-        reached = decide(self.report).verdict
+        decision = decide(self.report)
         for v in Verdict:
-            verdict.add_metric([v.value], 1.0 if v is reached else 0.0)
-        yield from (status, duration, figure, threshold, verdict)
+            verdict.add_metric([v.value], 1.0 if v is decision.verdict else 0.0)
+        code = GaugeMetricFamily("preflight_exit_code", "The exit code of the run: 0 GO, 1 NO-GO, 3 INCOMPLETE, "
+                                 "130 interrupted", value=float(decision.exit_code))
+        yield from (status, duration, figure, threshold, verdict, code)
         finished = _timestamp(self.report.finished_at or self.report.started_at)
         if finished is not None:
             yield GaugeMetricFamily("preflight_run_finished_timestamp_seconds", "When the run ended, Unix time",

@@ -20,6 +20,7 @@ from typing import Any
 import preflight
 from preflight.run.execute import error_result
 from preflight.core.model import Evidence
+from preflight.core.results_file import dumps
 from preflight.run.child import run_json_child
 
 HELLO = "PREFLIGHT-HELLO "
@@ -38,7 +39,7 @@ class Agent:
 
     def emit(self, prefix: str, payload: Any = None) -> None:
         with self.lock:
-            self.out.write(prefix + (json.dumps(payload, default=str) if payload is not None else "") + "\n")
+            self.out.write(prefix + (dumps(payload, default=str) if payload is not None else "") + "\n")
             self.out.flush()
 
     def watch_stdin(self, stream: Any) -> None:
@@ -57,6 +58,8 @@ class Agent:
         own_dir = not self.job.get("output_dir")
         output_dir = self.job.get("output_dir") or tempfile.mkdtemp(prefix="preflight-agent-")
         os.makedirs(output_dir, exist_ok=True)
+        # The coordinator's run scratch directory on the local node; the agent's own directory elsewhere.
+        self.scratch_dir = self.job.get("scratch_dir") or (output_dir if own_dir else "")
         try:
             self._run_checks(registry, node, output_dir)
         finally:
@@ -72,7 +75,7 @@ class Agent:
             check = registry.get(spec["id"])
             self.emit(START + spec["id"])
             job = {
-                "check_id": spec["id"], "node": node, "output_dir": output_dir,
+                "check_id": spec["id"], "node": node, "output_dir": output_dir, "scratch_dir": self.scratch_dir,
                 "timeout_s": spec["timeout_s"], "params": spec.get("params") or {},
                 "expect": self.job.get("expect") or {}, "earlier": earlier,
             }

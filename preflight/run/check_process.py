@@ -11,13 +11,16 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from preflight.core.check import Expect
 from preflight.run.context import ClusterContext, NodeContext
 from preflight.run.execute import execute
+from preflight.core.finite import make_finite
 from preflight.core.model import Scope
+from preflight.core.results_file import dumps
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -29,8 +32,13 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     expect = Expect.from_dict(job.get("expect"))
     output_dir = Path(job["output_dir"])
     node = job["node"]
-    scratch = output_dir / "scratch" / _safe(node) / check.id
-    scratch.mkdir(parents=True, exist_ok=True)
+    # Under the run's own scratch directory (made by the runner or the agent, removed by it at the end);
+    # without one, a new directory of this check's own: never a path of the user's that is removed after.
+    if job.get("scratch_dir"):
+        scratch = Path(job["scratch_dir"]) / _safe(node) / check.id
+        scratch.mkdir(parents=True, exist_ok=True)
+    else:
+        scratch = Path(tempfile.mkdtemp(prefix=".preflight-scratch-", dir=output_dir))
     try:
         if check.scope is Scope.CLUSTER:
             ctx: Any = ClusterContext(
@@ -46,6 +54,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         result = execute(check, ctx, params, expect, node=node)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    make_finite(result)  # NaN and infinity leave as null, with a note in the result
     return result.to_dict()
 
 
@@ -61,7 +70,7 @@ def main() -> None:
     sys.stdout = sys.stderr
     result = run_job(job)
     with os.fdopen(result_fd, "w") as out:
-        out.write(json.dumps(result, default=str) + "\n")
+        out.write(dumps(result, default=str) + "\n")
 
 
 if __name__ == "__main__":

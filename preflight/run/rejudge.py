@@ -3,8 +3,13 @@
 `preflight report RESULTS --rejudge [--profile P] [--set ID.KEY=VALUE ...] [--config F]` touches no
 machine: collect() never runs, only each check's pure evaluate() on the facts kept in results.json.
 A threshold changed, a profile applied, or a judging fix picked up costs no GPU time. Results that
-recorded no facts (a check that crashed, timed out, or whose node was unreachable) stay as they were.
-The report says it was re-judged, how, and which results changed status.
+recorded no facts (a check that crashed, timed out, or whose node was unreachable), and results
+whose facts held NaN or infinity (written as null), stay as they were.
+
+It starts from everything the run was judged with (preflight/run/judging.py: its parameters, --set
+values, config file, expectations, level, profile and fail_on), and the options given to --rejudge
+override that on top. The report says it was re-judged, with what, where each value came from
+(`rejudged.sources`), and which results changed status.
 """
 
 from __future__ import annotations
@@ -14,22 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from preflight.core.check import Expect
+from preflight.core.finite import facts_lost_values
+from preflight.run.judging import rejudge_config
 from preflight.run.execute import now_iso, result_from_outcome
 from preflight.core.model import CheckResult, RunReport, Scope, Status
 
 
 def thresholds(registry: Any, report: RunReport, profile: str | None, settings: list[str],
                config_file: str | None) -> Any:
-    """The Config to judge with: the profile given (else the one the run used), the config file, --set.
+    """The Config to judge with: what the run recorded, then the profile, config file and --set given.
 
     Raises preflight.core.config.ConfigError for a bad profile, file or setting.
     """
-    from preflight.core import config as config_mod
-
-    chosen = report.profile if profile is None else profile
-    config = config_mod.load(config_file, registry.checks, profile=chosen or None)
-    config_mod.apply_cli_settings(config, settings, registry.checks)
-    return config
+    return rejudge_config(registry, report, profile, settings, config_file)[0]
 
 
 def _expect_for(config: Any, report: RunReport, result: CheckResult) -> Expect:
@@ -60,8 +62,9 @@ def rejudge_report(report: RunReport, registry: Any, config: Any, *, source: str
     changed, kept = [], []
     for result in report.results:
         check_cls = registry.checks.get(result.check_id)
-        if check_cls is None or not result.facts:
-            why = "its check is not installed" if check_cls is None else "it recorded no facts"
+        if check_cls is None or not result.facts or facts_lost_values(result):
+            why = ("its check is not installed" if check_cls is None else "it recorded no facts" if not result.facts
+                   else "its facts held NaN or infinity, written as null")
             kept.append(f"{result.check_id} on {result.node}: kept as recorded ({why})")
             rejudged.add(result)
             continue
@@ -73,9 +76,14 @@ def rejudge_report(report: RunReport, registry: Any, config: Any, *, source: str
     expects = [_expect_for(config, report, r) for r in report.results if r.scope is Scope.NODE] or [config.expect]
     rejudged.expected = [cid for cid in report.planned if cid in registry.checks
                          and any(registry.checks[cid]().expected_to_run(e) for e in expects)]
+    rejudged.expect = config.expect.to_dict()
+    rejudged.level = config.level
+    rejudged.judged_with = {**(report.judged_with or {}), "params": dict(config.params),
+                            "expect": config.expect.to_dict(), "profile": config.profile,
+                            "sources": dict(how.get("sources") or (report.judged_with or {}).get("sources") or {})}
     rejudged.profile = config.profile
     rejudged.profile_sources = list(config.profile_sources)
-    rejudged.fail_on = config.fail_on if how.get("config") else report.fail_on
+    rejudged.fail_on = config.fail_on
     rejudged.rejudged = {"at": now_iso(), "from": source, "preflight_version": _version(),
                          "recorded_with": report.preflight_version, **how, "changed": changed, "kept": kept}
     return rejudged
@@ -85,8 +93,9 @@ def rejudge_for_cli(past: RunReport, registry: Any, results: str, out_dir: str, 
                     settings: list[str], config_file: str | None) -> tuple[RunReport, str]:
     """What `preflight report --rejudge` does: the re-judged report and the directory to write it to
     (<out>/rejudged when --out holds the results being revisited: the original is never overwritten)."""
-    config = thresholds(registry, past, profile, settings, config_file)
-    how = {"profile": config.profile, "config": config_file or "", "settings": settings}
+    config, sources = rejudge_config(registry, past, profile, settings, config_file)
+    how = {"profile": config.profile, "config": config_file or "", "settings": settings, "sources": sources,
+           "level": config.level, "fail_on": config.fail_on}
     if Path(out_dir).resolve() == Path(results).resolve().parent:
         out_dir = str(Path(out_dir) / "rejudged")
     return rejudge_report(past, registry, config, source=results, how=how), out_dir

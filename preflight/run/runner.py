@@ -7,11 +7,13 @@ results.jsonl (flushed and synced) the moment it arrives, so an interrupted run 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
 import shlex
 import shutil
+import tempfile
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +28,10 @@ from preflight.core.config import Config
 from preflight.run.execute import error_result, now_iso
 from preflight.core import levels
 from preflight.core.model import CLUSTER_NODE, CheckResult, Evidence, Finding, NodeInfo, RunReport, Scope, Status
+from preflight.core.files import FileWriteError, open_log
+from preflight.core.finite import make_finite
 from preflight.run.plan import write_header
+from preflight.run.signals import INTERRUPTS
 from preflight.transport.process import TIMEOUT, RemoteProcess
 from preflight.run.child import run_json_child
 from preflight.transport import Transport
@@ -60,6 +65,9 @@ class RunPlan:
     command: str = ""
     load_errors: list[dict[str, str]] = field(default_factory=list)
     fail_fast: bool = False  # stop once the verdict is NO-GO
+    # What the run was judged with and where each value came from (RunReport.judged_with), so that
+    # `preflight report --rejudge` starts from it.
+    judged_with: dict[str, Any] | None = None
 
     @property
     def node_checks(self) -> list[type[Check]]:
@@ -115,18 +123,32 @@ class Runner:
             load_errors=plan.load_errors,
             level=plan.config.level,
             level_budget_s=levels.BUDGET_S.get(plan.config.level),
+            judged_with=plan.judged_with,
         )
         plan.output_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = plan.output_dir / "results.jsonl"
-        self.jsonl = open(self.jsonl_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in run()
-        write_header(self.jsonl, self.report, plan)  # the plan first: a killed run's file says what is missing
+        self.write_error = ""  # set when results.jsonl could not be written (a full disk): exit 2 naming it
+        self.jsonl = open_log(self.jsonl_path)  # raises FileWriteError naming it; closed in run()
+        header = io.StringIO()
+        write_header(header, self.report, plan)  # the plan first: a killed run's file says what is missing
+        self._append(header.getvalue())
+        if self.write_error:
+            self.jsonl.close()
+            raise FileWriteError(self.jsonl_path, self.write_error.split(": ", 1)[-1])
+        # The run's own scratch space: a directory it creates here and removes at the end, never a
+        # directory of the user's that happens to have a scratch-like name.
+        try:
+            self.scratch = Path(tempfile.mkdtemp(prefix=".preflight-scratch-", dir=plan.output_dir))
+        except OSError as exc:
+            self.jsonl.close()
+            raise FileWriteError(plan.output_dir / ".preflight-scratch-*", exc.strerror or str(exc)) from None
 
     # -- results ---------------------------------------------------------------------------------
     def record(self, result: CheckResult) -> None:
+        make_finite(result)  # a NaN or infinite figure is written as null, with a note in the result
         self.report.add(result)
-        self.jsonl.write(result.to_json_line() + "\n")
-        self.jsonl.flush()
-        os.fsync(self.jsonl.fileno())
+        if not self.write_error:
+            self._append(result.to_json_line() + "\n")
         self.on_event(("result", result, None))
         if self.plan.fail_fast and not self.stop.is_set() and decide(self.report).verdict is Verdict.NO_GO:
             self.report.stopped_early = (f"--fail-fast: stopped once {result.check_id} on {result.node} made the "
@@ -134,23 +156,45 @@ class Runner:
             self.stop.set()
             self._stop_everything()
 
+    def _append(self, line: str) -> None:
+        """One whole line on results.jsonl, or none: a write the disk refuses is cut back off, so the
+        file keeps every result before it and no torn line; the run goes on (its results stay in
+        memory for the reports) and the command exits 2 naming the file."""
+        fd = self.jsonl.fileno()
+        data = line.encode("utf-8")
+        try:
+            self.jsonl.flush()
+            good = os.fstat(fd).st_size
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        except OSError as exc:
+            self.write_error = str(FileWriteError(self.jsonl_path, exc.strerror or str(exc)))
+            try:
+                os.ftruncate(fd, good)
+            except (OSError, UnboundLocalError):
+                pass
+
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> RunReport:
         try:
-            self._record_level_skips()
-            self._run_node_checks()
-            if not self.stop.is_set():
-                self._run_cluster_checks()
+            with INTERRUPTS.armed():  # the first SIGINT or SIGTERM lands here; later ones are only counted
+                self._record_level_skips()
+                self._run_node_checks()
+                if not self.stop.is_set():
+                    self._run_cluster_checks()
         except KeyboardInterrupt:
             self.stop.set()
-            self.report.incomplete = self.report.interrupted = True
-            self.report.incomplete_reason = "interrupted (Ctrl-C): the reports hold what finished"
+            mark_interrupted(self.report)
             self._stop_everything()
         finally:
             self.report.finished_at = now_iso()
-            self.jsonl.close()
-            # Checks clean their own scratch space; this removes the (now empty) folders above it.
-            shutil.rmtree(self.plan.output_dir / "scratch", ignore_errors=True)
+            try:
+                self.jsonl.close()
+            except OSError as exc:
+                self.write_error = self.write_error or str(FileWriteError(self.jsonl_path, exc.strerror or str(exc)))
+            # Checks clean their own scratch space; this removes the run's own directory above it.
+            shutil.rmtree(self.scratch, ignore_errors=True)
         return self.report
 
     def _record_level_skips(self) -> None:
@@ -246,6 +290,7 @@ class Runner:
         job = {
             "node": node.name,
             "output_dir": str(self.plan.output_dir) if node.transport.kind == "local" else None,
+            "scratch_dir": str(self.scratch) if node.transport.kind == "local" else None,
             "expect": self.plan.expect_for(node).to_dict(),
             "coordinator_version": preflight.__version__,
             "checks": [{"id": c.id, "timeout_s": self.plan.config.timeout_for(c),
@@ -341,6 +386,7 @@ class Runner:
             self.on_event(("start", CLUSTER_NODE, check.id))
             job = {
                 "check_id": check.id, "node": CLUSTER_NODE, "output_dir": str(self.plan.output_dir),
+                "scratch_dir": str(self.scratch),
                 "timeout_s": timeout, "params": self.plan.config.overrides_for(check),
                 "expect": self.plan.config.expect.to_dict(),
                 "nodes": [{**n.transport.to_spec(), "slots": n.slots} for n in reachable],
@@ -372,6 +418,12 @@ class Runner:
             child.request_stop()
         for child in children:
             child.stop()
+
+
+def mark_interrupted(report: RunReport) -> None:
+    """The report of a run stopped by SIGINT or SIGTERM: incomplete, whatever had arrived."""
+    report.incomplete = report.interrupted = True
+    report.incomplete_reason = "interrupted (SIGINT or SIGTERM): the reports hold what finished"
 
 
 def _unreachable_message(transport: Transport, agent: RemoteProcess, stderr: str) -> str:

@@ -80,13 +80,18 @@ def test_a_run_cannot_write_to_standard_output(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_rerendering_a_run_in_its_own_directory_keeps_its_results(tmp_path, sample_report):
+def test_rerendering_a_run_into_its_own_directory_is_refused_and_removes_nothing(tmp_path, sample_report):
+    """`report DIR/results.json --out DIR` would replace the results it reads and delete DIR/results.jsonl."""
     out = tmp_path / "run"
     out.mkdir()
     (out / "results.json").write_text(json_report.render(sample_report))
+    (out / "results.jsonl").write_text("the run as it streamed\n")
     (out / "report.html").write_text("old")
-    CliRunner().invoke(cli, ["report", str(out / "results.json"), "--out", str(out), "--format", "md"])
-    assert sorted(p.name for p in out.iterdir()) == ["report.md", "results.json"]
+    before = {p.name: p.read_text() for p in out.iterdir()}
+    for given in (out / "results.json", out / "results.jsonl"):
+        done = CliRunner().invoke(cli, ["report", str(given), "--out", str(out), "--format", "md"])
+        assert done.exit_code == 2 and str(given) in done.output, done.output
+        assert {p.name: p.read_text() for p in out.iterdir()} == before
 
 
 def test_run_without_out_writes_its_own_directory(tmp_path, monkeypatch):
@@ -98,3 +103,32 @@ def test_run_without_out_writes_its_own_directory(tmp_path, monkeypatch):
     assert done.exit_code in (0, 1, 3), done.output
     latest = tmp_path / "preflight-report" / "latest"
     assert latest.is_symlink() and (latest / "results.json").exists() and (latest / "report.html").exists()
+
+
+def test_no_report_of_an_earlier_run_in_any_format_stays_beside_a_new_verdict(tmp_path, sample_report):
+    """A GO run wrote preflight.prom (and a plugin's CSV); a NO-GO run into the same --out must not leave them."""
+    from preflight.cli.outdir import owned_files
+
+    good = tmp_path / "good.json"
+    good.write_text(json_report.render(make_report_go()))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json_report.render(sample_report))
+    out = tmp_path / "out"
+    formats = "prometheus,example-csv" if "results.csv" in owned_files() else "prometheus"
+    first = CliRunner().invoke(cli, ["report", str(good), "--format", formats, "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    assert 'preflight_verdict{verdict="GO"} 1.0' in (out / "preflight.prom").read_text()
+    second = CliRunner().invoke(cli, ["report", str(bad), "--out", str(out)])
+    assert second.exit_code == 1
+    assert not (out / "preflight.prom").exists() and not (out / "results.csv").exists()
+    third = CliRunner().invoke(cli, ["report", str(bad), "--format", "prometheus", "--out", str(out)])
+    assert third.exit_code == 1
+    assert 'preflight_verdict{verdict="NO-GO"} 1.0' in (out / "preflight.prom").read_text()
+
+
+def make_report_go():
+    from preflight.core.model import Measurement, Status
+    from tests.conftest import make_report, make_result
+
+    return make_report([make_result("node.environment", "n1", Status.PASS,
+                                    measurements=[Measurement("free", 5.0, "GiB", 1.0, ">=", True)])])

@@ -137,11 +137,40 @@ def test_a_version_change_is_found_and_grouped_by_nodes(old, new):
     assert [c.kind for c in relaxed.versions] == ["info", "info"] and relaxed.exit_code == 0
 
 
-def test_results_only_one_run_has_are_information(old, new):
+def test_results_only_the_new_run_has_are_information(old, new):
+    old.results = [r for r in old.results if r.check_id != "checkpoint.roundtrip"]
+    result = compare(old, new)
+    assert {(c.old, c.new, c.kind) for c in result.statuses} == {("", "PASS", "info"), ("", "WARN", "info")}
+    assert result.exit_code == 0
+
+
+def test_a_result_gone_from_the_new_run_is_a_regression(old, new):
+    """Lost coverage: `--skip checkpoint.roundtrip` must not make a comparison look clean."""
     new.results = [r for r in new.results if r.check_id != "checkpoint.roundtrip"]
     result = compare(old, new)
-    assert {(c.old, c.new, c.kind) for c in result.statuses} == {("PASS", "", "info"), ("WARN", "", "info")}
-    assert result.exit_code == 0
+    assert {(c.check_id, c.old, c.new, c.kind) for c in result.statuses} == {
+        ("checkpoint.roundtrip", "PASS", "", "regression"), ("checkpoint.roundtrip", "WARN", "", "regression")}
+    assert result.exit_code == 1
+    assert "lost coverage" in words.describe(result.regressions[0])
+
+
+def test_a_skip_gone_from_the_new_run_lost_nothing():
+    old = make_report([make_result("a.b", "n1", Status.PASS), make_result("c.d", "n1", Status.SKIP, "no GPU")])
+    new = make_report([make_result("a.b", "n1", Status.PASS)])
+    assert [(c.check_id, c.kind) for c in compare(old, new).statuses] == [("c.d", "info")]
+
+
+def test_a_node_gone_from_the_new_run_is_a_regression_and_blocks_with_fail_on_regression():
+    old = make_report([make_result("a.b", "n1", Status.PASS), make_result("a.b", "n2", Status.PASS)])
+    new = make_report([make_result("a.b", "n1", Status.PASS)])
+    result = compare(old, new)
+    assert {(c.check_id, c.node, c.kind) for c in result.regressions} == {("a.b", "n2", "regression"),
+                                                                           ("node", "n2", "regression")}
+    assert "node n2 is not in the new run" in words.render_text(result)
+    attach(new, old, fail_on_regression=True)
+    assert decide(new).verdict is Verdict.NO_GO
+    attach(new, old)
+    assert decide(new).verdict is Verdict.GO and decide(new).warnings  # a warning without the flag
 
 
 def test_noisy_figures_are_marked(old, new):

@@ -72,19 +72,20 @@ def test_junit_validates_against_xsd_and_maps_statuses(sample_report):
     xmlschema.XMLSchema(str(DATA / "junit" / "junit.xsd")).validate(text)
     root = ET.fromstring(text)
     cases = {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
-    assert len(cases) == len(sample_report.results)
+    assert len(cases) == len(sample_report.results) + 1  # and the verdict's own testcase
+    assert cases[("preflight", "verdict")].find("failure").get("type") == "NO-GO"
     assert cases[("gpu.visibility", "gpu02")].find("failure") is not None
     assert cases[("checkpoint.roundtrip", "gpu02")].find("error") is not None
     assert cases[("checkpoint.roundtrip", "gpu01")].find("skipped") is not None
     assert list(cases[("node.environment", "gpu02")]) [0].tag == "system-out"  # WARN passes by default
-    assert root.get("failures") == "2" and root.get("errors") == "1" and root.get("skipped") == "1"
+    assert root.get("failures") == "3" and root.get("errors") == "1" and root.get("skipped") == "1"
 
 
 def test_junit_blocks_on_warn_and_expected_skip_like_the_verdict():
     report = make_report([make_result("a.b", status=Status.WARN), make_result("gpu.visibility", status=Status.SKIP)],
                          fail_on="warn", expected=["gpu.visibility"])
     root = ET.fromstring(junit.render(report))
-    assert root.get("failures") == "2" and root.get("skipped") == "0"
+    assert root.get("failures") == "3" and root.get("skipped") == "0"  # the WARN, the SKIP and the verdict
 
 
 def hostile_report() -> RunReport:

@@ -1,0 +1,69 @@
+"""SIGINT and SIGTERM, however many arrive and however close together.
+
+CI cancels a job with SIGTERM, often more than once; a person presses Ctrl-C twice. The first
+signal stops the run where the run can take it (a KeyboardInterrupt inside `Interrupts.armed()`, the
+runner's own window); every later one is only counted. Outside that window a signal is counted and
+acted on at the next safe point: before the run starts it is raised as soon as the window opens,
+and after the run it marks the report interrupted before any report is written. So reports are
+written once, say they were interrupted, and the exit code is 130; never a second
+KeyboardInterrupt out of a cleanup, never click's "Aborted!" with exit 1.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupts:
+    def __init__(self) -> None:
+        self.count = 0
+        self.raised = False
+        self._armed = False
+
+    @contextmanager
+    def handling(self) -> Iterator[Interrupts]:
+        """Take over SIGINT and SIGTERM for the block (main thread only); the old handlers come back after."""
+        self.count, self.raised, self._armed = 0, False, False
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+        for signum in SIGNALS:
+            signal.signal(signum, self._handle)
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self.count, self.raised = 0, False
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        if self._armed and not self.raised:
+            self.raised = True
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def armed(self) -> Iterator[None]:
+        """The window in which the first signal stops the run with a KeyboardInterrupt."""
+        self._armed = True
+        try:
+            if self.count and not self.raised:  # one came before the window opened
+                self.raised = True
+                raise KeyboardInterrupt
+            yield
+        finally:
+            self._armed = False
+
+    @property
+    def received(self) -> bool:
+        return self.count > 0
+
+
+# The one instance of the process: `preflight run` takes the signals with it, the runner arms it around its run.
+INTERRUPTS = Interrupts()

@@ -1,0 +1,340 @@
+"""A fuzz corpus for everything preflight reads from a user: results.json and results.jsonl,
+baselines, preflight.toml, --set values and hosts files.
+
+Each input is a known-good document, mutated the way files get damaged: cut short, bytes inserted
+or removed, a value replaced by one of another type, a field removed or misspelt. Every mutated
+input must end in an exit code of 0 to 3 with a message, never a traceback, both through the real
+command line (click's CliRunner) and through the functions the commands call. And no damage may
+turn a run that is not GO into GO: a mutated document either says what the original said, or
+something stricter, or is refused (exit 2 naming the file).
+
+Inserted bytes are structural junk (brackets, quotes, commas, spaces, control and non-UTF-8
+bytes), not digits, letters or comment marks: `600` becoming `60` or a line turned into a comment is
+a different, valid document rather than a damaged one, and may well judge differently.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from preflight.cli.hosts import HostsFileError, load_hosts
+from preflight.cli.main import cli
+from preflight.core import config as config_mod
+from preflight.core.compare import attach
+from preflight.core.config import ConfigError
+from preflight.core.model import CLUSTER_NODE, Finding, Measurement, NodeInfo, RunReport, Scope, Status
+from preflight.core.registry import discover
+from preflight.core.results_file import ResultsFileError, header_line, read_results
+from preflight.reporters import json_report
+from tests.conftest import make_report, make_result
+
+CHECKS = discover().checks
+# Bounded for CI (the whole module runs in well under a minute); PREFLIGHT_FUZZ_EXAMPLES=2000 digs deeper.
+FUZZ = settings(max_examples=int(os.environ.get("PREFLIGHT_FUZZ_EXAMPLES", "60")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow])
+JUNK = st.binary(min_size=1, max_size=3).map(lambda b: bytes(JUNK_BYTES[x % len(JUNK_BYTES)] for x in b))
+JUNK_BYTES = b'{}[]:,"\\ \t\n\x00\x07\xff\xc3='
+HARD_JUNK_BYTES = b'{}[]:,"\\\x00\x07\xff='  # no white space: what replaces part of a name or number
+HARD_JUNK = st.binary(min_size=1, max_size=3).map(
+    lambda b: bytes(HARD_JUNK_BYTES[x % len(HARD_JUNK_BYTES)] for x in b))
+OTHER_TYPE = {str: [1, True, [], {}], int: ["x", [], {}, True], float: ["x", [], {}], bool: ["x", 1, []],
+              list: ["x", 1, {}], dict: ["x", 1, []]}
+
+
+# -- the documents -------------------------------------------------------------------------------
+
+def _base_reports() -> dict[str, RunReport]:
+    bw = [Measurement("bandwidth", 40.0, "Gbit/s", 10.0, ">=", True)]
+    fail = make_report([make_result("gpu.visibility", "n1", Status.PASS, measurements=bw),
+                        make_result("net.bandwidth", CLUSTER_NODE, Status.FAIL, "slow link", scope=Scope.CLUSTER)],
+                       nodes=["n1"])
+    skip_expected = make_report([make_result("gpu.visibility", "n1", Status.PASS, measurements=bw),
+                                 make_result("versions.consistency", CLUSTER_NODE, Status.SKIP, "one node",
+                                             scope=Scope.CLUSTER)], nodes=["n1"], expected=["versions.consistency"])
+    profile = make_report([make_result("node.environment", "n1", Status.PASS, measurements=bw),
+                           make_result("collectives.local", "n1", Status.SKIP, "no GPU")],
+                          profile="h100-8x", needs={"collectives.local": ["gpu"]})
+    warn = make_report([make_result("node.environment", "n1", Status.WARN, "nofile low", measurements=bw)],
+                       fail_on="warn")
+    missing = make_report([make_result("node.environment", "n1", Status.PASS, measurements=bw)],
+                          planned=["node.environment", "gpu.visibility"])
+    load_error = make_report([make_result("node.environment", "n1", Status.PASS, measurements=bw)],
+                             load_errors=[{"entry_point": "acme = acme:Check", "distribution": "acme 1",
+                                           "error": "ImportError"}])
+    nothing = make_report([make_result("gpu.visibility", "n1", Status.SKIP, "no GPU",
+                                       findings=[Finding("gpu.visibility.no-gpu", Status.SKIP, "no GPU")])])
+    interrupted = make_report([make_result("node.environment", "n1", Status.PASS, measurements=bw)],
+                              incomplete=True, interrupted=True, incomplete_reason="interrupted")
+    regressed = make_report([make_result("node.environment", "n1", Status.PASS,
+                                         measurements=[Measurement("bandwidth", 20.0, "Gbit/s", 10.0, ">=", True)])])
+    attach(regressed, make_report([make_result("node.environment", "n1", Status.PASS, measurements=bw)]),
+           fail_on_regression=True)
+    go = make_report([make_result("node.environment", "n1", Status.PASS, measurements=bw)])
+    return {"fail": fail, "skip-expected": skip_expected, "profile": profile, "warn": warn, "missing": missing,
+            "load-error": load_error, "nothing-measured": nothing, "interrupted": interrupted,
+            "regressed": regressed, "go": go}
+
+
+BASES = _base_reports()
+
+
+def results_json(name: str) -> bytes:
+    return json_report.render(BASES[name]).encode()
+
+
+def results_jsonl(name: str) -> bytes:
+    report = BASES[name]
+    lines = [header_line(report)] + [r.to_json_line() for r in report.results]
+    return ("\n".join(lines) + "\n").encode()
+
+
+# -- mutations -----------------------------------------------------------------------------------
+
+@st.composite
+def byte_damage(draw, text: bytes) -> bytes:
+    """Cut short, bytes inserted, or a span removed."""
+    kind = draw(st.sampled_from(["cut", "insert", "remove", "replace"]))
+    at = draw(st.integers(0, max(0, len(text) - 1)))
+    if kind == "cut":
+        return text[:at]
+    if kind == "insert":
+        return text[:at] + draw(JUNK) + text[at:]
+    span = draw(st.integers(1, 8)) if kind == "remove" else 1
+    removed = text[at:at + span]
+    if any(chr(c).isalnum() or chr(c) in ".-+" for c in removed):
+        # Part of a name or a number goes: something that cannot be read takes its place, never
+        # nothing or a space (`600` must not silently become `60`).
+        return text[:at] + draw(HARD_JUNK) + text[at + span:]
+    return text[:at] + (b"" if kind == "remove" else draw(JUNK)) + text[at + span:]
+
+
+def _paths(data, path=()):
+    """Every (path, value) of a JSON document, facts excluded (the check's own free-form record)."""
+    yield path, data
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key not in ("facts", "verdict"):
+                yield from _paths(value, (*path, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _paths(value, (*path, index))
+
+
+@st.composite
+def value_damage(draw, data: dict) -> dict:
+    """A value replaced by one of another JSON type, a field removed, or a field misspelt."""
+    data = copy.deepcopy(data)
+    paths = [p for p, _ in _paths(data) if p]
+    path = draw(st.sampled_from(paths))
+    parent = data
+    for step in path[:-1]:
+        parent = parent[step]
+    key = path[-1]
+    value = parent[key]
+    kind = draw(st.sampled_from(["type", "remove", "misspell"] if isinstance(parent, dict) else ["type"]))
+    if kind == "type":
+        choices = next((v for t, v in OTHER_TYPE.items() if type(value) is t), ["x", 1])
+        parent[key] = draw(st.sampled_from(choices))
+    elif kind == "remove":
+        del parent[key]
+    else:
+        parent[f"{key}_"] = parent.pop(key)
+    return data
+
+
+# -- running it ----------------------------------------------------------------------------------
+
+def invoke(args: list[str]) -> tuple[int, str]:
+    done = CliRunner().invoke(cli, args)
+    assert done.exception is None or isinstance(done.exception, SystemExit), (
+        f"{args}: {type(done.exception).__name__}: {done.exception}\n{done.output}")
+    assert done.exit_code in (0, 1, 2, 3, 130), done.output
+    assert done.output.strip(), "an exit with no message"
+    assert "Traceback" not in done.output
+    return done.exit_code, done.output
+
+
+def report_exit(content: bytes, suffix: str) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "in" / f"results{suffix}"
+        path.parent.mkdir()
+        path.write_bytes(content)
+        try:
+            read_results(path, "0.1.0")  # the function itself: its own error or a report, nothing else
+        except ResultsFileError as exc:
+            assert str(path) in str(exc)
+        code, _ = invoke(["report", str(path), "--format", "json", "--out", str(Path(tmp) / "out")])
+    return code
+
+
+@lru_cache(maxsize=None)
+def original_exit(name: str, suffix: str) -> int:
+    return report_exit(results_json(name) if suffix == ".json" else results_jsonl(name), suffix)
+
+
+def assert_no_new_go(mutated: int, name: str, suffix: str) -> None:
+    if mutated == 0:
+        assert original_exit(name, suffix) == 0, f"damage turned a {name} run into GO"
+
+
+# -- results files -------------------------------------------------------------------------------
+
+@FUZZ
+@given(st.sampled_from(sorted(BASES)), st.data())
+def test_damaged_results_json_never_crashes_and_never_turns_go(name, data):
+    text = results_json(name)
+    if data.draw(st.booleans()):
+        mutated = data.draw(byte_damage(text))
+    else:
+        mutated = json.dumps(data.draw(value_damage(json.loads(text)))).encode()
+    assert_no_new_go(report_exit(mutated, ".json"), name, ".json")
+
+
+@FUZZ
+@given(st.sampled_from(sorted(BASES)), st.data())
+def test_damaged_results_jsonl_never_crashes_and_never_turns_go(name, data):
+    text = results_jsonl(name)
+    if data.draw(st.booleans()):
+        mutated = data.draw(byte_damage(text))
+    else:
+        lines = text.decode().splitlines()
+        index = data.draw(st.integers(0, len(lines) - 1))
+        lines[index] = json.dumps(data.draw(value_damage(json.loads(lines[index]))))
+        mutated = ("\n".join(lines) + "\n").encode()
+    assert_no_new_go(report_exit(mutated, ".jsonl"), name, ".jsonl")
+
+
+# -- baselines -----------------------------------------------------------------------------------
+
+def diff_exit(old: bytes, new: bytes) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "old.json").write_bytes(old)
+        (Path(tmp) / "new.json").write_bytes(new)
+        code, _ = invoke(["diff", str(Path(tmp) / "old.json"), str(Path(tmp) / "new.json")])
+    assert code in (0, 1, 2)
+    return code
+
+
+@FUZZ
+@given(st.data())
+def test_a_damaged_baseline_never_crashes_and_never_hides_a_regression(data):
+    baseline = make_report([make_result("node.environment", "n1", Status.PASS,
+                                        measurements=[Measurement("bandwidth", 90.0, "Gbit/s", 10.0, ">=", True)]),
+                            make_result("gpu.visibility", "n1", Status.PASS)])
+    new = make_report([make_result("node.environment", "n1", Status.PASS,
+                                   measurements=[Measurement("bandwidth", 40.0, "Gbit/s", 10.0, ">=", True)]),
+                       make_result("gpu.visibility", "n1", Status.FAIL)])
+    old_text, new_text = json_report.render(baseline).encode(), json_report.render(new).encode()
+    assert diff_exit(old_text, new_text) == 1
+    if data.draw(st.booleans()):
+        damaged = data.draw(byte_damage(old_text))
+    else:
+        damaged = json.dumps(data.draw(value_damage(json.loads(old_text)))).encode()
+    assert diff_exit(damaged, new_text) != 0, "a damaged baseline hid the regressions"
+
+
+# -- preflight.toml and --set ---------------------------------------------------------------------
+
+def rejudged_run() -> bytes:
+    """A recorded run that is GO with the checks' defaults and NO-GO with CONFIG or SETTINGS."""
+    from tests.unit.run.test_rejudge import recorded_run
+
+    report = recorded_run()
+    report.results = [r for r in report.results if r.check_id != "checkpoint.roundtrip"]
+    report.planned = [c for c in report.planned if c != "checkpoint.roundtrip"]
+    return json_report.render(report).encode()
+
+
+RUN = rejudged_run()
+CONFIG = b"""[expect]
+gpus_per_node = 8
+
+[checks."collectives.local"]
+min_busbw_gbps = 600.0
+busbw_size_bytes = 17179869184
+"""
+SETTINGS = ["collectives.local.min_busbw_gbps=600", "collectives.local.busbw_size_bytes=17179869184",
+            "expect.gpus_per_node=8"]
+
+
+def rejudge_exit(config: bytes | None, settings_: list[str]) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run" / "results.json"
+        run.parent.mkdir()
+        run.write_bytes(RUN)
+        args = ["report", str(run), "--rejudge", "--format", "json", "--out", str(Path(tmp) / "out")]
+        if config is not None:
+            (Path(tmp) / "preflight.toml").write_bytes(config)
+            args += ["--config", str(Path(tmp) / "preflight.toml")]
+            try:  # the function itself: a ConfigError naming the file, or a config
+                config_mod.load(Path(tmp) / "preflight.toml", CHECKS)
+            except ConfigError as exc:
+                assert "preflight.toml" in str(exc)
+        for setting in settings_:
+            args += ["--set", setting]
+        try:
+            config_mod.apply_cli_settings(config_mod.Config(), settings_, CHECKS)
+        except ConfigError as exc:
+            assert "--set" in str(exc)
+        code, _ = invoke(args)
+    return code
+
+
+def test_the_undamaged_config_and_settings_are_not_go():
+    assert rejudge_exit(None, []) == 0  # the recorded run itself is GO
+    assert rejudge_exit(CONFIG, []) == 1 and rejudge_exit(None, SETTINGS) == 1
+
+
+@FUZZ
+@given(st.data())
+def test_a_damaged_config_file_never_crashes_and_never_turns_go(data):
+    damaged = data.draw(byte_damage(CONFIG).filter(lambda t: len(t) != len(CONFIG) or t != CONFIG))
+    if damaged and not CONFIG.startswith(damaged):  # cut short at a line end is a shorter valid file
+        assert rejudge_exit(damaged, []) != 0
+
+
+@FUZZ
+@given(st.data())
+def test_damaged_set_values_never_crash_and_never_turn_go(data):
+    index = data.draw(st.integers(0, len(SETTINGS) - 1))
+    damaged = data.draw(byte_damage(SETTINGS[index].encode())).decode("utf-8", "replace")
+    if not SETTINGS[index].startswith(damaged) or not damaged:
+        settings_ = [*SETTINGS[:index], damaged, *SETTINGS[index + 1:]]
+        assert rejudge_exit(None, settings_) != 0
+
+
+# -- hosts files ---------------------------------------------------------------------------------
+
+HOSTS = b"""# the training nodes
+gpu01 slots=8
+admin@gpu02:2222 slots=8
+gpu03 python=/opt/venv/bin/python
+"""
+
+
+@FUZZ
+@given(st.data())
+def test_a_damaged_hosts_file_never_crashes(data):
+    damaged = data.draw(byte_damage(HOSTS))
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts = Path(tmp) / "hosts.txt"
+        hosts.write_bytes(damaged)
+        try:
+            load_hosts(hosts)
+        except HostsFileError as exc:
+            assert "hosts.txt" in str(exc)
+        (Path(tmp) / "afile").write_text("x")
+        # An --out below a file stops the run after the hosts file is read and before any node is
+        # contacted: a bad hosts file is exit 2 naming it, a good one exit 2 naming the --out.
+        code, output = invoke(["run", "--nodes", str(hosts), "--checks", "node.environment",
+                               "--out", str(Path(tmp) / "afile" / "out")])
+    assert code == 2 and ("hosts.txt" in output or "afile" in output), output
