@@ -3,7 +3,7 @@
 One line per figure and image: the median over the run's nodes, with the band from the 5th to the
 95th percentile; per-node rows draw one line per node (the most recent eight). The SVG is made as
 the HTML report makes its charts: a bare matplotlib Figure (no pyplot state), text kept as text,
-no dates in the metadata, so the same history draws the same bytes.
+no dates in the metadata (the same history draws the same bytes), and no namespace URLs.
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ def trend_svg(keys: list[Key], rows: list[TrendRow], title: str) -> str:
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg"):]
     svg = re.sub(r"<!--.*?-->", "", svg, flags=re.S)
+    # Inline in HTML the parser puts <svg> in the SVG namespace itself: the page carries no URL.
+    svg = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", svg).replace("xlink:href=", "href=")
     return svg.strip() + "\n"
 
 
