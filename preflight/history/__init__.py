@@ -3,7 +3,8 @@
 - store.py     the database (SQLite file by default, PostgreSQL by URL), its migrations, ingest
 - extract.py   what is kept of a run report: pure functions over results.json
 - outliers.py  nodes that lag identical peers within one run (fleet.outlier findings)
-- queries.py   runs, trends, image comparisons, lemons
+- queries.py   runs, trends, nodes and lemons
+- compare.py   what an image change did to each figure (Mann-Whitney U)
 - context.py   where a new run's headline figures stand among earlier runs, for its report
 - learn.py     profile floors learned from healthy runs
 - cli_history.py  `preflight history ...` and `preflight baseline learn`

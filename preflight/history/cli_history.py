@@ -285,7 +285,7 @@ def compare_command(image_a: str, image_b: str, url: str | None, figure: str | N
     """What moving from IMAGE_A to IMAGE_B did to each figure (digest prefixes, or FIELD=VALUE pairs).
 
     Exits 1 when a figure got worse beyond noise."""
-    from preflight.history.queries import compare
+    from preflight.history.compare import compare
 
     with _open(url) as store:
         side_a, side_b, found = _run(lambda: compare(store, image_a, image_b, figure=figure, check=check,

@@ -14,7 +14,9 @@ runs, and which nodes run a different image than the last time they were seen.
                         "before_started"}]}
 
 Headline figures are the ones the report draws or judges: those with a figure declaration or a
-numeric threshold. Earlier runs of the same image are preferred when there are enough of them.
+numeric threshold, links excepted (one figure per pair; the report draws them as a matrix). Earlier
+runs of the same image are preferred when there are enough of them. A node's previous image is its
+image in its latest run among the fleet's 50 latest earlier runs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from preflight.history.store import Store
 
 MIN_HISTORY = 3  # earlier runs a figure needs before a percentile means anything
 MAX_HISTORY = 200  # the most recent earlier runs considered per figure
+RECENT_RUNS = 50  # a node's previous image is looked for in the fleet's latest earlier runs
 
 
 def context_for_report(store: Store, report: dict[str, Any], *, min_runs: int = MIN_HISTORY,
@@ -38,6 +41,9 @@ def context_for_report(store: Store, report: dict[str, Any], *, min_runs: int = 
     ex = extract(report)
     values: dict[FigureKey, list[float]] = defaultdict(list)
     for row in ex.figures:
+        # Links are figures of a pair, one name each: the report shows them as a matrix, not here.
+        if ex.keys[row.key].figure == "link":
+            continue
         if ex.keys[row.key].figure or row.threshold is not None:
             values[row.key].append(row.value)
     digests = Counter(img["digest"] for img in ex.images.values() if img.get("digest"))
@@ -99,14 +105,16 @@ def _image_changes(conn: Any, ex: Any, this_run: int | None) -> list[dict[str, A
             select(nodes.c.id, nodes.c.name).where(nodes.c.name.in_(names[i:i + 500])))})
     if not ids:
         return []
+    earlier = select(runs.c.id).where(runs.c.started <= ex.started)
+    if this_run is not None:
+        earlier = earlier.where(runs.c.id != this_run)
+    earlier = earlier.order_by(runs.c.started.desc(), runs.c.id.desc()).limit(RECENT_RUNS).subquery()
     ranked = (select(node_images, runs.c.started,
                      func.row_number().over(partition_by=node_images.c.node_id,
                                             order_by=(runs.c.started.desc(), runs.c.id.desc())).label("recent"))
               .join(runs, runs.c.id == node_images.c.run_id)
               .where(node_images.c.node_id.in_(list(ids.values())), node_images.c.digest.is_not(None),
-                     runs.c.started <= ex.started))
-    if this_run is not None:
-        ranked = ranked.where(node_images.c.run_id != this_run)
+                     node_images.c.run_id.in_(select(earlier.c.id))))
     sub = ranked.subquery()
     previous = {r.node_id: r for r in conn.execute(select(sub).where(and_(sub.c.recent == 1)))}
     by_id = {v: k for k, v in ids.items()}

@@ -18,7 +18,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from preflight.history.stats import relative_spread
 
@@ -29,8 +29,7 @@ IMAGE_FIELDS = ("driver", "cuda", "cuda_driver", "nccl", "kernel", "os", "torch"
                 "gpu_model", "gpu_count", "vbios")
 
 
-@dataclass(frozen=True)
-class FigureKey:
+class FigureKey(NamedTuple):
     """What makes two measurements the same figure across runs: check, name, series, condition, unit."""
 
     check_id: str
@@ -54,8 +53,7 @@ class KeyInfo:
     comparison: str = ""
 
 
-@dataclass
-class FigureRow:
+class FigureRow(NamedTuple):
     key: FigureKey
     node: str
     value: float
@@ -95,30 +93,50 @@ def extract(report: dict[str, Any]) -> Extracted:
         raise NotAReport("not a preflight run report (expected an object with started_at and results)")
     results = [r for r in report["results"] if isinstance(r, dict) and r.get("check_id") and r.get("node")]
     nodes = node_names(report)
+    facts = facts_by_node(results)
     rows: list[FigureRow] = []
     keys: dict[FigureKey, KeyInfo] = {}
     findings: list[tuple[str, str, str, str]] = []
     statuses: list[tuple[str, str, str, float | None]] = []
-    thresholds: set[tuple[str, str, str, str]] = set()
+    thresholds: set[tuple[Any, ...]] = set()
+    cache: dict[tuple[Any, ...], FigureKey | None] = {}  # (check, name, series, at, unit) as written -> key
     for result in results:
         check_id, node = str(result["check_id"]), str(result["node"])
         statuses.append((check_id, node, str(result.get("status", "")), number(result.get("duration_s"))))
-        for m in result.get("measurements") or []:
-            row = figure_row(check_id, node, m)
-            if row is None:
+        for m in result.get("measurements") or ():
+            if not isinstance(m, dict):
                 continue
-            rows.append(row)
-            if row.key not in keys:
-                keys[row.key] = KeyInfo(str(m.get("figure") or ""), direction(m), str(m.get("comparison") or ""))
-            if m.get("threshold") is not None:
-                thresholds.add((check_id, str(m.get("name")), str(m.get("comparison")), str(m.get("threshold"))))
-        for f in result.get("findings") or []:
+            value = number(m.get("value"))
+            if value is None:
+                continue
+            raw = (check_id, m.get("name"), m.get("series"), m.get("at"), m.get("unit"))
+            try:
+                key = cache[raw]
+            except (KeyError, TypeError):  # TypeError: a condition that is no scalar, never cached
+                key = figure_key(check_id, m) if m.get("name") else None
+                if isinstance(raw[3], (str, int, float, type(None))):
+                    cache[raw] = key
+                if key is not None and key not in keys:
+                    keys[key] = KeyInfo(str(m.get("figure") or ""), direction(m), str(m.get("comparison") or ""))
+            if key is None:
+                continue
+            threshold = m.get("threshold")
+            if threshold is not None:
+                thresholds.add((key, m.get("comparison"), str(threshold)))
+            ok = m.get("ok")
+            samples = m.get("samples")
+            if samples:
+                samples = [x for x in map(number, samples) if x is not None]
+            rows.append(FigureRow(key, str(m.get("node") or node), value, number(threshold),
+                                  ok if ok is True or ok is False else None, len(samples or ()),
+                                  relative_spread(samples) if samples else None))
+        for f in result.get("findings") or ():
             if isinstance(f, dict) and f.get("id"):
                 findings.append((check_id, str(f.get("node") or node), str(f["id"]), str(f.get("level", ""))))
     started = parse_time(report.get("started_at"))
     warnings = [] if started else [f"started_at {report.get('started_at')!r} is not a time; recorded as now"]
     return Extracted(
-        run_key=run_key(report),
+        run_key=run_key(report, nodes),
         started=started or datetime.now(timezone.utc).replace(tzinfo=None),
         finished=parse_time(report.get("finished_at")),
         verdict=verdict_of(report),
@@ -126,10 +144,10 @@ def extract(report: dict[str, Any]) -> Extracted:
         profile=str(report.get("profile") or ""),
         preflight_version=str(report.get("preflight_version") or ""),
         command=str(report.get("command") or ""),
-        config_digest=config_digest(report, thresholds),
+        config_digest=config_digest(report, {(k.check_id, k.name, str(c), t) for k, c, t in thresholds}),
         report_schema=report.get("schema_version") if isinstance(report.get("schema_version"), int) else None,
         nodes=nodes,
-        images={n: node_image(report, n) for n in nodes},
+        images={n: image_of(facts.get(n, {})) for n in nodes},
         results=statuses,
         figures=rows,
         keys=keys,
@@ -140,6 +158,11 @@ def extract(report: dict[str, Any]) -> Extracted:
 
 def number(value: Any) -> float | None:
     """A finite float, or None for anything else (strings, booleans, NaN, missing)."""
+    kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     value = float(value)
@@ -166,25 +189,14 @@ def figure_key(check_id: str, m: dict[str, Any]) -> FigureKey:
                      str(m.get("unit") or ""))
 
 
-def figure_row(check_id: str, node: str, m: dict[str, Any]) -> FigureRow | None:
-    if not isinstance(m, dict):
-        return None
-    value = number(m.get("value"))
-    if value is None or not m.get("name"):
-        return None
-    samples = [float(s) for s in m.get("samples") or [] if number(s) is not None]
-    ok = m.get("ok")
-    return FigureRow(figure_key(check_id, m), str(m.get("node") or node), value, number(m.get("threshold")),
-                     ok if isinstance(ok, bool) else None, len(samples), relative_spread(samples))
-
-
 def node_names(report: dict[str, Any]) -> list[str]:
-    names = [str(n["name"]) for n in report.get("nodes") or [] if isinstance(n, dict) and n.get("name")]
+    """The run's nodes: those listed, then any other that a node-scope result names, in order."""
+    names = dict.fromkeys(str(n["name"]) for n in report.get("nodes") or [] if isinstance(n, dict) and n.get("name"))
     for result in report.get("results") or []:
         if isinstance(result, dict) and result.get("scope", "node") == "node" and result.get("node"):
-            if result["node"] not in names and result["node"] != CLUSTER:
-                names.append(str(result["node"]))
-    return list(dict.fromkeys(names))
+            if result["node"] != CLUSTER:
+                names.setdefault(str(result["node"]), None)
+    return list(names)
 
 
 def parse_time(text: Any) -> datetime | None:
@@ -200,10 +212,10 @@ def parse_time(text: Any) -> datetime | None:
     return when
 
 
-def run_key(report: dict[str, Any]) -> str:
+def run_key(report: dict[str, Any], nodes: list[str] | None = None) -> str:
     """Identifies a run so that recording or importing it twice keeps one copy."""
     ident = [report.get("started_at"), report.get("finished_at"), report.get("command"),
-             sorted(node_names(report)), len(report.get("results") or [])]
+             sorted(node_names(report) if nodes is None else nodes), len(report.get("results") or [])]
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -233,11 +245,31 @@ def verdict_of(report: dict[str, Any]) -> str:
 # The image of a node
 # ---------------------------------------------------------------------------------------------------
 
+IMAGE_CHECKS = ("versions.pinned", "gpu.visibility", "node.environment")
+
+
+def facts_by_node(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """node -> check id -> facts, for the checks the image is read from."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        if isinstance(r, dict) and r.get("check_id") in IMAGE_CHECKS:
+            out.setdefault(str(r.get("node")), {})[r["check_id"]] = r.get("facts") or {}
+    return out
+
+
+def images_of_report(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every node's image (see image_of)."""
+    facts = facts_by_node(report.get("results") or [])
+    return {n: image_of(facts.get(n, {})) for n in node_names(report)}
+
+
 def node_image(report: dict[str, Any], node: str) -> dict[str, Any]:
+    return image_of(facts_by_node(report.get("results") or []).get(node, {}))
+
+
+def image_of(facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The node's software and GPU fingerprint, from the facts its checks recorded; "digest" is None
     when no check recorded any of it."""
-    facts = {r.get("check_id"): r.get("facts") or {} for r in report.get("results") or []
-             if isinstance(r, dict) and r.get("node") == node}
     return image_from_facts(facts.get("versions.pinned") or {}, facts.get("gpu.visibility") or {},
                             facts.get("node.environment") or {})
 

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.history.extract import CLUSTER, at_text, direction, node_image, node_kind, node_names, number
+from preflight.history.extract import CLUSTER, Extracted, extract, node_kind
 from preflight.history.stats import median, robust_sigma
 
 OUTLIER_ID = "fleet.outlier"
@@ -80,36 +80,21 @@ def find_outliers(report: dict[str, Any], *, images: dict[str, dict[str, Any]] |
                   z_limit: float = Z_LIMIT, min_nodes: int = MIN_NODES,
                   min_deviation: float = MIN_DEVIATION) -> list[Outlier]:
     """Every passing node or link that lies beyond z_limit from its peers, worst first."""
-    if images is None:
-        images = {n: node_image(report, n) for n in node_names(report)}
-    kinds = {n: node_kind(img) for n, img in images.items()}
-    groups: dict[tuple[Any, ...], list[tuple[str, float, bool, bool]]] = {}
-    meta: dict[tuple[Any, ...], tuple[str, str, str, str]] = {}
-    for result in report.get("results") or []:
-        if not isinstance(result, dict):
-            continue
-        check_id, status = str(result.get("check_id")), result.get("status")
-        for m in result.get("measurements") or []:
-            value = number(m.get("value")) if isinstance(m, dict) else None
-            if value is None:
-                continue
-            node = str(m.get("node") or result.get("node"))
-            if m.get("figure") == FIGURE_LINK:
-                key: tuple[Any, ...] = ("links", check_id, m.get("series") or "", m.get("unit") or "")
-                kind, name = "links", str(m.get("series") or "link bandwidth")
-            elif node in kinds and node != CLUSTER:
-                kind, name = kinds[node], str(m.get("name"))
-                key = (kind, check_id, name, m.get("series") or "", at_text(m.get("at")), m.get("unit") or "")
-            else:
-                continue
-            passing = m.get("ok") is not False and status not in ("FAIL", "ERROR")
-            groups.setdefault(key, []).append((node, value, passing, m.get("ok") is True))
-            meta.setdefault(key, (check_id, name, str(m.get("unit") or ""), direction(m)))
+    ex = extract(report)
+    if images is not None:
+        ex.images = images
+    return outliers_of(ex, z_limit=z_limit, min_nodes=min_nodes, min_deviation=min_deviation)
+
+
+def outliers_of(ex: Extracted, *, z_limit: float = Z_LIMIT, min_nodes: int = MIN_NODES,
+                min_deviation: float = MIN_DEVIATION) -> list[Outlier]:
+    """find_outliers over a report already extracted (preflight.history.extract)."""
+    groups, directions = _groups(ex)
     found: list[Outlier] = []
-    for key, members in groups.items():
+    for (kind, key), members in groups.items():
         if len({member[0] for member in members}) < min_nodes:
             continue
-        check_id, name, unit, better = meta[key]
+        better = directions[(kind, key)]
         values = [member[1] for member in members]
         centre = median(values)
         sigma = robust_sigma(values, centre)
@@ -123,10 +108,37 @@ def find_outliers(report: dict[str, Any], *, images: dict[str, dict[str, Any]] |
             if abs(z) <= z_limit:
                 continue
             peers = [member[1] for i, member in enumerate(members) if i != index]
-            found.append(Outlier(node, check_id, name if key[0] != "links" else f"{name} {node}", unit, value,
-                                 centre, min(peers), max(peers), len(peers), z, better, key[0], judged))
+            name = key.name if kind != "links" else f"{key.series or 'link bandwidth'} {node}"
+            found.append(Outlier(node, key.check_id, name, key.unit, value, centre, min(peers), max(peers),
+                                 len(peers), z, better, kind, judged))
     found.sort(key=lambda o: (-abs(o.z) if not math.isinf(o.z) else -math.inf, o.node, o.name))
     return found
+
+
+def _groups(ex: Extracted) -> tuple[dict[tuple[str, Any], list[tuple[str, float, bool, bool]]],
+                                     dict[tuple[str, Any], str]]:
+    """(node kind, figure) -> (node, value, passing, judged) for every figure on a node with a known
+    kind, and each group's direction; links are grouped by check, series and unit, whatever their names."""
+    kinds = {n: node_kind(img) for n, img in ex.images.items()}
+    failed = {(c, n) for c, n, s, _ in ex.results if s in ("FAIL", "ERROR")}
+    groups: dict[tuple[str, Any], list[tuple[str, float, bool, bool]]] = {}
+    directions: dict[tuple[str, Any], str] = {}
+    for row in ex.figures:
+        key = row.key
+        if ex.keys[key].figure == FIGURE_LINK:
+            group: tuple[str, Any] = ("links", key._replace(name="", at=""))
+        elif row.node in kinds:
+            group = (kinds[row.node], key)
+        else:
+            continue
+        # A node-scope figure passes with its result; a cluster check's (a link) by its own judgement.
+        passing = row.ok is not False and (key.check_id, row.node) not in failed
+        members = groups.get(group)
+        if members is None:
+            members = groups[group] = []
+            directions[group] = ex.keys[key].direction
+        members.append((row.node, row.value, passing, row.ok is True))
+    return groups, directions
 
 
 def outlier_findings(report: dict[str, Any], **options: Any) -> list[Any]:
@@ -142,8 +154,9 @@ def outlier_result(report: dict[str, Any], **options: Any) -> Any:
     run of several nodes: WARN with outliers, PASS without; None when no figure had enough peers."""
     from preflight.model import CheckResult, Finding, Measurement, Scope, Status
 
-    outliers = find_outliers(report, **options)
-    compared = _compared_groups(report, options.get("min_nodes", MIN_NODES))
+    ex = extract(report)
+    outliers = outliers_of(ex, **options)
+    compared = _compared_groups(ex, options.get("min_nodes", MIN_NODES))
     if not compared:
         return None
     findings = [Finding(OUTLIER_ID, Status.WARN, o.message, o.fix, node=o.node) for o in outliers]
@@ -161,14 +174,5 @@ def outlier_result(report: dict[str, Any], **options: Any) -> Any:
                            "whole fleet, and a synchronous job runs at the pace of its slowest node.")
 
 
-def _compared_groups(report: dict[str, Any], min_nodes: int) -> int:
-    images = {n: node_image(report, n) for n in node_names(report)}
-    counts: dict[tuple[Any, ...], set[str]] = {}
-    for result in report.get("results") or []:
-        for m in result.get("measurements") or [] if isinstance(result, dict) else []:
-            node = str(m.get("node") or result.get("node"))
-            if number(m.get("value")) is None or node not in images:
-                continue
-            key = (node_kind(images[node]), result.get("check_id"), m.get("name"), m.get("series"), at_text(m.get("at")))
-            counts.setdefault(key, set()).add(node)
-    return sum(1 for nodes in counts.values() if len(nodes) >= min_nodes)
+def _compared_groups(ex: Extracted, min_nodes: int) -> int:
+    return sum(1 for members in _groups(ex)[0].values() if len({m[0] for m in members}) >= min_nodes)

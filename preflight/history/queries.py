@@ -21,7 +21,6 @@ from preflight.history.nodeset import fold
 from preflight.history.outliers import OUTLIER_ID
 from preflight.history.schema import (figure_keys, figure_stats, figures, findings, node_images, nodes, results,
                                       runs)
-from preflight.history.stats import MANN_WHITNEY, mann_whitney_u, median, percentile
 from preflight.history.store import Store
 
 CHUNK = 500
@@ -236,7 +235,8 @@ def show_run(store: Store, spec: str | int) -> RunDetail:
         listed = sorted(({"check_id": c, "node": n, "id": f, "level": lvl, "count": k}
                          for (c, n, f, lvl), k in counted.items()),
                         key=lambda x: (x["id"] != OUTLIER_ID, order.get(x["level"], 3), x["check_id"], x["node"]))
-        count = conn.execute(select(func.count()).select_from(figures).where(figures.c.run_id == run_id)).scalar_one()
+        count = conn.execute(select(func.coalesce(func.sum(figure_stats.c.n), 0))
+                             .where(figure_stats.c.run_id == run_id)).scalar_one()
     return RunDetail(row, fold([m.name for m in members]), images, statuses, listed, int(count))
 
 
@@ -275,20 +275,7 @@ def trend(store: Store, *, figure: str | None = None, check: str | None = None, 
         by_id = {k.id: k for k in keys}
         digests = resolve_image(conn, image) if image else None
         if nodes_in or per_node:
-            query = (select(runs.c.id, runs.c.started, figures.c.key_id, node_images.c.digest, nodes.c.name,
-                            figures.c.value)
-                     .select_from(figures.join(runs, runs.c.id == figures.c.run_id)
-                                  .join(nodes, nodes.c.id == figures.c.node_id)
-                                  .outerjoin(node_images, and_(node_images.c.run_id == figures.c.run_id,
-                                                               node_images.c.node_id == figures.c.node_id)))
-                     .where(figures.c.key_id.in_(list(by_id)), *_time_filters(runs.c.started, since, until)))
-            if nodes_in:
-                query = query.where(nodes.c.name.in_(nodes_in))
-            if digests is not None:
-                query = query.where(node_images.c.digest.in_(digests))
-            rows = [TrendRow(r, s, by_id[k], d or "", 1, v, v, v, v, v, n)
-                    for r, s, k, d, n, v in conn.execute(query.order_by(runs.c.started, runs.c.id, nodes.c.name))]
-            return keys, rows
+            return keys, _trend_per_node(conn, by_id, nodes_in, digests, since, until)
         query = (select(runs.c.id, runs.c.started, figure_stats)
                  .join(runs, runs.c.id == figure_stats.c.run_id)
                  .where(figure_stats.c.key_id.in_(list(by_id)), *_time_filters(runs.c.started, since, until)))
@@ -299,94 +286,41 @@ def trend(store: Store, *, figure: str | None = None, check: str | None = None, 
     return keys, rows
 
 
-# ---------------------------------------------------------------------------------------------------
-# Compare two images
-# ---------------------------------------------------------------------------------------------------
-
-MIN_RUNS_EACH = 5  # with this many runs on each image, runs are the observations; else node results
-ALPHA = 0.01
-MIN_CHANGE = 0.01  # a relative change smaller than this is never called beyond noise
-
-
-@dataclass
-class Comparison:
-    key: Key
-    unit_of_observation: str  # "runs" (each run's median over its nodes) or "node results"
-    n_a: int
-    n_b: int
-    median_a: float
-    median_b: float
-    spread_a: float | None  # relative interquartile range of the observations
-    spread_b: float | None
-    change: float | None  # (median_b - median_a) / |median_a|
-    p_value: float
-    test: str
-    beyond_noise: bool
-    verdict: str  # "worse", "better", "changed" (no direction known) or "within noise"
-
-
-def compare(store: Store, image_a: str, image_b: str, *, figure: str | None = None, check: str | None = None,
-            series: str | None = None, since: datetime | None = None, until: datetime | None = None,
-            alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> tuple[set[str], set[str], list[Comparison]]:
-    """Every figure measured on both images: medians, spread, change, and the Mann-Whitney U test."""
-    with store.connect() as conn:
-        side_a, side_b = resolve_image(conn, image_a), resolve_image(conn, image_b)
-        if side_a & side_b:
-            raise QueryError(f"{image_a!r} and {image_b!r} name the same image {sorted(side_a & side_b)[0]}")
-        keys = {k.id: k for k in find_keys(conn, figure=figure, check=check, series=series)} \
-            if (figure or check) else None
-        query = (select(figure_stats.c.key_id, figure_stats.c.image, figure_stats.c.median)
-                 .join(runs, runs.c.id == figure_stats.c.run_id)
-                 .where(figure_stats.c.image.in_(side_a | side_b), *_time_filters(runs.c.started, since, until)))
-        if keys is not None:
-            query = query.where(figure_stats.c.key_id.in_(list(keys)))
-        per_run: dict[int, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-        for key_id, image, value in conn.execute(query):
-            per_run[key_id][0 if image in side_a else 1].append(value)
-        both = [k for k, (a, b) in per_run.items() if a and b]
-        few = [k for k in both if min(len(per_run[k][0]), len(per_run[k][1])) < MIN_RUNS_EACH]
-        per_node: dict[int, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-        for i in range(0, len(few), CHUNK):
-            raw = (select(figures.c.key_id, node_images.c.digest, figures.c.value)
-                   .select_from(figures.join(node_images, and_(node_images.c.run_id == figures.c.run_id,
-                                                               node_images.c.node_id == figures.c.node_id))
-                                .join(runs, runs.c.id == figures.c.run_id))
-                   .where(figures.c.key_id.in_(few[i:i + CHUNK]), node_images.c.digest.in_(side_a | side_b),
-                          *_time_filters(runs.c.started, since, until)))
-            for key_id, digest, value in conn.execute(raw):
-                per_node[key_id][0 if digest in side_a else 1].append(value)
-        if keys is None:
-            keys = {r.id: _key_from(r) for r in conn.execute(select(figure_keys).where(figure_keys.c.id.in_(both)))} \
-                if both else {}
-    out = []
-    for key_id in both:
-        unit, (a, b) = ("node results", per_node[key_id]) if key_id in per_node else ("runs", per_run[key_id])
-        out.append(_compare_one(keys[key_id], unit, a, b, alpha, min_change))
-    rank = {"worse": 0, "changed": 1, "better": 2, "within noise": 3}
-    out.sort(key=lambda c: (rank[c.verdict], -abs(c.change or 0), c.key.label))
-    return side_a, side_b, out
-
-
-def _relative_iqr(values: list[float]) -> float | None:
-    centre = median(values)
-    if len(values) < 2 or not centre:
-        return None
-    return (percentile(values, 75) - percentile(values, 25)) / abs(centre)
-
-
-def _compare_one(key: Key, unit: str, a: list[float], b: list[float], alpha: float, min_change: float) -> Comparison:
-    ma, mb = median(a), median(b)
-    change = (mb - ma) / abs(ma) if ma else None
-    test = mann_whitney_u(a, b)
-    beyond = test.p_value < alpha and (change is None or abs(change) >= min_change) and ma != mb
-    if not beyond:
-        verdict = "within noise"
-    elif not key.direction:
-        verdict = "changed"
-    else:
-        verdict = "better" if (mb > ma) == (key.direction == "higher") else "worse"
-    return Comparison(key, unit, len(a), len(b), ma, mb, _relative_iqr(a), _relative_iqr(b), change,
-                      test.p_value, f"{MANN_WHITNEY} ({test.method})", beyond, verdict)
+def _trend_per_node(conn: Connection, by_id: dict[int, Key], nodes_in: list[str] | None, digests: set[str] | None,
+                    since: datetime | None, until: datetime | None) -> list[TrendRow]:
+    """Per-node rows. With named nodes, looked up run by run through the figures' primary key (run,
+    node, figure), which costs the same whatever the size of the fleet."""
+    run_rows = conn.execute(select(runs.c.id, runs.c.started).where(*_time_filters(runs.c.started, since, until))
+                            .order_by(runs.c.started, runs.c.id)).all()
+    started = dict(run_rows)
+    names: dict[int, str] = {}
+    if nodes_in:
+        names = {i: n for n, i in _node_ids(conn, nodes_in).items()}
+        if not names:
+            return []
+    out: list[TrendRow] = []
+    run_ids = [r for r, _ in run_rows]
+    for i in range(0, len(run_ids), CHUNK):
+        query = (select(figures.c.run_id, figures.c.key_id, figures.c.node_id, node_images.c.digest, figures.c.value)
+                 .select_from(figures.outerjoin(node_images, and_(node_images.c.run_id == figures.c.run_id,
+                                                                  node_images.c.node_id == figures.c.node_id)))
+                 .where(figures.c.run_id.in_(run_ids[i:i + CHUNK]), figures.c.key_id.in_(list(by_id))))
+        if names:
+            query = query.where(figures.c.node_id.in_(list(names)))
+        if digests is not None:
+            query = query.where(node_images.c.digest.in_(digests))
+        for run_id, key_id, node_id, digest, value in conn.execute(query):
+            out.append(TrendRow(run_id, started[run_id], by_id[key_id], digest or "", 1, value, value, value, value,
+                                value, names.get(node_id) or str(node_id)))
+    if not names:  # every node: name them once
+        ids = sorted({int(r.node) for r in out})
+        for j in range(0, len(ids), CHUNK):
+            names.update(dict(conn.execute(select(nodes.c.id, nodes.c.name)
+                                            .where(nodes.c.id.in_(ids[j:j + CHUNK]))).all()))
+        out = [TrendRow(r.run_id, r.started, r.key, r.image, 1, r.median, r.p05, r.p95, r.low, r.high,
+                        names[int(r.node)]) for r in out]
+    out.sort(key=lambda r: (r.started, r.run_id, r.node, r.key.id))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -404,38 +338,53 @@ class NodeRow:
     checks: list[str] = field(default_factory=list)  # the checks it lagged its peers in
 
 
+RECENT_SPAN = 10  # a node's last n runs are looked for among the fleet's latest 10 n runs (at least 50)
+
+
 def nodes_summary(store: Store, *, nodes_in: list[str] | None = None, window: int = 5) -> list[NodeRow]:
-    """Every recorded node (of real nodes: links are not listed), with its outlier count over its last
-    `window` runs."""
+    """Every recorded node (links are not nodes), with how many of its last `window` runs named it a
+    fleet outlier. Those runs are looked for among the fleet's most recent max(10 window, 50) runs,
+    so that the answer costs the same at 20 runs or 20,000; a node absent from all of them shows 0/0."""
+    span = max(window * RECENT_SPAN, 50)
     with store.connect() as conn:
-        ranked = (select(node_images.c.node_id, node_images.c.run_id, node_images.c.digest, runs.c.started,
-                         func.row_number().over(partition_by=node_images.c.node_id,
-                                                order_by=(runs.c.started.desc(), runs.c.id.desc())).label("recent"),
-                         func.count().over(partition_by=node_images.c.node_id).label("total"))
-                  .join(runs, runs.c.id == node_images.c.run_id))
-        if nodes_in:
-            ids = list(_node_ids(conn, nodes_in).values())
-            ranked = ranked.where(node_images.c.node_id.in_(ids))
-        sub = ranked.subquery()
-        rows = conn.execute(select(sub, nodes.c.name).join(nodes, nodes.c.id == sub.c.node_id)
-                            .where(sub.c.recent <= max(1, window))).all()
+        ids = list(_node_ids(conn, nodes_in).values()) if nodes_in else None
+        totals = (select(node_images.c.node_id, func.count(), func.max(node_images.c.run_id))
+                  .group_by(node_images.c.node_id))
+        recent_runs = select(runs.c.id).order_by(runs.c.started.desc(), runs.c.id.desc()).limit(span).subquery()
+        rows = (select(node_images.c.node_id, node_images.c.run_id, node_images.c.digest, runs.c.started)
+                .join(runs, runs.c.id == node_images.c.run_id)
+                .where(node_images.c.run_id.in_(select(recent_runs.c.id))))
+        bad = (select(findings.c.node_id, findings.c.run_id, findings.c.check_id)
+               .where(findings.c.finding_id == OUTLIER_ID, findings.c.run_id.in_(select(recent_runs.c.id))))
+        if ids is not None:
+            totals = totals.where(node_images.c.node_id.in_(ids))
+            rows = rows.where(node_images.c.node_id.in_(ids))
+            bad = bad.where(findings.c.node_id.in_(ids))
+        counts = {node_id: (count, last_id) for node_id, count, last_id in conn.execute(totals)}
         recent: dict[int, list[Any]] = defaultdict(list)
-        for r in rows:
+        for r in conn.execute(rows):
             recent[r.node_id].append(r)
-        bad = conn.execute(select(findings.c.node_id, findings.c.run_id, findings.c.check_id)
-                           .where(findings.c.finding_id == OUTLIER_ID,
-                                  findings.c.node_id.in_(select(sub.c.node_id).where(sub.c.recent <= window)))
-                           ).all() if recent else []
-    flagged: dict[tuple[int, int], set[str]] = defaultdict(set)
-    for node_id, run_id, check_id in bad:
-        flagged[(node_id, run_id)].add(check_id)
+        flagged: dict[tuple[int, int], set[str]] = defaultdict(set)
+        for node_id, run_id, check_id in conn.execute(bad):
+            flagged[(node_id, run_id)].add(check_id)
+        wanted = sorted(counts)
+        names: dict[int, str] = {}
+        for i in range(0, len(wanted), CHUNK):
+            names.update(dict(conn.execute(select(nodes.c.id, nodes.c.name)
+                                            .where(nodes.c.id.in_(wanted[i:i + CHUNK]))).all()))
+        # Last seen: from the recent runs, or for a node absent from them, its highest run id's start.
+        absent = sorted({last for node_id, (_, last) in counts.items() if node_id not in recent})
+        when: dict[int, datetime] = {}
+        for i in range(0, len(absent), CHUNK):
+            when.update(dict(conn.execute(select(runs.c.id, runs.c.started)
+                                           .where(runs.c.id.in_(absent[i:i + CHUNK]))).all()))
     out = []
-    for node_id, members in recent.items():
-        members.sort(key=lambda r: r.recent)
+    for node_id, (count, last_id) in counts.items():
+        members = sorted(recent.get(node_id, []), key=lambda r: (r.started, r.run_id), reverse=True)[:window]
         hits = [flagged[(node_id, m.run_id)] for m in members if (node_id, m.run_id) in flagged]
-        checks = sorted({c for h in hits for c in h})
-        out.append(NodeRow(members[0].name, members[0].total, members[0].started, members[0].digest or "",
-                           len(hits), len(members), checks))
+        last = members[0].started if members else when[last_id]
+        out.append(NodeRow(names[node_id], int(count), last, (members[0].digest or "") if members else "",
+                           len(hits), len(members), sorted({c for h in hits for c in h})))
     out.sort(key=lambda n: (-n.outlier_runs, n.name))
     return out
 
@@ -447,6 +396,6 @@ def lemons(store: Store, *, k: int = 3, n: int = 5, nodes_in: list[str] | None =
     return [row for row in nodes_summary(store, nodes_in=nodes_in, window=n) if row.outlier_runs >= k]
 
 
-__all__ = ["Comparison", "Key", "NodeRow", "QueryError", "RunDetail", "RunRow", "TrendRow", "compare", "find_keys",
+__all__ = ["Key", "NodeRow", "QueryError", "RunDetail", "RunRow", "TrendRow", "find_keys",
            "image_fields", "lemons", "list_runs", "nodes_summary", "resolve_image", "run_id_of", "show_run",
            "trend"]

@@ -72,18 +72,21 @@ def _tables_v1(md: MetaData) -> None:
           Column("direction", String(8), nullable=False, default=""),
           Column("comparison", String(4), nullable=False, default=""),
           UniqueConstraint("check_id", "name", "series", "at", "unit", name="uq_figure_keys"))
+    # Clustered by run (WITHOUT ROWID on SQLite): a run's rows are written at the end, side by side.
+    # `seq` tells apart the same figure measured twice on one node in one run.
     figures = Table("figures", md,
-                    Column("id", BigId, primary_key=True),
-                    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-                    Column("key_id", Integer, ForeignKey("figure_keys.id"), nullable=False),
-                    Column("node_id", Integer, ForeignKey("nodes.id"), nullable=False),
+                    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+                    Column("node_id", Integer, ForeignKey("nodes.id"), primary_key=True),
+                    Column("key_id", Integer, ForeignKey("figure_keys.id"), primary_key=True),
+                    Column("seq", Integer, primary_key=True, autoincrement=False),
                     Column("value", Double, nullable=False),
                     Column("threshold", Double),
                     Column("ok", Boolean),
                     Column("samples_n", Integer, nullable=False, default=0),
-                    Column("spread", Double))
+                    Column("spread", Double),
+                    sqlite_with_rowid=False)
+    # Read by figure (trend, learn) as well as by run and node (compare, through node_images).
     Index("ix_figures_key_run", figures.c.key_id, figures.c.run_id)
-    Index("ix_figures_run_node", figures.c.run_id, figures.c.node_id)
     findings = Table("findings", md,
                      Column("id", BigId, primary_key=True),
                      Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),

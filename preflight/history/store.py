@@ -166,7 +166,8 @@ class Store:
                 cursor = dbapi_conn.cursor()
                 cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
                 cursor.execute("PRAGMA journal_mode = WAL")
-                cursor.execute("PRAGMA synchronous = NORMAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; WAL keeps it consistent
+                cursor.execute("PRAGMA cache_size = -65536")  # 64 MiB: index pages of a large history stay cached
                 cursor.execute("PRAGMA foreign_keys = ON")
                 cursor.close()
 
@@ -247,7 +248,7 @@ class Store:
     def ingest(self, report: dict[str, Any], *, source: str = "") -> Ingested:
         """Record one run report (the results.json dict) in one transaction."""
         ex = extract(report)
-        _add_outliers(report, ex)
+        _add_outliers(ex)
         with self.write() as conn:
             existing = conn.execute(select(runs.c.id).where(runs.c.run_key == ex.run_key)).scalar()
             if existing is not None:
@@ -261,25 +262,43 @@ class Store:
                      *(r[1] for r in ex.results)}
             node_id = self._node_ids(conn, sorted(names))
             key_id = self._key_ids(conn, ex)
-            if ex.nodes:
-                conn.execute(node_images.insert(), [
-                    {"run_id": run_id, "node_id": node_id[n], "digest": ex.images[n]["digest"],
-                     **{f: ex.images[n][f] for f in IMAGE_FIELDS}} for n in ex.nodes])
+            self._bulk(conn, node_images, ["run_id", "node_id", "digest", *IMAGE_FIELDS],
+                       [(run_id, node_id[n], ex.images[n]["digest"], *[ex.images[n][f] for f in IMAGE_FIELDS])
+                        for n in ex.nodes])
             statuses = {(c, n): (s, d) for c, n, s, d in ex.results}
-            if statuses:
-                conn.execute(results.insert(), [{"run_id": run_id, "check_id": c, "node_id": node_id[n], "status": s,
-                                                 "duration_s": d} for (c, n), (s, d) in statuses.items()])
-            if ex.figures:
-                conn.execute(figures.insert(), [
-                    {"run_id": run_id, "key_id": key_id[r.key], "node_id": node_id[r.node], "value": r.value,
-                     "threshold": r.threshold, "ok": r.ok, "samples_n": r.samples_n, "spread": r.spread}
-                    for r in ex.figures])
-                conn.execute(figure_stats.insert(), _stats_rows(run_id, ex, key_id))
-            if ex.findings:
-                conn.execute(findings.insert(), [
-                    {"run_id": run_id, "check_id": c, "node_id": node_id[n], "finding_id": f, "level": lvl}
-                    for c, n, f, lvl in ex.findings])
+            self._bulk(conn, results, ["run_id", "check_id", "node_id", "status", "duration_s"],
+                       [(run_id, c, node_id[n], s, d) for (c, n), (s, d) in statuses.items()])
+            seen: dict[tuple[int, int], int] = {}
+            rows = []
+            for r in ex.figures:
+                k, n = key_id[r.key], node_id[r.node]
+                seq = seen[(k, n)] = seen.get((k, n), -1) + 1
+                rows.append((run_id, n, k, seq, r.value, r.threshold, r.ok, r.samples_n, r.spread))
+            self._bulk(conn, figures, ["run_id", "node_id", "key_id", "seq", "value", "threshold", "ok", "samples_n",
+                                       "spread"], rows)
+            self._bulk(conn, figure_stats, ["run_id", "key_id", "image", "n", "median", "p05", "p25", "p75", "p95",
+                                            "min", "max", "noise"], _stats_rows(run_id, ex, key_id))
+            self._bulk(conn, findings, ["run_id", "check_id", "node_id", "finding_id", "level"],
+                       [(run_id, c, node_id[n], f, lvl) for c, n, f, lvl in ex.findings])
         return Ingested(int(run_id), True, len(ex.nodes), len(ex.figures), len(ex.findings))
+
+    def _bulk(self, conn: Connection, table: sqlalchemy.Table, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+        """Many rows at once, past SQLAlchemy's per-row parameter handling: the bulk of a 1,000-node
+        run is tens of thousands of figures. PostgreSQL takes them by COPY, SQLite by executemany."""
+        if not rows:
+            return
+        names = ", ".join(columns)
+        if self.dialect == "postgresql":
+            cursor = conn.connection.driver_connection.cursor()
+            try:
+                with cursor.copy(f"COPY {table.name} ({names}) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row(row)
+            finally:
+                cursor.close()
+            return
+        marks = ", ".join("?" for _ in columns)
+        conn.exec_driver_sql(f"INSERT INTO {table.name} ({names}) VALUES ({marks})", rows)
 
     def _insert_ignore(self, conn: Connection, table: sqlalchemy.Table, rows: list[dict[str, Any]]) -> None:
         if self.dialect == "postgresql":
@@ -326,7 +345,7 @@ class Store:
         return self.ingest(read_report(path), source=str(Path(path).resolve()))
 
 
-def _stats_rows(run_id: int, ex: Extracted, key_id: dict[FigureKey, int]) -> list[dict[str, Any]]:
+def _stats_rows(run_id: int, ex: Extracted, key_id: dict[FigureKey, int]) -> list[tuple[Any, ...]]:
     groups: dict[tuple[int, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     for r in ex.figures:
         image = ex.images.get(r.node, {}).get("digest") or ""
@@ -334,16 +353,21 @@ def _stats_rows(run_id: int, ex: Extracted, key_id: dict[FigureKey, int]) -> lis
         values.append(r.value)
         if r.spread is not None:
             spreads.append(r.spread)
-    return [{"run_id": run_id, "key_id": k, "image": img, **summarise(v, s)} for (k, img), (v, s) in groups.items()]
+    out = []
+    for (k, img), (values, spreads) in groups.items():
+        st = summarise(values, spreads)
+        out.append((run_id, k, img, st["n"], st["median"], st["p05"], st["p25"], st["p75"], st["p95"], st["min"],
+                    st["max"], st["noise"]))
+    return out
 
 
-def _add_outliers(report: dict[str, Any], ex: Extracted) -> None:
+def _add_outliers(ex: Extracted) -> None:
     """Fleet outliers within this run, unless the run's report carries them already."""
-    from preflight.history.outliers import OUTLIER_ID, find_outliers
+    from preflight.history.outliers import OUTLIER_ID, outliers_of
 
     if any(f[2] == OUTLIER_ID for f in ex.findings):
         return
-    for o in find_outliers(report, images=ex.images):
+    for o in outliers_of(ex):
         ex.findings.append((o.check_id, o.node, OUTLIER_ID, "WARN"))
 
 

@@ -137,8 +137,8 @@ def test_a_version_1_database_is_migrated_on_postgresql(pg_url):
                              "(1, 2, 'aaaa0000aaaa0000')")
         conn.exec_driver_sql("INSERT INTO figure_keys VALUES (1, 'collectives.local', 'busbw', '', '', 'GB/s', "
                              "'size', 'higher', '>=')")
-        conn.exec_driver_sql("INSERT INTO figures (run_id, key_id, node_id, value, samples_n) VALUES "
-                             "(1, 1, 1, 460.0, 0), (1, 1, 2, 470.0, 0)")
+        conn.exec_driver_sql("INSERT INTO figures (run_id, node_id, key_id, seq, value, samples_n) VALUES "
+                             "(1, 1, 1, 0, 460.0, 0), (1, 2, 1, 0, 470.0, 0)")
         conn.exec_driver_sql("SELECT setval(pg_get_serial_sequence('runs', 'id'), 1)")
         conn.exec_driver_sql("SELECT setval(pg_get_serial_sequence('nodes', 'id'), 2)")
         conn.exec_driver_sql("SELECT setval(pg_get_serial_sequence('figure_keys', 'id'), 1)")

@@ -73,6 +73,7 @@ def exercise(store: Any) -> None:
     """The whole tour of one store, asserting as it goes: ingest, list, show, trend, compare, lemons,
     learn, the report context. Runs the same on either engine."""
     from preflight.history import queries
+    from preflight.history.compare import compare
     from preflight.history.context import context_for_report
     from preflight.history.learn import LearnError, learn_baseline
     from preflight.history.stats import median, percentile
@@ -103,7 +104,7 @@ def exercise(store: Any) -> None:
     _, per_node = queries.trend(store, figure="busbw at 1 GiB", nodes_in=["gpu07"])
     assert {r.node for r in per_node} == {"gpu07"} and len(per_node) == A_RUNS + B_RUNS
 
-    side_a, side_b, compared = queries.compare(store, "driver=550.54.15", "driver=550.90.07")
+    side_a, side_b, compared = compare(store, "driver=550.54.15", "driver=550.90.07")
     busbw = next(c for c in compared if c.key.name == BUSBW_FIGURE)
     assert busbw.beyond_noise and busbw.verdict == "worse"
     assert busbw.test.startswith("Mann-Whitney U") and busbw.p_value < 0.01

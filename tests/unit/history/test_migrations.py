@@ -28,9 +28,11 @@ CREATE TABLE figure_keys (id INTEGER NOT NULL PRIMARY KEY, check_id VARCHAR(200)
     series TEXT NOT NULL, at TEXT NOT NULL, unit VARCHAR(40) NOT NULL, figure VARCHAR(16) NOT NULL,
     direction VARCHAR(8) NOT NULL, comparison VARCHAR(4) NOT NULL,
     CONSTRAINT uq_figure_keys UNIQUE (check_id, name, series, at, unit));
-CREATE TABLE figures (id INTEGER NOT NULL PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
-    key_id INTEGER NOT NULL REFERENCES figure_keys (id), node_id INTEGER NOT NULL REFERENCES nodes (id),
-    value FLOAT NOT NULL, threshold FLOAT, ok BOOLEAN, samples_n INTEGER NOT NULL, spread FLOAT);
+CREATE TABLE figures (run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    node_id INTEGER NOT NULL REFERENCES nodes (id), key_id INTEGER NOT NULL REFERENCES figure_keys (id),
+    seq INTEGER NOT NULL, value FLOAT NOT NULL, threshold FLOAT, ok BOOLEAN, samples_n INTEGER NOT NULL, spread FLOAT,
+    PRIMARY KEY (run_id, node_id, key_id, seq)) WITHOUT ROWID;
+CREATE INDEX ix_figures_key_run ON figures (key_id, run_id);
 CREATE TABLE findings (id INTEGER NOT NULL PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     check_id VARCHAR(200) NOT NULL, node_id INTEGER NOT NULL REFERENCES nodes (id), finding_id VARCHAR(200) NOT NULL,
     level VARCHAR(8) NOT NULL);
@@ -52,7 +54,7 @@ def write_v1_store(path, busbw_by_node: dict[str, float]) -> None:
             conn.execute("INSERT INTO nodes VALUES (?, ?)", (i, node))
             conn.execute("INSERT INTO node_images (run_id, node_id, digest, driver, gpu_count) "
                          "VALUES (1, ?, 'aaaabbbbccccdddd', '535.104.05', 8)", (i,))
-            conn.execute("INSERT INTO figures VALUES (?, 1, 1, ?, ?, 380.0, 1, 5, 0.02)", (i, i, value))
+            conn.execute("INSERT INTO figures VALUES (1, ?, 1, 0, ?, 380.0, 1, 5, 0.02)", (i, value))
 
 
 def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):

@@ -61,6 +61,8 @@ def test_a_locked_store_is_a_warning_not_an_error(tmp_path, small_run):
     try:
         holder.execute("BEGIN EXCLUSIVE")
         warning = record_run(small_run, url=str(path), timeout_s=0.3)
+        with Store(path, timeout_s=0.3) as store, pytest.raises(StoreLocked):
+            store.ingest(small_run)
     finally:
         holder.rollback()
         holder.close()
