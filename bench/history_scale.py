@@ -133,8 +133,6 @@ def replicate(store: Any, source_ids: list[int], count: int, first: datetime, rn
 
 def bench(url: str, label: str, args: argparse.Namespace) -> dict[str, Any]:
     from preflight.history import queries
-    from preflight.history.compare import compare
-    from preflight.history.context import context_for_report
     from preflight.history.store import Store
 
     base, by_node, link = templates()
@@ -146,6 +144,10 @@ def bench(url: str, label: str, args: argparse.Namespace) -> dict[str, Any]:
         return synth_run(base, shapes[image], link, args.nodes, when, rng, busbw_factor=0.96 if image == "B" else 1.0)
 
     with Store(url) as store:
+        held = len(queries.list_runs(store, limit=100000))
+        if args.reuse and held >= args.runs:
+            print(f"  {label}: reusing the {held} runs it holds", flush=True)
+            return _queries(store, out, make)
         walls, cpus, ids = [], [], {"A": [], "B": []}
         for i in range(args.ingest_runs):
             image = "A" if i < args.ingest_runs / 2 else "B"
@@ -162,28 +164,36 @@ def bench(url: str, label: str, args: argparse.Namespace) -> dict[str, Any]:
         out["replicate_s"], _, _ = timed(lambda: (replicate(store, ids["A"], more // 2, first, rng),
                                                  replicate(store, ids["B"], more - more // 2,
                                                            first + timedelta(hours=6 * (more // 2)), rng)))
-        out["runs"] = len(queries.list_runs(store, limit=100000))
-        report = make("B", START + timedelta(days=500))
-        out["ingest_at_size_wall_s"], out["ingest_at_size_cpu_s"], _ = timed(lambda: store.ingest(report))
-        figure = "nccl (8 GPUs): busbw at 1 GiB"
+        return _queries(store, out, make)
 
-        def measure(name: str, fn: Any) -> Any:
-            out[f"{name}_wall_s"], out[f"{name}_cpu_s"], value = timed(fn)
-            return value
 
-        _, rows = measure("trend", lambda: queries.trend(store, figure=figure))
-        out["trend_rows"] = len(rows)
-        _, node_rows = measure("trend_node", lambda: queries.trend(store, figure=figure, nodes_in=["node00007"]))
-        out["trend_node_rows"] = len(node_rows)
-        _, _, compared = measure("compare", lambda: compare(store, "driver=550.54.15", "driver=550.90.07"))
-        out["compare_figures"] = len(compared)
-        out["compare_worse"] = sorted({c.key.name for c in compared if c.verdict == "worse"})
-        measure("list", lambda: queries.list_runs(store, limit=50))
-        measure("lemons", lambda: queries.lemons(store, k=3, n=5))
-        new = make("B", START + timedelta(days=600))
-        context = measure("context", lambda: context_for_report(store, new))
-        out["context_figures"] = len(context["figures"])
-        out["size_mb"] = (store.size_bytes() or 0) / 1e6
+def _queries(store: Any, out: dict[str, Any], make: Any) -> dict[str, Any]:
+    from preflight.history import queries
+    from preflight.history.compare import compare
+    from preflight.history.context import context_for_report
+
+    out["runs"] = len(queries.list_runs(store, limit=100000))
+    report = make("B", START + timedelta(days=500 + out["runs"]))
+    out["ingest_at_size_wall_s"], out["ingest_at_size_cpu_s"], _ = timed(lambda: store.ingest(report))
+    figure = "nccl (8 GPUs): busbw at 1 GiB"
+
+    def measure(name: str, fn: Any) -> Any:
+        out[f"{name}_wall_s"], out[f"{name}_cpu_s"], value = timed(fn)
+        return value
+
+    _, rows = measure("trend", lambda: queries.trend(store, figure=figure))
+    out["trend_rows"] = len(rows)
+    _, node_rows = measure("trend_node", lambda: queries.trend(store, figure=figure, nodes_in=["node00007"]))
+    out["trend_node_rows"] = len(node_rows)
+    _, _, compared = measure("compare", lambda: compare(store, "driver=550.54.15", "driver=550.90.07"))
+    out["compare_figures"] = len(compared)
+    out["compare_worse"] = sorted({c.key.name for c in compared if c.verdict == "worse"})
+    measure("list", lambda: queries.list_runs(store, limit=50))
+    measure("lemons", lambda: queries.lemons(store, k=3, n=5))
+    new = make("B", START + timedelta(days=5000))
+    context = measure("context", lambda: context_for_report(store, new))
+    out["context_figures"] = len(context["figures"])
+    out["size_mb"] = (store.size_bytes() or 0) / 1e6
     return out
 
 
@@ -204,17 +214,21 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200, help="Runs in the history the queries are timed on.")
     parser.add_argument("--ingest-runs", type=int, default=6,
                         help="Runs ingested one by one (timed); the rest are copied inside the database.")
-    parser.add_argument("--pg-url", default=None, help="An empty PostgreSQL database to bench as well.")
+    parser.add_argument("--pg-url", default=None, help="A PostgreSQL database to bench as well (its tables are "
+                                                       "dropped first unless --reuse).")
+    parser.add_argument("--no-sqlite", action="store_true", help="Bench PostgreSQL only.")
+    parser.add_argument("--sqlite", default=None, metavar="PATH", help="The SQLite file (default: a temporary one).")
+    parser.add_argument("--reuse", action="store_true",
+                        help="Time the queries on a store that already holds --runs runs, without filling it.")
     args = parser.parse_args()
     engines = []
     with tempfile.TemporaryDirectory() as tmp:
-        engines.append(bench(str(Path(tmp) / "history.sqlite"), "sqlite", args))
+        if not args.no_sqlite:
+            engines.append(bench(args.sqlite or str(Path(tmp) / "history.sqlite"), "sqlite", args))
         if args.pg_url:
-            reset_postgres(args.pg_url)
-            try:
-                engines.append(bench(args.pg_url, "postgresql", args))
-            finally:
+            if not args.reuse:
                 reset_postgres(args.pg_url)
+            engines.append(bench(args.pg_url, "postgresql", args))
     print(f"{args.nodes} nodes per run; targets: ingest < 2 s per run, trend and compare < 1 s "
           "(CPU: this process only, not a PostgreSQL server's)")
     keys = ["figures_per_run", "ingest_wall_s", "ingest_cpu_s", "replicate_s", "runs", "ingest_at_size_wall_s",
@@ -224,7 +238,8 @@ def main() -> None:
             "size_mb"]
     print(f"{'':<18}" + "".join(f"{e['engine']:>14}" for e in engines))
     for key in keys:
-        cells = "".join(f"{e[key]:>14.3f}" if isinstance(e[key], float) else f"{e[key]:>14}" for e in engines)
+        cells = "".join(f"{e[key]:>14.3f}" if isinstance(e.get(key), float) else f"{e.get(key, '-'):>14}"
+                        for e in engines)
         print(f"{key:<18}{cells}")
     for e in engines:
         print(f"{e['engine']}: worse beyond noise from A to B: {', '.join(e['compare_worse']) or 'nothing'}")

@@ -3,7 +3,7 @@ whether the change is beyond noise by the Mann-Whitney U test.
 
 The observations are each run's median over its nodes (figure_stats) when both images have at least
 five runs, so that nodes measured in the same run do not count as independent evidence; with fewer
-runs, every node result of the image's runs is an observation. "Beyond noise" needs both a p-value
+runs, every node result of each image's latest four runs is an observation. "Beyond noise" needs both a p-value
 below alpha and a relative change of at least min_change, so that a large fleet does not make a
 0.1% shift significant.
 """
@@ -54,32 +54,44 @@ def compare(store: Store, image_a: str, image_b: str, *, figure: str | None = No
             raise QueryError(f"{image_a!r} and {image_b!r} name the same image {sorted(side_a & side_b)[0]}")
         keys = {k.id: k for k in find_keys(conn, figure=figure, check=check, series=series)} \
             if (figure or check) else None
-        query = (select(figure_stats.c.key_id, figure_stats.c.image, figure_stats.c.median)
+        query = (select(figure_stats.c.key_id, figure_stats.c.image, figure_stats.c.median, runs.c.id, runs.c.started)
                  .join(runs, runs.c.id == figure_stats.c.run_id)
                  .where(figure_stats.c.image.in_(side_a | side_b), *_time_filters(runs.c.started, since, until)))
         if keys is not None:
             query = query.where(figure_stats.c.key_id.in_(list(keys)))
         per_run: dict[int, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-        for key_id, image, value in conn.execute(query):
-            per_run[key_id][0 if image in side_a else 1].append(value)
+        side_runs: tuple[dict[int, datetime], dict[int, datetime]] = ({}, {})
+        for key_id, image, value, run_id, started in conn.execute(query):
+            side = 0 if image in side_a else 1
+            per_run[key_id][side].append(value)
+            side_runs[side][run_id] = started
         both = [k for k, (a, b) in per_run.items() if a and b]
         few = [k for k in both if min(len(per_run[k][0]), len(per_run[k][1])) < MIN_RUNS_EACH]
         per_node: dict[int, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-        for i in range(0, len(few), CHUNK):
+        if few:
+            # Node results of each image's latest few runs only: bounded, however long the other's history.
+            latest = [sorted(runs_of, key=lambda r: (runs_of[r], r), reverse=True)[:MIN_RUNS_EACH - 1]
+                      for runs_of in side_runs]
+            run_ids = sorted(set(latest[0]) | set(latest[1]))
             raw = (select(figures.c.key_id, node_images.c.digest, figures.c.value)
                    .select_from(figures.join(node_images, and_(node_images.c.run_id == figures.c.run_id,
-                                                               node_images.c.node_id == figures.c.node_id))
-                                .join(runs, runs.c.id == figures.c.run_id))
-                   .where(figures.c.key_id.in_(few[i:i + CHUNK]), node_images.c.digest.in_(side_a | side_b),
-                          *_time_filters(runs.c.started, since, until)))
+                                                               node_images.c.node_id == figures.c.node_id)))
+                   .where(figures.c.run_id.in_(run_ids), node_images.c.digest.in_(side_a | side_b)))
+            if len(few) <= CHUNK:
+                raw = raw.where(figures.c.key_id.in_(few))
+            wanted = set(few)
             for key_id, digest, value in conn.execute(raw):
-                per_node[key_id][0 if digest in side_a else 1].append(value)
+                if key_id in wanted:
+                    per_node[key_id][0 if digest in side_a else 1].append(value)
         if keys is None:
             keys = {r.id: _key_from(r) for r in conn.execute(select(figure_keys).where(figure_keys.c.id.in_(both)))} \
                 if both else {}
     out = []
     for key_id in both:
-        unit, (a, b) = ("node results", per_node[key_id]) if key_id in per_node else ("runs", per_run[key_id])
+        a, b = per_node.get(key_id, ([], []))
+        unit = "node results"
+        if not (a and b):
+            unit, (a, b) = "runs", per_run[key_id]
         out.append(_compare_one(keys[key_id], unit, a, b, alpha, min_change))
     rank = {"worse": 0, "changed": 1, "better": 2, "within noise": 3}
     out.sort(key=lambda c: (rank[c.verdict], -abs(c.change or 0), c.key.label))

@@ -169,6 +169,7 @@ class Store:
                 cursor.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; WAL keeps it consistent
                 cursor.execute("PRAGMA cache_size = -65536")  # 64 MiB: index pages of a large history stay cached
                 cursor.execute("PRAGMA foreign_keys = ON")
+                cursor.execute("PRAGMA temp_store = MEMORY")  # sorts never spill into files beside others
                 cursor.close()
 
             @event.listens_for(engine, "begin")

@@ -28,14 +28,11 @@ CREATE TABLE figure_keys (id INTEGER NOT NULL PRIMARY KEY, check_id VARCHAR(200)
     series TEXT NOT NULL, at TEXT NOT NULL, unit VARCHAR(40) NOT NULL, figure VARCHAR(16) NOT NULL,
     direction VARCHAR(8) NOT NULL, comparison VARCHAR(4) NOT NULL,
     CONSTRAINT uq_figure_keys UNIQUE (check_id, name, series, at, unit));
-CREATE TABLE figures (run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
-    node_id INTEGER NOT NULL REFERENCES nodes (id), key_id INTEGER NOT NULL REFERENCES figure_keys (id),
-    seq INTEGER NOT NULL, value FLOAT NOT NULL, threshold FLOAT, ok BOOLEAN, samples_n INTEGER NOT NULL, spread FLOAT,
+CREATE TABLE figures (run_id INTEGER NOT NULL, node_id INTEGER NOT NULL, key_id INTEGER NOT NULL, seq INTEGER NOT NULL, value FLOAT NOT NULL, threshold FLOAT, ok BOOLEAN, samples_n INTEGER NOT NULL, spread FLOAT,
     PRIMARY KEY (run_id, node_id, key_id, seq)) WITHOUT ROWID;
 CREATE INDEX ix_figures_key_run ON figures (key_id, run_id);
-CREATE TABLE findings (id INTEGER NOT NULL PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
-    check_id VARCHAR(200) NOT NULL, node_id INTEGER NOT NULL REFERENCES nodes (id), finding_id VARCHAR(200) NOT NULL,
-    level VARCHAR(8) NOT NULL);
+CREATE TABLE findings (id INTEGER NOT NULL PRIMARY KEY, run_id INTEGER NOT NULL, check_id VARCHAR(200) NOT NULL,
+    node_id INTEGER NOT NULL, finding_id VARCHAR(200) NOT NULL, level VARCHAR(8) NOT NULL);
 INSERT INTO schema_version VALUES (1, '2026-10-01 00:00:00.000000', 'preflight-history', '0.0.9');
 """
 

@@ -65,3 +65,25 @@ def test_outlier_result_is_a_cluster_warning():
     assert result.check_id == OUTLIER_ID and result.status is Status.WARN
     assert {f.node for f in result.findings} == {"gpu03"}
     assert result.to_dict()["findings"][0]["id"] == OUTLIER_ID
+
+
+def test_a_slow_link_that_passes_is_named_among_the_links():
+    """net.bandwidth's link figures, as the check judged them in tests/data/reports/cluster_run.json,
+    spread over a ring of 16 nodes: one link carries 30% less than the others and still passes 10 Gbit/s."""
+    import copy
+    import json
+
+    template = json.loads((fleet.DATA / "reports" / "cluster_run.json").read_text())
+    net = next(r for r in template["results"] if r["check_id"] == "net.bandwidth")
+    sample = next(m for m in net["measurements"] if m["figure"] == "link" and m["ok"])
+    report = fleet.fleet_report(NODES, fleet.START, seed=18)
+    links = []
+    for i, node in enumerate(NODES):
+        pair = f"{node} -> {NODES[(i + 1) % len(NODES)]}"
+        factor = 0.7 if i == 5 else 1 + 0.002 * (i % 3)
+        links.append({**copy.deepcopy(sample), "name": pair, "at": pair, "node": pair,
+                      "value": round(sample["value"] * factor, 2)})
+    report["results"].append({**net, "status": "PASS", "findings": [], "measurements": links})
+    named = [o for o in find_outliers(report) if o.check_id == "net.bandwidth"]
+    assert [o.node for o in named] == [f"{NODES[5]} -> {NODES[6]}"]
+    assert named[0].kind == "links" and named[0].peers == 15
