@@ -351,15 +351,19 @@ def nodes_summary(store: Store, *, nodes_in: list[str] | None = None, window: in
         totals = (select(node_images.c.node_id, func.count(), func.max(node_images.c.run_id))
                   .group_by(node_images.c.node_id))
         recent_runs = select(runs.c.id).order_by(runs.c.started.desc(), runs.c.id.desc()).limit(span).subquery()
-        rows = (select(node_images.c.node_id, node_images.c.run_id, node_images.c.digest, runs.c.started)
-                .join(runs, runs.c.id == node_images.c.run_id)
-                .where(node_images.c.run_id.in_(select(recent_runs.c.id))))
+        ranked = (select(node_images.c.node_id, node_images.c.run_id, node_images.c.digest, runs.c.started,
+                         func.row_number().over(partition_by=node_images.c.node_id,
+                                                order_by=(runs.c.started.desc(), runs.c.id.desc())).label("recent"))
+                  .join(runs, runs.c.id == node_images.c.run_id)
+                  .where(node_images.c.run_id.in_(select(recent_runs.c.id))))
         bad = (select(findings.c.node_id, findings.c.run_id, findings.c.check_id)
                .where(findings.c.finding_id == OUTLIER_ID, findings.c.run_id.in_(select(recent_runs.c.id))))
         if ids is not None:
             totals = totals.where(node_images.c.node_id.in_(ids))
-            rows = rows.where(node_images.c.node_id.in_(ids))
+            ranked = ranked.where(node_images.c.node_id.in_(ids))
             bad = bad.where(findings.c.node_id.in_(ids))
+        sub = ranked.subquery()
+        rows = select(sub).where(sub.c.recent <= window)
         counts = {node_id: (count, last_id) for node_id, count, last_id in conn.execute(totals)}
         recent: dict[int, list[Any]] = defaultdict(list)
         for r in conn.execute(rows):
