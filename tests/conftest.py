@@ -121,3 +121,15 @@ def pytest_make_collect_report(collector):
         report.outcome = "failed"
         report.longrepr = (f"{collector.nodeid}: skipped at collection where every test must run "
                            f"({REQUIRE_ALL}=1): {_skip_reason(report)}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fleet_history_of_the_tests(tmp_path_factory):
+    """Runs the tests start record into a store of the test session's own, never the user's."""
+    previous = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_DATA_HOME", None)
+    else:
+        os.environ["XDG_DATA_HOME"] = previous

@@ -13,6 +13,7 @@ from preflight.cli.alerts import alerts_command
 from preflight.cli.catalog import explain, init, list_checks
 from preflight.cli.diff import diff_runs
 from preflight.cli.healthcheck import healthcheck
+from preflight.cli.history import baseline, history
 from preflight.cli.k8s import k8s
 from preflight.cli.report import report
 from preflight.cli.run import run
@@ -27,7 +28,8 @@ def cli() -> None:
     and get one go/no-go verdict with a report an engineer can act on."""
 
 
-for _command in (run, report, diff_runs, alerts_command, list_checks, explain, init, healthcheck, k8s):
+for _command in (run, report, diff_runs, alerts_command, list_checks, explain, init, healthcheck, k8s,
+                 history, baseline):
     cli.add_command(_command)
 
 

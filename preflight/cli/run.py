@@ -53,6 +53,8 @@ from preflight.core.verdict import EXIT_CODE_HELP
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
 @click.option("--fail-fast", is_flag=True, help="Stop the run as soon as the verdict is NO-GO.")
 @k8s_options
+@click.option("--no-history", is_flag=True, help="Do not record this run in fleet history "
+              "(default: $XDG_DATA_HOME/preflight/history.sqlite, or [history] url).")
 def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str | None,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
@@ -171,6 +173,12 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
         from preflight.core.compare import attach
 
         attach(report, baseline, baseline_tolerance, label=str(baseline_file), fail_on_regression=fail_on_regression)
+    if len(report.nodes) > 1:
+        from preflight.history import outlier_result
+
+        fleet = outlier_result(report.to_dict())  # a node that lags its identical peers, though it passes
+        if fleet is not None:
+            report.results.append(fleet)
     problem: UsageProblem | None = None
     try:
         finish(report, out, chosen_formats)
@@ -184,6 +192,7 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
         for action in apply(report, drain, resume):
             click.echo(f"slurm: {action.describe()}", err=bool(action.error))
     k8s.after_run(report, k8s_args)
+    _record_history(report, config, k8s_args.get("no_history", False))
     if problem is not None:
         raise problem
     from preflight.core.verdict import decide
@@ -232,3 +241,14 @@ def _progress(plan: Any, nodes: list[Any]) -> Any:
                     echo=click.echo)
 
 
+
+
+def _record_history(report: Any, config: Any, off: bool) -> None:
+    """Best effort: a store that is locked, full or unreachable is a warning, never the verdict."""
+    if off or not config.history_enabled:
+        return
+    from preflight.history import record_run
+
+    warning = record_run(report.to_dict(), config.history_url or os.environ.get("PREFLIGHT_HISTORY_URL") or None)
+    if warning:
+        click.echo(f"preflight: warning: {warning}", err=True)

@@ -42,6 +42,7 @@ from preflight.core.check import Check, Expect
 
 RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
 FAIL_ON_CHOICES = ("fail", "warn")
+HISTORY_KEYS = {"enabled": (bool,), "url": (str,)}
 # Keys every check section accepts besides its Params fields.
 COMMON_CHECK_KEYS = {"timeout": (int, float)}
 
@@ -69,6 +70,8 @@ class Config:
     profile_sources: list[str] = field(default_factory=list)  # where the profile's figures come from
     pulled_in: dict[str, str] = field(default_factory=dict)  # check id -> the selected check that reads it
     level: str = levels.DEFAULT_LEVEL  # the run level (--level, [run] level)
+    history_enabled: bool = True  # [history] enabled: record the run in fleet history
+    history_url: str | None = None  # [history] url: another SQLite file, or a PostgreSQL URL
 
     def overrides_for(self, check: type[Check]) -> dict[str, Any]:
         """The parameters a check runs with beyond its defaults: the level's, then the user's."""
@@ -187,6 +190,17 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
                 if body["level"] not in levels.LEVELS:
                     fail(f"must be one of {', '.join(levels.LEVELS)}", "run.level")
                 config.level = body["level"]
+        elif section == "history":
+            _expect_table(body, "history", fail)
+            for key, value in body.items():
+                if key not in HISTORY_KEYS:
+                    fail(f"unknown key; [history] accepts {', '.join(sorted(HISTORY_KEYS))}", f"history.{key}")
+                if key == "enabled" and not isinstance(value, bool):
+                    fail(f"expected true or false, got {type(value).__name__} {value!r}", "history.enabled")
+                if key == "url":
+                    _expect_type(value, (str,), "history.url", fail)
+            config.history_enabled = bool(body.get("enabled", True))
+            config.history_url = body.get("url") or None
         elif section == "expect":
             _expect_table(body, "expect", fail)
             config.expect = _parse_expect(body, fail)
@@ -201,7 +215,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
             # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
             area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
             if not area:
-                fail("unknown section; expected [run], [expect], [checks.\"<id>\"] or a check area such as "
+                fail("unknown section; expected [run], [expect], [history], [checks.\"<id>\"] or a check area such as "
                      f"[{sorted({cid.split('.', 1)[0] for cid in checks})[0]}]", section)
             _expect_table(body, section, fail)
             for key, value in body.items():

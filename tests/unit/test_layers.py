@@ -10,7 +10,8 @@ import re
 from tests.conftest import ROOT
 
 # Top to bottom; a layer may import itself and any layer after it.
-LAYERS = ["cli", "checks", "launch", "run", "reporters", "workers", "integrations", "transport", "core", "machine"]
+LAYERS = ["cli", "checks", "launch", "run", "reporters", "workers", "integrations", "history", "transport", "core",
+          "machine"]
 PROCESS_CALLS = re.compile(r"subprocess\.|Popen|killpg|os\.kill\(|\.kill\(\)|\.terminate\(\)")
 
 

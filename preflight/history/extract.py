@@ -1,0 +1,336 @@
+"""What fleet history keeps of one run report: pure functions over the report dict (results.json).
+
+Nothing here touches a database. `extract(report)` reads a report as `preflight run` writes it
+(RunReport.to_dict() plus the derived `verdict`) and returns the rows the store records:
+- the run itself (when, verdict, level, profile, version, command, a digest of what judged it);
+- the image of each node: driver, CUDA, NCCL, kernel, OS, torch, tensorflow, GPU model and count,
+  VBIOS where recorded, read from the facts of versions.pinned, gpu.visibility and
+  node.environment, and a digest of them, so that runs on the same software can be grouped;
+- every numeric figure (value, unit, threshold, its declaration, the spread of its samples);
+- every finding (check, node, id, level) and every result's status.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, NamedTuple
+
+from preflight.history.stats import relative_spread
+
+CLUSTER = "cluster"  # preflight.core.model.CLUSTER_NODE: where a cluster check files its one result
+
+# The image fingerprint, in the order the digest and the reports use.
+IMAGE_FIELDS = ("driver", "cuda", "cuda_driver", "nccl", "kernel", "os", "torch", "tensorflow",
+                "gpu_model", "gpu_count", "vbios")
+
+
+class FigureKey(NamedTuple):
+    """What makes two measurements the same figure across runs: check, name, series, condition, unit."""
+
+    check_id: str
+    name: str
+    series: str = ""
+    at: str = ""
+    unit: str = ""
+
+    @property
+    def label(self) -> str:
+        parts = [self.check_id, self.name]
+        if self.series and self.series not in self.name:
+            parts.append(f"[{self.series}]")
+        return " ".join(parts)
+
+
+@dataclass
+class KeyInfo:
+    figure: str = ""  # FIGURE_KINDS, or "" for an uncharted figure
+    direction: str = ""  # "higher", "lower" or "" when neither is better
+    comparison: str = ""
+
+
+class FigureRow(NamedTuple):
+    key: FigureKey
+    node: str
+    value: float
+    threshold: float | None
+    ok: bool | None
+    samples_n: int
+    spread: float | None  # relative: (max - min) / median of the samples
+
+
+@dataclass
+class Extracted:
+    run_key: str
+    started: datetime
+    finished: datetime | None
+    verdict: str
+    level: str
+    profile: str
+    preflight_version: str
+    command: str
+    config_digest: str
+    report_schema: int | None
+    nodes: list[str]  # every node of the run, in report order
+    images: dict[str, dict[str, Any]]  # node -> fingerprint fields and "digest"
+    results: list[tuple[str, str, str, float | None]]  # check_id, node, status, duration_s
+    figures: list[FigureRow]
+    keys: dict[FigureKey, KeyInfo]
+    findings: list[tuple[str, str, str, str]]  # check_id, node, finding id, level
+    warnings: list[str] = field(default_factory=list)
+
+
+class NotAReport(ValueError):
+    """The data is not a preflight run report."""
+
+
+def extract(report: dict[str, Any]) -> Extracted:
+    if not isinstance(report, dict) or not isinstance(report.get("results"), list) or "started_at" not in report:
+        raise NotAReport("not a preflight run report (expected an object with started_at and results)")
+    results = [r for r in report["results"] if isinstance(r, dict) and r.get("check_id") and r.get("node")]
+    nodes = node_names(report)
+    facts = facts_by_node(results)
+    rows: list[FigureRow] = []
+    keys: dict[FigureKey, KeyInfo] = {}
+    findings: list[tuple[str, str, str, str]] = []
+    statuses: list[tuple[str, str, str, float | None]] = []
+    thresholds: set[tuple[Any, ...]] = set()
+    cache: dict[tuple[Any, ...], FigureKey | None] = {}  # (check, name, series, at, unit) as written -> key
+    for result in results:
+        check_id, node = str(result["check_id"]), str(result["node"])
+        statuses.append((check_id, node, str(result.get("status", "")), number(result.get("duration_s"))))
+        for m in result.get("measurements") or ():
+            if not isinstance(m, dict):
+                continue
+            value = number(m.get("value"))
+            if value is None:
+                continue
+            raw = (check_id, m.get("name"), m.get("series"), m.get("at"), m.get("unit"))
+            try:
+                key = cache[raw]
+            except (KeyError, TypeError):  # TypeError: a condition that is no scalar, never cached
+                key = figure_key(check_id, m) if m.get("name") else None
+                if isinstance(raw[3], (str, int, float, type(None))):
+                    cache[raw] = key
+                if key is not None and key not in keys:
+                    keys[key] = KeyInfo(str(m.get("figure") or ""), direction(m), str(m.get("comparison") or ""))
+            if key is None:
+                continue
+            threshold = m.get("threshold")
+            if threshold is not None:
+                thresholds.add((key, m.get("comparison"), str(threshold)))
+            ok = m.get("ok")
+            samples = m.get("samples")
+            if samples:
+                samples = [x for x in map(number, samples) if x is not None]
+            rows.append(FigureRow(key, str(m.get("node") or node), value, number(threshold),
+                                  ok if ok is True or ok is False else None, len(samples or ()),
+                                  relative_spread(samples) if samples else None))
+        for f in result.get("findings") or ():
+            if isinstance(f, dict) and f.get("id"):
+                findings.append((check_id, str(f.get("node") or node), str(f["id"]), str(f.get("level", ""))))
+    started = parse_time(report.get("started_at"))
+    warnings = [] if started else [f"started_at {report.get('started_at')!r} is not a time; recorded as now"]
+    return Extracted(
+        run_key=run_key(report, nodes),
+        started=started or datetime.now(timezone.utc).replace(tzinfo=None),
+        finished=parse_time(report.get("finished_at")),
+        verdict=verdict_of(report),
+        level=str(report.get("level") or ""),
+        profile=str(report.get("profile") or ""),
+        preflight_version=str(report.get("preflight_version") or ""),
+        command=str(report.get("command") or ""),
+        config_digest=config_digest(report, {(k.check_id, k.name, str(c), t) for k, c, t in thresholds}),
+        report_schema=report.get("schema_version") if isinstance(report.get("schema_version"), int) else None,
+        nodes=nodes,
+        images={n: image_of(facts.get(n, {})) for n in nodes},
+        results=statuses,
+        figures=rows,
+        keys=keys,
+        findings=findings,
+        warnings=warnings,
+    )
+
+
+def number(value: Any) -> float | None:
+    """A finite float, or None for anything else (strings, booleans, NaN, missing)."""
+    kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def at_text(at: Any) -> str:
+    """The measurement's condition as stored: 1073741824, 8, "gpu01 -> gpu02"; "" when unset."""
+    if at is None:
+        return ""
+    if isinstance(at, float) and at.is_integer():
+        return str(int(at))
+    return str(at)
+
+
+def direction(m: dict[str, Any]) -> str:
+    if m.get("better") in ("higher", "lower"):
+        return str(m["better"])
+    return {">=": "higher", "<=": "lower"}.get(str(m.get("comparison")), "")
+
+
+def figure_key(check_id: str, m: dict[str, Any]) -> FigureKey:
+    return FigureKey(check_id, str(m.get("name", "")), str(m.get("series") or ""), at_text(m.get("at")),
+                     str(m.get("unit") or ""))
+
+
+def node_names(report: dict[str, Any]) -> list[str]:
+    """The run's nodes: those listed, then any other that a node-scope result names, in order."""
+    names = dict.fromkeys(str(n["name"]) for n in report.get("nodes") or [] if isinstance(n, dict) and n.get("name"))
+    for result in report.get("results") or []:
+        if isinstance(result, dict) and result.get("scope", "node") == "node" and result.get("node"):
+            if result["node"] != CLUSTER:
+                names.setdefault(str(result["node"]), None)
+    return list(names)
+
+
+def parse_time(text: Any) -> datetime | None:
+    """An ISO 8601 time as naive UTC (the store keeps UTC), or None."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+    return when
+
+
+def run_key(report: dict[str, Any], nodes: list[str] | None = None) -> str:
+    """Identifies a run so that recording or importing it twice keeps one copy."""
+    ident = [report.get("started_at"), report.get("finished_at"), report.get("command"),
+             sorted(node_names(report) if nodes is None else nodes), len(report.get("results") or [])]
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def config_digest(report: dict[str, Any], thresholds: set[tuple[str, str, str, str]]) -> str:
+    """A digest of what the run was judged against: level, profile, expectations and every threshold."""
+    ident = {"level": report.get("level"), "profile": report.get("profile"), "fail_on": report.get("fail_on"),
+             "expect": report.get("expect"), "expected": sorted(report.get("expected") or []),
+             "planned": sorted(report.get("planned") or []), "thresholds": sorted(thresholds)}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def verdict_of(report: dict[str, Any]) -> str:
+    """The verdict results.json carries; recomputed from the report when it is missing."""
+    verdict = report.get("verdict")
+    if isinstance(verdict, dict) and verdict.get("verdict"):
+        return str(verdict["verdict"])
+    try:
+        from preflight.core.model import RunReport
+        from preflight.core.verdict import decide
+
+        return decide(RunReport.from_dict(report)).verdict.value
+    except Exception:  # noqa: BLE001 - an old or partial report: the verdict stays unknown
+        return "UNKNOWN"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The image of a node
+# ---------------------------------------------------------------------------------------------------
+
+IMAGE_CHECKS = ("versions.pinned", "gpu.visibility", "node.environment")
+
+
+def facts_by_node(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """node -> check id -> facts, for the checks the image is read from."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        if isinstance(r, dict) and r.get("check_id") in IMAGE_CHECKS:
+            out.setdefault(str(r.get("node")), {})[r["check_id"]] = r.get("facts") or {}
+    return out
+
+
+def images_of_report(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every node's image (see image_of)."""
+    facts = facts_by_node(report.get("results") or [])
+    return {n: image_of(facts.get(n, {})) for n in node_names(report)}
+
+
+def node_image(report: dict[str, Any], node: str) -> dict[str, Any]:
+    return image_of(facts_by_node(report.get("results") or []).get(node, {}))
+
+
+def image_of(facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The node's software and GPU fingerprint, from the facts its checks recorded; "digest" is None
+    when no check recorded any of it."""
+    return image_from_facts(facts.get("versions.pinned") or {}, facts.get("gpu.visibility") or {},
+                            facts.get("node.environment") or {})
+
+
+def image_from_facts(pinned: dict[str, Any], gpu: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    stack = pinned.get("stack") if isinstance(pinned.get("stack"), dict) else {}
+    nvml = gpu.get("nvml") if isinstance(gpu.get("nvml"), dict) else {}
+    torch = gpu.get("torch") if isinstance(gpu.get("torch"), dict) else {}
+    tf = gpu.get("tensorflow") if isinstance(gpu.get("tensorflow"), dict) else {}
+    gpus = [g for g in nvml.get("gpus") or [] if isinstance(g, dict)]
+    names = [str(g["name"]) for g in gpus if g.get("name")] or \
+        [str(d["name"]) for d in torch.get("devices") or [] if isinstance(d, dict) and d.get("name")]
+    vbios = sorted({str(g.get("vbios_version") or g.get("vbios")) for g in gpus
+                    if g.get("vbios_version") or g.get("vbios")})
+    pci = env.get("nvidia_gpus") if isinstance(env.get("nvidia_gpus"), list) else []
+    count = nvml.get("device_count") if isinstance(nvml.get("device_count"), int) else None
+    if count is None and names:
+        count = len(names)
+    if count is None and pci:
+        count = len(pci)
+    image = {
+        "driver": stack.get("driver") or nvml.get("driver_version"),
+        "cuda": stack.get("torch_cuda") or torch.get("cuda") or stack.get("tensorflow_cuda") or tf.get("cuda"),
+        "cuda_driver": stack.get("cuda_driver") or nvml.get("cuda_driver_version"),
+        "nccl": stack.get("nccl") or torch.get("nccl"),
+        "kernel": stack.get("kernel"),
+        "os": stack.get("os"),
+        "torch": stack.get("torch") or torch.get("version"),
+        "tensorflow": stack.get("tensorflow") or tf.get("version"),
+        "gpu_model": "+".join(f"{n}" for n, _ in Counter(names).most_common()) if names else None,
+        "gpu_count": count,
+        "vbios": ",".join(vbios) if vbios else None,
+    }
+    image = {k: (None if v in (None, "") else (v if k == "gpu_count" else str(v))) for k, v in image.items()}
+    image["digest"] = image_digest(image)
+    return image
+
+
+def image_digest(image: dict[str, Any]) -> str | None:
+    values = [image.get(k) for k in IMAGE_FIELDS]
+    if all(v is None for v in values):
+        return None
+    return hashlib.sha256(json.dumps(values, default=str).encode()).hexdigest()[:16]
+
+
+def node_kind(image: dict[str, Any]) -> str:
+    """Nodes of the same kind have the same GPU model and count: peers for the fleet outlier test."""
+    if not image.get("gpu_model") and not image.get("gpu_count"):
+        return "no GPU"
+    return f"{image.get('gpu_count') or 0} x {image.get('gpu_model') or 'GPU'}"
+
+
+def describe_image(image: dict[str, Any]) -> str:
+    """driver 550.54.15, CUDA 12.4, NCCL 2.20.5, torch 2.4.1, ...: the fields that are set."""
+    labels = {"driver": "driver", "cuda": "CUDA", "cuda_driver": "driver CUDA", "nccl": "NCCL", "kernel": "kernel",
+              "os": "", "torch": "torch", "tensorflow": "tensorflow", "gpu_model": "", "gpu_count": "GPUs",
+              "vbios": "VBIOS"}
+    parts = []
+    for k in IMAGE_FIELDS:
+        value = image.get(k)
+        if value is None:
+            continue
+        parts.append(f"{labels[k]} {value}".strip() if k != "gpu_count" else f"{value} GPUs")
+    return ", ".join(parts) or "no image facts recorded"

@@ -1,0 +1,108 @@
+"""Node names written as ranges (`gpu[01-16,20]`), expanded for filters and folded for display.
+
+The same notation as the hosts file and ClusterShell's NodeSet: a bracket holds comma-separated
+numbers or ranges, zero padding is kept, and several brackets in one name multiply out.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
+MAX_EXPANDED = 1_000_000
+
+
+class NodeSetError(ValueError):
+    pass
+
+
+def expand(text: str) -> list[str]:
+    """`gpu[01-03],cpu1` -> ['gpu01', 'gpu02', 'gpu03', 'cpu1'] (order kept, duplicates dropped)."""
+    names: list[str] = []
+    for part in _split_top(text):
+        names.extend(_expand_one(part, text))
+        if len(names) > MAX_EXPANDED:
+            raise NodeSetError(f"{text!r} names more than {MAX_EXPANDED} nodes")
+    return list(dict.fromkeys(names))
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at commas that are not inside brackets."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth < 0:
+                raise NodeSetError(f"unbalanced ']' in {text!r}")
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if depth:
+        raise NodeSetError(f"unbalanced '[' in {text!r}")
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _expand_one(pattern: str, whole: str) -> list[str]:
+    match = _BRACKET.search(pattern)
+    if not match:
+        return [pattern]
+    head, tail = pattern[:match.start()], pattern[match.end():]
+    out = []
+    for value in _range_values(match.group(1), whole):
+        out.extend(_expand_one(head + value + tail, whole))
+    return out
+
+
+def _range_values(body: str, whole: str) -> list[str]:
+    values = []
+    for item in body.split(","):
+        item = item.strip()
+        if re.fullmatch(r"\d+", item):
+            values.append(item)
+            continue
+        bounds = re.fullmatch(r"(\d+)-(\d+)", item)
+        if not bounds:
+            raise NodeSetError(f"bad range {item!r} in {whole!r}: expected N or N-M")
+        low, high = bounds.groups()
+        if int(low) > int(high):
+            raise NodeSetError(f"bad range {item!r} in {whole!r}: {low} is above {high}")
+        width = len(low) if low.startswith("0") else 0
+        values.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
+    return values
+
+
+def fold(names: list[str] | set[str]) -> str:
+    """['gpu01', 'gpu02', 'gpu03', 'gpu07'] -> 'gpu[01-03,07]': one prefix per group, ranges folded."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    plain: list[str] = []
+    for name in sorted(set(names)):
+        match = _TRAILING_NUMBER.match(name)
+        if not match:
+            plain.append(name)
+            continue
+        prefix, digits = match.groups()
+        width = len(digits)  # gpu01..gpu10 share a width; gpu1..gpu9 and gpu10.. fold apart
+        groups.setdefault((prefix, width), []).append(int(digits))
+    parts = list(plain)
+    for (prefix, width), numbers in sorted(groups.items()):
+        numbers.sort()
+        if len(numbers) == 1:
+            parts.append(f"{prefix}{str(numbers[0]).zfill(width)}")
+            continue
+        spans, start, previous = [], numbers[0], numbers[0]
+        for n in numbers[1:] + [None]:
+            if n is not None and n == previous + 1:
+                previous = n
+                continue
+            spans.append(str(start).zfill(width) if start == previous
+                         else f"{str(start).zfill(width)}-{str(previous).zfill(width)}")
+            if n is not None:
+                start = previous = n
+        parts.append(f"{prefix}[{','.join(spans)}]")
+    return ",".join(parts)

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import pytest
+
+from preflight.history.nodeset import NodeSetError, expand, fold
+
+
+def test_expand_ranges_lists_and_padding():
+    assert expand("gpu[01-03,07],cpu1") == ["gpu01", "gpu02", "gpu03", "gpu07", "cpu1"]
+    assert expand("r[1-2]n[1-2]") == ["r1n1", "r1n2", "r2n1", "r2n2"]
+
+
+def test_fold_is_the_inverse_of_expand():
+    names = [f"gpu{i:03d}" for i in [*range(1, 64), 65]]
+    assert fold(names) == "gpu[001-063,065]"
+    assert sorted(expand(fold(names))) == sorted(names)
+    assert fold(["login", "gpu01"]) == "login,gpu01"
+
+
+@pytest.mark.parametrize("bad", ["gpu[01-", "gpu[3-1]", "gpu[a-b]", "gpu]"])
+def test_bad_ranges_say_what_is_wrong(bad):
+    with pytest.raises(NodeSetError):
+        expand(bad)
