@@ -15,6 +15,7 @@ from typing import Any
 
 from preflight.core.check import Expect
 from preflight.run.execute import now_iso, result_from_outcome
+from preflight.run.plan import record_declarations
 from preflight.core.model import CheckResult, RunReport, Scope, Status
 
 
@@ -73,6 +74,11 @@ def rejudge_report(report: RunReport, registry: Any, config: Any, *, source: str
     expects = [_expect_for(config, report, r) for r in report.results if r.scope is Scope.NODE] or [config.expect]
     rejudged.expected = [cid for cid in report.planned if cid in registry.checks
                          and any(registry.checks[cid]().expected_to_run(e) for e in expects)]
+    # Today's checks judge, so today's declarations (roles, headlines, alarm figures) apply.
+    known = [registry.checks[cid] for cid in report.check_ids if cid in registry.checks]
+    needs = dict(report.needs)
+    record_declarations(rejudged, known)
+    rejudged.needs = {**needs, **rejudged.needs}
     rejudged.profile = config.profile
     rejudged.profile_sources = list(config.profile_sources)
     rejudged.fail_on = config.fail_on if how.get("config") else report.fail_on

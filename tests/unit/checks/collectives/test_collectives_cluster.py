@@ -373,10 +373,10 @@ def test_addresses_and_loopback():
     assert not is_loopback("10.0.0.1") and not is_loopback("gpu01")
 
 
-def test_loopback_findings_use_node_environment_facts_too():
+def test_loopback_findings_use_the_addresses_recorded_before_the_launch_too():
     probes = {"n1": {"hostname": "gpu01"}, "n2": {"hostname": "gpu02", "hostname_addresses": ["10.0.0.2"]}}
-    node_facts = {"n1": {"node.environment": {"hostname_addresses": ["127.0.1.1"]}}}
-    found = loopback_findings(probes, node_facts, {"n1": "10.0.0.1", "n2": "10.0.0.2"})
+    resolved = {"n1": ["127.0.1.1"]}
+    found = loopback_findings(probes, resolved, {"n1": "10.0.0.1", "n2": "10.0.0.2"})
     assert len(found) == 1 and "on n1 the host name 'gpu01' resolves only to 127.0.1.1" in found[0]
 
 
