@@ -62,7 +62,8 @@ class StorageShared(Check):
         "cannot-write": WRITE_FIX,
         "read-failed": "Make the node reachable from here and its Python able to run preflight's token reader.",
         "not-shared": MOUNT_FIX,
-        "nothing-written": WRITE_FIX + " No node could write a token.",
+        "nothing-written": ("No node could write there: check that the directory exists and is mounted read-write "
+                            "for the job's user on every node."),
     }
     Params = Params
     timeout_s = 120.0
