@@ -21,6 +21,20 @@ def load_facts(relative: str) -> dict:
     return json.loads((DATA / relative).read_text())
 
 
+def built_in_checks(checks: dict) -> dict:
+    """The checks of this checkout's checks/ among `checks` (not a plugin's, nor another installed copy's)."""
+    here = (ROOT / "checks").resolve()
+    return {cid: check for cid, check in checks.items()
+            if Path(sys.modules[check.__module__].__file__).resolve().is_relative_to(here)}
+
+
+def finding_ids(outcome, *levels: Status) -> list[str]:
+    """The ids of an Outcome's (or a CheckResult's) findings that fired (worse than PASS), or of those at
+    `levels`: what tests assert on, so that rewording a sentence breaks none."""
+    wanted = set(levels) or {Status.WARN, Status.FAIL, Status.ERROR, Status.SKIP}
+    return [f.id for f in outcome.findings if f.level in wanted]
+
+
 def make_result(check_id: str = "node.environment", node: str = "node1", status: Status = Status.PASS,
                 summary: str = "fine", **kwargs) -> CheckResult:
     return CheckResult(check_id=check_id, node=node, status=status, summary=summary,

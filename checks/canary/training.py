@@ -28,9 +28,9 @@ from typing import Any
 
 from preflight_checks.canary.figures import collectives_reference, summarise
 from preflight_checks.canary.figures import percentile
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
-from preflight.core.model import FIGURE_STEP, Finding, Measurement, Status
+from preflight.core.model import ALARM_COMM_LATENCY_P99, ALARM_GPU_UTILIZATION, FIGURE_STEP, Finding, Measurement, Status
 
 LAUNCH_GRACE_S = 5.0
 SLACK_S = 5.0
@@ -47,35 +47,55 @@ UTIL_FIX = ("Look at the step: a small batch, a CPU-bound input pipeline, host-d
 @dataclass
 class Params:
     # "package.module:function" returning (model, optimizer, loss_fn, batches); None: reference MLP.
-    entry: str | None = None
-    steps: int = 30
-    warmup: int = 5
+    entry: str | None = param(None, kind="text",
+                              help=("your training step to run instead of the reference model: "
+                                    '"package.module:function" returning (model, optimizer, loss_fn, batches)'))
+    steps: int = param(30, kind="count", minimum=1, help="timed training steps (count)")
+    warmup: int = param(5, kind="count", help="untimed steps before timing starts (count)")
     # Samples per rank per step; None: the entry's own batch size, or the reference model's.
-    batch_per_rank: int | None = None
+    batch_per_rank: int | None = param(None, kind="count", minimum=1,
+                                       help=("samples per rank per step (count); unset: the entry's own batch "
+                                             "size, or the reference model's"))
     # Share of step time spent waiting for the next batch. Above 10% the GPUs are idle a tenth of
     # every step (more loader workers, prefetching, pinned memory); above 30% the input pipeline,
     # not the GPUs, sets the training speed.
-    max_data_wait_share: float = 0.10
-    fail_data_wait_share: float = 0.30
+    max_data_wait_share: float = param(0.10, kind="fraction",
+                                       help=("share of step time spent waiting for the next batch above which it "
+                                             "warns (fraction, 0-1)"))
+    fail_data_wait_share: float = param(0.30, kind="fraction",
+                                        help=("share of step time spent waiting for data above which it fails "
+                                              "(fraction, 0-1)"))
     # Mean NVML utilisation of the least busy GPU during the steps: below 70% a GPU waits for
     # something (data, the host, a straggler) for a third of the run.
-    min_gpu_utilization_pct: float = 70.0
+    min_gpu_utilization_pct: float = param(70.0, kind="threshold",
+                                           help=("lowest mean utilisation of the least busy GPU during the steps "
+                                                 "(percent)"))
     # p99 of a bucket's all-reduce during training over the all-reduce of the same size alone:
     # above 3x, communication is slowed by what runs beside it (contention on the fabric or the
     # host, a straggler rank) and grows with every node added.
-    max_latency_ratio: float = 3.0
+    max_latency_ratio: float = param(3.0, kind="threshold",
+                                     help=("highest p99 all-reduce time during training over the same all-reduce "
+                                           "alone (ratio)"))
     # Peak reserved device memory below 90% of capacity: less headroom OOMs on a longer sequence,
     # a larger batch or allocator fragmentation.
-    min_memory_headroom: float = 0.10
+    min_memory_headroom: float = param(0.10, kind="fraction",
+                                       help=("least free device memory at peak, as a share of capacity (fraction, "
+                                             "0-1)"))
     # Find the largest batch per GPU that fits (doubling until out of memory), after the run.
-    find_max_batch: bool = False
+    find_max_batch: bool = param(False, kind="flag",
+                                 help=("after the run, find the largest batch per GPU that fits by doubling until "
+                                       "out of memory (true/false)"))
     # CPU processes on a CPU-only node (gloo) and threads for each.
-    cpu_ranks: int = 2
+    cpu_ranks: int = param(2, kind="count", minimum=1, help="processes on a CPU-only node, with gloo (count)")
     # Also train under tensorflow's MirroredStrategy (tf.data input) where tensorflow is installed.
-    tensorflow: bool = True
-    cpu_threads_per_rank: int = 1
-    join_timeout_s: float = 60.0
-    pg_timeout_s: float = 60.0
+    tensorflow: bool = param(True, kind="flag",
+                             help=("also train under tensorflow's MirroredStrategy where tensorflow is installed "
+                                   "(true/false)"))
+    cpu_threads_per_rank: int = param(1, kind="count", minimum=1, help="threads per CPU process (count)")
+    join_timeout_s: float = param(60.0, kind="duration",
+                                  help="how long rank 0 waits for every rank to report in (seconds)")
+    pg_timeout_s: float = param(60.0, kind="duration",
+                                help="how long one collective may wait before it fails (seconds)")
 
 
 class CanaryTraining(Check):
@@ -92,32 +112,30 @@ class CanaryTraining(Check):
         "Run the canary on your own model with canary.training.entry = \"package.module:function\".",
         "Set the go-live alarms from this run: preflight alerts --from preflight-report/results.json --out rules.yml",
     )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "entry": ("your training step to run instead of the reference model: \"package.module:function\" "
-                  "returning (model, optimizer, loss_fn, batches)"),
-        "steps": "timed training steps (count)",
-        "warmup": "untimed steps before timing starts (count)",
-        "batch_per_rank": ("samples per rank per step (count); unset: the entry's own batch size, or the "
-                           "reference model's"),
-        "max_data_wait_share": ("share of step time spent waiting for the next batch above which it warns "
-                                "(fraction, 0-1)"),
-        "fail_data_wait_share": ("share of step time spent waiting for data above which it fails (fraction, "
-                                 "0-1)"),
-        "min_gpu_utilization_pct": "lowest mean utilisation of the least busy GPU during the steps (percent)",
-        "max_latency_ratio": ("highest p99 all-reduce time during training over the same all-reduce alone "
-                              "(ratio)"),
-        "min_memory_headroom": "least free device memory at peak, as a share of capacity (fraction, 0-1)",
-        "find_max_batch": ("after the run, find the largest batch per GPU that fits by doubling until out of "
-                           "memory (true/false)"),
-        "cpu_ranks": "processes on a CPU-only node, with gloo (count)",
-        "tensorflow": ("also train under tensorflow's MirroredStrategy where tensorflow is installed "
-                       "(true/false)"),
-        "cpu_threads_per_rank": "threads per CPU process (count)",
-        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
-        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
+    fixes = {
+        "no-torch": "install torch in the Python that runs training",
+        "cannot-run": "install a torch build with torch.distributed (the official wheels have it)",
+        "run-failed": "read the ranks' output in the evidence",
+        "data-wait": ("feed the loop faster: more DataLoader workers, pin_memory=True, prefetching, data on local "
+                      "disk; dataloader.throughput measures the loader alone"),
+        "comm-latency-high": ("look for a straggler rank or GPU (clocks, thermals), contention on the NIC or PCIe "
+                              "switch, and NCCL_DEBUG=INFO for the transport NCCL picked; set the "
+                              "PreflightCommLatencyHigh alarm"),
+        "gpu-utilization-low": UTIL_FIX,
+        "gpu-utilization-unknown": "check that the NVIDIA driver's NVML library loads (nvidia-smi works)",
+        "memory-headroom-low": "a smaller batch per GPU, activation checkpointing, or FSDP/ZeRO sharding",
+        "loss-not-finite": ("lower the learning rate, check the input data for NaNs, use loss scaling with fp16 "
+                            "(torch.amp.GradScaler)"),
+        "tensorflow-skipped": "install tensorflow in the Python that runs training",
+        "tensorflow-failed": "read the tensorflow worker's output in the evidence",
+        "tensorflow-data-wait": ("prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map calls, cache; "
+                                 "tf.data's profiler shows the slow stage"),
+        "tensorflow-loss-not-finite": "lower the learning rate; check the input data for NaNs",
     }
+    # `preflight alerts --from results.json` sets the go-live alarms from these figures.
+    alarm_figures = {ALARM_GPU_UTILIZATION: "GPU utilisation (least busy GPU)",
+                     ALARM_COMM_LATENCY_P99: "all-reduce latency per bucket p99"}
+    Params = Params
     timeout_s = 240.0
     levels = {
         "quick": {"skip": "it is a monitored training run of tens of steps, minutes on a GPU node"},
@@ -210,21 +228,18 @@ class CanaryTraining(Check):
         return {"ok": False, "error": payload.get("error") or f"exited with code {proc.returncode}"}
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
-        cid = self.id
         if facts.get("torch_version") is None:
             level = Status.FAIL if self.expected_to_run(expect) else Status.SKIP
-            return outcome_from_findings([Finding(f"{cid}.no-torch", level, "torch is not installed: the canary "
-                                                  "trains with torch DistributedDataParallel",
-                                                  "install torch in the Python that runs training")], passed="")
+            return outcome_from_findings([self.finding("no-torch", level, "torch is not installed: the canary "
+                                                       "trains with torch DistributedDataParallel")], passed="")
         if facts.get("error"):
-            return outcome_from_findings([Finding(f"{cid}.cannot-run", Status.ERROR, facts["error"])], passed="")
+            return outcome_from_findings([self.finding("cannot-run", Status.ERROR, facts["error"])], passed="")
         run = facts.get("run") or {}
         if not run.get("ok"):
             what = f"the training run failed: {run.get('error') or 'no result'}"
             fix = (f"check that {facts['entry']} imports in the Python that runs the ranks and returns "
-                   "(model, optimizer, loss_fn, batches)" if facts.get("entry") else
-                   "read the ranks' output in the evidence")
-            return outcome_from_findings([Finding(f"{cid}.run-failed", Status.ERROR, what, fix)], passed="")
+                   "(model, optimizer, loss_fn, batches)" if facts.get("entry") else None)
+            return outcome_from_findings([self.finding("run-failed", Status.ERROR, what, fix=fix)], passed="")
         result = run["result"]
         s = summarise(result, facts.get("collectives_reference"))
         cpu = result.get("device") != "cuda"
@@ -238,11 +253,10 @@ class CanaryTraining(Check):
         ms.append(measure("data wait median", round(s["data_wait_median_s"] * 1e3, 3), "ms"))
         if share > params.max_data_wait_share:
             level = Status.FAIL if share > params.fail_data_wait_share else Status.WARN
-            findings.append(Finding(f"{cid}.data-wait", level,
-                                    f"{share:.0%} of every step waits for the next batch (WARN above "
-                                    f"{params.max_data_wait_share:.0%}, FAIL above {params.fail_data_wait_share:.0%})",
-                                    "feed the loop faster: more DataLoader workers, pin_memory=True, prefetching, "
-                                    "data on local disk; dataloader.throughput measures the loader alone"))
+            findings.append(self.finding("data-wait", level,
+                                         f"{share:.0%} of every step waits for the next batch (WARN above "
+                                         f"{params.max_data_wait_share:.0%}, FAIL above "
+                                         f"{params.fail_data_wait_share:.0%})"))
 
         findings += self._judge_latency(s, params, ms, cpu)
         findings += self._judge_gpu(s, result, params, ms, cpu)
@@ -251,10 +265,8 @@ class CanaryTraining(Check):
         if s["loss_last"] is not None:
             ms.append(measure("loss at the last step", s["loss_last"], ""))
         if s["non_finite_losses"]:
-            findings.append(Finding(f"{cid}.loss-not-finite", Status.FAIL,
-                                    f"{s['non_finite_losses']} step losses were NaN or infinite",
-                                    "lower the learning rate, check the input data for NaNs, use loss scaling "
-                                    "with fp16 (torch.amp.GradScaler)"))
+            findings.append(self.finding("loss-not-finite", Status.FAIL,
+                                         f"{s['non_finite_losses']} step losses were NaN or infinite"))
         ms += step_measurements(s)  # after the summary figures, which tables show first
         where = f"{result['world_size']} {'GPUs' if not cpu else 'CPU processes'} ({result['backend']})"
         passed = (f"{s['steps']} steps of {result['model']} on {where}: step {s['step_median_s'] * 1e3:.1f} ms "
@@ -264,8 +276,7 @@ class CanaryTraining(Check):
         if cpu:
             details.append(f"CPU only: {result['world_size']} gloo processes share {facts.get('cpu_count')} CPUs "
                            "with the gradient all-reduce threads; latency under training includes that contention")
-        fired = [f.message for f in findings if f.level not in (Status.PASS, Status.SKIP)]
-        return outcome_from_findings(findings, ms, passed=passed, details=details + fired)
+        return outcome_from_findings(findings, ms, passed=passed, notes=details)
 
     def _judge_latency(self, s: dict[str, Any], params: Params, ms: list[Measurement], cpu: bool) -> list[Finding]:
         ms += [measure("all-reduce latency per bucket p50", round(s["bucket_p50_s"] * 1e3, 3), "ms"),
@@ -281,21 +292,18 @@ class CanaryTraining(Check):
                           at_most=params.max_latency_ratio))
         if worst["ratio"] <= params.max_latency_ratio:
             return []
-        fix = ("on CPU nodes the ranks and gloo's threads share the cores: more CPUs per rank, fewer ranks" if cpu
-               else "look for a straggler rank or GPU (clocks, thermals), contention on the NIC or PCIe switch, "
-                    "and NCCL_DEBUG=INFO for the transport NCCL picked; set the PreflightCommLatencyHigh alarm")
-        return [Finding(f"{self.id}.comm-latency-high", Status.WARN,
-                        f"all-reduce of {size} buckets takes {worst['p99_s'] * 1e3:.2f} ms at p99 during training, "
-                        f"{worst['ratio']:.1f}x the {worst['reference_s'] * 1e3:.2f} ms of the same all-reduce "
-                        f"alone ({s['latency_reference']}; WARN above {params.max_latency_ratio:g}x)", fix)]
+        fix = "on CPU nodes the ranks and gloo's threads share the cores: more CPUs per rank, fewer ranks" if cpu else None
+        return [self.finding("comm-latency-high", Status.WARN,
+                             f"all-reduce of {size} buckets takes {worst['p99_s'] * 1e3:.2f} ms at p99 during training, "
+                             f"{worst['ratio']:.1f}x the {worst['reference_s'] * 1e3:.2f} ms of the same all-reduce "
+                             f"alone ({s['latency_reference']}; WARN above {params.max_latency_ratio:g}x)", fix=fix)]
 
     def _judge_gpu(self, s: dict[str, Any], result: dict[str, Any], params: Params, ms: list[Measurement],
                    cpu: bool) -> list[Finding]:
-        cid = self.id
         if cpu:
             ms += [measure("GPU utilisation", NOT_MEASURED), measure("device memory headroom", NOT_MEASURED),
                    measure("peak host memory per rank", round(s["memory"]["peak_rss_bytes"] / 2**20, 1), "MiB")]
-            return [Finding(f"{cid}.no-gpu", Status.PASS, f"GPU utilisation and device memory {NOT_MEASURED}")]
+            return [self.finding("no-gpu", Status.PASS, f"GPU utilisation and device memory {NOT_MEASURED}")]
         findings = []
         util = s["gpu_utilization"] or {"error": "no sampling"}
         if "mean" in util:
@@ -303,22 +311,20 @@ class CanaryTraining(Check):
                               at_least=params.min_gpu_utilization_pct))
             ms.append(measure("GPU utilisation (mean over GPUs)", round(util["mean"], 1), "%"))
             if util["min"] < params.min_gpu_utilization_pct:
-                findings.append(Finding(f"{cid}.gpu-utilization-low", Status.WARN,
-                                        f"GPU {util['lowest_gpu']} was busy {util['min']:.0f}% of the steps "
-                                        f"(WARN below {params.min_gpu_utilization_pct:.0f}%)", UTIL_FIX))
+                findings.append(self.finding("gpu-utilization-low", Status.WARN,
+                                             f"GPU {util['lowest_gpu']} was busy {util['min']:.0f}% of the steps "
+                                             f"(WARN below {params.min_gpu_utilization_pct:.0f}%)"))
         else:
-            findings.append(Finding(f"{cid}.gpu-utilization-unknown", Status.WARN,
-                                    f"GPU utilisation could not be sampled: {util['error']}",
-                                    "check that the NVIDIA driver's NVML library loads (nvidia-smi works)"))
+            findings.append(self.finding("gpu-utilization-unknown", Status.WARN,
+                                         f"GPU utilisation could not be sampled: {util['error']}"))
         memory = s["memory"]
         headroom = memory["headroom"]
         ms.append(measure("peak device memory", round(memory["peak_reserved_bytes"] / 2**30, 2), "GiB"))
         ms.append(measure("device memory headroom", round(headroom * 100, 1), "%", at_least=params.min_memory_headroom * 100))
         if headroom < params.min_memory_headroom:
-            findings.append(Finding(f"{cid}.memory-headroom-low", Status.WARN,
-                                    f"peak memory leaves {headroom:.0%} of the GPU free (WARN below "
-                                    f"{params.min_memory_headroom:.0%})",
-                                    "a smaller batch per GPU, activation checkpointing, or FSDP/ZeRO sharding"))
+            findings.append(self.finding("memory-headroom-low", Status.WARN,
+                                         f"peak memory leaves {headroom:.0%} of the GPU free (WARN below "
+                                         f"{params.min_memory_headroom:.0%})"))
         largest = (result.get("max_batch") or {}).get("largest_fitting")
         if largest:
             ms.append(measure("largest batch per GPU that fits", largest, "samples"))
@@ -328,16 +334,13 @@ class CanaryTraining(Check):
     def _judge_tensorflow(self, tf: dict[str, Any], params: Params, expect: Expect,
                           ms: list[Measurement]) -> list[Finding]:
         """tensorflow's run beside torch's: step time and data wait reported, data wait and loss judged."""
-        cid = f"{self.id}.tensorflow"
         judged = "tensorflow" in (expect.frameworks or [])
         if "skipped" in tf or not tf:
             level = Status.FAIL if judged and "not installed" in tf.get("skipped", "") else Status.PASS
-            return [Finding(f"{cid}-skipped", level, f"tensorflow: not run ({tf.get('skipped', 'no facts')})",
-                            "install tensorflow in the Python that runs training")]
+            return [self.finding("tensorflow-skipped", level, f"tensorflow: not run ({tf.get('skipped', 'no facts')})")]
         if not tf.get("ok"):
-            return [Finding(f"{cid}-failed", Status.ERROR if judged else Status.WARN,
-                            f"tensorflow MirroredStrategy run failed: {tf.get('error')}",
-                            "read the tensorflow worker's output in the evidence")]
+            return [self.finding("tensorflow-failed", Status.ERROR if judged else Status.WARN,
+                                 f"tensorflow MirroredStrategy run failed: {tf.get('error')}")]
         label = f"tensorflow MirroredStrategy ({tf['replicas']} replicas)"
         share = sum(tf["wait_s"]) / sum(tf["step_s"])
         ms += [measure(f"{label} step time median", round(percentile(tf["step_s"], 50) * 1e3, 3), "ms"),
@@ -346,13 +349,12 @@ class CanaryTraining(Check):
         findings = []
         if share > params.max_data_wait_share:
             level = Status.FAIL if share > params.fail_data_wait_share else Status.WARN
-            findings.append(Finding(f"{cid}-data-wait", level, f"{label}: {share:.0%} of every step waits for the "
-                                    "next batch", "prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map "
-                                    "calls, cache; tf.data's profiler shows the slow stage"))
+            findings.append(self.finding("tensorflow-data-wait", level,
+                                         f"{label}: {share:.0%} of every step waits for the next batch"))
         bad = sum(1 for v in tf["losses"] if not math.isfinite(v))
         if bad:
-            findings.append(Finding(f"{cid}-loss-not-finite", Status.FAIL, f"{label}: {bad} step losses were NaN "
-                                    "or infinite", "lower the learning rate; check the input data for NaNs"))
+            findings.append(self.finding("tensorflow-loss-not-finite", Status.FAIL,
+                                         f"{label}: {bad} step losses were NaN or infinite"))
         return findings
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.machine.filesystems import filesystem_type
 from preflight.core.model import FIGURE_RATE, Finding, Measurement, Status
@@ -49,38 +49,50 @@ FORMAT_LABELS = {"torch.save": "torch.save", "dcp": "DCP", "tensorflow": "Tensor
 class Params:
     # Where checkpoints are written. Unset: a scratch directory under the run's output directory,
     # which proves little; point it at the shared filesystem your training job checkpoints to.
-    dir: str | None = None
+    dir: str | None = param(None, kind="path",
+                            help=("directory checkpoints are written to; point it at the filesystem training saves "
+                                  "to (unset: a scratch directory)"))
     # Size of model plus optimizer state. Large enough that the figure is about the storage and not
     # about Python overhead, small enough to take seconds on a node; raise it toward a real shard size
     # (a 7B model with Adam in fp32 is ~112 GB across the job) for figures that include the page cache's
     # limits.
-    size_mb: float = 256.0
+    size_mb: float = param(256.0, kind="size", help="size of the model plus optimizer state written (MB)")
     # Single-stream write floor. A parallel filesystem (Lustre, GPFS, Weka) or local NVMe gives one
     # writer several GB/s; NFS on 10 GbE tops out near 1 GB/s. Below 1 GB/s one node saving a 100 GB
     # checkpoint stalls training for over a minute and a half each time.
-    min_write_gbps: float = 1.0
+    min_write_gbps: float = param(1.0, kind="threshold", help="lowest single-writer write speed (GB/s)")
     # Read matters at restart, after a failure, when the whole job waits. Same reasoning as writing.
-    min_read_gbps: float = 1.0
+    min_read_gbps: float = param(1.0, kind="threshold", help="lowest single-reader read speed (GB/s)")
     # Each format is written and read this many times; the median is judged.
-    repeats: int = 3
+    repeats: int = param(3, kind="count", minimum=1,
+                         help="times each format is written and read; the median is judged (count)")
     # "auto": CUDA when torch sees a GPU (the tensors then come from GPU memory, as in training), else CPU.
-    device: str = "auto"
+    device: str = param("auto", kind="text",
+                        help='where the tensors live: "auto" (GPU when torch sees one), "cuda" or "cpu"')
     # Also use torch.distributed.checkpoint (the format FSDP and large-model training save with).
-    dcp: bool = True
+    dcp: bool = param(True, kind="flag",
+                      help="also use torch.distributed.checkpoint, the format FSDP saves with (true/false)")
     # The kill-and-resume test: steps of the short training run, a checkpoint every save_every steps,
     # and the step after which it is killed (between two checkpoints, so work is lost and redone).
-    resume_test: bool = True
-    resume_steps: int = 40
-    resume_save_every: int = 10
-    resume_kill_after_step: int = 25
-    seed: int = 1234
+    resume_test: bool = param(True, kind="flag",
+                              help=("kill a short training run between checkpoints and check it resumes exactly "
+                                    "(true/false)"))
+    resume_steps: int = param(40, kind="count", minimum=1, help="steps of the kill-and-resume training run (count)")
+    resume_save_every: int = param(10, kind="count", minimum=1, help="steps between its checkpoints (count)")
+    resume_kill_after_step: int = param(25, kind="count", minimum=1,
+                                        help="step after which the run is killed (step number)")
+    seed: int = param(1234, kind="count", help="random seed of the training run (integer)")
     # Size of the tensorflow round trip, at most size_mb (its own process; kept smaller, the torch part
     # already measures the storage).
-    tensorflow: bool = True
-    tf_size_mb: float = 64.0
+    tensorflow: bool = param(True, kind="flag",
+                             help=("also round-trip a tensorflow checkpoint where tensorflow is installed "
+                                   "(true/false)"))
+    tf_size_mb: float = param(64.0, kind="size", help="size of the tensorflow checkpoint, at most size_mb (MB)")
     # A checkpoint the team produced with its previous stack (a torch.save file, or a DCP directory):
     # it must still load, with weights_only=True as torch loads by default since 2.6.
-    compat_path: str | None = None
+    compat_path: str | None = param(None, kind="path",
+                                    help=("a checkpoint made with the team's previous stack that must still load "
+                                          "(file or DCP directory)"))
 
 
 
@@ -95,6 +107,16 @@ def _framework_version(module: str, distributions: tuple[str, ...]) -> str | Non
     return "unknown"
 
 
+FIX_STORAGE = ("Point checkpoint.dir at the filesystem your training writes checkpoints to, mounted read-write, with "
+               "free space for several checkpoints.")
+FIX_SPEED = ("Slow writes: save from every rank in parallel (torch.distributed.checkpoint), save asynchronously, or "
+             "write to local NVMe first and copy to shared storage in the background.")
+FIX_STATE = ("Save and restore the model, the optimizer, the step and every random-number state (torch, CUDA, numpy, "
+             "Python) together; write to a temporary name, fsync, then rename.")
+FIX_COMPAT = ("A checkpoint from the previous stack that no longer loads: pin the old version or convert the "
+              "checkpoint before upgrading.")
+
+
 class CheckpointRoundtrip(Check):
     id = "checkpoint.roundtrip"
     title = "Checkpoints: exact round trip, write/read speed, resume after a kill"
@@ -104,38 +126,33 @@ class CheckpointRoundtrip(Check):
         "fills up, or returns different bytes loses days of work; a slow one stalls every GPU while it saves; "
         "and a resume that forgets the optimizer or random-number state silently trains a different model."
     )
-    remediation = (
-        "Point checkpoint.dir at the filesystem your training writes checkpoints to, mounted read-write, "
-        "with free space for several checkpoints.",
-        "Slow writes: save from every rank in parallel (torch.distributed.checkpoint), save asynchronously, "
-        "or write to local NVMe first and copy to shared storage in the background.",
-        "Save and restore the model, the optimizer, the step and every random-number state (torch, CUDA, "
-        "numpy, Python) together; write to a temporary name, fsync, then rename.",
-        "A checkpoint from the previous stack that no longer loads: pin the old version or convert the "
-        "checkpoint before upgrading.",
-    )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "dir": ("directory checkpoints are written to; point it at the filesystem training saves to (unset: a "
-                "scratch directory)"),
-        "size_mb": "size of the model plus optimizer state written (MB)",
-        "min_write_gbps": "lowest single-writer write speed (GB/s)",
-        "min_read_gbps": "lowest single-reader read speed (GB/s)",
-        "repeats": "times each format is written and read; the median is judged (count)",
-        "device": "where the tensors live: \"auto\" (GPU when torch sees one), \"cuda\" or \"cpu\"",
-        "dcp": "also use torch.distributed.checkpoint, the format FSDP saves with (true/false)",
-        "resume_test": ("kill a short training run between checkpoints and check it resumes exactly "
-                        "(true/false)"),
-        "resume_steps": "steps of the kill-and-resume training run (count)",
-        "resume_save_every": "steps between its checkpoints (count)",
-        "resume_kill_after_step": "step after which the run is killed (step number)",
-        "seed": "random seed of the training run (integer)",
-        "tensorflow": "also round-trip a tensorflow checkpoint where tensorflow is installed (true/false)",
-        "tf_size_mb": "size of the tensorflow checkpoint, at most size_mb (MB)",
-        "compat_path": ("a checkpoint made with the team's previous stack that must still load (file or DCP "
-                        "directory)"),
+    remediation = (FIX_STORAGE, FIX_SPEED, FIX_STATE, FIX_COMPAT)
+    # Kinds that share a fix share its cause: the storage (FIX_STORAGE), its speed, the saved state.
+    fixes = {
+        "no-framework": "Install torch or tensorflow into the Python that runs preflight.",
+        "compat-broken": FIX_COMPAT,
+        "storage-read-only": ("Mount the checkpoint filesystem read-write (`findmnt <dir>` shows ro), or point "
+                              "checkpoint.dir at a writable one."),
+        "storage-permission": ("Give the job's user write access to the directory (chown/chmod, or the volume's "
+                               "securityContext), or point checkpoint.dir elsewhere."),
+        "storage-missing": "Create the directory or mount the filesystem that holds it, or fix checkpoint.dir.",
+        "storage-not-a-directory": "Point checkpoint.dir at a directory, not at a file.",
+        "storage-full": ("Free space on the checkpoint filesystem (old checkpoints), or use a larger volume: several "
+                         "checkpoints must fit."),
+        "storage-quota": "Raise the quota on the checkpoint filesystem for the job's user or project, or free space.",
+        "storage-other": FIX_STORAGE,
+        "not-exact": FIX_STORAGE,
+        "slow-write": FIX_SPEED,
+        "slow-read": FIX_SPEED,
+        "resume-error": "Read the resume test's output in the details: the short training run could not run or be killed.",
+        "resume-no-checkpoint": FIX_STATE,
+        "resume-not-exact": FIX_STATE,
+        "tensorflow-failed": FIX_STORAGE,
+        "tensorflow-not-exact": FIX_STORAGE,
+        "tensorflow-stale-latest": FIX_STORAGE,
+        "left-behind": "Remove the files named by hand: they are this check's own scratch checkpoints.",
     }
+    Params = Params
     timeout_s = 600.0
     levels = {
         "quick": {"skip": "it writes and reads 256 MB per format three times and kills and resumes a "
@@ -234,14 +251,14 @@ class CheckpointRoundtrip(Check):
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         frameworks = facts.get("frameworks", {})
         if not frameworks.get("torch") and not frameworks.get("tensorflow"):
-            return Outcome(Status.SKIP, "neither torch nor tensorflow is installed: no checkpoint to write")
+            return outcome_from_findings([self.finding("no-framework", Status.SKIP, "neither torch nor tensorflow is "
+                                                       "installed: no checkpoint to write")], passed="")
         findings: list[Finding] = []
         measurements: list[Measurement] = []
         details: list[str] = []
-        storage_fix, speed_fix, state_fix, compat_fix = self.remediation
 
-        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
-            findings.append(Finding(f"{self.id}.{kind}", level, message, fix))
+        def found(kind: str, level: Status, message: str) -> None:
+            findings.append(self.finding(kind, level, message))
 
         where = facts.get("dir", "?")
         if facts.get("dir_is_scratch"):
@@ -253,8 +270,7 @@ class CheckpointRoundtrip(Check):
         compat = facts.get("compat")
         if compat:
             if compat.get("error"):
-                found("compat-broken", Status.FAIL, f"old checkpoint {compat['path']} does not load: {compat['error']}",
-                      compat_fix)
+                found("compat-broken", Status.FAIL, f"old checkpoint {compat['path']} does not load: {compat['error']}")
             else:
                 details.append(
                     f"old checkpoint {compat['path']} ({compat.get('format')}) loads: {compat.get('tensors')} tensors, "
@@ -263,8 +279,7 @@ class CheckpointRoundtrip(Check):
 
         storage = facts.get("storage_error")
         if storage:
-            found("storage-" + storage.get("kind", "other").replace("_", "-"), Status.FAIL, storage["message"],
-                  storage_fix)
+            found("storage-" + storage.get("kind", "other").replace("_", "-"), Status.FAIL, storage["message"])
             return self._outcome(findings, measurements, details + ([storage["error"]] if storage.get("error") else []))
 
         if facts.get("torch"):
@@ -275,8 +290,7 @@ class CheckpointRoundtrip(Check):
                 label = "torch.save" if fmt == "torch.save" else "torch.distributed.checkpoint"
                 at = FORMAT_LABELS.get(fmt, fmt)
                 if result["mismatches"]:
-                    found("not-exact", Status.FAIL, f"{label} round trip is not exact: {result['mismatches'][0]}",
-                          storage_fix)
+                    found("not-exact", Status.FAIL, f"{label} round trip is not exact: {result['mismatches'][0]}")
                     details.extend(f"{label}: {m}" for m in result["mismatches"])
                 write = measure(f"{label} write", round(statistics.median(result["write_gbps_samples"]), 3), "GB/s",
                                 at_least=params.min_write_gbps, samples=[round(s, 3) for s in result["write_gbps_samples"]],
@@ -287,10 +301,10 @@ class CheckpointRoundtrip(Check):
                 measurements += [write, read]
                 if not write.ok:
                     found("slow-write", Status.WARN,
-                          f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s", speed_fix)
+                          f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s")
                 if not read.ok:
                     found("slow-read", Status.WARN,
-                          f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s", speed_fix)
+                          f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s")
                 if not result.get("cache_dropped"):
                     details.append(f"{label}: the page cache could not be dropped before reading; the read figure "
                                    "may be memory speed")
@@ -299,24 +313,22 @@ class CheckpointRoundtrip(Check):
 
         resume = facts.get("resume")
         if resume:
-            self._judge_resume(resume, found, measurements, details, state_fix)
+            self._judge_resume(resume, found, measurements, details)
 
         tf = facts.get("tensorflow")
         if tf:
             if tf.get("error"):
                 status = Status.ERROR if tf.get("timed_out") else Status.FAIL
-                found("tensorflow-failed", status, f"tensorflow checkpoint round trip failed: {tf['error']}",
-                      storage_fix)
+                found("tensorflow-failed", status, f"tensorflow checkpoint round trip failed: {tf['error']}")
                 if tf.get("output_tail"):
                     details.append(tf["output_tail"])
             else:
                 if tf.get("mismatches"):
-                    found("tensorflow-not-exact", Status.FAIL, f"tensorflow restore is not exact: {tf['mismatches'][0]}",
-                          storage_fix)
+                    found("tensorflow-not-exact", Status.FAIL, f"tensorflow restore is not exact: {tf['mismatches'][0]}")
                 if tf.get("manager_latest") != tf.get("latest_checkpoint"):
                     found("tensorflow-stale-latest", Status.FAIL,
                           f"CheckpointManager's latest is {tf.get('manager_latest')}, not the checkpoint just saved "
-                          f"({tf.get('latest_checkpoint')})", storage_fix)
+                          f"({tf.get('latest_checkpoint')})")
                 measurements.append(measure("tensorflow checkpoint write", round(tf.get("write_gbps", 0.0), 3), "GB/s",
                                             figure=FIGURE_RATE, series="write", at=FORMAT_LABELS["tensorflow"]))
                 measurements.append(measure("tensorflow checkpoint read", round(tf.get("read_gbps", 0.0), 3), "GB/s",
@@ -330,8 +342,7 @@ class CheckpointRoundtrip(Check):
         return self._outcome(findings, measurements, details)
 
     @staticmethod
-    def _judge_resume(resume: dict[str, Any], found: Any, measurements: list[Measurement], details: list[str],
-                      fix: str) -> None:
+    def _judge_resume(resume: dict[str, Any], found: Any, measurements: list[Measurement], details: list[str]) -> None:
         if resume.get("error"):
             found("resume-error", Status.ERROR, f"resume test could not run: {resume['error']}")
             if resume.get("output_tail"):
@@ -342,7 +353,7 @@ class CheckpointRoundtrip(Check):
                                     equals="yes"))
         if not resumed_from:
             found("resume-no-checkpoint", Status.FAIL,
-                  "the resumed run found no checkpoint to resume from after the kill", fix)
+                  "the resumed run found no checkpoint to resume from after the kill")
         elif not resume["exact"]:
             first = (resume["parameter_mismatches"] or resume["optimizer_mismatches"])[0]
             diff = resume.get("max_abs_difference")
@@ -350,7 +361,7 @@ class CheckpointRoundtrip(Check):
                   f"a run killed after step {resume['kill_after_step']} and resumed from step {resumed_from} does not "
                   f"end with the weights of an uninterrupted run ({first}"
                   + (f", largest difference {diff:.3g}" if diff else "") + "): the checkpoint misses state, such as "
-                  "random-number states", fix)
+                  "random-number states")
             details.extend(f"resume: {m}" for m in resume["parameter_mismatches"] + resume["optimizer_mismatches"])
         else:
             details.append(f"resume: killed (SIGKILL) after step {resume['kill_after_step']}, resumed from the "
@@ -367,5 +378,4 @@ class CheckpointRoundtrip(Check):
         if any(m.name.startswith("resumed") for m in measurements):
             exact += ", killed run resumes exactly"
         passed = f"{exact}; " + ", ".join(parts) if parts else exact
-        fired = [f.message for f in findings if f.level is not Status.PASS]
-        return outcome_from_findings(findings, measurements, passed=passed, details=fired + details)
+        return outcome_from_findings(findings, measurements, passed=passed, notes=details)

@@ -42,10 +42,11 @@ on the node, and the local end's tree here (preflight.transport.process).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from preflight_checks.collectives.figures import MIB, allreduce_findings, human_bytes
+# Params (re-exported) lives with the check's other declarations: its fixes and hints.
+from preflight_checks.collectives.cluster_params import CPU_SIZES, FIXES, GPU_SIZES, REMEDIATION, Params  # noqa: F401
+from preflight_checks.collectives.figures import allreduce_findings, human_bytes
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import (
@@ -58,52 +59,6 @@ from preflight.launch.pairs import attribute, round_robin
 from preflight.launch.torchrun_log import nccl_by_node, rank_text
 from preflight.core.model import Finding, Measurement, Scope, Status, worst
 from preflight.run.faults import fault
-
-# The sizes collectives.local uses: on GPUs 256 MiB is where inter-node busbw reaches its plateau
-# in nccl-tests; on CPU 16 MiB is past gloo's plateau and keeps a run within seconds.
-GPU_SIZES = [8, MIB, 32 * MIB, 256 * MIB]
-CPU_SIZES = [8, MIB, 16 * MIB]
-
-
-@dataclass
-class Params:
-    # Unset: busbw is measured and reported, not judged; the right floor depends on the fabric
-    # (8 x 400 Gbit/s InfiniBand per node gives nccl-tests around 350-390 GB/s busbw across H100
-    # nodes, a single 100 GbE link about 10). Set it from a known-good run on the same fabric; a
-    # run below it also starts the pairwise pass that names the node or pair at fault.
-    min_busbw_gbps: float | None = None
-    max_latency_us: float | None = None
-    backend: str | None = None
-    # Message sizes; the smallest gives the latency, the largest the busbw that min_busbw_gbps
-    # judges. None: GPU_SIZES with NCCL, CPU_SIZES with gloo.
-    sizes_bytes: list[int] | None = None
-    # nccl-tests' defaults: 5 warm-up operations, 20 timed iterations.
-    iters: int = 20
-    warmup: int = 5
-    check_elements: int = 1 << 20  # elements of the random-data correctness tensor
-    # CPU processes per node with gloo. One: the network between nodes is what this measures, and
-    # more processes per node share the same link while adding CPU load.
-    gloo_ranks_per_node: int = 1
-    gpus_per_node: int | None = None
-    # The rendezvous port on the first node. None: one that was free there a moment before the
-    # launch. Set it where only known ports are open between nodes.
-    rdzv_port: int | None = None
-    # How long torchrun waits for every node to join the rendezvous (c10d join_timeout); a node
-    # that has not joined by then is named. A minute covers a slow interpreter start on a busy node.
-    rdzv_timeout_s: float = 60.0
-    join_timeout_s: float = 60.0
-    # init_process_group(timeout=...): a collective that waits longer fails. Always kept shorter
-    # than what is left of this check's own timeout.
-    pg_timeout_s: float = 60.0
-    # GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME on every node. None: on each node the interface that carries the address
-    # other nodes reach it at, as the probe found it there.
-    socket_ifname: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    # The pairwise pass: on when the all-reduce fails or misses a threshold, within this many seconds.
-    pairwise: bool = True
-    isolation: str = "adaptive"  # "adaptive" (groups, preflight.isolation) or "pairs" (round-robin)
-    pairwise_timeout_s: float = 120.0
-    pairwise_iters: int = 5
 
 
 def run_figures(result: dict[str, Any]) -> dict[str, Any]:
@@ -163,38 +118,9 @@ class CollectivesCluster(Check):
         "wrong interface), the whole job hangs at start; if one node or link is slow, every step runs at "
         "its pace; wrong sums silently corrupt the model."
     )
-    remediation = (
-        "A node that never joined: check that it can reach the first node's rendezvous port, and that "
-        "torch and preflight are installed for the Python it runs (--remote-python or python= in the hosts file).",
-        "Host names that resolve to loopback: fix /etc/hosts, or launch with --local-addr and "
-        "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME naming the interface that carries training traffic.",
-        "A slow or failing node or pair named by the pairwise pass: check that link (net.bandwidth, "
-        "ethtool, the switch port) and, for NCCL, NCCL_DEBUG=INFO for the transport it picked (IB or socket).",
-        "Wrong sums: a hardware fault on the named node (GPU diagnostics, e.g. `dcgmi diag -r 3`) or a "
-        "broken NCCL build.",
-    )
+    remediation = REMEDIATION
+    fixes = FIXES
     Params = Params
-    param_help = {  # for `preflight explain`: what each parameter means, and its unit
-        "min_busbw_gbps": "lowest all-reduce bus bandwidth across nodes at the largest size (GB/s); unset: reported, not judged",
-        "max_latency_us": "highest all-reduce time at the smallest size (microseconds); unset: reported, not judged",
-        "backend": "\"nccl\" or \"gloo\"; unset: NCCL when every node has GPUs, gloo otherwise",
-        "sizes_bytes": "all-reduce message sizes (bytes); unset: a default sweep per backend",
-        "iters": "timed all-reduce operations per size (count)",
-        "warmup": "untimed operations per size before timing (count)",
-        "check_elements": "elements of the random-data correctness tensor (count, 4 bytes each)",
-        "gloo_ranks_per_node": "processes per node with gloo (count)",
-        "gpus_per_node": "GPUs used per node with NCCL (count); unset: the fewest any node has",
-        "rdzv_port": "rendezvous port on the first node (TCP port); unset: one that was free there",
-        "rdzv_timeout_s": "how long torchrun waits for every node to join (seconds)",
-        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
-        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
-        "socket_ifname": "interface for gloo and NCCL sockets on every node (GLOO/NCCL_SOCKET_IFNAME); unset: found on each",
-        "env": "extra environment variables for torchrun on every node (e.g. NCCL_IB_HCA)",
-        "pairwise": "when the all-node run fails or is slow, measure node pairs to name the one at fault (true/false)",
-        "isolation": "how the pass names what is at fault: \"adaptive\" (groups of nodes) or \"pairs\"",
-        "pairwise_timeout_s": "time allowed for the pairwise pass (seconds)",
-        "pairwise_iters": "timed operations per pair in the pairwise pass (count)",
-    }
     timeout_s = 300.0
     levels = {"quick": {"skip": "it starts torchrun on every node and sweeps all-reduce sizes, a minute or more"},
               "thorough": {"timeout": 900, "iters": 50, "warmup": 10, "pairwise_iters": 10}}
@@ -313,7 +239,7 @@ class CollectivesCluster(Check):
         names = facts.get("nodes", [])
         unreachable = facts.get("unreachable", [])
         too_few = too_few_nodes(
-            names, unreachable, expect, nothing="no all-reduce across nodes was possible",
+            type(self), names, unreachable, expect, nothing="no all-reduce across nodes was possible",
             single="there is nothing to all-reduce across nodes (collectives.local covers the node's own devices)")
         if too_few:
             return too_few
@@ -321,36 +247,36 @@ class CollectivesCluster(Check):
         findings: list[Finding] = []
         details: list[str] = []
         measurements: list[Measurement] = []
-        fix = dict(zip(("joined", "loopback", "slow", "wrong"), self.remediation))
 
-        def found(kind: str, level: Status, message: str, fix_text: str = "") -> None:
-            findings.append(Finding(f"{self.id}.{kind}", level, message, fix_text))
+        def found(kind: str, level: Status, message: str) -> None:
+            findings.append(self.finding(kind, level, message))
 
         probes = facts.get("probes", {})
         without_torch = []
         for node in names:
             probe = probes.get(node, {})
             if "error" in probe:
-                found("probe-failed", Status.ERROR, probe["error"], fix["joined"])
+                found("probe-failed", Status.ERROR, probe["error"])
             elif probe.get("torch") is None:
                 without_torch.append(node)
             elif not probe.get("distributed", True):
-                found("no-distributed", Status.FAIL, f"the torch on {node} has no torch.distributed", fix["joined"])
+                found("no-distributed", Status.FAIL, f"the torch on {node} has no torch.distributed")
             elif not probe.get("ip"):
                 why = probe.get("route_error") or "no interface carries its address and no route to a peer was found"
                 found("no-interface", Status.ERROR,
-                      f"could not find the interface {node} reaches the others through: {why}", fix["loopback"])
+                      f"could not find the interface {node} reaches the others through: {why}")
         if without_torch:
             everywhere = len(without_torch) == len(names)
             text = (f"torch is not installed for the Python preflight runs on {names_text(without_torch)}"
                     + ("" if everywhere else ": those nodes cannot take part in a torch job"))
             if everywhere and "torch" not in (expect.frameworks or []) and not self.expected_to_run(expect):
-                return Outcome(Status.SKIP, text + "; collectives are measured through torch.distributed")
-            found("no-torch", Status.FAIL, text, fix["joined"])
+                return outcome_from_findings([self.finding(  # not expected here: nothing to fix
+                    "no-torch", Status.SKIP, text + "; collectives are measured through torch.distributed", fix="")],
+                    passed="")
+            found("no-torch", Status.FAIL, text)
         if unreachable:
             details.append(f"not measured, unreachable: {names_text(unreachable)}; all-reduce among the other nodes only")
-        details += loopback_findings(probes, {n: {"node.environment": {"hostname_addresses": a}}
-                                              for n, a in (facts.get("hostnames") or {}).items() if a},
+        details += loopback_findings(probes, {n: a for n, a in (facts.get("hostnames") or {}).items() if a},
                                      facts.get("ips", {}))
         details += shared_machine_findings({n: p for n, p in probes.items() if "error" not in p})
         choice = facts.get("choice") or {}
@@ -367,17 +293,15 @@ class CollectivesCluster(Check):
                 f"{n}: --local-addr={p.get('ip')} GLOO_SOCKET_IFNAME={p.get('interface')}"
                 for n, p in (facts.get("plan") or {}).items()))
             if run.get("ok"):
-                run_findings, run_measurements = judge_main(run, params, label, choice.get("backend"), self.id, fix)
+                run_findings, run_measurements = judge_main(run, params, label, choice.get("backend"), type(self))
                 findings += run_findings
                 measurements += run_measurements
             else:
                 phase = run.get("phase") or "launch"
                 status = Status.FAIL if phase == "collective" else Status.ERROR
-                found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}",
-                      fix["slow"] if phase in ("collective", "timeout", "stopped") else fix["joined"])
+                found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}")
         elif len(facts.get("usable", [])) < 2 and not findings:
-            found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured",
-                  fix["joined"])
+            found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured")
 
         nccl = facts.get("nccl_network") or {}
         if nccl:
@@ -392,7 +316,7 @@ class CollectivesCluster(Check):
             if on_sockets:
                 found("nccl-over-sockets", Status.WARN,
                       f"NCCL ran over TCP sockets (NET/Socket), not InfiniBand or RoCE, on {names_text(on_sockets)}: "
-                      "if these nodes have an RDMA fabric, NCCL is not using it", fix["slow"])
+                      "if these nodes have an RDMA fabric, NCCL is not using it")
 
         pairwise = facts.get("pairwise")
         judged = [judge_pairwise(pairwise, params)] if pairwise else judge_isolation(facts.get("isolation"))
@@ -401,7 +325,7 @@ class CollectivesCluster(Check):
             details += pair_details
             problems = [f.level for f in findings if f.level is not Status.PASS]
             if problems:
-                found(kind, worst(problems), text, fix["slow"])
+                found(kind, worst(problems), text)
             else:
                 found(kind, Status.PASS, text)
                 details.append(text)
@@ -414,18 +338,16 @@ class CollectivesCluster(Check):
                       f"{human_bytes(figures['largest_bytes'])}")
             if unreachable:
                 passed += f" ({names_text(unreachable)} unreachable, not measured)"
-        fired = [f.message for f in findings if f.level is not Status.PASS]
-        return outcome_from_findings(findings, measurements, passed=passed, details=unique(fired + details))
+        return outcome_from_findings(findings, measurements, passed=passed, notes=details)
 
 
-def judge_main(run: dict[str, Any], params: Params, label: str, backend: str | None, check_id: str,
-               fix: dict[str, str]) -> tuple[list[Finding], list[Measurement]]:
+def judge_main(run: dict[str, Any], params: Params, label: str, backend: str | None,
+               check: type[Check]) -> tuple[list[Finding], list[Measurement]]:
     """Findings and measurements of a successful all-node run, ranks named with their nodes. Pure."""
     owners = {int(r): n for r, n in (run.get("rank_nodes") or {}).items()}
-    return allreduce_findings(run["result"], label, check_id, min_busbw_gbps=params.min_busbw_gbps,
+    return allreduce_findings(run["result"], label, check, min_busbw_gbps=params.min_busbw_gbps,
                               max_latency_us=params.max_latency_us, rank_name=lambda r: rank_text(r, owners),
-                              series=backend, fixes={"wrong-sums": fix["wrong"], "slow-busbw": fix["slow"],
-                                                     "slow-latency": fix["slow"]})
+                              series=backend)
 
 
 PAIR_FIGURES = ("latency_us", "busbw_gbps", "largest_bytes", "smallest_bytes", "wrong")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from preflight.core.check import measure
+from preflight.core.check import Check, measure
 from preflight.core.model import FIGURE_SIZE, Finding, Measurement, Status
 
 MIB = 1 << 20
@@ -22,34 +22,21 @@ def human_bytes(size: int) -> str:
     return f"{size} B"
 
 
-def judge_allreduce(result: dict[str, Any], label: str, *, min_busbw_gbps: float | None,
-                    max_latency_us: float | None, rank_name: Callable[[int], str] = lambda r: f"rank {r}",
-                    series: str | None = None) -> tuple[list[tuple[Status, str]], list[Measurement]]:
-    """Problems and measurements of a completed run: exact sums, small-message latency, busbw.
-
-    The (status, sentence) form of `allreduce_findings`, for callers that do not state finding ids.
-    """
-    findings, measurements = allreduce_findings(result, label, "collectives", min_busbw_gbps=min_busbw_gbps,
-                                                max_latency_us=max_latency_us, rank_name=rank_name, series=series)
-    return [(f.level, f.message) for f in findings], measurements
-
-
-def allreduce_findings(result: dict[str, Any], label: str, check_id: str, *, min_busbw_gbps: float | None,
+def allreduce_findings(result: dict[str, Any], label: str, check: type[Check], *, min_busbw_gbps: float | None,
                        max_latency_us: float | None, rank_name: Callable[[int], str] = lambda r: f"rank {r}",
-                       series: str | None = None, fixes: dict[str, str] | None = None,
-                       ) -> tuple[list[Finding], list[Measurement]]:
+                       series: str | None = None) -> tuple[list[Finding], list[Measurement]]:
     """Findings and measurements of a completed run: exact sums, small-message latency, busbw.
 
     Latency is judged at the smallest size, busbw at the largest (the others are reported); a None
-    threshold means the figure is reported, not judged. Finding ids: `<check_id>.wrong-sums`,
-    `.slow-latency`, `.slow-busbw`. busbw figures are declared as a size sweep of `series` (the backend).
+    threshold means the figure is reported, not judged. Findings of `check`, which declares their
+    fixes: `wrong-sums`, `slow-latency`, `slow-busbw`. busbw figures are declared as a size sweep of
+    `series` (the backend).
     """
-    fixes = fixes or {}
     findings: list[Finding] = []
     measurements: list[Measurement] = []
 
     def found(kind: str, message: str) -> None:
-        findings.append(Finding(f"{check_id}.{kind}", Status.FAIL, message, fixes.get(kind, "")))
+        findings.append(check.finding(kind, Status.FAIL, message))
 
     sizes = sorted(result["sizes"], key=lambda s: s["bytes"])
     wrong_total = 0

@@ -16,13 +16,13 @@ which the check adds to its sweep: a 16 GiB figure is never compared with a 256 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from preflight_checks.collectives import nccl_tests
 from preflight_checks.collectives.nccl_tests import row_at as row_at_size
-from preflight_checks.collectives.figures import MIB, human_bytes, judge_allreduce
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
+from preflight_checks.collectives.figures import MIB, allreduce_findings, human_bytes
+from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.core.model import FIGURE_SIZE, Finding, Measurement, Status
 from preflight.run.faults import fault
@@ -43,34 +43,60 @@ class Params:
     # Unset: busbw is measured and reported, not judged, because the right floor depends on the
     # interconnect (8x H100 SXM with NVLink 4 reaches several hundred GB/s at 256 MiB in
     # nccl-tests, PCIe-only nodes tens). Set it from a known-good node of the same kind.
-    min_busbw_gbps: float | None = None
+    min_busbw_gbps: float | None = param(None, kind="threshold",
+                                         help=("lowest all-reduce bus bandwidth across this node's GPUs (GB/s); "
+                                               "unset: reported, not judged"))
     # The message size min_busbw_gbps holds at, in bytes: the size its source measured it at. The
     # check adds it to the main backend's sweep. Unset: the largest size of the sweep.
-    busbw_size_bytes: int | None = None
+    busbw_size_bytes: int | None = param(None, kind="size",
+                                         help=("message size min_busbw_gbps holds at, added to the sweep (bytes); "
+                                               "unset: the largest size"))
     # Run nccl-tests' all_reduce_perf as well when it is on the PATH (GPU nodes with NCCL).
-    nccl_tests: bool = True
+    nccl_tests: bool = param(True, kind="flag",
+                             help="also run nccl-tests' all_reduce_perf when it is on the PATH (true/false)")
     # Unset likewise: small-message latency (8 B) is reported, judged only when this is set.
-    max_latency_us: float | None = None
+    max_latency_us: float | None = param(None, kind="threshold",
+                                         help=("highest all-reduce time at the smallest size (microseconds); "
+                                               "unset: reported, not judged"))
     # Message sizes of the main backend; the smallest gives the latency, the largest the busbw that
     # min_busbw_gbps judges. None: GPU_SIZES with NCCL, CPU_SIZES with gloo on a CPU node.
-    sizes_bytes: list[int] | None = None
+    sizes_bytes: list[int] | None = param(None, kind="size",
+                                          help=("all-reduce message sizes of the main backend (bytes); unset: a "
+                                                "default sweep per backend"))
     # Sizes for the gloo fallback on GPU nodes (CPU tensors).
-    fallback_sizes_bytes: list[int] = field(default_factory=lambda: list(CPU_SIZES))
+    fallback_sizes_bytes: list[int] = param(kind="size", factory=lambda: list(CPU_SIZES),
+                                            help="message sizes of the gloo fallback on GPU nodes (bytes)")
     # nccl-tests' defaults: 5 warm-up operations, 20 timed iterations.
-    iters: int = 20
-    warmup: int = 5
+    iters: int = param(20, kind="count", minimum=1, help="timed all-reduce operations per size (count)")
+    warmup: int = param(5, kind="count", help="untimed operations per size before timing (count)")
     # gloo processes. None: min(usable CPUs, 8), at least 2 (one all-reduce needs two ranks).
-    gloo_ranks: int | None = None
+    gloo_ranks: int | None = param(None, kind="count", minimum=2,
+                                   help="gloo processes (count); unset: min(usable CPUs, 8), at least 2")
     # Check gloo on GPU nodes too (the fallback path).
-    check_gloo_on_gpu_nodes: bool = True
+    check_gloo_on_gpu_nodes: bool = param(True, kind="flag",
+                                          help="also check the gloo fallback on GPU nodes (true/false)")
     # Elements of the random-data correctness tensor (4 bytes each).
-    check_elements: int = 1 << 20
+    check_elements: int = param(1 << 20, kind="count", minimum=1,
+                                help="elements of the random-data correctness tensor (count, 4 bytes each)")
     # How long rank 0 waits for every rank to report in; a cold start of 8 CUDA processes takes
     # 10-20 s, so a minute is generous without hiding a hung rank for long.
-    join_timeout_s: float = 60.0
+    join_timeout_s: float = param(60.0, kind="duration",
+                                  help="how long rank 0 waits for every rank to report in (seconds)")
     # init_process_group(timeout=...): a collective that waits longer than this fails. Always kept
     # shorter than what is left of this check's own timeout.
-    pg_timeout_s: float = 60.0
+    pg_timeout_s: float = param(60.0, kind="duration",
+                                help="how long one collective may wait before it fails (seconds)")
+
+
+FIX_RANK = ("look at that rank's output below; a process that hangs at start is often a GPU held by another "
+            "process or a firewall on the rendezvous port")
+FIX_WRONG = "a hardware fault (run the GPU's diagnostics, e.g. `dcgmi diag -r 3`) or a broken NCCL build"
+FIX_SLOW = ("run with NCCL_DEBUG=INFO to see the transports NCCL picked and `nvidia-smi topo -m`; check that the "
+            "fabric manager runs, NCCL_P2P_DISABLE is not set, and ACS/IOMMU do not route P2P through the CPU")
+
+
+FIX_SLOW_GLOO = ("gloo runs over loopback on this node's CPUs: other load on the cores, or GLOO_SOCKET_IFNAME naming a "
+                 "slow interface, slows it; compare with an idle node of the same kind")
 
 
 def usable_cpus() -> int:
@@ -101,27 +127,25 @@ class CollectivesLocal(Check):
         "gloo errors on a single node usually mean GLOO_SOCKET_IFNAME names an interface that does not exist.",
         "Wrong sums: a hardware fault (run the GPU's diagnostics, e.g. `dcgmi diag -r 3`) or a broken NCCL build.",
     )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "min_busbw_gbps": ("lowest all-reduce bus bandwidth across this node's GPUs (GB/s); unset: reported, "
-                           "not judged"),
-        "busbw_size_bytes": ("message size min_busbw_gbps holds at, added to the sweep (bytes); unset: the "
-                             "largest size"),
-        "nccl_tests": "also run nccl-tests' all_reduce_perf when it is on the PATH (true/false)",
-        "max_latency_us": ("highest all-reduce time at the smallest size (microseconds); unset: reported, not "
-                           "judged"),
-        "sizes_bytes": ("all-reduce message sizes of the main backend (bytes); unset: a default sweep per "
-                        "backend"),
-        "fallback_sizes_bytes": "message sizes of the gloo fallback on GPU nodes (bytes)",
-        "iters": "timed all-reduce operations per size (count)",
-        "warmup": "untimed operations per size before timing (count)",
-        "gloo_ranks": "gloo processes (count); unset: min(usable CPUs, 8), at least 2",
-        "check_gloo_on_gpu_nodes": "also check the gloo fallback on GPU nodes (true/false)",
-        "check_elements": "elements of the random-data correctness tensor (count, 4 bytes each)",
-        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
-        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
+    fixes = {
+        "no-torch": "install torch (the CUDA build on GPU nodes)",
+        "no-distributed": "install a torch build with distributed",
+        "no-nccl": "install the CUDA build of torch",
+        "no-gloo": "reinstall torch from the official wheels, which include the gloo backend",
+        "no-run": "read the check's evidence: no rank of either backend could be started",
+        "run-failed": FIX_RANK,
+        "wrong-sums": FIX_WRONG,
+        "latency": FIX_SLOW,
+        "slow-busbw": FIX_SLOW,
+        "threshold-size-not-measured": "run collectives.local again with this configuration; it adds the size to its sweep",
+        "nccl-tests-failed": "run nccl-tests' all_reduce_perf by hand (the command is in the evidence) to see why",
+        "nccl-tests-failure": "run nccl-tests' all_reduce_perf by hand (the command is in the evidence): the line "
+                              "quoted is NCCL's or CUDA's own error",
+        "nccl-tests-unreadable": "run nccl-tests' all_reduce_perf by hand and compare its table with the line quoted; "
+                                 "report the nccl-tests version if preflight cannot read it",
+        "nccl-tests-wrong": FIX_WRONG,
     }
+    Params = Params
     timeout_s = 180.0
     levels = {
         "quick": {"skip": "it starts one process per GPU and a communicator (10-20 s on 8 GPUs before the "
@@ -217,25 +241,25 @@ class CollectivesLocal(Check):
         findings: list[Finding] = []
         if facts.get("torch_version") is None:
             level = Status.FAIL if self.expected_to_run(expect) else Status.SKIP
-            findings.append(_finding("no-torch", level, "torch is not installed: collectives are measured through "
-                                     "torch.distributed", "install torch (the CUDA build on GPU nodes)"))
+            findings.append(self.finding("no-torch", level, "torch is not installed: collectives are measured through "
+                                         "torch.distributed"))
             return outcome_from_findings(findings, passed="")
         if not facts.get("distributed_available", True):
-            findings.append(_finding("no-distributed", Status.FAIL, "this torch build has no torch.distributed: no "
-                                     "multi-process training is possible", "install a torch build with distributed"))
+            findings.append(self.finding("no-distributed", Status.FAIL, "this torch build has no torch.distributed: no "
+                                         "multi-process training is possible"))
             return outcome_from_findings(findings, passed="")
 
         details: list[str] = list(facts.get("notes", []))
         measurements: list[Measurement] = []
         gpus = facts.get("gpu_count", 0)
         if gpus >= 2 and not facts.get("nccl_available"):
-            findings.append(_finding("no-nccl", Status.FAIL, f"{gpus} GPUs but this torch has no NCCL: multi-GPU "
-                                     "training would fall back to gloo, far slower", "install the CUDA build of torch"))
+            findings.append(self.finding("no-nccl", Status.FAIL, f"{gpus} GPUs but this torch has no NCCL: multi-GPU "
+                                         "training would fall back to gloo, far slower"))
         if not facts.get("gloo_available", True):
-            findings.append(_finding("no-gloo", Status.FAIL, "this torch has no gloo backend", "reinstall torch"))
+            findings.append(self.finding("no-gloo", Status.FAIL, "this torch has no gloo backend"))
         runs = facts.get("runs", [])
         if not runs and not findings:
-            findings.append(_finding("no-run", Status.ERROR, "no all-reduce could be run"))
+            findings.append(self.finding("no-run", Status.ERROR, "no all-reduce could be run"))
 
         parts = []
         for run in runs:
@@ -251,23 +275,7 @@ class CollectivesLocal(Check):
         if facts.get("device_kind") == "cpu":
             details.append(f"no GPUs: gloo among {runs[0]['world_size'] if runs else '?'} CPU processes on "
                            f"{facts.get('cpu_count')} CPUs; these figures describe the CPU path, not a GPU interconnect")
-        fired = [f.message for f in findings if f.level is not Status.PASS]
-        return outcome_from_findings(findings, measurements, passed="; ".join(parts), details=details + fired)
-
-
-FIX_RANK = ("look at that rank's output below; a process that hangs at start is often a GPU held by another "
-            "process or a firewall on the rendezvous port")
-FIX_WRONG = "a hardware fault (run the GPU's diagnostics, e.g. `dcgmi diag -r 3`) or a broken NCCL build"
-FIX_SLOW = ("run with NCCL_DEBUG=INFO to see the transports NCCL picked and `nvidia-smi topo -m`; check that the "
-            "fabric manager runs, NCCL_P2P_DISABLE is not set, and ACS/IOMMU do not route P2P through the CPU")
-
-
-FIX_SLOW_GLOO = ("gloo runs over loopback on this node's CPUs: other load on the cores, or GLOO_SOCKET_IFNAME naming a "
-                 "slow interface, slows it; compare with an idle node of the same kind")
-
-
-def _finding(name: str, level: Status, message: str, fix: str = "") -> Finding:
-    return Finding(f"{CollectivesLocal.id}.{name}", level, message, fix)
+        return outcome_from_findings(findings, measurements, passed="; ".join(parts), notes=details)
 
 
 def main_sizes(sizes: list[int], params: Params) -> list[int]:
@@ -290,13 +298,12 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
     if run.get("role") == "fallback":
         label += " fallback"
     if not run.get("ok"):
-        return [_finding("run-failed", Status.ERROR, f"{label}: {run.get('error') or 'failed'}", FIX_RANK)], [], \
+        return [CollectivesLocal.finding("run-failed", Status.ERROR, f"{label}: {run.get('error') or 'failed'}")], [], \
             f"{label}: failed"
 
     result = run["result"]
     # Exact sums, as collectives.cluster judges them; the figures are declared here, by size.
-    problems, shared = judge_allreduce(result, label, min_busbw_gbps=None, max_latency_us=None)
-    findings = [_finding("wrong-sums", level, text, FIX_WRONG) for level, text in problems]
+    findings, shared = allreduce_findings(result, label, CollectivesLocal, min_busbw_gbps=None, max_latency_us=None)
     measurements = [shared[0]]
     sizes = sorted(result["sizes"], key=lambda s: s["bytes"])
     small, largest = sizes[0], sizes[-1]
@@ -306,15 +313,15 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
                       at_most=max_latency, samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
     measurements.append(latency)
     if latency.ok is False:
-        findings.append(_finding("latency", Status.FAIL, f"{label}: latency {latency_us:.1f} us above "
-                                 f"{max_latency:g} us", FIX_SLOW if backend == "nccl" else FIX_SLOW_GLOO))
+        findings.append(CollectivesLocal.finding("latency", Status.FAIL, f"{label}: latency {latency_us:.1f} us above "
+                                                 f"{max_latency:g} us", fix=None if backend == "nccl" else FIX_SLOW_GLOO))
     floor = params.min_busbw_gbps if judged else None
     at_size = params.busbw_size_bytes or largest["bytes"]
     if floor is not None and not any(e["bytes"] == at_size for e in sizes):
-        findings.append(_finding("threshold-size-not-measured", Status.WARN,
-                                 f"{label}: min_busbw_gbps {floor:g} holds at {human_bytes(at_size)}, which this run "
-                                 f"did not measure (largest: {human_bytes(largest['bytes'])}): not judged",
-                                 "run collectives.local again with this configuration; it adds the size to its sweep"))
+        findings.append(CollectivesLocal.finding(
+            "threshold-size-not-measured", Status.WARN, f"{label}: min_busbw_gbps {floor:g} holds at "
+            f"{human_bytes(at_size)}, which this run did not measure (largest: {human_bytes(largest['bytes'])}): "
+            "not judged"))
     for entry in sizes[1:] or sizes:  # with one size only, that size gives both figures
         m = measure(f"{label}: busbw at {human_bytes(entry['bytes'])}", round(entry["busbw_gbps"], 3), "GB/s",
                     at_least=floor if entry["bytes"] == at_size else None,
@@ -322,9 +329,9 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
                     figure=FIGURE_SIZE, series=backend, at=entry["bytes"], better="higher")
         measurements.append(m)
         if m.ok is False:
-            findings.append(_finding("slow-busbw", Status.FAIL, f"{label}: busbw {entry['busbw_gbps']:.2f} GB/s at "
-                                     f"{human_bytes(entry['bytes'])}, below {floor:g} GB/s",
-                                     FIX_SLOW if backend == "nccl" else FIX_SLOW_GLOO))
+            findings.append(CollectivesLocal.finding(
+                "slow-busbw", Status.FAIL, f"{label}: busbw {entry['busbw_gbps']:.2f} GB/s at "
+                f"{human_bytes(entry['bytes'])}, below {floor:g} GB/s", fix=None if backend == "nccl" else FIX_SLOW_GLOO))
     measurements.append(shared[-1])  # algbw at the largest size
     text = (f"{label}: sums exact, latency {latency_us:.0f} us, busbw {largest['busbw_gbps']:.2f} GB/s "
             f"at {human_bytes(largest['bytes'])}")
@@ -341,19 +348,21 @@ def judge_nccl_tests(run: dict[str, Any] | None, runs: list[dict[str, Any]], mea
     for line in run.get("failures") or []:
         # nccl-tests' own words ("Test NCCL failure common.cu:1204 'unhandled cuda error ...'"), whether
         # or not some rows were printed before it stopped.
-        findings.append(_finding("nccl-tests-failure", Status.FAIL, f"nccl-tests all_reduce_perf: {line}", by_hand))
+        findings.append(CollectivesLocal.finding("nccl-tests-failure", Status.FAIL, f"nccl-tests all_reduce_perf: {line}",
+                                                 fix=by_hand))
     if run.get("unparsed"):
-        findings.append(_finding("nccl-tests-unreadable", Status.WARN, "nccl-tests all_reduce_perf printed table rows "
-                                 f"preflight could not read, e.g. {run['unparsed'][0]!r}", by_hand))
+        findings.append(CollectivesLocal.finding("nccl-tests-unreadable", Status.WARN, "nccl-tests all_reduce_perf printed "
+                                                 f"table rows preflight could not read, e.g. {run['unparsed'][0]!r}",
+                                                 fix=by_hand))
     if run.get("error") and not run.get("rows"):
         if not findings:
-            findings.append(_finding("nccl-tests-failed", Status.WARN,
-                                     f"nccl-tests all_reduce_perf did not run: {run['error']}", by_hand))
+            findings.append(CollectivesLocal.finding("nccl-tests-failed", Status.WARN,
+                                                     f"nccl-tests all_reduce_perf did not run: {run['error']}", fix=by_hand))
         return findings
     if run.get("out_of_bounds") and not any(half and half.get("wrong") for row in run.get("rows") or []
                                             for half in (row["out_of_place"], row["in_place"])):
-        findings.append(_finding("nccl-tests-wrong", Status.FAIL, f"nccl-tests all_reduce_perf: {run['out_of_bounds']} "
-                                 "results out of bounds (# Out of bounds values)", FIX_WRONG))
+        findings.append(CollectivesLocal.finding("nccl-tests-wrong", Status.FAIL, "nccl-tests all_reduce_perf: "
+                                                 f"{run['out_of_bounds']} results out of bounds (# Out of bounds values)"))
     ours = next((r["result"] for r in runs if r.get("ok") and r.get("backend") == "nccl"), None)
     ours_sizes = sorted((ours or {}).get("sizes", []), key=lambda e: e["bytes"])
     ours_by_size = {e["bytes"]: e for e in ours_sizes[1:] or ours_sizes}  # the smallest gives latency, not busbw
@@ -365,8 +374,8 @@ def judge_nccl_tests(run: dict[str, Any] | None, runs: list[dict[str, Any]], mea
     for row in run.get("rows") or []:
         wrong = [half["wrong"] for half in (row["out_of_place"], row["in_place"]) if half and half["wrong"]]
         if wrong:
-            findings.append(_finding("nccl-tests-wrong", Status.FAIL, f"nccl-tests all_reduce_perf: {sum(wrong)} wrong "
-                                     f"elements at {human_bytes(row['bytes'])}", FIX_WRONG))
+            findings.append(CollectivesLocal.finding("nccl-tests-wrong", Status.FAIL, f"nccl-tests all_reduce_perf: "
+                                                     f"{sum(wrong)} wrong elements at {human_bytes(row['bytes'])}"))
         if row["bytes"] not in ours_by_size:
             continue
         busbw = (row["out_of_place"] or row["in_place"] or {}).get("busbw_gbps")

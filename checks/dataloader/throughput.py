@@ -20,11 +20,11 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight_checks.dataloader.demand import SCALING_CHECK, demand_from, facts_demand, scaling_facts  # noqa: F401
 from preflight.core.model import FIGURE_RATE, Finding, Measurement, Status
@@ -48,45 +48,62 @@ def default_num_workers() -> int:
 @dataclass
 class Params:
     # The dataset to read: a directory and a glob below it. Unset: a synthetic set in the scratch dir.
-    path: str | None = None
-    glob: str = "**/*"
+    path: str | None = param(None, kind="path",
+                             help=("directory of the dataset to read (unset: a synthetic set in the scratch "
+                                   "directory)"))
+    glob: str = param("**/*", kind="text", help="pattern of the files to read below path")
     # Unset: one per usable core minus one (capped at 64). One DataLoader with all of them stands in for
     # the per-rank loaders of an 8-GPU job, which share the same cores and the same storage.
-    num_workers: int | None = None
-    batch_size: int = 64
+    num_workers: int | None = param(None, kind="count",
+                                    help=("DataLoader worker processes (count); unset: one per usable core minus "
+                                          "one, at most 64"))
+    batch_size: int = param(64, kind="count", minimum=1, help="samples per batch (count)")
     # Median of this many timed passes; each starts with warmup_batches untimed (workers starting).
-    passes: int = 3
-    warmup_batches: int = 5
+    passes: int = param(3, kind="count", minimum=1, help="timed passes over the data; the median is judged (count)")
+    warmup_batches: int = param(5, kind="count", help="untimed batches at the start of each pass (count)")
     # Bounds on each pass, so a huge dataset is sampled rather than read in full.
-    max_samples_per_pass: int = 20000
-    max_seconds_per_pass: float = 30.0
+    max_samples_per_pass: int = param(20000, kind="count", minimum=1, help="most samples read in one pass (count)")
+    max_seconds_per_pass: float = param(30.0, kind="duration", help="longest one pass may read (seconds)")
     # Listing stops here (and says so): a file-per-sample dataset on a network filesystem can take
     # minutes just to stat.
-    max_files_listed: int = 2_000_000
+    max_files_listed: int = param(2_000_000, kind="count", minimum=1,
+                                  help="most files listed before the listing stops and says so (count)")
     # The small-files pattern: more than this many files with a median under this size. Each file
     # costs an open, a metadata lookup and a short read, and network filesystems serve those far more
     # slowly than large sequential reads.
-    small_files_count: int = 10_000
-    small_files_median_bytes: int = 256 * KIB
+    small_files_count: int = param(10_000, kind="count",
+                                   help="file count above which many small files are reported (count)")
+    small_files_median_bytes: int = param(256 * KIB, kind="size",
+                                          help="median file size below which files count as small (bytes)")
     # The synthetic set: count and (channels, height, width) of uint8 pixels: 2000 x 48 KiB, about 98 MB.
-    synthetic_files: int = 2000
-    synthetic_shape: list[int] = field(default_factory=lambda: [3, 128, 128])
+    synthetic_files: int = param(2000, kind="count", minimum=1, help="files in the synthetic set (count)")
+    synthetic_shape: list[int] = param(kind="count", minimum=1, factory=lambda: [3, 128, 128],
+                                       help="channels, height and width of each synthetic sample (uint8 pixels)")
     # "package.module:factory" returning a map-style torch Dataset, called with dataset_kwargs, so the
     # team's own decoding and augmentation are what is timed.
-    dataset: str | None = None
-    dataset_kwargs: dict[str, Any] | None = None
+    dataset: str | None = param(None, kind="text",
+                                help='your Dataset to time instead of plain file reads: "package.module:factory"')
+    dataset_kwargs: dict[str, Any] | None = param(None, kind="table",
+                                                  help="keyword arguments for the dataset factory")
     # What the GPUs consume, in the loader's samples per second: for the whole node, or per GPU (times
     # the node's GPUs). Unset, the rate scaling.multi_gpu measured is used only when it timed the team's
     # own model (scaling.workload): its reference model's sample is a 4096-float vector, not an image.
-    required_samples_per_s: float | None = None
-    required_samples_per_s_per_gpu: float | None = None
+    required_samples_per_s: float | None = param(None, kind="threshold",
+                                                 help=("what the GPUs of the whole node consume (samples/s); "
+                                                       "unset: from scaling.multi_gpu"))
+    required_samples_per_s_per_gpu: float | None = param(None, kind="threshold",
+                                                         help=("what one GPU consumes (samples/s), times the "
+                                                               "node's GPUs"))
     # The loader must beat the demand by this factor: loader throughput varies with storage load and
     # with the CPU that augmentation and the training process itself take.
-    margin: float = 1.2
+    margin: float = param(1.2, kind="threshold", help="factor by which the loader must beat the demand (ratio)")
     # Ask the kernel to drop each file from the page cache before a pass (posix_fadvise DONTNEED).
-    drop_cache: bool = True
-    tensorflow: bool = True
-    seed: int = 0
+    drop_cache: bool = param(True, kind="flag",
+                             help=("drop each file from the page cache before a pass, so storage is measured "
+                                   "(true/false)"))
+    tensorflow: bool = param(True, kind="flag",
+                             help="also time a tf.data pipeline where tensorflow is installed (true/false)")
+    seed: int = param(0, kind="count", help="random seed of the synthetic set and the shuffling (integer)")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -207,6 +224,11 @@ def measure_tensorflow(ctx: NodeContext, paths: list[str], params: Params, decod
     return {"error": f"the tf.data worker exited with {proc.returncode} without a result: {proc.stderr[-500:]}"}
 
 
+FIX_SLOW = ("raise DataLoader num_workers and prefetch_factor (persistent_workers=True, pin_memory=True), or "
+            "tf.data num_parallel_calls=AUTOTUNE with prefetch; move decoding to the GPU (DALI) or pre-process "
+            "offline; stage the dataset on local NVMe")
+
+
 class DataloaderThroughput(Check):
     id = "dataloader.throughput"
     title = "Data loading: can storage and the input pipeline feed the GPUs"
@@ -224,33 +246,17 @@ class DataloaderThroughput(Check):
         "pre-process once offline.",
         "Stage the dataset on local NVMe before training, or use a faster storage tier.",
     )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "path": "directory of the dataset to read (unset: a synthetic set in the scratch directory)",
-        "glob": "pattern of the files to read below path",
-        "num_workers": ("DataLoader worker processes (count); unset: one per usable core minus one, at most "
-                        "64"),
-        "batch_size": "samples per batch (count)",
-        "passes": "timed passes over the data; the median is judged (count)",
-        "warmup_batches": "untimed batches at the start of each pass (count)",
-        "max_samples_per_pass": "most samples read in one pass (count)",
-        "max_seconds_per_pass": "longest one pass may read (seconds)",
-        "max_files_listed": "most files listed before the listing stops and says so (count)",
-        "small_files_count": "file count above which many small files are reported (count)",
-        "small_files_median_bytes": "median file size below which files count as small (bytes)",
-        "synthetic_files": "files in the synthetic set (count)",
-        "synthetic_shape": "channels, height and width of each synthetic sample (uint8 pixels)",
-        "dataset": "your Dataset to time instead of plain file reads: \"package.module:factory\"",
-        "dataset_kwargs": "keyword arguments for the dataset factory",
-        "required_samples_per_s": ("what the GPUs of the whole node consume (samples/s); unset: from "
-                                   "scaling.multi_gpu"),
-        "required_samples_per_s_per_gpu": "what one GPU consumes (samples/s), times the node's GPUs",
-        "margin": "factor by which the loader must beat the demand (ratio)",
-        "drop_cache": "drop each file from the page cache before a pass, so storage is measured (true/false)",
-        "tensorflow": "also time a tf.data pipeline where tensorflow is installed (true/false)",
-        "seed": "random seed of the synthetic set and the shuffling (integer)",
+    fixes = {
+        "small-files": SHARDING_REMEDY,
+        "no-framework": "Install torch or tensorflow into the Python that runs preflight.",
+        "no-figure": "Read the check's evidence: neither loader produced a figure.",
+        "below-demand": FIX_SLOW,
+        "below-margin": FIX_SLOW,
+        "loader-failed": ("Run the dataset through the loader by hand to see the error; a dataset factory "
+                          "(dataloader.dataset) must return a map-style torch Dataset."),
+        "no-samples": "Read more per pass (max_samples_per_pass, max_seconds_per_pass) than the warm-up batches.",
     }
+    Params = Params
     timeout_s = 600.0
     levels = {
         "quick": {"skip": "it builds or lists a dataset and times several passes of up to 30 s each"},
@@ -367,21 +373,20 @@ class DataloaderThroughput(Check):
             measurements.append(measure("median file size", round((files["median_bytes"] or 0) / KIB, 1), "KiB"))
             if (files["count"] > params.small_files_count and files["median_bytes"] is not None
                     and files["median_bytes"] < params.small_files_median_bytes):
-                findings.append(_finding("small-files", Status.WARN,
-                                         f"small-files pattern: {files['count']} files with a median of "
-                                         f"{_size(files['median_bytes'])} (more than {params.small_files_count} "
-                                         f"under {_size(params.small_files_median_bytes)}): {SHARDING_REMEDY}",
-                                         SHARDING_REMEDY))
+                findings.append(self.finding("small-files", Status.WARN,
+                                             f"small-files pattern: {files['count']} files with a median of "
+                                             f"{_size(files['median_bytes'])} (more than {params.small_files_count} "
+                                             f"under {_size(params.small_files_median_bytes)}): {SHARDING_REMEDY}"))
 
         frameworks = facts.get("frameworks", {})
         if not frameworks.get("torch") and not frameworks.get("tensorflow"):
-            findings.append(_finding("no-framework", Status.SKIP,
-                                     "neither torch nor tensorflow is installed: no loader to measure"))
+            findings.append(self.finding("no-framework", Status.SKIP,
+                                         "neither torch nor tensorflow is installed: no loader to measure"))
             return _outcome(findings, measurements, details, "")
 
         loaders = self._loaders(facts, findings, measurements, details)
         if not loaders and not [f for f in findings if f.level is not Status.PASS]:
-            findings.append(_finding("no-figure", Status.ERROR, "no loader produced a figure"))
+            findings.append(self.finding("no-figure", Status.ERROR, "no loader produced a figure"))
             return _outcome(findings, measurements, details, "")
 
         demand = facts_demand(facts, params, expect.gpus_per_node)
@@ -401,11 +406,11 @@ class DataloaderThroughput(Check):
             measurements.append(measure(f"{label} vs GPU demand", round(percent, 1), "%",
                                         at_least=round(params.margin * 100, 1)))
             if supply < need:
-                findings.append(_finding("below-demand", Status.FAIL, f"{headline}: {label} delivers {supply:.1f} "
-                                         f"samples/s, the GPUs consume {need:.1f}", FIX_SLOW))
+                findings.append(self.finding("below-demand", Status.FAIL, f"{headline}: {label} delivers {supply:.1f} "
+                                             f"samples/s, the GPUs consume {need:.1f}"))
             elif supply < need * params.margin:
-                findings.append(_finding("below-margin", Status.WARN, f"{headline}: less than the {params.margin}x "
-                                         f"margin ({need * params.margin:.1f} samples/s)", FIX_SLOW))
+                findings.append(self.finding("below-margin", Status.WARN, f"{headline}: less than the {params.margin}x "
+                                             f"margin ({need * params.margin:.1f} samples/s)"))
         elif loaders:
             headline = ("no demand figure to compare (set dataloader.required_samples_per_s or "
                         "required_samples_per_s_per_gpu, or scaling.workload to your model)")
@@ -426,12 +431,12 @@ class DataloaderThroughput(Check):
                 details.append(f"{label}: {result['skipped']}")
                 continue
             if result.get("error"):
-                findings.append(_finding("loader-failed", Status.WARN, f"{label} could not be measured: "
-                                         f"{result['error']}", FIX_SLOW))
+                findings.append(DataloaderThroughput.finding("loader-failed", Status.WARN,
+                                                             f"{label} could not be measured: {result['error']}"))
                 continue
             if result.get("samples_per_s") is None:
-                findings.append(_finding("no-samples", Status.WARN, f"{label} read no samples after the warm-up",
-                                         FIX_SLOW))
+                findings.append(DataloaderThroughput.finding("no-samples", Status.WARN,
+                                                             f"{label} read no samples after the warm-up"))
                 continue
             loaders[label] = result
             rate = round(result["samples_per_s"], 1)
@@ -457,21 +462,11 @@ class DataloaderThroughput(Check):
         return chosen or loaders
 
 
-FIX_SLOW = ("raise DataLoader num_workers and prefetch_factor (persistent_workers=True, pin_memory=True), or "
-            "tf.data num_parallel_calls=AUTOTUNE with prefetch; move decoding to the GPU (DALI) or pre-process "
-            "offline; stage the dataset on local NVMe")
-
-
-def _finding(name: str, level: Status, message: str, fix: str = "") -> Finding:
-    return Finding(f"{DataloaderThroughput.id}.{name}", level, message, fix)
-
-
 def _outcome(findings: list[Finding], measurements: list[Measurement], details: list[str], headline: str,
              loaders: dict[str, dict[str, Any]] | None = None) -> Outcome:
     rates = ", ".join(f"{label} {r['samples_per_s']:.0f} samples/s" for label, r in (loaders or {}).items())
-    fired = [f.message for f in findings if f.level is not Status.PASS]
     return outcome_from_findings(findings, measurements, passed="; ".join(p for p in (rates, headline) if p),
-                                 details=fired + details)
+                                 notes=details)
 
 
 def _gpu_count() -> int | None:

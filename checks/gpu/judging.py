@@ -1,7 +1,8 @@
 """Judging gpu.visibility's facts: pure functions of the facts NVML, torch and tensorflow gave.
 
-Each problem is a Finding with a stable id under `gpu.visibility.` and its own fix; the Outcome comes
-from preflight.core.check.outcome_from_findings. Notes that judge nothing go to the details.
+Each problem is a Finding of the check (its `finding()`: a stable id under `gpu.visibility.` and the
+fix FIXES declares for its kind); the Outcome comes from preflight.core.check.outcome_from_findings.
+Notes that judge nothing go to the details.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from preflight.core.check import Expect, Outcome, measure, outcome_from_findings
+from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
 from preflight_checks.gpu.rules import (  # noqa: F401 - visible_gpu_indices and friends are re-exported
     cpu_only as _cpu_only,
     thermal_slowdown_text,
@@ -22,7 +23,6 @@ from preflight.core.model import Finding, Measurement, Status
 from preflight.workers.gpu_nvml import THROTTLE_REASON_BITS
 
 GIB = 1024**3
-CHECK_ID = "gpu.visibility"
 
 # Fixes, one per cause (the check's own hints, split by the finding they answer).
 FIX_DRIVER = ("install the NVIDIA driver that matches the CUDA version of the image (or load it: `modprobe nvidia`), "
@@ -46,11 +46,52 @@ FIX_MIG = "disable MIG for training (nvidia-smi -mig 0, then reset the GPUs), or
 FIX_NUMA = ("time the copies bound to the GPU's NUMA node (numactl --cpunodebind): the profiles' floors are "
             "NUMA-local figures")
 
+# Finding kind -> its fix (gpu.visibility's `fixes`). Kinds that share a fix share its cause.
+FIXES = {
+    "nvml-broken": FIX_NVML,
+    "nvml-unavailable": ("install the NVIDIA driver's NVML library (libnvidia-ml, part of the driver) where preflight "
+                         "runs, e.g. in the container image, matching the loaded driver"),
+    "nvml-bindings": FIX_NVML_BINDINGS,
+    "driver-missing": FIX_DRIVER,
+    "no-gpu": ("the node should have GPUs: check that they are on the bus (lspci | grep -i nvidia) and that the "
+               "NVIDIA driver lists them (nvidia-smi)"),
+    "framework-probe": ("run the probe by hand (python -m preflight.workers.gpu_probe torch) to see the error; "
+                        "install the CUDA build of the framework"),
+    "framework-count": FIX_FRAMEWORK,
+    "count": FIX_MISSING,
+    "gpu-unreadable": FIX_MISSING,
+    "memory-in-use": FIX_BUSY,
+    "processes": FIX_BUSY,
+    "ecc-off": FIX_ECC_OFF,
+    "ecc-uncorrectable": FIX_ECC,
+    "remap-failed": FIX_ECC,
+    "remap-pending": FIX_PENDING,
+    "pages-pending": FIX_PENDING,
+    "throttled": FIX_THERMAL,
+    "at-slowdown": FIX_THERMAL,
+    "hot-idle": FIX_THERMAL,
+    "persistence-off": FIX_PERSISTENCE,
+    "pcie-degraded": FIX_LINK,
+    "nvlink-down": FIX_LINK,
+    "mixed-models": "replace the odd GPU with the node's model: the slowest GPU sets every step's pace",
+    "no-product": ("install the CUDA build of torch or tensorflow: the GPUs are listed but no framework ran the "
+                   "check product on them"),
+    "product-failed": FIX_PRODUCT,
+    "product-wrong": FIX_PRODUCT,
+    "mig-enabled": FIX_MIG,
+    "not-all-computed": FIX_FRAMEWORK,
+    "copy-untimed": FIX_LINK,
+    "copy-slow": FIX_LINK,
+    "copy-slow-not-numa-local": FIX_NUMA,
+    "cuda-newer-than-driver": FIX_COMPAT,
+}
+
 
 class Judgement:
     """One evaluation; collects findings and measurements as it goes through the facts."""
 
-    def __init__(self, facts: dict[str, Any], params: Any, expect: Expect) -> None:
+    def __init__(self, check: type[Check], facts: dict[str, Any], params: Any, expect: Expect) -> None:
+        self.check = check
         self.facts, self.params, self.expect = facts, params, expect
         self.findings: list[Finding] = []
         self.notes: list[str] = []
@@ -60,8 +101,8 @@ class Judgement:
         self.tf = facts.get("tensorflow") or {}
         self.expected = expect.gpus_per_node if expect.gpus_per_node else None
 
-    def add(self, name: str, level: Status, text: str, fix: str = "") -> None:
-        self.findings.append(Finding(f"{CHECK_ID}.{name}", level, text, fix))
+    def add(self, kind: str, level: Status, text: str, fix: str | None = None) -> None:
+        self.findings.append(self.check.finding(kind, level, text, fix=fix))
 
     # framework views -------------------------------------------------------------------------
     @staticmethod
@@ -85,7 +126,7 @@ class Judgement:
         if not nvml_ok and self.nvml.get("error_kind") == "error":
             # The library is there but broken (e.g. "Driver/library version mismatch" after an
             # upgrade without a reboot): a GPU node that cannot work, whatever the config says.
-            self.add("nvml-broken", Status.FAIL, f"NVML cannot start: {self.nvml.get('error')}", FIX_NVML)
+            self.add("nvml-broken", Status.FAIL, f"NVML cannot start: {self.nvml.get('error')}")
         self._judge_bindings(nvml_ok, bool(torch_count or tf_count))
         if not nvml_ok and not torch_count and not tf_count:
             return self._no_gpus()
@@ -109,7 +150,7 @@ class Judgement:
             elif self.nvml.get("error_kind") not in ("error", "bindings"):
                 self.add("nvml-unavailable", Status.WARN,
                          f"frameworks see GPUs but NVML does not start ({self.nvml.get('error')}): "
-                         "memory errors, throttling and links were not read", FIX_NVML)
+                         "memory errors, throttling and links were not read")
         self._judge_counts(nvml_ok, len(gpus), nvml_visible, torch_count, tf_count, judged)
         for gpu in judged:
             self._judge_gpu(gpu)
@@ -128,7 +169,7 @@ class Judgement:
             why = f" (pynvml {old} installed beside nvidia-ml-py {bindings.get('nvidia-ml-py')})" if shadowed else ""
             level = Status.WARN if frameworks_see_gpus or not self.expected else Status.FAIL
             self.add("nvml-bindings", level, f"the NVML bindings fail: {self.nvml.get('error')}{why}: memory errors, "
-                     "throttling and links were not read", FIX_NVML_BINDINGS)
+                     "throttling and links were not read")
         elif shadowed:
             self.notes.append(f"pynvml {old} is installed; its old module can shadow nvidia-ml-py's")
 
@@ -148,7 +189,7 @@ class Judgement:
                 self.add("driver-missing", Status.FAIL,
                          f"{len(on_bus)} NVIDIA GPU{'s' if len(on_bus) != 1 else ''} on the PCI bus "
                          f"({', '.join(g['address'] for g in on_bus[:4])}{', ...' if len(on_bus) > 4 else ''}) "
-                         f"but {reason}", FIX_DRIVER)
+                         f"but {reason}")
         views = []
         for view in (self.torch, self.tf):
             if view.get("installed") is False:
@@ -162,12 +203,10 @@ class Judgement:
         measurements = [measure("GPUs visible", 0, "", equals=self.expected or None)]
         if self.expected:
             self.add("no-gpu", Status.FAIL, f"expected {self.expected} GPUs on this node, found none: {reason}",
-                     FIX_FRAMEWORK if hidden else FIX_MISSING)
-        fired = [f for f in self.findings if f.level is Status.FAIL]
-        if fired:
-            return outcome_from_findings(self.findings, measurements, passed="",
-                                         details=[f.message for f in fired] + self.notes)
-        self.findings.append(Finding(f"{CHECK_ID}.no-gpu", Status.SKIP, reason))
+                     FIX_FRAMEWORK if hidden else None)
+        if any(f.level is Status.FAIL for f in self.findings):
+            return outcome_from_findings(self.findings, measurements, passed="", notes=self.notes)
+        self.add("no-gpu", Status.SKIP, reason, fix="")  # a node without GPUs: nothing to fix
         return outcome_from_findings(self.findings, measurements, passed="", details=self.notes)
 
     # counts ----------------------------------------------------------------------------------
@@ -188,7 +227,7 @@ class Judgement:
             if count is None:
                 if view.get("installed") is not False and view.get("probed") is not False and view.get("error"):
                     level = Status.FAIL if self._framework_required(name) else Status.WARN
-                    self.add("framework-probe", level, f"{name} could not be probed: {view['error']}", FIX_FRAMEWORK)
+                    self.add("framework-probe", level, f"{name} could not be probed: {view['error']}")
                 continue
             label = self._framework_label(view)
             source = "NVML" if nvml_visible is not None else "the other framework"
@@ -213,12 +252,12 @@ class Judgement:
                       for g in judged if seen and g.get("uuid") and str(g["uuid"]).lower() not in seen]
             if unseen:
                 why += f"; not seen: {', '.join(unseen)}"
-            self.add("framework-count", level, f"{label} sees {count} GPUs, {source} {reference}{why}", FIX_FRAMEWORK)
+            self.add("framework-count", level, f"{label} sees {count} GPUs, {source} {reference}{why}")
         if self.expected is not None and reference is not None and reference != self.expected:
             cvd = self.facts.get("cuda_visible_devices")
             hint = f" (CUDA_VISIBLE_DEVICES={cvd!r}; NVML lists {nvml_total})" if cvd is not None and nvml_ok else ""
             self.add("count", Status.FAIL, f"{reference} GPUs visible, {self.expected} expected{hint}",
-                     FIX_FRAMEWORK if hint else FIX_MISSING)
+                     FIX_FRAMEWORK if hint else None)
 
     # one GPU -------------------------------------------------------------------------------------
     def _judge_gpu(self, gpu: dict[str, Any]) -> None:
@@ -227,7 +266,7 @@ class Judgement:
         if gpu.get("pci_bus_id"):
             label += f" ({gpu['pci_bus_id']})"
         if gpu.get("error"):
-            self.add("gpu-unreadable", Status.FAIL, f"{label}: NVML cannot read it: {gpu['error']}", FIX_MISSING)
+            self.add("gpu-unreadable", Status.FAIL, f"{label}: NVML cannot read it: {gpu['error']}")
             return
         for name, error in sorted((gpu.get("errors") or {}).items()):
             self.notes.append(f"{label}: NVML {name}: {error}")
@@ -235,33 +274,33 @@ class Judgement:
         total, free = gpu.get("memory_total_bytes"), gpu.get("memory_free_bytes")
         if total and free is not None and free / total < p.min_free_memory_fraction:
             self.add("memory-in-use", Status.FAIL, f"{label}: only {free / GIB:.1f} of {total / GIB:.1f} GiB free "
-                     f"(below {p.min_free_memory_fraction:.0%}) before training starts", FIX_BUSY)
+                     f"(below {p.min_free_memory_fraction:.0%}) before training starts")
         processes = gpu.get("processes") or []
         if processes and p.warn_on_processes:
             listed = ", ".join(
                 f"pid {proc['pid']}" + (f" ({proc['name']})" if proc.get("name") else "")
                 + (f" {proc['used_bytes'] / GIB:.1f} GiB" if proc.get("used_bytes") is not None else "")
                 for proc in processes)
-            self.add("processes", Status.WARN, f"{label}: already in use by {listed}", FIX_BUSY)
+            self.add("processes", Status.WARN, f"{label}: already in use by {listed}")
 
         if gpu.get("ecc_enabled") is False and p.require_ecc:
             pending = " (enabled after the next reset)" if gpu.get("ecc_pending_enabled") else ""
-            self.add("ecc-off", Status.WARN, f"{label}: ECC is off{pending}", FIX_ECC_OFF)
+            self.add("ecc-off", Status.WARN, f"{label}: ECC is off{pending}")
         volatile = gpu.get("ecc_volatile_uncorrected")
         if volatile is not None and volatile > p.max_volatile_uncorrectable_ecc:
             self.add("ecc-uncorrectable", Status.FAIL,
-                     f"{label}: {volatile} uncorrectable ECC errors since the driver loaded", FIX_ECC)
+                     f"{label}: {volatile} uncorrectable ECC errors since the driver loaded")
         if gpu.get("remap_failure"):
             self.add("remap-failed", Status.FAIL,
-                     f"{label}: a row remapping has failed: the GPU has run out of spare memory rows", FIX_ECC)
+                     f"{label}: a row remapping has failed: the GPU has run out of spare memory rows")
         pending_level = Status.FAIL if p.fail_on_pending_remap else Status.WARN
         if gpu.get("remap_pending"):
             self.add("remap-pending", pending_level,
                      f"{label}: row remapping pending ({gpu.get('remapped_rows_uncorrectable') or 0} rows "
-                     "remapped for uncorrectable errors): a GPU reset applies it", FIX_PENDING)
+                     "remapped for uncorrectable errors): a GPU reset applies it")
         if gpu.get("retired_pages_pending"):
             self.add("pages-pending", pending_level,
-                     f"{label}: page retirement pending: a GPU reset or reboot applies it", FIX_PENDING)
+                     f"{label}: page retirement pending: a GPU reset or reboot applies it")
         aggregate = gpu.get("ecc_aggregate_uncorrected")
         if aggregate:
             self.notes.append(f"{label}: {aggregate} uncorrectable ECC errors over its lifetime")
@@ -272,19 +311,18 @@ class Judgement:
                 active = [r for r in reasons if r in THROTTLE_REASON_BITS and _majority(samples, THROTTLE_REASON_BITS[r])]
                 if active:
                     self.add("throttled", level,
-                             f"{label}: clocks held down by {', '.join(r.replace('_', ' ') for r in active)}", FIX_THERMAL)
+                             f"{label}: clocks held down by {', '.join(r.replace('_', ' ') for r in active)}")
 
         temp = gpu.get("temperature_c")
         at_slowdown = thermal_slowdown_text(gpu)
         if at_slowdown:
-            self.add("at-slowdown", Status.FAIL, f"{label}: {at_slowdown}", FIX_THERMAL)
+            self.add("at-slowdown", Status.FAIL, f"{label}: {at_slowdown}")
         elif temp is not None:
             if temp > p.max_idle_temperature_c:
-                self.add("hot-idle", Status.WARN, f"{label}: {temp} C at idle, above {p.max_idle_temperature_c:g} C",
-                         FIX_THERMAL)
+                self.add("hot-idle", Status.WARN, f"{label}: {temp} C at idle, above {p.max_idle_temperature_c:g} C")
 
         if gpu.get("persistence_mode") is False and p.require_persistence_mode:
-            self.add("persistence-off", Status.WARN, f"{label}: persistence mode is off", FIX_PERSISTENCE)
+            self.add("persistence-off", Status.WARN, f"{label}: persistence mode is off")
         self._judge_pcie(label, gpu)
 
     def _judge_pcie(self, label: str, gpu: dict[str, Any]) -> None:
@@ -299,9 +337,9 @@ class Judgement:
         text = f"{label}: PCIe link gen{gen} x{width} of gen{gen_max} x{width_max} ({when})"
         if when == "under load":
             if gen < gen_max or width < width_max:
-                self.add("pcie-degraded", Status.FAIL, text, FIX_LINK)
+                self.add("pcie-degraded", Status.FAIL, text)
         elif width < width_max:
-            self.add("pcie-degraded", Status.WARN, text + ": could not be read under load", FIX_LINK)
+            self.add("pcie-degraded", Status.WARN, text + ": could not be read under load")
         elif gen < gen_max:
             self.notes.append(text + ": GPUs lower the link speed when idle, not judged")
         if gpu.get("pcie_gen_gpu_max") and gpu["pcie_gen_gpu_max"] > gen_max:
@@ -319,15 +357,14 @@ class Judgement:
         healthy = [g for g in judged if not g.get("error")]
         names = sorted({g.get("name") for g in healthy if g.get("name")})
         if len(names) > 1:
-            self.add("mixed-models", Status.WARN, f"mixed GPU models on one node: {', '.join(names)}",
-                     "replace the odd GPU with the node's model: the slowest GPU sets every step's pace")
+            self.add("mixed-models", Status.WARN, f"mixed GPU models on one node: {', '.join(names)}")
         links = [g for g in healthy if g.get("nvlink_links")]
         if links:
             want = self.params.expected_nvlink_links or max(g.get("nvlink_links_up") or 0 for g in links)
             for gpu in links:
                 up = gpu.get("nvlink_links_up") or 0
                 if up < want:
-                    self.add("nvlink-down", Status.FAIL, f"GPU {gpu['index']}: {up} of {want} NVLink links up", FIX_LINK)
+                    self.add("nvlink-down", Status.FAIL, f"GPU {gpu['index']}: {up} of {want} NVLink links up")
             self.measurements.append(measure("fewest NVLink links up on a GPU", min(g.get("nvlink_links_up") or 0 for g in links),
                                              "", at_least=want))
         temps = [g["temperature_c"] for g in healthy if g.get("temperature_c") is not None]
@@ -347,7 +384,7 @@ class Judgement:
             runs = [("tensorflow", d) for d in self.tf.get("devices") or [] if "max_rel_error" in d or "error" in d]
         if not runs:
             if (self.torch.get("device_count") or self.tf.get("device_count")):
-                self.add("no-product", Status.FAIL, "no framework ran the matrix product on the GPUs", FIX_FRAMEWORK)
+                self.add("no-product", Status.FAIL, "no framework ran the matrix product on the GPUs")
             else:
                 self.notes.append("no framework sees a GPU, so no GPU computed the check product")
             return
@@ -356,14 +393,12 @@ class Judgement:
         for framework, device in runs:
             label = f"{framework} cuda:{device['index']}"
             if device.get("error"):
-                self.add("product-failed", Status.FAIL, f"{label}: the matrix product failed: {device['error']}",
-                         FIX_PRODUCT)
+                self.add("product-failed", Status.FAIL, f"{label}: the matrix product failed: {device['error']}")
             elif not device.get("finite", True):
-                self.add("product-wrong", Status.FAIL, f"{label}: the matrix product has NaN or infinite entries",
-                         FIX_PRODUCT)
+                self.add("product-wrong", Status.FAIL, f"{label}: the matrix product has NaN or infinite entries")
             elif device["max_rel_error"] > tol:
                 self.add("product-wrong", Status.FAIL, f"{label}: the matrix product is off by "
-                         f"{device['max_rel_error']:.2e} (relative), more than {tol:.0e}", FIX_PRODUCT)
+                         f"{device['max_rel_error']:.2e} (relative), more than {tol:.0e}")
             if device.get("max_rel_error") is not None:
                 errors.append(device["max_rel_error"])
         correct = sum(1 for _, d in runs if not d.get("error") and d.get("finite", True)
@@ -374,10 +409,9 @@ class Judgement:
             # Fewer GPUs ran the product than NVML shows: never a PASS that says "8 x H100".
             if mig:
                 self.add("mig-enabled", Status.WARN, f"MIG is enabled: a framework sees MIG instances, and only "
-                         f"{len(runs)} of {want} GPUs computed the check product", FIX_MIG)
+                         f"{len(runs)} of {want} GPUs computed the check product")
             else:
-                self.add("not-all-computed", Status.FAIL, f"only {len(runs)} of {want} GPUs computed the check product",
-                         FIX_FRAMEWORK)
+                self.add("not-all-computed", Status.FAIL, f"only {len(runs)} of {want} GPUs computed the check product")
         if errors:
             self.measurements.append(measure("largest matmul error (relative)", float(f"{max(errors):.3g}"), "", at_most=tol,
                                              samples=errors))
@@ -395,7 +429,7 @@ class Judgement:
             label = f"torch cuda:{device['index']}"
             if copies.get("error"):
                 self.add("copy-untimed", Status.WARN, f"{label}: host<->device copies could not be timed: "
-                         f"{copies['error']}", FIX_LINK)
+                         f"{copies['error']}")
                 continue
             numa = copies.get("numa") or {}
             bound = numa.get("bound") is not False  # facts from before binding was recorded count as bound
@@ -416,11 +450,11 @@ class Judgement:
                 if floor is not None and rate < floor:
                     if bound:
                         self.add("copy-slow", Status.FAIL, f"{label}: {text} copies at {rate:.1f} GB/s, "
-                                 f"below {floor:g} GB/s", FIX_LINK)
+                                 f"below {floor:g} GB/s")
                     else:
                         self.add("copy-slow-not-numa-local", Status.WARN, f"{label}: {text} copies at {rate:.1f} "
                                  f"GB/s, below {floor:g} GB/s, timed from CPUs outside the GPU's NUMA node "
-                                 f"({numa.get('reason') or 'not bound'})", FIX_NUMA)
+                                 f"({numa.get('reason') or 'not bound'})")
         suffix = "" if local else " (not NUMA-local)"
         for direction, text in (("h2d", "host-to-device"), ("d2h", "device-to-host")):
             if direction in slowest:
@@ -442,12 +476,10 @@ class Judgement:
             if level is Status.PASS:
                 self.notes.append(f"{label}: {text}")
             else:
-                self.add("cuda-newer-than-driver", level, f"{label}: {text} (driver {self.nvml.get('driver_version')})",
-                         FIX_COMPAT)
+                self.add("cuda-newer-than-driver", level, f"{label}: {text} (driver {self.nvml.get('driver_version')})")
 
     # summary ---------------------------------------------------------------------------------
     def _finish(self, judged: list[dict[str, Any]], nvml_visible: int | None, torch_count: int | None) -> Outcome:
-        fired = [f.message for f in self.findings if f.level is not Status.PASS]
         info = [f.message for f in self.findings if f.level is Status.PASS]
         count = nvml_visible if nvml_visible is not None else torch_count
         names = sorted({g.get("name") for g in judged if g.get("name")})
@@ -464,5 +496,4 @@ class Judgement:
             summary += f"; host<->device copies at {min(m.value for m in copies):.1f} GB/s or more"
         if self.nvml.get("driver_version"):
             summary += f"; driver {self.nvml['driver_version']} (CUDA {self.nvml.get('cuda_driver_version')})"
-        return outcome_from_findings(self.findings, self.measurements, passed=summary,
-                                     details=fired + info + self.notes)
+        return outcome_from_findings(self.findings, self.measurements, passed=summary, notes=info + self.notes)

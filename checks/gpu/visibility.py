@@ -9,12 +9,13 @@ product is compared with a float64 reference computed on the CPU: listed is not 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from preflight.core.check import Check, Expect, Outcome
+from preflight.core.check import Check, Expect, Outcome, param
 from preflight.run.context import NodeContext
 from preflight_checks.gpu.judging import (  # noqa: F401 - re-exported: part of this check's interface
+    FIXES,
     Judgement,
     pcie_link_gbps,
     runtime_vs_driver,
@@ -36,51 +37,71 @@ def _default_warn_throttle() -> list[str]:
 @dataclass
 class Params:
     # Probe tensorflow's view too when it is installed (its import alone costs several seconds).
-    probe_tensorflow: bool = True
+    probe_tensorflow: bool = param(True, kind="flag",
+                                   help="also check what tensorflow sees (its import costs seconds) (true/false)")
     # Side of the float32 matrices each GPU multiplies. 2048 keeps the float64 CPU reference near a
     # second on a server CPU while using every SM of an H100; the GPU side takes milliseconds.
-    matmul_size: int = 2048
+    matmul_size: int = param(2048, kind="count", minimum=1,
+                             help=("side of the float32 matrices each GPU multiplies to prove it computes right "
+                                   "(elements)"))
     # Largest allowed deviation from the float64 product, relative to its largest entry. IEEE float32
     # stays near 1e-6 at this size; TF32 would show ~1e-3, a faulty SM or memory far more.
-    matmul_max_rel_error: float = 1e-4
+    matmul_max_rel_error: float = param(1e-4, kind="threshold",
+                                        help=("largest deviation from the float64 product, relative to its largest "
+                                              "entry (fraction)"))
     # Busy time before the PCIe link is read under load: GPUs drop the link speed at idle and
     # retrain it within milliseconds of work.
-    pcie_load_s: float = 0.5
+    pcie_load_s: float = param(0.5, kind="duration",
+                               help="busy time before the PCIe link is read under load (seconds)")
     # Pinned host<->device copy bandwidth each GPU must reach in both directions, in GB/s (the
     # shipped profiles set it from cloud health checks: 52 for H100 SXM on PCIe gen5 x16). Unset,
     # the floor is min_host_device_link_fraction of what the GPU's PCIe link carries at its maximum
     # generation and width: healthy GPUs copy at 80-90% of it, half means a slow or shared path.
-    min_host_device_gbps: float | None = None
-    min_host_device_link_fraction: float = 0.5
+    min_host_device_gbps: float | None = param(None, kind="threshold",
+                                               help=("lowest pinned host<->device copy speed per GPU, each "
+                                                     "direction (GB/s); unset: a share of the link"))
+    min_host_device_link_fraction: float = param(0.5, kind="fraction",
+                                                 help=("lowest copy speed as a share of what the GPU's PCIe link "
+                                                       "carries (fraction, 0-1)"))
     # Size and count of the timed copies; 256 MiB is long enough to reach full speed on gen5.
-    host_device_copy_mib: int = 256
-    host_device_repeats: int = 5
+    host_device_copy_mib: int = param(256, kind="size", help="size of each timed host<->device copy (MiB)")
+    host_device_repeats: int = param(5, kind="count", minimum=1, help="timed copies per direction (count)")
     # Each framework probe (import, CUDA start-up, products, copies) must finish within this.
-    probe_timeout_s: float = 120.0
+    probe_timeout_s: float = param(120.0, kind="duration", help="time allowed for each framework probe (seconds)")
     # NVML throttle reasons are read this many times; a reason counts when most readings show it.
-    throttle_samples: int = 3
+    throttle_samples: int = param(3, kind="count", minimum=1,
+                                  help=("times NVML throttle reasons are read; a reason counts when most readings "
+                                        "show it (count)"))
     # An idle GPU this hot has a cooling problem (H100/H200 SXM slow their clocks near 87-90 C);
     # at the GPU's own slowdown threshold it is FAIL.
-    max_idle_temperature_c: float = 80.0
+    max_idle_temperature_c: float = param(80.0, kind="threshold", help="highest idle GPU temperature (degrees C)")
     # Memory already taken before training starts means another job or a leftover process, and an
     # out-of-memory error waiting to happen. The driver's own reservation is well under 2%.
-    min_free_memory_fraction: float = 0.9
+    min_free_memory_fraction: float = param(0.9, kind="fraction",
+                                            help="least free GPU memory before training starts (fraction, 0-1)")
     # A process holding GPU memory is WARN even when memory is plentiful: it competes for the GPU.
-    warn_on_processes: bool = True
+    warn_on_processes: bool = param(True, kind="flag", help="warn when any process holds GPU memory (true/false)")
     # Datacenter GPUs run with ECC on; off means silent memory corruption goes unnoticed.
-    require_ecc: bool = True
+    require_ecc: bool = param(True, kind="flag", help="require ECC on (true/false)")
     # Uncorrectable ECC errors since the driver loaded; any one of them kills the job that hit it.
-    max_volatile_uncorrectable_ecc: int = 0
+    max_volatile_uncorrectable_ecc: int = param(0, kind="count",
+                                                help="most uncorrectable ECC errors since the driver loaded (count)")
     # NVML: a pending row remap or page retirement "won't affect future work" until the reset that
     # applies it, so it is WARN; set True to make it block.
-    fail_on_pending_remap: bool = False
-    fail_throttle_reasons: list[str] = field(default_factory=_default_fail_throttle)
-    warn_throttle_reasons: list[str] = field(default_factory=_default_warn_throttle)
+    fail_on_pending_remap: bool = param(False, kind="flag",
+                                        help=("make a pending row remap or page retirement block instead of warn "
+                                              "(true/false)"))
+    fail_throttle_reasons: list[str] = param(kind="list", factory=_default_fail_throttle,
+                                             help="NVML throttle reasons that fail the check (names)")
+    warn_throttle_reasons: list[str] = param(kind="list", factory=_default_warn_throttle,
+                                             help="NVML throttle reasons that warn (names)")
     # Without persistence mode the driver tears down between jobs: slow starts and lost settings.
-    require_persistence_mode: bool = True
+    require_persistence_mode: bool = param(True, kind="flag", help="require persistence mode on (true/false)")
     # NVLink links each GPU must have up (18 on H100/H200 SXM). Unset: as many as the best GPU
     # on this node, so that one GPU with a dead link stands out without knowing the platform.
-    expected_nvlink_links: int | None = None
+    expected_nvlink_links: int | None = param(None, kind="count",
+                                              help=("NVLink links each GPU must have up (count); unset: as many as "
+                                                    "the best GPU on the node"))
 
 
 # --------------------------------------------------------------------------------------- check
@@ -108,41 +129,13 @@ class GpuVisibility(Check):
         "Enable persistence mode (nvidia-persistenced, or nvidia-smi -pm 1) and ECC (nvidia-smi -e 1, then reset).",
         "Framework built for a newer CUDA than the driver: upgrade the driver, or install the framework build for the driver's CUDA.",
     )
+    fixes = FIXES
     Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "probe_tensorflow": "also check what tensorflow sees (its import costs seconds) (true/false)",
-        "matmul_size": ("side of the float32 matrices each GPU multiplies to prove it computes right "
-                        "(elements)"),
-        "matmul_max_rel_error": ("largest deviation from the float64 product, relative to its largest entry "
-                                 "(fraction)"),
-        "pcie_load_s": "busy time before the PCIe link is read under load (seconds)",
-        "min_host_device_gbps": ("lowest pinned host<->device copy speed per GPU, each direction (GB/s); "
-                                 "unset: a share of the link"),
-        "min_host_device_link_fraction": ("lowest copy speed as a share of what the GPU's PCIe link carries "
-                                          "(fraction, 0-1)"),
-        "host_device_copy_mib": "size of each timed host<->device copy (MiB)",
-        "host_device_repeats": "timed copies per direction (count)",
-        "probe_timeout_s": "time allowed for each framework probe (seconds)",
-        "throttle_samples": ("times NVML throttle reasons are read; a reason counts when most readings show "
-                             "it (count)"),
-        "max_idle_temperature_c": "highest idle GPU temperature (degrees C)",
-        "min_free_memory_fraction": "least free GPU memory before training starts (fraction, 0-1)",
-        "warn_on_processes": "warn when any process holds GPU memory (true/false)",
-        "require_ecc": "require ECC on (true/false)",
-        "max_volatile_uncorrectable_ecc": "most uncorrectable ECC errors since the driver loaded (count)",
-        "fail_on_pending_remap": ("make a pending row remap or page retirement block instead of warn "
-                                  "(true/false)"),
-        "fail_throttle_reasons": "NVML throttle reasons that fail the check (names)",
-        "warn_throttle_reasons": "NVML throttle reasons that warn (names)",
-        "require_persistence_mode": "require persistence mode on (true/false)",
-        "expected_nvlink_links": ("NVLink links each GPU must have up (count); unset: as many as the best GPU "
-                                  "on the node"),
-    }
     timeout_s = 300.0
     # Its idle readings (temperature, throttle reasons, free memory, leftover processes) describe the
     # node only before the other checks load the GPUs for minutes: it runs before every other node check.
     run_first = True
+    hook = True
     # quick: NVML and one torch probe with a small product and short copies (torch import and CUDA
     # start-up dominate: 5-10 s on an 8-GPU node); tensorflow's import alone would cost several more.
     levels = {
@@ -195,6 +188,6 @@ class GpuVisibility(Check):
     # ---------------------------------------------------------------------------------- evaluate
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
-        return Judgement(facts, params, expect).outcome()
+        return Judgement(type(self), facts, params, expect).outcome()
 
 

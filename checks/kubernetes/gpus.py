@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
-from preflight.core.model import Finding, Scope, Status
+from preflight.core.model import Scope, Status
 from preflight.run.context import ClusterContext
 
 SOURCE_CHECK = "gpu.visibility"
@@ -39,6 +39,7 @@ class KubernetesGpus(Check):
     why = ("The scheduler places GPU jobs by the node's allocatable nvidia.com/gpu; a node that lost a GPU but still "
            "advertises it takes a job that then fails to start or runs short.")
     remediation = (FIXES["allocatable-mismatch"],)
+    fixes = FIXES
     Params = Params
     run_after = (SOURCE_CHECK,)
     transports = ("k8s",)
@@ -58,22 +59,22 @@ class KubernetesGpus(Check):
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         nodes = facts.get("nodes") or {}
         if not nodes:
-            return outcome_from_findings([Finding(f"{self.id}.not-applicable", Status.SKIP,
-                                                  "no node of this run comes from the Kubernetes API")], passed="")
+            return outcome_from_findings([self.finding("not-applicable", Status.SKIP,
+                                                       "no node of this run comes from the Kubernetes API")], passed="")
         findings, measurements = [], []
         for node, seen in sorted(nodes.items()):
             allocatable, nvml = int(seen.get("allocatable") or 0), seen.get("nvml")
             if nvml is None:
                 if allocatable:
-                    findings.append(Finding(f"{self.id}.not-counted", Status.WARN,
-                                            f"{node}: NVML did not count its GPUs; {allocatable} allocatable",
-                                            FIXES["not-counted"], node))
+                    findings.append(self.finding("not-counted", Status.WARN,
+                                                 f"{node}: NVML did not count its GPUs; {allocatable} allocatable",
+                                                 node=node))
                 continue
             measurements.append(measure(f"{node} NVML GPUs", nvml, "GPUs", equals=allocatable, node=node))
             if nvml != allocatable:
-                findings.append(Finding(f"{self.id}.allocatable-mismatch", Status.FAIL,
-                                        f"{node}: NVML counts {nvml} GPUs, the node offers {allocatable} to the "
-                                        "scheduler", FIXES["allocatable-mismatch"], node))
+                findings.append(self.finding("allocatable-mismatch", Status.FAIL,
+                                             f"{node}: NVML counts {nvml} GPUs, the node offers {allocatable} to the "
+                                             "scheduler", node=node))
         counted = len(measurements)
         return outcome_from_findings(findings, measurements,
                                      passed=f"NVML's GPU count matches allocatable nvidia.com/gpu on {counted} "

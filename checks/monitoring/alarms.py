@@ -23,7 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import ClusterContext
 from preflight.core.model import Finding, Scope, Status
 
@@ -38,9 +38,11 @@ ADD_RULES = ("write the rules with `preflight alerts --out rules.yml` (or --form
 @dataclass
 class Params:
     # Base URL of the Prometheus to ask, e.g. http://prometheus.monitoring:9090. None: SKIP.
-    prometheus_url: str | None = None
+    prometheus_url: str | None = param(None, kind="text",
+                                       help=("base URL of the Prometheus to ask, e.g. http://prometheus:9090 "
+                                             "(unset: SKIP)"))
     # Seconds for each HTTP request.
-    request_timeout_s: float = 10.0
+    request_timeout_s: float = param(10.0, kind="duration", help="time allowed for each HTTP request (seconds)")
 
 
 class MonitoringAlarms(Check):
@@ -55,12 +57,15 @@ class MonitoringAlarms(Check):
         "telemetry of every node arriving."
     )
     remediation = (ADD_RULES, "deploy dcgm-exporter on every GPU node and let Prometheus scrape it")
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "prometheus_url": "base URL of the Prometheus to ask, e.g. http://prometheus:9090 (unset: SKIP)",
-        "request_timeout_s": "time allowed for each HTTP request (seconds)",
+    fixes = {
+        "no-url": "set monitoring.alarms.prometheus_url to the Prometheus that watches the training nodes",
+        "no-utilization-rule": ADD_RULES,
+        "no-latency-rule": (ADD_RULES + "; export the histogram from training with "
+                            "preflight.integrations.monitor.instrument_ddp"),
+        "telemetry-missing": ("run dcgm-exporter on those nodes and add them to Prometheus' scrape configuration (or "
+                              "service discovery)"),
     }
+    Params = Params
     timeout_s = 60.0
     levels = {"quick": {"timeout": 15, "request_timeout_s": 5.0}}
 
@@ -99,30 +104,25 @@ class MonitoringAlarms(Check):
         return facts
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
-        cid = self.id
         if not facts.get("url"):
-            return outcome_from_findings([Finding(f"{cid}.no-url", Status.SKIP,
-                                                  "no Prometheus to ask: set monitoring.alarms.prometheus_url")],
+            return outcome_from_findings([self.finding("no-url", Status.SKIP,
+                                                       "no Prometheus to ask: set monitoring.alarms.prometheus_url")],
                                          passed="")
         findings: list[Finding] = []
         rules = facts.get("rules", [])
         util_rules = [r["name"] for r in rules if covers_utilisation(r["query"])]
         latency_rules = [r["name"] for r in rules if LATENCY_METRIC in r["query"]]
         if not util_rules:
-            findings.append(Finding(f"{cid}.no-utilization-rule", Status.FAIL,
-                                    f"no alerting rule watches GPU utilisation ({UTIL_METRIC} below a floor)", ADD_RULES))
+            findings.append(self.finding("no-utilization-rule", Status.FAIL,
+                                         f"no alerting rule watches GPU utilisation ({UTIL_METRIC} below a floor)"))
         if not latency_rules:
-            findings.append(Finding(f"{cid}.no-latency-rule", Status.FAIL,
-                                    f"no alerting rule watches all-reduce latency ({LATENCY_METRIC})",
-                                    ADD_RULES + "; export the histogram from training with "
-                                    "preflight.integrations.monitor.instrument_ddp"))
+            findings.append(self.finding("no-latency-rule", Status.FAIL,
+                                         f"no alerting rule watches all-reduce latency ({LATENCY_METRIC})"))
         series = facts.get("gpu_series", [])
         missing = [n["name"] for n in facts.get("nodes", []) if not any(names_node(s["labels"], n) for s in series)]
         if missing:
-            findings.append(Finding(f"{cid}.telemetry-missing", Status.FAIL,
-                                    f"no GPU telemetry ({UTIL_METRIC}) from {', '.join(missing)}",
-                                    "run dcgm-exporter on those nodes and add them to Prometheus' scrape "
-                                    "configuration (or service discovery)"))
+            findings.append(self.finding("telemetry-missing", Status.FAIL,
+                                         f"no GPU telemetry ({UTIL_METRIC}) from {', '.join(missing)}"))
         measurements = [
             measure("alerting rules on GPU utilisation", len(util_rules), "", at_least=1),
             measure("alerting rules on all-reduce latency", len(latency_rules), "", at_least=1),

@@ -37,7 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
+from preflight.core.check import (
+    TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param, too_few_nodes,
+)
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import run_probe
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
@@ -46,6 +48,10 @@ from preflight.launch.pairs import full_rounds, ring_rounds
 from preflight.transport.process import RemoteProcess
 
 INSTALL_HINT = "install iperf3 on every node (Debian/Ubuntu: apt-get install iperf3; RHEL/Fedora: dnf install iperf3)"
+FIX_LINK = ("Check the named link's negotiated speed and error counters on both ends (ethtool <iface>; ethtool -S "
+            "<iface>), the cable or transceiver, and the switch port.")
+FIX_ROUTE = ("Make sure the nodes' addresses route over the data network, not the management interface (ip route get "
+             "<peer address> on the sender).")
 PATTERNS = ("ring", "full")
 # Commands that worked and are kept as evidence; on a large cluster a full schedule runs thousands.
 EVIDENCE_JOBS = 24
@@ -55,18 +61,21 @@ EVIDENCE_JOBS = 24
 class Params:
     # 10 GbE is the least a data-parallel job across nodes can live with; gradient all-reduce over
     # anything slower leaves GPUs idle. Raise it to what the fabric is sold as (25/100/200 Gbit/s).
-    min_gbps: float = 10.0
-    pattern: str = "ring"  # "ring" (successor links) or "full" (every ordered pair)
+    min_gbps: float = param(10.0, kind="threshold", help="lowest TCP bandwidth of each link between nodes (Gbit/s)")
+    pattern: str = param("ring", kind="choice", choices=PATTERNS,
+                         help='"ring" (each node to the next) or "full" (every ordered pair)')
     # iperf3 processes per link: one iperf3 before 3.16 is one thread and tops out well below
     # 100 Gbit/s; four processes fill a 100 GbE link on a typical server CPU.
-    streams: int = 4
-    duration_s: int = 5  # seconds of traffic per measurement
-    omit_s: int = 1  # leading seconds iperf3 leaves out, so TCP slow start does not count
-    repeats: int = 3  # each link is measured this many times and judged on the median
+    streams: int = param(4, kind="count", minimum=1, help="parallel iperf3 processes per link (count)")
+    duration_s: int = param(5, kind="duration", help="traffic per measurement (seconds)")
+    omit_s: int = param(1, kind="count", help="leading seconds left out, so TCP slow start does not count (seconds)")
+    repeats: int = param(3, kind="count", minimum=1, help="measurements per link; the median is judged (count)")
     # iperf3's default port, the one cluster firewalls are usually opened for; a link uses
     # base_port .. base_port + streams - 1 on the receiving node.
-    base_port: int = 5201
-    server_start_timeout_s: float = 15.0
+    base_port: int = param(5201, kind="count", minimum=1,
+                           help="first TCP port iperf3 listens on; a link uses base_port .. base_port + streams - 1")
+    server_start_timeout_s: float = param(15.0, kind="duration",
+                                          help="time allowed for the iperf3 server to start (seconds)")
 
 
 def schedule(names: list[str], pattern: str) -> list[list[tuple[str, str]]]:
@@ -115,25 +124,20 @@ class NetBandwidth(Check):
         "at a fraction of its rate (a cable that negotiated 1 Gbit/s, a bad transceiver, a switch port with "
         "errors, traffic leaving through the management network) slows the whole job to its pace."
     )
-    remediation = (
-        "Check the named link's negotiated speed and error counters on both ends (ethtool <iface>; ethtool -S "
-        "<iface>), the cable or transceiver, and the switch port.",
-        "Make sure the nodes' addresses route over the data network, not the management interface "
-        "(ip route get <peer address> on the sender).",
-        INSTALL_HINT,
-    )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "min_gbps": "lowest TCP bandwidth of each link between nodes (Gbit/s)",
-        "pattern": "\"ring\" (each node to the next) or \"full\" (every ordered pair)",
-        "streams": "parallel iperf3 processes per link (count)",
-        "duration_s": "traffic per measurement (seconds)",
-        "omit_s": "leading seconds left out, so TCP slow start does not count (seconds)",
-        "repeats": "measurements per link; the median is judged (count)",
-        "base_port": "first TCP port iperf3 listens on; a link uses base_port .. base_port + streams - 1",
-        "server_start_timeout_s": "time allowed for the iperf3 server to start (seconds)",
+    remediation = (FIX_LINK, FIX_ROUTE, INSTALL_HINT)
+    fixes = {
+        **TOO_FEW_NODES_FIXES,
+        "no-iperf3": INSTALL_HINT,
+        "probe-failed": ("Make the node reachable from here and able to start the same Python and preflight "
+                         "(the error above says which step failed)."),
+        "local-route": ("Give each node in the hosts file the address other nodes reach it by; two names for one "
+                        "machine, or a name that resolves to 127.x on the sender, measures nothing."),
+        "not-measured": ("Open the iperf3 ports (base_port .. base_port + streams - 1) between the nodes, and read "
+                         "the attempts' errors in the evidence."),
+        "slow-link": f"{FIX_LINK} {FIX_ROUTE}",
+        "nothing-measured": "Run with at least two reachable nodes, each with iperf3 installed.",
     }
+    Params = Params
     timeout_s = 300.0
     # quick: one 3 s measurement per ring link; thorough: every ordered pair, five 10 s measurements.
     levels = {
@@ -311,7 +315,7 @@ class NetBandwidth(Check):
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         names = facts.get("nodes", [])
         unreachable = facts.get("unreachable", [])
-        too_few = too_few_nodes(names, unreachable, expect, single="there is no link between nodes to measure",
+        too_few = too_few_nodes(type(self), names, unreachable, expect, single="there is no link between nodes to measure",
                                 nothing="no link between nodes could be measured")
         if too_few:
             return too_few
@@ -319,15 +323,14 @@ class NetBandwidth(Check):
         findings: list[Finding] = []
         details: list[str] = []
 
-        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
-            findings.append(Finding(f"{self.id}.{kind}", level, message, fix))
+        def found(kind: str, level: Status, message: str) -> None:
+            findings.append(self.finding(kind, level, message))
 
         probes = facts.get("probe", {})
         missing = [n for n in names if not probes.get(n, {}).get("iperf3") and "error" not in probes.get(n, {})]
         broken = {n: probes[n]["error"] for n in names if "error" in probes.get(n, {})}
         if missing:
-            found("no-iperf3", Status.ERROR, f"iperf3 is not installed on {', '.join(missing)}: {INSTALL_HINT}",
-                  INSTALL_HINT)
+            found("no-iperf3", Status.ERROR, f"iperf3 is not installed on {', '.join(missing)}: {INSTALL_HINT}")
         for node, error in broken.items():
             found("probe-failed", Status.ERROR, error)
         if unreachable:
@@ -351,9 +354,7 @@ class NetBandwidth(Check):
                         local_why = local_why or f"iperf3 connected {local_host} to itself"
             if local_why:
                 found("local-route", Status.ERROR, f"{label}: the route is local to {link['src']} ({local_why}); "
-                      "a figure over it would be memory bandwidth, not the network",
-                      "Give each node in the hosts file the address other nodes reach it by; two names for one "
-                      "machine, or a name that resolves to 127.x on the sender, measures nothing.")
+                      "a figure over it would be memory bandwidth, not the network")
                 measurements.append(figure(None))
                 continue
             values = [s["gbps"] for s in samples if "gbps" in s]
@@ -377,7 +378,7 @@ class NetBandwidth(Check):
             listed = ", ".join(f"{label} {value:.2f}" for value, label in slow[:6])
             more = f" and {len(slow) - 6} more" if len(slow) > 6 else ""
             found("slow-link", Status.FAIL, f"{len(slow)} of {len(measured)} links below {params.min_gbps:g} Gbit/s: "
-                  f"{listed}{more} Gbit/s; slowest {slow[0][1]}", " ".join(self.remediation[:2]))
+                  f"{listed}{more} Gbit/s; slowest {slow[0][1]}")
         if not measured and not findings:
             found("nothing-measured", Status.ERROR, "no link was measured")
 
@@ -389,5 +390,4 @@ class NetBandwidth(Check):
                       f"slowest {slowest} at {slowest_value:.2f} Gbit/s, fastest {fastest_value:.2f}")
             if findings and not slow:
                 details.append(f"slowest measured link {slowest} at {slowest_value:.2f} Gbit/s")
-        fired = [f.message for f in findings if f.level is not Status.PASS]
-        return outcome_from_findings(findings, measurements, passed=passed, details=fired + details)
+        return outcome_from_findings(findings, measurements, passed=passed, notes=details)

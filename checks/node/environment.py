@@ -15,7 +15,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.core.check import ROLE_INVENTORY, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.core.model import Finding, Status
 from preflight.machine.pci import nvidia_pci_gpus  # noqa: F401 - re-exported for callers of this check
@@ -24,23 +24,28 @@ GIB = 1024**3
 UNLIMITED = -1  # how facts spell RLIM_INFINITY, which JSON cannot carry portably
 FRAMEWORKS = ("torch", "tensorflow")
 NO_FRAMEWORK = "neither PyTorch nor TensorFlow is installed: nothing here can train"
+SHM_FIX = ("Containers: run with --shm-size=16g (or --ipc=host); Kubernetes: mount an emptyDir with medium: Memory "
+           "at /dev/shm.")
 
 
 @dataclass
 class Params:
     # Docker's default /dev/shm is 64 MiB; PyTorch DataLoader workers pass batches through shm
     # and die with "bus error" on anything that small. 1 GiB is a floor, not a recommendation.
-    min_shm_gib: float = 1.0
+    min_shm_gib: float = param(1.0, kind="threshold", help="smallest /dev/shm (GiB)")
     # RDMA (InfiniBand, RoCE, EFA) pins memory; NCCL's IB transport needs memlock unlimited.
-    require_unlimited_memlock: bool = True
+    require_unlimited_memlock: bool = param(
+        True, kind="flag", help="require an unlimited locked-memory limit, as RDMA needs (true/false)")
     # Each DataLoader worker and NCCL opens many descriptors; 1024 is the common too-low default.
-    min_open_files: int = 65536
+    min_open_files: int = param(65536, kind="count", minimum=1, help="lowest open-files limit (count)")
     # Free space where checkpoints and the report go.
-    min_free_disk_gib: float = 50.0
-    min_cpus: int = 1
-    min_memory_gib: float = 1.0
+    min_free_disk_gib: float = param(50.0, kind="threshold",
+                                     help="least free space where checkpoints and the report go (GiB)")
+    min_cpus: int = param(1, kind="count", minimum=1, help="fewest usable CPUs (count)")
+    min_memory_gib: float = param(1.0, kind="threshold", help="least memory (GiB)")
     # Extra directories whose free space matters (for example the checkpoint mount).
-    disk_paths: list[str] | None = None
+    disk_paths: list[str] | None = param(None, kind="path",
+                                         help="more directories whose free space is checked (paths)")
 
 
 def _limit(value: int) -> int:
@@ -83,19 +88,38 @@ class NodeEnvironment(Check):
         "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface that carries training traffic.",
         "Free disk space or point the checkpoint and output directories at a larger volume.",
     )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "min_shm_gib": "smallest /dev/shm (GiB)",
-        "require_unlimited_memlock": "require an unlimited locked-memory limit, as RDMA needs (true/false)",
-        "min_open_files": "lowest open-files limit (count)",
-        "min_free_disk_gib": "least free space where checkpoints and the report go (GiB)",
-        "min_cpus": "fewest usable CPUs (count)",
-        "min_memory_gib": "least memory (GiB)",
-        "disk_paths": "more directories whose free space is checked (paths)",
+    fixes = {
+        "shm-missing": SHM_FIX,
+        "shm-small": "Give /dev/shm at least the configured size: " + SHM_FIX,
+        "memlock-limited": ("Set memlock unlimited in /etc/security/limits.conf or the container runtime "
+                            "(docker run --ulimit memlock=-1)."),
+        "nofile-low": ("Raise nofile (ulimit -n, or nofile 1048576 in /etc/security/limits.conf or the container "
+                       "runtime)."),
+        "disk-unreadable": "Create the directory or fix its permissions, or point the setting that names it elsewhere.",
+        "disk-low": "Free disk space or point the checkpoint and output directories at a larger volume.",
+        "hostname-unresolved": ("Make the hostname resolve to the node's routable address (add it to /etc/hosts or "
+                                "DNS)."),
+        "hostname-loopback": ("Make the hostname resolve to the node's routable address (fix /etc/hosts or DNS), or "
+                              "set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface that carries training "
+                              "traffic."),
+        "cpus-few": "Give the job more CPUs (the container's --cpus or cpuset, or the scheduler's allocation).",
+        "memory-low": "Give the job more memory (the container's --memory, or the scheduler's allocation).",
+        "gpu-without-driver": ("Install the NVIDIA driver for these GPUs and load it (modprobe nvidia, or reboot); "
+                               "`nvidia-smi` must list every GPU."),
+        "no-framework": ("Install the framework the team trains with into the Python that runs preflight (pip "
+                         "install torch, or pip install tensorflow), or set expect.frameworks = [] if this node is "
+                         "not meant to train."),
+        "framework-missing": ("Install the expected framework into the Python that runs preflight on this node, or "
+                              "remove it from expect.frameworks."),
     }
+    # The one thing to say first in a NO-GO: a node that cannot train at all.
+    headlines = ("no-framework", "gpu-without-driver")
+    Params = Params
     timeout_s = 30.0
     run_first = True
+    # Its facts say what the node has: NVIDIA GPUs on the PCI bus, frameworks, host name addresses.
+    role = ROLE_INVENTORY
+    hook = True
     # Reads limits, /proc and the filesystem: well under a second, at every level.
     levels = {"quick": {"timeout": 5}}
 
@@ -138,21 +162,19 @@ class NodeEnvironment(Check):
         findings: list[Finding] = []
         measurements = []
 
-        def found(name: str, level: Status, message: str, fix: str) -> None:
-            findings.append(Finding(f"{self.id}.{name}", level, message, fix))
+        def found(kind: str, level: Status, message: str, fix: str | None = None) -> None:
+            findings.append(self.finding(kind, level, message, fix=fix))
 
         shm = facts.get("shm_total_bytes")
-        shm_fix = ("Containers: run with --shm-size=16g (or --ipc=host); Kubernetes: mount an emptyDir with "
-                   "medium: Memory at /dev/shm.")
         if shm is None:
-            found("shm-missing", Status.FAIL, "/dev/shm is missing: DataLoader workers cannot share batches", shm_fix)
+            found("shm-missing", Status.FAIL, "/dev/shm is missing: DataLoader workers cannot share batches")
             measurements.append(measure("/dev/shm size", None, "GiB", at_least=params.min_shm_gib))
         else:
             m = measure("/dev/shm size", round(shm / GIB, 2), "GiB", at_least=params.min_shm_gib)
             measurements.append(m)
             if not m.ok:
                 found("shm-small", Status.FAIL, f"/dev/shm is {shm / GIB:.2f} GiB, below {params.min_shm_gib} GiB: "
-                      "DataLoader workers will crash", shm_fix)
+                      "DataLoader workers will crash")
 
         memlock = facts.get("memlock_soft")
         memlock_text = "unlimited" if memlock == UNLIMITED else f"{memlock / 1024:.0f} KiB"
@@ -160,9 +182,7 @@ class NodeEnvironment(Check):
             measurements.append(measure("locked-memory limit (soft)", memlock_text, "", equals="unlimited"))
             if memlock != UNLIMITED:
                 found("memlock-limited", Status.WARN, f"locked-memory limit is {memlock_text}, not unlimited: RDMA "
-                      "transports (InfiniBand, RoCE, EFA) need it unlimited",
-                      "Set memlock unlimited in /etc/security/limits.conf or the container runtime "
-                      "(docker run --ulimit memlock=-1).")
+                      "transports (InfiniBand, RoCE, EFA) need it unlimited")
         else:
             measurements.append(measure("locked-memory limit (soft)", memlock_text, ""))
 
@@ -175,9 +195,7 @@ class NodeEnvironment(Check):
             hard = facts.get("nofile_hard")
             raisable = hard == UNLIMITED or (hard or 0) >= params.min_open_files
             hint = " (the hard limit allows raising it)" if raisable else ""
-            found("nofile-low", Status.WARN, f"open-files limit is {nofile}, below {params.min_open_files}{hint}",
-                  "Raise nofile (ulimit -n, or nofile 1048576 in /etc/security/limits.conf or the container "
-                  "runtime).")
+            found("nofile-low", Status.WARN, f"open-files limit is {nofile}, below {params.min_open_files}{hint}")
 
         for path, disk in sorted(facts.get("disks", {}).items()):
             if "error" in disk:
@@ -188,21 +206,18 @@ class NodeEnvironment(Check):
             measurements.append(m)
             if not m.ok:
                 found("disk-low", Status.WARN, f"only {disk['free_bytes'] / GIB:.1f} GiB free at {path}, below "
-                      f"{params.min_free_disk_gib} GiB",
-                      "Free disk space or point the checkpoint and output directories at a larger volume.")
+                      f"{params.min_free_disk_gib} GiB")
 
         self._judge_hostname(facts, found)
 
         cpus = facts.get("cpu_affinity") or facts.get("cpu_count") or 0
         measurements.append(measure("usable CPUs", cpus, "", at_least=params.min_cpus))
         if cpus < params.min_cpus:
-            found("cpus-few", Status.FAIL, f"{cpus} usable CPUs, below {params.min_cpus}",
-                  "Give the job more CPUs (the container's --cpus or cpuset, or the scheduler's allocation).")
+            found("cpus-few", Status.FAIL, f"{cpus} usable CPUs, below {params.min_cpus}")
         mem = (facts.get("memory_total_bytes") or 0) / GIB
         measurements.append(measure("memory", round(mem, 1), "GiB", at_least=params.min_memory_gib))
         if mem < params.min_memory_gib:
-            found("memory-low", Status.FAIL, f"{mem:.1f} GiB of memory, below {params.min_memory_gib} GiB",
-                  "Give the job more memory (the container's --memory, or the scheduler's allocation).")
+            found("memory-low", Status.FAIL, f"{mem:.1f} GiB of memory, below {params.min_memory_gib} GiB")
 
         measurements += self._judge_hardware(facts, expect, found)
         passed = f"shm {(shm or 0) / GIB:.1f} GiB, memlock {memlock_text}, nofile {nofile}, {cpus} CPUs, {mem:.0f} GiB RAM"
@@ -212,18 +227,16 @@ class NodeEnvironment(Check):
     def _judge_hostname(facts: dict[str, Any], found: Any) -> None:
         addresses = facts.get("hostname_addresses") or []
         loopback = [a for a in addresses if a.startswith("127.") or a == "::1"]
-        fix = ("Make the hostname resolve to the node's routable address (fix /etc/hosts or DNS), or set "
-               "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface that carries training traffic.")
         if not addresses:
             found("hostname-unresolved", Status.WARN, f"hostname {facts.get('hostname')!r} does not resolve: torchrun "
-                  "and NCCL bootstrap by hostname", fix)
+                  "and NCCL bootstrap by hostname")
         elif loopback and len(loopback) == len(addresses):
             pinned = facts.get("env", {})
             text = (f"hostname {facts.get('hostname')!r} resolves only to {', '.join(loopback)}: NCCL and gloo will "
                     "advertise a loopback address and multi-node jobs hang at rendezvous")
             if pinned.get("NCCL_SOCKET_IFNAME") or pinned.get("GLOO_SOCKET_IFNAME"):
                 text += " (NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME is set, which works around it)"
-            found("hostname-loopback", Status.WARN, text, fix)
+            found("hostname-loopback", Status.WARN, text)
 
     @staticmethod
     def _judge_hardware(facts: dict[str, Any], expect: Expect, found: Any) -> list:
@@ -238,18 +251,13 @@ class NodeEnvironment(Check):
                 drivers = sorted({g.get("driver") or "no driver" for g in gpus})
                 found("gpu-without-driver", Status.FAIL,
                       f"{len(gpus)} NVIDIA GPU{'s' if len(gpus) != 1 else ''} on the PCI bus, but none is bound to "
-                      f"the NVIDIA driver ({', '.join(drivers)}): nothing can use them",
-                      "Install the NVIDIA driver for these GPUs and load it (modprobe nvidia, or reboot); "
-                      "`nvidia-smi` must list every GPU.")
+                      f"the NVIDIA driver ({', '.join(drivers)}): nothing can use them")
         frameworks = facts.get("frameworks")
         if frameworks is None:
             return measurements
         wanted = expect.frameworks
         if wanted is None and not any(frameworks.get(f) for f in FRAMEWORKS):
-            found("no-framework", Status.FAIL, NO_FRAMEWORK,
-                  "Install the framework the team trains with into the Python that runs preflight (pip install "
-                  "torch, or pip install tensorflow), or set expect.frameworks = [] if this node is not meant "
-                  "to train.")
+            found("no-framework", Status.FAIL, NO_FRAMEWORK)
         for name in wanted or []:
             if name in frameworks and not frameworks[name]:
                 found("framework-missing", Status.FAIL,

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Status
 from preflight.core.jsonlines import last_json
@@ -52,31 +52,47 @@ class Params:
     # E at the largest device count. A healthy 8-GPU NVLink node keeps more than 90% on a
     # compute-bound data-parallel step; below 75% the fabric (PCIe fallback, a lost NVLink, P2P off)
     # or a straggler GPU costs a quarter of the node.
-    min_efficiency: float = 0.90
-    warn_efficiency: float = 0.75
+    min_efficiency: float = param(0.90, kind="fraction",
+                                  help="lowest scaling efficiency at the largest device count (fraction, 0-1)")
+    warn_efficiency: float = param(0.75, kind="fraction", at_most="min_efficiency",
+                                   help=("efficiency below which it fails; between this and min_efficiency it "
+                                         "warns (fraction, 0-1)"))
     # Device counts to measure. None: 1, 2, 4, 8 up to the node's GPUs (and the GPU count itself when
     # it is not a power of two); on a CPU node the same up to min(usable CPUs / cpu_threads_per_rank,
     # 8), and at least 1 and 2.
-    device_counts: list[int] | None = None
+    device_counts: list[int] | None = param(None, kind="count", minimum=1,
+                                            help=("device counts to measure (counts); unset: 1, 2, 4, 8 up to the "
+                                                  "node's GPUs"))
     # Reference MLP: width, depth and samples per device per step. None: GPU_MODEL or CPU_MODEL.
-    hidden_size: int | None = None
-    layers: int | None = None
-    batch_per_device: int | None = None
+    hidden_size: int | None = param(None, kind="count", minimum=1,
+                                    help=("width of the reference model (units per layer); unset: a default per "
+                                          "device kind"))
+    layers: int | None = param(None, kind="count", minimum=1,
+                               help="depth of the reference model (layers); unset: a default per device kind")
+    batch_per_device: int | None = param(None, kind="count", minimum=1,
+                                         help="samples per device per step (count); unset: a default per device kind")
     # "package.module:factory" to time the team's own model (see preflight.workers.ddp_scaling for
     # the contract); importable by the Python that runs the check.
-    workload: str | None = None
-    steps: int = 10  # timed pairs (normal step, no_sync step)
-    warmup: int = 3
+    workload: str | None = param(None, kind="text",
+                                 help='your model to time instead of the reference one: "package.module:factory"')
+    steps: int = param(10, kind="count", minimum=1,
+                       help="timed step pairs (a normal step and a no_sync step) (count)")
+    warmup: int = param(3, kind="count", help="untimed steps before timing (count)")
     # Threads per CPU rank, the same at every count. Weak scaling compares one rank with n ranks doing
     # the same work each; if one rank got all the cores at n=1 and a share of them at n=2, the figure
     # would measure the matmul library's thread scaling, not data-parallel training. One thread per
     # rank keeps per-rank compute constant while n stays within the cores; past them the ranks share
     # cores and that shows as lost efficiency, a finding about the node.
-    cpu_threads_per_rank: int = 1
+    cpu_threads_per_rank: int = param(1, kind="count", minimum=1,
+                                      help="threads per CPU process, the same at every count (count)")
     # Also time tensorflow's MirroredStrategy when tensorflow is installed.
-    tensorflow: bool = True
-    join_timeout_s: float = 60.0
-    pg_timeout_s: float = 120.0
+    tensorflow: bool = param(True, kind="flag",
+                             help=("also time tensorflow's MirroredStrategy where tensorflow is installed "
+                                   "(true/false)"))
+    join_timeout_s: float = param(60.0, kind="duration",
+                                  help="how long rank 0 waits for every rank to report in (seconds)")
+    pg_timeout_s: float = param(120.0, kind="duration",
+                                help="how long one collective may wait before it fails (seconds)")
 
 
 def count_text(n: int, device_kind: str) -> str:
@@ -168,24 +184,22 @@ class ScalingMultiGpu(Check):
         "compute per parameter hides communication better than the reference network.",
         "On CPU-only nodes, ranks share the CPU cores: low efficiency there describes the CPU, not a GPU fabric.",
     )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "min_efficiency": "lowest scaling efficiency at the largest device count (fraction, 0-1)",
-        "warn_efficiency": ("efficiency below which it fails; between this and min_efficiency it warns "
-                            "(fraction, 0-1)"),
-        "device_counts": "device counts to measure (counts); unset: 1, 2, 4, 8 up to the node's GPUs",
-        "hidden_size": "width of the reference model (units per layer); unset: a default per device kind",
-        "layers": "depth of the reference model (layers); unset: a default per device kind",
-        "batch_per_device": "samples per device per step (count); unset: a default per device kind",
-        "workload": "your model to time instead of the reference one: \"package.module:factory\"",
-        "steps": "timed step pairs (a normal step and a no_sync step) (count)",
-        "warmup": "untimed steps before timing (count)",
-        "cpu_threads_per_rank": "threads per CPU process, the same at every count (count)",
-        "tensorflow": "also time tensorflow's MirroredStrategy where tensorflow is installed (true/false)",
-        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
-        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
+    fixes = {
+        "no-torch": "Install torch into the Python that runs preflight (pip install torch, the CUDA build on GPU nodes).",
+        "launch-failed": ("Look at the ranks' output in the evidence: a rank that never joins is often a GPU held by "
+                          "another process, or GLOO_SOCKET_IFNAME naming an interface that does not exist."),
+        "nothing-measured": "Read the check's evidence: no device count produced a throughput.",
+        "low-efficiency": ("Compare the communication share of the step with collectives.local's busbw: low busbw means "
+                           "the interconnect (check `nvidia-smi topo -m`, NVLink status, fabric manager, "
+                           "NCCL_P2P_DISABLE); fine busbw points at a straggler GPU (gpu.visibility's clocks and "
+                           "throttle reasons)."),
+        "tensorflow-not-installed": "Install tensorflow (pip install tensorflow), or remove it from expect.frameworks.",
+        "tensorflow-failed": ("Run the tensorflow worker by hand (python -m preflight.workers.tf_scaling) and read its "
+                              "error."),
+        "tensorflow-efficiency": ("tensorflow scales worse than expected: check its NCCL all-reduce (TF_CPP_VMODULE) "
+                                  "and its device placement."),
     }
+    Params = Params
     # Eight launches on an 8-GPU node (torch and tensorflow at 1, 2, 4, 8) with cold CUDA starts.
     timeout_s = 480.0
     levels = {
@@ -307,13 +321,12 @@ class ScalingMultiGpu(Check):
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         findings: list[Finding] = []
 
-        def found(name: str, level: Status, message: str, fix: str = "") -> None:
-            findings.append(Finding(f"{self.id}.{name}", level, message, fix))
+        def found(kind: str, level: Status, message: str) -> None:
+            findings.append(self.finding(kind, level, message))
 
         if facts.get("torch_version") is None:
             level = Status.FAIL if self.expected_to_run(expect) else Status.SKIP
-            found("no-torch", level, "torch is not installed: scaling is measured with torch DistributedDataParallel",
-                  "Install torch into the Python that runs preflight (pip install torch, the CUDA build on GPU nodes).")
+            found("no-torch", level, "torch is not installed: scaling is measured with torch DistributedDataParallel")
             return outcome_from_findings(findings, passed="")
         device_kind = facts.get("device_kind", "cpu")
         kind = device_kind
@@ -330,9 +343,7 @@ class ScalingMultiGpu(Check):
 
         if failed:
             text = "; ".join(f"{count_text(r['devices'], kind)}: {r.get('error') or 'failed'}" for r in failed)
-            found("launch-failed", Status.ERROR, f"could not measure: {text}",
-                  "Look at the ranks' output in the evidence: a rank that never joins is often a GPU held by "
-                  "another process, or GLOO_SOCKET_IFNAME naming an interface that does not exist.")
+            found("launch-failed", Status.ERROR, f"could not measure: {text}")
             return outcome_from_findings(findings, measurements, passed="", details=details + [text])
         if not table:
             found("nothing-measured", Status.ERROR, "no device count was measured")
@@ -390,10 +401,7 @@ class ScalingMultiGpu(Check):
             found("efficiency", Status.PASS, summary)
         else:
             level = Status.WARN if efficiency >= params.warn_efficiency else Status.FAIL
-            found("low-efficiency", level, summary,
-                  "Compare the communication share of the step with collectives.local's busbw: low busbw means the "
-                  "interconnect (check `nvidia-smi topo -m`, NVLink status, fabric manager, NCCL_P2P_DISABLE); "
-                  "fine busbw points at a straggler GPU (gpu.visibility's clocks and throttle reasons).")
+            found("low-efficiency", level, summary)
 
         tf_findings, tf_measurements, tf_details = self._judge_tensorflow(
             facts.get("tensorflow") or {}, params, expect, kind)
@@ -431,12 +439,11 @@ class ScalingMultiGpu(Check):
         """tensorflow's figures, reported beside torch's; judged only when the team says it uses tensorflow
         (and never by GPU thresholds on a CPU node)."""
         judged = "tensorflow" in (expect.frameworks or [])
-        prefix = f"{ScalingMultiGpu.id}.tensorflow"
+        check = ScalingMultiGpu
         if "skipped" in tf_facts:
             text = f"tensorflow: not measured ({tf_facts['skipped']})"
             if judged and "not installed" in tf_facts["skipped"]:
-                return [Finding(f"{prefix}-not-installed", Status.FAIL, text,
-                                "Install tensorflow (pip install tensorflow), or remove it from expect.frameworks.")], [], [text]
+                return [check.finding("tensorflow-not-installed", Status.FAIL, text)], [], [text]
             return [], [], [text]
         runs = tf_facts.get("runs", [])
         failed = [r for r in runs if not r.get("ok")]
@@ -461,8 +468,7 @@ class ScalingMultiGpu(Check):
             text = "tensorflow MirroredStrategy: " + "; ".join(
                 f"{r['devices']} replicas: {r.get('error') or 'failed'}" for r in failed)
             level = Status.ERROR if judged else Status.WARN
-            return [Finding(f"{prefix}-failed", level, text, "Run the tensorflow worker by hand "
-                            "(python -m preflight.workers.tf_scaling) and read its error.")], measurements, [text]
+            return [check.finding("tensorflow-failed", level, text)], measurements, [text]
         if len(table) < 2 or "efficiency" not in table[-1]:
             return [], measurements, ["tensorflow MirroredStrategy: fewer than two device counts measured"]
         top = table[-1]
@@ -475,5 +481,4 @@ class ScalingMultiGpu(Check):
                 level = Status.FAIL
             elif top["efficiency"] < params.min_efficiency:
                 level = Status.WARN
-        fix = "tensorflow scales worse than expected: check its NCCL all-reduce (TF_CPP_VMODULE) and its device placement."
-        return [Finding(f"{prefix}-efficiency", level, text, fix)], measurements, [text]
+        return [check.finding("tensorflow-efficiency", level, text)], measurements, [text]

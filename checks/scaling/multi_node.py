@@ -19,16 +19,18 @@ min_efficiency and above, WARN down to warn_efficiency, FAIL below.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
+from preflight.core.check import (
+    TOO_FEW_NODES_FIXES, Check, Expect, Outcome, measure, outcome_from_findings, param, too_few_nodes,
+)
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch_and_wait, node_plan, pick_port, probe_usable
 from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings,
 )
-from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Scope, Status, worst
+from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Scope, Status
 from preflight_checks.scaling.multi_gpu import CPU_MODEL, GPU_MODEL
 from preflight.run.faults import fault
 
@@ -41,35 +43,55 @@ class Params:
     # or RoCE at 200-400 Gbit/s per GPU node) keeps above 90% on a compute-bound step; below 75% a
     # quarter of the cluster is paid for and idle (a slow link, a straggler node, gradients over the
     # management network).
-    min_efficiency: float = 0.90
-    warn_efficiency: float = 0.75
+    min_efficiency: float = param(0.90, kind="fraction",
+                                  help="lowest scaling efficiency with all nodes (fraction, 0-1)")
+    warn_efficiency: float = param(0.75, kind="fraction", at_most="min_efficiency",
+                                   help=("efficiency below which it fails; between this and min_efficiency it "
+                                         "warns (fraction, 0-1)"))
     # Reference MLP: width, depth and samples per device per step. None: what scaling.multi_gpu ran
     # on the baseline node in this run, else its default for the device kind.
-    hidden_size: int | None = None
-    layers: int | None = None
-    batch_per_device: int | None = None
+    hidden_size: int | None = param(None, kind="count", minimum=1,
+                                    help=("width of the reference model (units per layer); unset: what "
+                                          "scaling.multi_gpu ran"))
+    layers: int | None = param(None, kind="count", minimum=1,
+                               help="depth of the reference model (layers); unset: what scaling.multi_gpu ran")
+    batch_per_device: int | None = param(None, kind="count", minimum=1,
+                                         help=("samples per device per step (count); unset: what scaling.multi_gpu "
+                                               "ran"))
     # "package.module:factory" to time the team's own model (see preflight.workers.ddp_scaling);
     # importable by the Python on every node.
-    workload: str | None = None
-    steps: int = 10  # timed pairs (normal step, no_sync step)
-    warmup: int = 3
+    workload: str | None = param(None, kind="text",
+                                 help='your model to time instead of the reference one: "package.module:factory"')
+    steps: int = param(10, kind="count", minimum=1,
+                       help="timed step pairs (a normal step and a no_sync step) (count)")
+    warmup: int = param(3, kind="count", help="untimed steps before timing (count)")
     # "nccl", "gloo", or None: NCCL when every node has GPUs and NCCL, gloo on CPU otherwise.
-    backend: str | None = None
+    backend: str | None = param(None, kind="choice", choices=("nccl", "gloo"),
+                                help='"nccl" or "gloo"; unset: NCCL when every node has GPUs, gloo otherwise')
     # GPUs per node with NCCL. None: the smallest GPU count torch sees on any node.
-    gpus_per_node: int | None = None
+    gpus_per_node: int | None = param(None, kind="count", minimum=1,
+                                      help="GPUs used per node with NCCL (count); unset: the fewest any node has")
     # CPU processes per node with gloo, and threads per process (the same for X(1) and X(N), so that
     # per-rank compute stays constant and only the scaling is measured).
-    cpu_ranks_per_node: int = 1
-    cpu_threads_per_rank: int = 1
+    cpu_ranks_per_node: int = param(1, kind="count", minimum=1, help="processes per node with gloo (count)")
+    cpu_threads_per_rank: int = param(1, kind="count", minimum=1, help="threads per CPU process (count)")
     # The node X(1) is measured on. None: the first reachable node.
-    baseline_node: str | None = None
-    rdzv_port: int | None = None  # None: a port free on the hosting node a moment before each launch
-    rdzv_timeout_s: float = 60.0
-    join_timeout_s: float = 60.0
+    baseline_node: str | None = param(None, kind="text",
+                                      help="node the one-node figure is measured on; unset: the first reachable node")
+    rdzv_port: int | None = param(None, kind="count", minimum=1,
+                                  help="rendezvous port (TCP port); unset: one that was free on the hosting node")
+    rdzv_timeout_s: float = param(60.0, kind="duration",
+                                  help="how long torchrun waits for every node to join (seconds)")
+    join_timeout_s: float = param(60.0, kind="duration",
+                                  help="how long rank 0 waits for every rank to report in (seconds)")
     # A DDP step on a large model across nodes can take seconds; the first ones longer.
-    pg_timeout_s: float = 120.0
-    socket_ifname: str | None = None  # GLOO_SOCKET_IFNAME everywhere; None: found on each node
-    env: dict[str, str] = field(default_factory=dict)  # extra environment for torchrun on every node
+    pg_timeout_s: float = param(120.0, kind="duration",
+                                help="how long one collective may wait before it fails (seconds)")
+    socket_ifname: str | None = param(None, kind="text",
+                                      help=("network interface gloo uses on every node (GLOO_SOCKET_IFNAME); "
+                                            "unset: found on each node"))
+    env: dict[str, str] = param(kind="table", factory=dict,
+                                help="extra environment variables for torchrun on every node")
 
 
 def efficiency(one: float, all_nodes: float, nodes: int) -> dict[str, float]:
@@ -98,6 +120,15 @@ def choose_model(params: Params, device: str, earlier: dict[str, Any] | None) ->
     return {**model, "source": source}
 
 
+FIX_NETWORK = ("Compare exposed communication on one node and on all nodes: what grows is the network. net.bandwidth "
+               "and collectives.cluster name the slow link or node.")
+FIX_NCCL = ("For NCCL, run with NCCL_DEBUG=INFO and check that it uses the InfiniBand/RoCE devices (NET/IB), not "
+            "NET/Socket over the management interface; set NCCL_SOCKET_IFNAME / NCCL_IB_HCA.")
+FIX_STRAGGLER = "A per-node throughput far from the others' in scaling.multi_gpu is a straggler: fix that node first."
+FIX_JOIN = ("Check that every node can reach the first node's rendezvous port and that torch and preflight are "
+            "installed for the Python it runs (--remote-python or python= in the hosts file).")
+
+
 class ScalingMultiNode(Check):
     id = "scaling.multi_node"
     title = "Data-parallel scaling across nodes"
@@ -109,39 +140,29 @@ class ScalingMultiNode(Check):
         "is a straggler, or the traffic takes the management interface. This is the figure to know "
         "before a long run, not after."
     )
-    remediation = (
-        "Compare exposed communication on one node and on all nodes: what grows is the network. "
-        "net.bandwidth and collectives.cluster name the slow link or node.",
-        "For NCCL, run with NCCL_DEBUG=INFO and check that it uses the InfiniBand/RoCE devices "
-        "(NET/IB), not NET/Socket over the management interface; set NCCL_SOCKET_IFNAME / NCCL_IB_HCA.",
-        "A per-node throughput far from the others' in scaling.multi_gpu is a straggler: fix that node first.",
-        "Larger per-device batches or gradient accumulation hide more communication behind compute.",
-    )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "min_efficiency": "lowest scaling efficiency with all nodes (fraction, 0-1)",
-        "warn_efficiency": ("efficiency below which it fails; between this and min_efficiency it warns "
-                            "(fraction, 0-1)"),
-        "hidden_size": "width of the reference model (units per layer); unset: what scaling.multi_gpu ran",
-        "layers": "depth of the reference model (layers); unset: what scaling.multi_gpu ran",
-        "batch_per_device": "samples per device per step (count); unset: what scaling.multi_gpu ran",
-        "workload": "your model to time instead of the reference one: \"package.module:factory\"",
-        "steps": "timed step pairs (a normal step and a no_sync step) (count)",
-        "warmup": "untimed steps before timing (count)",
-        "backend": "\"nccl\" or \"gloo\"; unset: NCCL when every node has GPUs, gloo otherwise",
-        "gpus_per_node": "GPUs used per node with NCCL (count); unset: the fewest any node has",
-        "cpu_ranks_per_node": "processes per node with gloo (count)",
-        "cpu_threads_per_rank": "threads per CPU process (count)",
-        "baseline_node": "node the one-node figure is measured on; unset: the first reachable node",
-        "rdzv_port": "rendezvous port (TCP port); unset: one that was free on the hosting node",
-        "rdzv_timeout_s": "how long torchrun waits for every node to join (seconds)",
-        "join_timeout_s": "how long rank 0 waits for every rank to report in (seconds)",
-        "pg_timeout_s": "how long one collective may wait before it fails (seconds)",
-        "socket_ifname": ("network interface gloo uses on every node (GLOO_SOCKET_IFNAME); unset: found on "
-                          "each node"),
-        "env": "extra environment variables for torchrun on every node",
+    remediation = (FIX_NETWORK, FIX_NCCL, FIX_STRAGGLER,
+                   "Larger per-device batches or gradient accumulation hide more communication behind compute.")
+    # Kinds that share a fix share its cause: a node that could not take part (FIX_JOIN), a run that
+    # failed in the collective (FIX_NETWORK).
+    fixes = {
+        **TOO_FEW_NODES_FIXES,
+        "probe-failed": FIX_JOIN,
+        "cannot-take-part": FIX_JOIN,
+        "no-torch": ("Install torch for the Python preflight runs on those nodes (--remote-python or python= in the "
+                     "hosts file names it)."),
+        "baseline": ("Make the baseline node reachable and able to run torch, or name another one with "
+                     "scaling.multi_node.baseline_node."),
+        "no-backend": 'Run with backend = "gloo", or give every node GPUs and a torch built with NCCL.',
+        "too-few-usable": "Install torch on at least two nodes, for the Python preflight runs on each.",
+        "launch": FIX_JOIN,
+        "rendezvous": FIX_JOIN,
+        "roll-call": FIX_JOIN,
+        "stopped": FIX_JOIN,
+        "collective": FIX_NETWORK,
+        "timeout": FIX_NETWORK,
+        "efficiency": " ".join((FIX_NETWORK, FIX_NCCL, FIX_STRAGGLER)),
     }
+    Params = Params
     timeout_s = 300.0
     levels = {
         "quick": {"skip": "it trains on one node and then on all of them, minutes"},
@@ -209,38 +230,37 @@ class ScalingMultiNode(Check):
         names = facts.get("nodes", [])
         unreachable = facts.get("unreachable", [])
         too_few = too_few_nodes(
-            names, unreachable, expect, nothing="scaling across nodes could not be measured",
+            type(self), names, unreachable, expect, nothing="scaling across nodes could not be measured",
             single="there is nothing to scale across (scaling.multi_gpu covers the node's own devices)")
         if too_few:
             return too_few
 
         problems: list[Finding] = []
         details: list[str] = []
-        fix_network, fix_nccl, fix_straggler, _ = self.remediation
-        join_fix = ("Check that every node can reach the first node's rendezvous port and that torch and preflight "
-                    "are installed for the Python it runs (--remote-python or python= in the hosts file).")
 
-        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
-            problems.append(Finding(f"{self.id}.{kind}", level, message, fix))
+        def found(kind: str, level: Status, message: str) -> None:
+            problems.append(self.finding(kind, level, message))
 
         probes = facts.get("probes", {})
         without_torch = []
         for node in names:
             probe = probes.get(node, {})
             if "error" in probe:
-                found("probe-failed", Status.ERROR, probe["error"], join_fix)
+                found("probe-failed", Status.ERROR, probe["error"])
             elif probe.get("torch") is None:
                 without_torch.append(node)
             elif not probe.get("distributed", True) or not probe.get("ip"):
                 found("cannot-take-part", Status.ERROR, f"{node} cannot take part: "
                       + ("its torch has no torch.distributed" if not probe.get("distributed", True)
-                         else "no interface towards the other nodes was found"), join_fix)
+                         else "no interface towards the other nodes was found"))
         if without_torch:
             everywhere = len(without_torch) == len(names)
             text = f"torch is not installed for the Python preflight runs on {names_text(without_torch)}"
             if everywhere and "torch" not in (expect.frameworks or []) and not self.expected_to_run(expect):
-                return Outcome(Status.SKIP, text + "; scaling is measured with torch DistributedDataParallel")
-            found("no-torch", Status.FAIL, text, join_fix)
+                return outcome_from_findings([self.finding(  # not expected here: nothing to fix
+                    "no-torch", Status.SKIP, text + "; scaling is measured with torch DistributedDataParallel",
+                    fix="")], passed="")
+            found("no-torch", Status.FAIL, text)
         if unreachable:
             details.append(f"not measured, unreachable: {names_text(unreachable)}; scaling among the other nodes only")
         choice = facts.get("choice") or {}
@@ -262,16 +282,14 @@ class ScalingMultiNode(Check):
         kind = choice.get("device")
         if one is None or everyone is None:
             if not problems:
-                found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured",
-                      join_fix)
+                found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured")
             return self._outcome(problems, details, measurements)
         n = len(everyone["nodes"])
         for label, run in ((f"one node ({one['nodes'][0]})", one), (f"all {n} nodes", everyone)):
             if not run.get("ok"):
                 phase = run.get("phase") or "launch"
                 status = Status.FAIL if phase == "collective" else Status.ERROR
-                found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}",
-                      fix_network if phase in ("collective", "timeout") else join_fix)
+                found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}")
         if not (one.get("ok") and everyone.get("ok")):
             return self._outcome(problems, details, measurements)
 
@@ -321,19 +339,15 @@ class ScalingMultiNode(Check):
         details += _per_node_lines(facts.get("per_node") or {}, one["nodes"][0])
         if kind == "cpu":
             summary += " [CPU only: gloo among CPU processes]"
-        found("efficiency", status, summary, "" if status is Status.PASS else " ".join((fix_network, fix_nccl,
-                                                                                          fix_straggler)))
+        found("efficiency", status, summary)
         return self._outcome(problems, details, measurements)
 
     @staticmethod
     def _outcome(findings: list[Finding], details: list[str], measurements: list[Measurement]) -> Outcome:
-        """The worst findings make the summary; the others lead the details."""
-        status = worst([f.level for f in findings], default=Status.ERROR)
-        headline = [f.message for f in findings if f.level is status]
-        others = [f.message for f in findings if f.level is not status]
-        outcome = outcome_from_findings(findings, measurements, passed="; ".join(headline),
-                                        details=list(dict.fromkeys(others + details)))
-        return outcome
+        """The worst findings make the summary (a PASS states the efficiency); every finding that fired
+        leads the details."""
+        passed = "; ".join(f.message for f in findings if f.level is Status.PASS)
+        return outcome_from_findings(findings, measurements, passed=passed, notes=details)
 
 
 def _multi_gpu_summary(facts: dict[str, Any] | None) -> dict[str, Any] | None:

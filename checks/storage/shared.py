@@ -16,7 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
+from preflight.core.check import (
+    TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param, too_few_nodes,
+)
 from preflight.run.context import ClusterContext
 from preflight.core.model import Finding, Scope, Status
 
@@ -26,10 +28,20 @@ TOKEN_PROGRAM = "preflight.workers.storage_token"
 @dataclass
 class Params:
     # The checkpoint directory every node must see as the same filesystem. None: not configured.
-    dir: str | None = None
+    dir: str | None = param(None, kind="path",
+                            help=("checkpoint directory every node must see as the same filesystem (path; unset: "
+                                  "SKIP)"))
     # NFS and other network filesystems cache directory entries; a token may take a moment to show
     # up elsewhere. A checkpoint that is invisible for longer than this breaks resume-on-another-node.
-    visible_within_s: float = 10.0
+    visible_within_s: float = param(10.0, kind="duration",
+                                    help=("longest a file written on one node may take to show on the others "
+                                          "(seconds)"))
+
+
+MOUNT_FIX = ("Mount the same shared filesystem (NFS, Lustre, GPFS, a CSI volume) at the checkpoint path on every node; "
+             "check `findmnt <dir>` on the nodes named.")
+WRITE_FIX = ("Make sure the mount is in /etc/fstab (or the pod spec) so it survives a reboot, and that the job's user "
+             "may write there.")
 
 
 class StorageShared(Check):
@@ -42,18 +54,18 @@ class StorageShared(Check):
         "gets; if the checkpoint directory is a local disk on some node, or a mount that failed there, the job "
         "either cannot resume or silently starts from scratch."
     )
-    remediation = (
-        "Mount the same shared filesystem (NFS, Lustre, GPFS, a CSI volume) at the checkpoint path on every node; "
-        "check `findmnt <dir>` on the nodes named.",
-        "Make sure the mount is in /etc/fstab (or the pod spec) so it survives a reboot, and that the job's user "
-        "may write there.",
-    )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "dir": "checkpoint directory every node must see as the same filesystem (path; unset: SKIP)",
-        "visible_within_s": "longest a file written on one node may take to show on the others (seconds)",
+    remediation = (MOUNT_FIX, WRITE_FIX)
+    fixes = {
+        **TOO_FEW_NODES_FIXES,
+        "no-dir": 'set [checks."storage.shared"] dir = "/path/to/checkpoints"',
+        "unreachable": "Make the node reachable from here; its write could not even be attempted.",
+        "cannot-write": WRITE_FIX,
+        "read-failed": "Make the node reachable from here and its Python able to run preflight's token reader.",
+        "not-shared": MOUNT_FIX,
+        "nothing-written": ("No node could write there: check that the directory exists and is mounted read-write "
+                            "for the job's user on every node."),
     }
+    Params = Params
     timeout_s = 120.0
     # quick: a token written on one node must show on the others within 5 s instead of 10.
     levels = {"quick": {"timeout": 20, "visible_within_s": 5.0}}
@@ -139,9 +151,9 @@ class StorageShared(Check):
         unreachable = facts.get("unreachable", [])
         directory = facts.get("dir")
         if not directory:
-            return Outcome(Status.SKIP, "no shared directory configured: set dir for storage.shared to the checkpoint "
-                           "directory", remediation=["set [checks.\"storage.shared\"] dir = \"/path/to/checkpoints\""])
-        too_few = too_few_nodes(names, unreachable, expect, single="there is no other node to share the directory with",
+            return outcome_from_findings([self.finding("no-dir", Status.SKIP, "no shared directory configured: set dir "
+                                                       "for storage.shared to the checkpoint directory")], passed="")
+        too_few = too_few_nodes(type(self), names, unreachable, expect, single="there is no other node to share the directory with",
                                 nothing=f"{directory} could not be compared across nodes")
         if too_few:
             return too_few
@@ -151,10 +163,9 @@ class StorageShared(Check):
         read_errors = facts.get("read_errors", {})
         problems: list[Finding] = []
         details: list[str] = []
-        mount_fix, write_fix = self.remediation
 
-        def found(kind: str, level: Status, message: str, fix: str = "") -> None:
-            problems.append(Finding(f"{self.id}.{kind}", level, message, fix))
+        def found(kind: str, level: Status, message: str) -> None:
+            problems.append(self.finding(kind, level, message))
 
         write_errors: dict[str, list[str]] = {}
         for node in names:
@@ -164,7 +175,7 @@ class StorageShared(Check):
             elif not entry.get("written"):
                 write_errors.setdefault(entry.get("error", "no result"), []).append(node)
         for error, nodes in write_errors.items():
-            found("cannot-write", Status.FAIL, f"{', '.join(nodes)} cannot write to {directory}: {error}", write_fix)
+            found("cannot-write", Status.FAIL, f"{', '.join(nodes)} cannot write to {directory}: {error}")
         for node, error in read_errors.items():
             found("read-failed", Status.ERROR, f"could not read the tokens back on {node}: {error}")
         written = [n for n in names if writes.get(n, {}).get("written")]
@@ -191,7 +202,7 @@ class StorageShared(Check):
             else:
                 text = f"{directory} is not fully shared: " + "; ".join(
                     f"{r} does not see {', '.join(w)}" for r, w in missing_by_reader.items() if w)
-            found("not-shared", Status.FAIL, text, mount_fix)
+            found("not-shared", Status.FAIL, text)
         fstypes = {n: writes.get(n, {}).get("fstype") for n in names if writes.get(n, {}).get("fstype")}
         if len(set(fstypes.values())) > 1:
             details.append("filesystem types differ: " + ", ".join(f"{n} {t}" for n, t in fstypes.items()))
@@ -204,8 +215,7 @@ class StorageShared(Check):
 
         kind = next(iter(fstypes.values()), "")
         passed = f"all {len(names)} nodes see each other's files in {directory}" + (f" ({kind})" if kind else "")
-        return outcome_from_findings(problems, measurements, passed=passed,
-                                     details=[f.message for f in problems] + details)
+        return outcome_from_findings(problems, measurements, passed=passed, notes=details)
 
 
 def _partition(names: list[str], seen: dict[str, dict[str, bool]], written: list[str]) -> list[list[str]] | None:

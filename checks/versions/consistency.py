@@ -8,10 +8,10 @@ disagree are named with what differs and the value most nodes have.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import ClusterContext
 from preflight.core.model import Finding, Scope, Status
 
@@ -30,7 +30,24 @@ def _default_fields() -> list[str]:
 @dataclass
 class Params:
     # Stack fields (as versions.pinned records them) that must be identical on every node.
-    fields: list[str] = field(default_factory=_default_fields)
+    fields: list[str] = param(kind="list", factory=_default_fields,
+                              help="stack fields that must be identical on every node (names, as versions.pinned "
+                                   "records them)")
+
+
+REBUILD = ("Rebuild or re-image the differing nodes from the same container image or lock file as the others, with "
+           "the same NVIDIA driver package.")
+# What to do about a field that differs: the software of one image, the driver, or the machine's own OS.
+FIELD_FIXES = {
+    "driver": "Install the same NVIDIA driver package on every node, and reboot the nodes that still run another.",
+    "kernel": "Re-image the differing nodes from the same OS image as the others (the kernel differs).",
+    "os": "Re-image the differing nodes from the same OS image as the others (the distribution differs).",
+    "glibc": "Run the job in the same container image on every node, or re-image the nodes (glibc differs).",
+}
+
+
+def differs_kind(name: str) -> str:
+    return f"{name.replace('_', '-')}-differs"
 
 
 def _names(nodes: list[str]) -> str:
@@ -81,12 +98,14 @@ class VersionsConsistency(Check):
         "Pin the stack (versions.pinned) and install it on every node from the same requirements, "
         "with the same NVIDIA driver package.",
     )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "fields": ("stack fields that must be identical on every node (names, as versions.pinned records "
-                   "them)"),
+    fixes = {
+        "too-few-stacks": (f"Look at {SOURCE_CHECK}'s result on the nodes without facts; list every node in the "
+                           "hosts file."),
+        "single-node": "List every node of the cluster in the hosts file: the comparison needs two or more.",
+        "no-facts": f"Look at {SOURCE_CHECK}'s result on the nodes without facts: it did not record the stack there.",
+        **{differs_kind(name): FIELD_FIXES.get(name, REBUILD) for name in _default_fields()},
     }
+    Params = Params
     timeout_s = 30.0
     # Compares what versions.pinned recorded on each node: no probe of its own, at every level.
     levels = {"quick": {"timeout": 10}}
@@ -113,8 +132,8 @@ class VersionsConsistency(Check):
         no_facts: list[str] = facts.get("no_facts") or []
         findings: list[Finding] = []
 
-        def found(name: str, level: Status, message: str, fix: str = "", node: str | None = None) -> None:
-            findings.append(Finding(f"{self.id}.{name}", level, message, fix, node))
+        def found(kind: str, level: Status, message: str, fix: str | None = None, node: str | None = None) -> None:
+            findings.append(self.finding(kind, level, message, node=node, fix=fix))
 
         notes = []
         if no_facts:
@@ -130,15 +149,12 @@ class VersionsConsistency(Check):
                 nodes = expect.nodes if expect.nodes and expect.nodes > 1 else in_run
                 compared = measure("nodes compared", len(stacks), "", at_least=2)
                 found("too-few-stacks", Status.ERROR, f"{nodes} nodes expected, but {reason} to compare "
-                      f"({len(stacks)} with facts)",
-                      f"Look at {SOURCE_CHECK}'s result on the nodes without facts; list every node in the hosts file.")
+                      f"({len(stacks)} with facts)")
             else:
                 found("single-node", Status.SKIP, reason)
             return outcome_from_findings(findings, [compared], passed="", details=notes)
 
         differing: list[str] = []
-        rebuild = ("Rebuild or re-image the differing nodes from the same container image or lock file as the "
-                   "others, with the same NVIDIA driver package.")
         for name in params.fields:
             recorded = {node: stack for node, stack in stacks.items() if name in stack}
             if not recorded:
@@ -152,7 +168,8 @@ class VersionsConsistency(Check):
                 differing.append(name)
             for problem in problems:
                 node = problem.split(":", 1)[0][len("node "):] if problem.startswith("node ") else None
-                found(f"{name.replace('_', '-')}-differs", Status.FAIL, problem, rebuild, node)
+                # A field the team added to `fields` has no declared fix of its own: it is rebuilt like the rest.
+                found(differs_kind(name), Status.FAIL, problem, FIELD_FIXES.get(name, REBUILD), node)
         measurements = [compared, measure("stack fields that differ", len(differing), "", at_most=0)]
         if no_facts and not differing:
             found("no-facts", Status.WARN,
@@ -162,6 +179,5 @@ class VersionsConsistency(Check):
         reference = next(iter(stacks.values()))
         shown = ", ".join(f"{name} {_shown(reference.get(name))}" for name in ("python", "torch", "nccl", "driver")
                           if name in params.fields)
-        fired = [f.message for f in findings if f.level is Status.FAIL]
         return outcome_from_findings(findings, measurements, passed=f"all {len(stacks)} nodes identical ({shown})",
-                                     details=fired + notes)
+                                     notes=notes)

@@ -21,7 +21,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
+from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.core.model import Finding, Status
 from preflight_checks.versions.pins import gather, read_requirements  # noqa: F401 - read_requirements is part of this module's API
@@ -38,18 +38,29 @@ def _default_frameworks() -> list[str]:
 class Params:
     # Where the team's pins live: requirements files (with -r/-c includes), pyproject.toml files,
     # or saved `pip freeze` output. Relative paths are taken from the working directory.
-    requirements: list[str] = field(default_factory=list)
+    requirements: list[str] = param(kind="path", factory=list,
+                                    help=("files with the team's pins: requirements files, pyproject.toml or pip "
+                                          "freeze output (paths)"))
     # Packages that must be pinned exactly (==) and match exactly; any other mismatch is WARN.
-    frameworks: list[str] = field(default_factory=_default_frameworks)
+    frameworks: list[str] = param(kind="list", factory=_default_frameworks,
+                                  help="packages that must be pinned exactly (==) and match exactly (names)")
     # A framework that is installed but that no file mentions is as unpinned as a bare `torch` line.
-    require_installed_frameworks_pinned: bool = True
+    require_installed_frameworks_pinned: bool = param(True, kind="flag",
+                                                      help=("an installed framework that no file pins counts as "
+                                                            "unpinned (true/false)"))
     # Probing torch or tensorflow for their CUDA/cuDNN/NCCL versions (tensorflow's import takes seconds).
-    probe_timeout_s: float = 120.0
+    probe_timeout_s: float = param(120.0, kind="duration",
+                                   help=("time allowed for importing each framework to read its CUDA/cuDNN/NCCL "
+                                         "builds (seconds)"))
     # False: versions from package metadata only, without the CUDA/cuDNN/NCCL builds (no import).
-    probe_builds: bool = True
+    probe_builds: bool = param(True, kind="flag",
+                               help=("import the frameworks to read their CUDA/cuDNN/NCCL builds; false: package "
+                                     "metadata only (true/false)"))
     # The pins themselves, read by preflight where it starts (from `requirements`, or the lock files
     # it finds there) and sent to every node; not set by hand.
-    pins: dict[str, Any] | None = None
+    pins: dict[str, Any] | None = param(None, kind="table",
+                                        help=("the pins as read where preflight starts and sent to every node; not "
+                                              "set by hand"))
 
 
 # -------------------------------------------------------------------------------------- stack
@@ -163,6 +174,9 @@ def collect_pins(params: Params) -> dict[str, Any]:
 
 # -------------------------------------------------------------------------------------- check
 
+REBUILD = ("Rebuild the image or virtual environment from the pinned files (pip install -r requirements.txt, uv sync, "
+           "poetry install), or update the pin on purpose if the installed version is the intended one.")
+
 
 class VersionsPinned(Check):
     id = "versions.pinned"
@@ -180,22 +194,24 @@ class VersionsPinned(Check):
         "or update the pin on purpose if the installed version is the intended one.",
         "Keep `pip freeze > requirements.lock` of the tested environment and install from it on every node.",
     )
-    Params = Params
-    # One line per parameter for `preflight explain`: what it means, and its unit.
-    param_help = {
-        "requirements": ("files with the team's pins: requirements files, pyproject.toml or pip freeze output "
-                         "(paths)"),
-        "frameworks": "packages that must be pinned exactly (==) and match exactly (names)",
-        "require_installed_frameworks_pinned": ("an installed framework that no file pins counts as unpinned "
-                                                "(true/false)"),
-        "probe_timeout_s": ("time allowed for importing each framework to read its CUDA/cuDNN/NCCL builds "
-                            "(seconds)"),
-        "probe_builds": ("import the frameworks to read their CUDA/cuDNN/NCCL builds; false: package metadata "
-                         "only (true/false)"),
-        "pins": "the pins as read where preflight starts and sent to every node; not set by hand",
+    fixes = {
+        "unreadable": ("Fix the file, or the path in versions.requirements (relative paths are taken from the "
+                       "directory preflight starts in; -r/-c includes from the including file)."),
+        "not-pinned": ("Start preflight in the training repository that holds the lock file, or name it with "
+                       "--set versions.requirements='[\"path/to/requirements.txt\"]'; without one, write it: "
+                       "pip freeze > requirements.txt (or uv lock, poetry lock)."),
+        "framework-not-exact": "Pin the framework with == (e.g. torch==X.Y.Z, with the index URL of the CUDA build).",
+        "framework-mismatch": REBUILD,
+        "package-mismatch": REBUILD,
+        "framework-not-installed": REBUILD,
+        "package-not-installed": REBUILD,
+        "framework-unpinned": "Add the installed framework's version (name==X.Y.Z) to the team's requirements or lock file.",
+        "nothing-compared": "Pin the packages this node trains with (torch, tensorflow, numpy) in the team's requirements.",
     }
+    Params = Params
     timeout_s = 240.0
     run_first = True
+    hook = True
     # quick reads versions from package metadata only (no framework import, under a second); the
     # CUDA/cuDNN/NCCL builds need torch and tensorflow imported, seconds each, left to standard.
     levels = {"quick": {"timeout": 5, "probe_builds": False}}
@@ -220,19 +236,14 @@ class VersionsPinned(Check):
         pins = facts.get("pins") or {}
         read_error = facts.get("requirements_error") or "; ".join(pins.get("errors") or [])
         if read_error:
-            finding = Finding(f"{self.id}.unreadable", Status.ERROR, f"could not measure: {read_error}",
-                              "Fix the file, or the path in versions.requirements (relative paths are taken from "
-                              "the directory preflight starts in; -r/-c includes from the including file).")
+            finding = self.finding("unreadable", Status.ERROR, f"could not measure: {read_error}")
             return outcome_from_findings([finding], passed="", details=[f"runtime stack: {stack_text}"])
         if not facts.get("requirements_files"):
             where = f" in {pins['cwd']}" if pins.get("cwd") else ""
-            finding = Finding(
-                f"{self.id}.not-pinned", Status.WARN,
+            finding = self.finding(
+                "not-pinned", Status.WARN,
                 f"framework versions are not pinned anywhere preflight can see: no requirements*.txt, pyproject.toml, "
-                f"uv.lock, poetry.lock, Pipfile.lock or environment.yml{where}",
-                "Start preflight in the training repository that holds the lock file, or name it with "
-                "--set versions.requirements='[\"path/to/requirements.txt\"]'; without one, write it: "
-                "pip freeze > requirements.txt (or uv lock, poetry lock).")
+                f"uv.lock, poetry.lock, Pipfile.lock or environment.yml{where}")
             return outcome_from_findings([finding], [measure("pins compared", 0, "")],
                                          passed="", details=[f"runtime stack: {stack_text}", *_stack_errors(stack)])
         return _judge_pins(facts, params, stack_text)
@@ -287,11 +298,9 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
     for skipped in pins.get("skipped") or []:
         notes.append(f"{skipped['where']}: {skipped['line']!r} skipped: {skipped['reason']}")
 
-    def found(name: str, level: Status, message: str, fix: str) -> None:
-        findings.append(Finding(f"{VersionsPinned.id}.{name}", level, message, fix))
+    def found(kind: str, level: Status, message: str, fix: str | None = None) -> None:
+        findings.append(VersionsPinned.finding(kind, level, message, fix=fix))
 
-    rebuild = ("Rebuild the image or virtual environment from the pinned files (pip install -r requirements.txt, "
-               "uv sync, poetry install), or update the pin on purpose if the installed version is the intended one.")
     by_name: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         by_name.setdefault(entry["name"], []).append(entry)
@@ -323,7 +332,7 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
                     mismatched += 1
                     versions = ", ".join(dict.fromkeys(e["exact"] for e in locked))
                     found(f"{kind}-mismatch", level, f"{name}: locked {versions} ({locked[0]['where']}), "
-                          f"installed {have}", rebuild)
+                          f"installed {have}")
         for entry in group:
             if entry["kind"] in ("unpinned", "url"):
                 continue
@@ -336,7 +345,7 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
                     continue
                 compared += 1
                 mismatched += 1
-                found(f"{kind}-not-installed", level, f"{name} is pinned ({where}) but not installed", rebuild)
+                found(f"{kind}-not-installed", level, f"{name} is pinned ({where}) but not installed")
                 continue
             compared += 1
             ok = _satisfies(entry["specifier"], have)
@@ -349,7 +358,7 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
                 # harmless, and a team that depends on one adds it to `frameworks`.
                 wanted = "pinned" if entry["kind"] == "exact" else "requires"
                 found(f"{kind}-mismatch", level, f"{name}: {wanted} {entry['specifier']} ({entry['where']}), "
-                      f"installed {have}", rebuild)
+                      f"installed {have}")
             elif is_framework and entry["kind"] == "exact":
                 framework_pins.append(f"{name} {have}")
 
@@ -361,13 +370,11 @@ def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outco
                       f"Add {name}=={installed[name]} to the team's requirements or lock file.")
     files = ", ".join(pins.get("files") or facts.get("requirements_files") or [])
     if not compared and not findings:
-        found("nothing-compared", Status.WARN, f"no pin in {files} names an installed package: nothing was compared",
-              "Pin the packages this node trains with (torch, tensorflow, numpy) in the team's requirements.")
+        found("nothing-compared", Status.WARN, f"no pin in {files} names an installed package: nothing was compared")
 
     measurements = [measure("pins compared", compared, ""), measure("pins not matching the installed version", mismatched, "",
                                                                      at_most=0)]
     pinned = f"; frameworks pinned and installed: {', '.join(sorted(set(framework_pins)))}" if framework_pins else ""
-    fired = [f.message for f in findings if f.level is not Status.PASS]
-    details = fired + notes + _stack_errors(facts.get("stack") or {}) + [f"runtime stack: {stack_text}"]
-    return outcome_from_findings(findings, measurements, details=details,
+    notes += _stack_errors(facts.get("stack") or {}) + [f"runtime stack: {stack_text}"]
+    return outcome_from_findings(findings, measurements, notes=notes,
                                  passed=f"{compared} pins from {files} match the installed packages{pinned}")

@@ -65,13 +65,18 @@ def explain(check_id: str) -> None:
         click.echo("\nWhen it fails:")
         for hint in check.remediation:
             click.echo(click.wrap_text(hint, initial_indent="  - ", subsequent_indent="    "))
+    if check.fixes:
+        click.echo("\nFindings it can report, each with its fix (reports and tests refer to them by id):")
+        for kind, fix in check.fixes.items():
+            click.echo(f"  {check.id}.{kind}")
+            click.echo(click.wrap_text(fix, initial_indent="      ", subsequent_indent="      "))
     if dataclasses.is_dataclass(check.Params) and dataclasses.fields(check.Params):
         click.echo(f"\nParameters ([checks.\"{check.id}\"] in preflight.toml, or --set {check.id}.NAME=VALUE):")
         for f in dataclasses.fields(check.Params):
             default = _default_of(f)
             shown = "unset" if default is None else _toml_value(default)
             click.echo(f"  {f.name} = {shown}")
-            meaning = check.param_help.get(f.name, "")
+            meaning = check.param_docs().get(f.name, "")
             if meaning:
                 click.echo(click.wrap_text(meaning, initial_indent="      ", subsequent_indent="      "))
     from preflight.core.levels import describe

@@ -31,12 +31,8 @@ MIN_CHECK_TIMEOUT_S = 5.0
 
 
 def hook_check_ids(checks: dict) -> list[str]:
-    """The registered node checks cheap enough for a hook: node.environment, gpu.visibility, versions.*."""
-    from preflight.integrations.slurm import HOOK_CHECKS
-
-    return sorted(cid for cid, check in checks.items()
-                  if check.scope is Scope.NODE and any(cid == h or (h.endswith(".") and cid.startswith(h))
-                                                       for h in HOOK_CHECKS))
+    """The registered node checks that declare themselves cheap enough for a hook (Check.hook)."""
+    return sorted(cid for cid, check in checks.items() if check.scope is Scope.NODE and check.hook)
 
 
 def local_node_name() -> str:

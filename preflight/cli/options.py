@@ -151,6 +151,9 @@ def load_results(path: str) -> Any:
         raise UsageProblem(str(exc)) from None
     for note in notes:
         click.echo(f"preflight: note: {note}", err=True)
+    from preflight.run.plan import fill_declarations
+
+    fill_declarations(report, registry().checks)  # a results file older than the recorded declarations
     return report
 
 

@@ -2,7 +2,9 @@
 
 Precedence is CLI > file > profile > run level > the check's own defaults. Every key is validated
 against the check's Params dataclass, so a typo is an error that names the file, the key and the
-line, not a silently ignored setting.
+line, not a silently ignored setting. A value is checked against what its field declares
+(`preflight.core.check.param`: a count, a threshold, a fraction, a duration, a choice...), and a
+NaN or an infinity is refused for any number.
 
     [run]
     timeout = 300              # default per-check timeout, seconds
@@ -38,13 +40,16 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from preflight.core import levels
-from preflight.core.check import Check, Expect
+from preflight.core.check import PARAM_AT_LEAST, PARAM_AT_MOST, PARAM_KIND, Check, Expect
+from preflight.core.values import is_number as _number, value_problem
 
 RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
 FAIL_ON_CHOICES = ("fail", "warn")
 HISTORY_KEYS = {"enabled": (bool,), "url": (str,)}
 # Keys every check section accepts besides its Params fields.
 COMMON_CHECK_KEYS = {"timeout": (int, float)}
+# What those keys are, as a Params field declares it (preflight.core.check.param).
+TIMEOUT_SPEC = {PARAM_KIND: "duration"}
 
 
 class ConfigError(Exception):
@@ -179,7 +184,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
                 if key not in RUN_KEYS:
                     fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}", f"run.{key}")
                 _expect_type(value, RUN_KEYS[key], f"run.{key}", fail)
-                check_value(key, value, f"run.{key}", fail)
+                check_value(TIMEOUT_SPEC if key == "timeout" else {}, value, f"run.{key}", fail)
             if "timeout" in body:
                 config.default_timeout = float(body["timeout"])
             if "fail_on" in body:
@@ -258,24 +263,26 @@ def _raise(exc: Exception) -> typing.NoReturn:
 
 def _parse_expect(body: dict[str, Any], fail: Any) -> Expect:
     hints = typing.get_type_hints(Expect)
+    specs = {f.name: f.metadata for f in dataclasses.fields(Expect)}
     values = {}
     for key, value in body.items():
         if key not in hints:
             fail(f"unknown key; [expect] accepts {', '.join(sorted(hints))}", f"expect.{key}")
         if value is not None and not _matches(value, hints[key]):
             fail(f"expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}", f"expect.{key}")
-        check_value(key, value, f"expect.{key}", fail)
+        check_value(specs[key], value, f"expect.{key}", fail)
         values[key] = value
     return Expect(**values)
 
 
 def _apply_check_overrides(config: Config, check: type[Check], overrides: dict[str, Any], where: str, fail: Any) -> None:
     fields = _param_fields(check)
+    specs = param_specs(check)
     for key, value in overrides.items():
         name = f"{where}.{key}" if not where.endswith(f".{key}") else where
         if key == "timeout":
             _expect_type(value, COMMON_CHECK_KEYS["timeout"], name, fail)
-            check_value("timeout", value, name, fail)
+            check_value(TIMEOUT_SPEC, value, name, fail)
             config.timeouts[check.id] = float(value)
             continue
         if key not in fields:
@@ -283,7 +290,7 @@ def _apply_check_overrides(config: Config, check: type[Check], overrides: dict[s
             fail(f"unknown parameter for {check.id}; known: {known}", name)
         if not _matches(value, fields[key]):
             fail(f"expected {_type_name(fields[key])}, got {type(value).__name__} {value!r}", name)
-        check_value(key, value, name, fail)
+        check_value(specs.get(key, {}), value, name, fail)
         config.params.setdefault(check.id, {})[key] = value
 
 
@@ -292,6 +299,13 @@ def _param_fields(check: type[Check]) -> dict[str, Any]:
         return {}
     hints = typing.get_type_hints(check.Params)
     return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(check.Params)}
+
+
+def param_specs(check: type[Check]) -> dict[str, Any]:
+    """Parameter name -> what its field declares (kind, minimum, choices, ...; empty when nothing)."""
+    if not dataclasses.is_dataclass(check.Params):
+        return {}
+    return {f.name: f.metadata for f in dataclasses.fields(check.Params)}
 
 
 def _matches(value: Any, hint: Any) -> bool:
@@ -371,58 +385,34 @@ def _normal_key(key: str) -> str:
 
 # ------------------------------------------------------------------------------ value checks
 
-def _value_problem(name: str, value: Any) -> str:
-    """What is wrong with a number by what its parameter is (a count, a threshold, a fraction), or ""."""
-    if isinstance(value, bool):
-        return ""
-    if isinstance(value, list):
-        if name.endswith(("sizes_bytes", "device_counts", "_shape")) and any(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0 for v in value):
-            return "every entry must be greater than zero"
-        return ""
-    if not isinstance(value, (int, float)):
-        return ""
-    if value < 0:
-        return f"must not be negative, got {value!r}"
-    threshold = name.startswith(("min_", "warn_")) or name.endswith(("timeout", "_timeout_s", "_gbps"))
-    if name.startswith("max_") and isinstance(value, float):
-        threshold = True  # a ceiling on a figure; an integer max_ is a count of tolerated events and may be 0
-    if threshold and value == 0:
-        return "must be greater than zero (a zero threshold judges nothing)"
-    if ("efficiency" in name or "fraction" in name) and value > 1:
-        return f"is a fraction between 0 and 1, got {value!r}"
-    return ""
-
-
-def check_value(name: str, value: Any, where: str, fail: Any) -> None:
-    problem = _value_problem(name.rsplit(".", 1)[-1], value)
+def check_value(spec: Any, value: Any, where: str, fail: Any) -> None:
+    problem = value_problem(spec, value)
     if problem:
         fail(problem, where)
 
 
 def validate(config: Config, checks: dict[str, type[Check]]) -> None:
-    """Relations between values, on the merged configuration (profile, file and --set together):
-    a WARN level stricter than its PASS level (warn_X above min_X, or below max_X)."""
+    """Relations between values, on the merged configuration (profile, file and --set together): a
+    WARN level stricter than its PASS level, as the WARN level's field declares it (`at_most`: not
+    above the PASS floor it warns under; `at_least`: not below the PASS ceiling)."""
     for check_id in sorted(config.params):
         params = config.params_for(checks[check_id]) if check_id in checks else None
         if params is None or not dataclasses.is_dataclass(params):
             continue
         values = dataclasses.asdict(params)
-        for name, warn in values.items():
-            if not name.startswith("warn_") or not isinstance(warn, (int, float)) or isinstance(warn, bool):
-                continue
-            base = name[len("warn_"):]
-            for prefix, stricter in (("min_", lambda w, p: w > p), ("max_", lambda w, p: w < p)):
-                level = values.get(prefix + base)
-                if isinstance(level, (int, float)) and not isinstance(level, bool) and stricter(warn, level):
-                    raise ConfigError(f"the WARN level {warn!r} is stricter than the PASS level {prefix}{base} = "
+        for name, spec in param_specs(checks[check_id]).items():
+            warn = values.get(name)
+            for key, stricter in ((PARAM_AT_MOST, lambda w, p: w > p), (PARAM_AT_LEAST, lambda w, p: w < p)):
+                other = spec.get(key)
+                level = values.get(other) if other else None
+                if _number(warn) and _number(level) and stricter(warn, level):
+                    raise ConfigError(f"the WARN level {warn!r} is stricter than the PASS level {other} = "
                                       f"{level!r}: WARN must lie between PASS and FAIL",
                                       config.path or "configuration", f"checks.{check_id}.{name}")
-    expect = config.expect
-    for key in ("gpus_per_node", "nodes"):
-        value = getattr(expect, key)
-        if isinstance(value, int) and value < 0:
-            raise ConfigError(f"must not be negative, got {value}", config.path or "configuration", f"expect.{key}")
+    for f in dataclasses.fields(Expect):
+        problem = value_problem(f.metadata, getattr(config.expect, f.name))
+        if problem:
+            raise ConfigError(problem, config.path or "configuration", f"expect.{f.name}")
 
 
 def render_init(checks: dict[str, type[Check]]) -> str:
@@ -452,8 +442,8 @@ def render_init(checks: dict[str, type[Check]]) -> str:
             for f in dataclasses.fields(check.Params):
                 default = f.default if f.default is not dataclasses.MISSING else (
                     f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-                if check.param_help.get(f.name):
-                    out.append(f"# {f.name}: {check.param_help[f.name]}")
+                if check.param_docs().get(f.name):
+                    out.append(f"# {f.name}: {check.param_docs()[f.name]}")
                 if default is None:
                     out.append(f"# {f.name} =            (unset by default)")
                 else:

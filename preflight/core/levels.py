@@ -38,7 +38,7 @@ SKIPPED_AT_LEVEL = ".skipped-at-level"
 
 def declaration(check: Any, level: str) -> dict[str, Any]:
     """What `level` changes for `check`, as the check declares it ({} when nothing)."""
-    return dict((getattr(check, "levels", None) or {}).get(level) or {})
+    return dict(check.levels.get(level) or {})
 
 
 def overrides(check: Any, level: str) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def skip_reason(check: Any, level: str) -> str:
     At quick, a check that declares nothing for quick (a plugin written before levels) is left out:
     its time is unknown, and quick promises its budget.
     """
-    if level == "quick" and "quick" not in (getattr(check, "levels", None) or {}):
+    if level == "quick" and "quick" not in check.levels:
         return (f"it declares no quick variant (a `levels` entry for quick), so it could overrun the "
                 f"{QUICK_BUDGET_S:.0f} s budget")
     return str(declaration(check, level).get(SKIP_KEY) or "")

@@ -59,6 +59,14 @@ FIGURE_RATE = "rate"  # rates shown side by side (supply vs demand, write vs rea
 FIGURE_STEP = "step"  # a figure per step of a run (step time, data wait); `at` is the step number
 FIGURE_KINDS = (FIGURE_LINK, FIGURE_SCALING, FIGURE_SIZE, FIGURE_RATE, FIGURE_STEP)
 
+# Go-live alarms a check's figures can set (Check.alarm_figures -> RunReport.alarm_figures):
+ALARM_GPU_UTILIZATION = "gpu-utilization"  # a percentage: the mean utilisation of the least busy GPU
+ALARM_COMM_LATENCY_P99 = "comm-latency-p99"  # the p99 of a gradient bucket's all-reduce, in ms or s
+
+# Suffix of a SKIP finding id that says "this check does not apply to a node of this shape" ("one
+# GPU only: nothing to scale across"): such a SKIP never blocks through the verdict's inferences.
+NOT_APPLICABLE = ".not-applicable"
+
 
 @dataclass
 class Measurement:
@@ -206,6 +214,10 @@ class RunReport:
     cluster_checks: list[str] = field(default_factory=list)  # the planned ids of cluster scope
     expected: list[str] = field(default_factory=list)  # check ids the config says must not SKIP
     needs: dict[str, list[str]] = field(default_factory=dict)  # check id -> "gpu", "framework" it needs
+    # What the planned checks declare (preflight.core.check.Check), for the verdict and integrations:
+    roles: dict[str, str] = field(default_factory=dict)  # check id -> its role ("inventory")
+    headlines: list[str] = field(default_factory=list)  # finding ids whose sentence heads a NO-GO, in order
+    alarm_figures: dict[str, dict[str, str]] = field(default_factory=dict)  # check id -> alarm -> measurement name
     expect: dict[str, Any] = field(default_factory=dict)  # the run's expectations (expect.* of the config)
     pulled_in: dict[str, str] = field(default_factory=dict)  # check id run only because this check reads it
     results: list[CheckResult] = field(default_factory=list)

@@ -49,7 +49,7 @@ class Registry:
                     visit(by_id[dep], stack + (check.id,))
             ordered.append(check)
 
-        for check in sorted(wanted, key=lambda c: (c.scope is Scope.CLUSTER, not getattr(c, "run_first", False), c.id)):
+        for check in sorted(wanted, key=lambda c: (c.scope is Scope.CLUSTER, not c.run_first, c.id)):
             visit(check)
         return ordered
 

@@ -9,8 +9,8 @@ A SKIP blocks when the run says the check had to measure here:
 - the configuration expects it (`report.expected`: expect.gpus_per_node, expect.nodes, ...);
 - `--profile` or `expect.gpus_per_node` is set and the check needs a GPU or a framework
   (`report.needs`), on a node;
-- the node has NVIDIA GPUs on its PCI bus (node.environment's facts) and the check needs a GPU:
-  "no driver" there is a broken GPU node, not a CPU node.
+- the node has NVIDIA GPUs on its PCI bus (the facts of the check whose role is "inventory",
+  `report.roles`) and the check needs a GPU: "no driver" there is a broken GPU node, not a CPU node.
 A SKIP whose findings all end in NOT_APPLICABLE ("one GPU only: nothing to scale across") states
 that the check does not apply to this node's shape, and never blocks through these inferences. A
 SKIP because the run level leaves the check out (--level quick) never blocks.
@@ -22,9 +22,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from preflight.core.check import NEEDS_FRAMEWORK, NEEDS_GPU, ROLE_INVENTORY
 from preflight.core.compare import comparison_results
 from preflight.core.levels import SKIPPED_AT_LEVEL
-from preflight.core.model import CLUSTER_NODE, CheckResult, RunReport, Scope, Status
+from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, RunReport, Scope, Status
 
 
 class Verdict(str, enum.Enum):
@@ -44,15 +45,9 @@ EXIT_CODE_HELP = (
     "130 interrupted (reports hold what finished)."
 )
 
-# What a check needs to measure anything, as `report.needs` records it per check id.
-NEEDS_GPU = "gpu"
-NEEDS_FRAMEWORK = "framework"
-# The check whose facts say what a node has: NVIDIA GPUs on its PCI bus, importable frameworks.
-ENVIRONMENT_CHECK = "node.environment"
-# Suffix of a SKIP finding id that says "this check does not apply to a node of this shape".
-NOT_APPLICABLE = ".not-applicable"
-# Findings whose sentence is the headline of a NO-GO when they fire: the one thing to say first.
-HEADLINE_FINDINGS = ("node.environment.no-framework", "node.environment.gpu-without-driver")
+# What a check needs to measure anything (`report.needs`, per check id: NEEDS_GPU, NEEDS_FRAMEWORK)
+# is declared in preflight.core.check; the suffix of a SKIP finding that says the check does not apply
+# to a node of this shape (NOT_APPLICABLE) in preflight.core.model.
 MEASURED = (Status.PASS, Status.WARN, Status.FAIL)
 
 
@@ -84,7 +79,7 @@ def measured_counts(report: RunReport) -> tuple[int, int]:
     """(checks that measured something on at least one node, checks in the run).
 
     A check that ran only because an asked-for check reads it (`report.pulled_in`) is not counted:
-    node.environment measuring does not make `--checks gpu.visibility` on a node without GPUs GO.
+    the inventory check measuring does not make a run of one GPU check on a node without GPUs GO.
     """
     ids = [cid for cid in report.check_ids if cid not in report.pulled_in] or report.check_ids
     measured = {r.check_id for r in report.results if r.status in MEASURED}
@@ -92,9 +87,10 @@ def measured_counts(report: RunReport) -> tuple[int, int]:
 
 
 def gpu_nodes(report: RunReport) -> set[str]:
-    """Nodes whose PCI bus shows NVIDIA GPUs (display or 3D controllers), per node.environment."""
-    return {r.node for r in report.results
-            if r.check_id == ENVIRONMENT_CHECK and (r.facts or {}).get("nvidia_gpus")}
+    """Nodes whose PCI bus shows NVIDIA GPUs (display or 3D controllers), per the facts of the checks
+    whose declared role (`report.roles`) is the inventory."""
+    inventory = {cid for cid, role in report.roles.items() if role == ROLE_INVENTORY}
+    return {r.node for r in report.results if r.check_id in inventory and (r.facts or {}).get("nvidia_gpus")}
 
 
 def skip_blocks(result: CheckResult, report: RunReport, with_gpus: set[str] | None = None) -> str:
@@ -128,8 +124,9 @@ def _load_error_text(errors: list[dict[str, Any]]) -> str:
             f"{'their' if len(errors) != 1 else 'its'} checks did not run")
 
 
-def _headline_finding(blocking: list[CheckResult]) -> str:
-    for wanted in HEADLINE_FINDINGS:
+def _headline_finding(blocking: list[CheckResult], headlines: list[str]) -> str:
+    """The sentence of the first declared headline finding (`report.headlines`) that fired."""
+    for wanted in headlines:
         for result in blocking:
             for f in result.findings:
                 if f.id == wanted and f.level is not Status.PASS:
@@ -155,7 +152,7 @@ def decide(report: RunReport) -> Decision:
     if blocking:
         verdict = Verdict.NO_GO
         reason = f"{len(blocking)} blocking finding{'s' if len(blocking) != 1 else ''}"
-        first = _headline_finding(blocking)
+        first = _headline_finding(blocking, report.headlines)
         if first:
             reason = f"{first} ({reason})"
     elif report.load_errors:

@@ -17,9 +17,10 @@ Four alerts, all severity "warning" (new alarms start as warnings until a team t
 
 No expression names a scrape job: rules keep working whatever the job is called.
 
-Defaults are stated in `Thresholds`; `--from results.json` derives them from a run's canary figures:
-the floor at 70% of the utilisation the canary measured on the least busy node, the ceiling at 3x
-the p99 bucket latency it measured on the slowest node.
+Defaults are stated in `Thresholds`; `--from results.json` derives them from a run's figures that
+checks declare as alarm figures (`alarm_figures` in the report; the training canary's): the floor at
+70% of the utilisation measured on the least busy node, the ceiling at 3x the p99 bucket latency
+measured on the slowest node.
 
 The output is YAML written here by hand (no YAML library is a dependency of preflight): every
 string is a JSON string, which is a valid YAML double-quoted scalar, so nothing needs YAML escaping.
@@ -32,6 +33,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from preflight.core.model import ALARM_COMM_LATENCY_P99, ALARM_GPU_UTILIZATION
+
 UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 LATENCY_METRIC = "preflight_allreduce_latency_seconds"
@@ -39,7 +42,7 @@ GROUP = "preflight-go-live"
 # --from: alarm at this share of the measured utilisation, and at this multiple of the measured p99.
 UTIL_FLOOR_SHARE = 0.70
 LATENCY_CEILING_FACTOR = 3.0
-CANARY = "canary.training"
+SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 
 
@@ -73,19 +76,20 @@ def check_duration(value: str) -> str:
 
 
 def thresholds_from_results(report: dict[str, Any], base: Thresholds) -> tuple[Thresholds, list[str]]:
-    """Floors and ceilings from the canary figures of a run (results.json); notes say what was used."""
+    """Floors and ceilings from the alarm figures of a run (results.json): the measurements its checks
+    declare (`alarm_figures`: check id -> alarm -> measurement name); notes say what was used."""
     utils, latencies = [], []
+    declared = report.get("alarm_figures") or {}
     for result in report.get("results", []):
-        if result.get("check_id") != CANARY:
-            continue
+        names = declared.get(result.get("check_id")) or {}
         for m in result.get("measurements", []):
             value = m.get("value")
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 continue
-            if m.get("name") == "GPU utilisation (least busy GPU)":
+            if m.get("name") == names.get(ALARM_GPU_UTILIZATION) and m.get("unit") == "%":
                 utils.append((value, result.get("node")))
-            elif m.get("name") == "all-reduce latency per bucket p99" and m.get("unit") == "ms":
-                latencies.append((value / 1e3, result.get("node")))
+            elif m.get("name") == names.get(ALARM_COMM_LATENCY_P99) and m.get("unit") in SECONDS_PER_UNIT:
+                latencies.append((value * SECONDS_PER_UNIT[m["unit"]], result.get("node")))
     notes = []
     thresholds = base
     if utils:
@@ -96,7 +100,7 @@ def thresholds_from_results(report: dict[str, Any], base: Thresholds) -> tuple[T
                      f"measured on {node}")
     else:
         notes.append(f"GPU utilisation floor {base.gpu_util_floor_pct:g}% (default): the run has no canary "
-                     "utilisation figure (no GPU, or canary.training did not run)")
+                     "utilisation figure (no GPU, or the training canary did not run)")
     if latencies:
         value, node = max(latencies)
         ceiling = float(f"{LATENCY_CEILING_FACTOR * value:.3g}")

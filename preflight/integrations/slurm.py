@@ -27,8 +27,6 @@ from preflight.transport.process import CommandTimeout, Completed, run_command
 REASON_PREFIX = "preflight:"
 MAX_REASON_CHARS = 80  # `sinfo -R` shows 20 by default; keep the whole reason readable in scontrol
 SCONTROL_TIMEOUT_S = 60.0
-# The checks cheap enough for a scheduler hook (Prolog, HealthCheckProgram): seconds, local only.
-HOOK_CHECKS = ("node.environment", "gpu.visibility", "versions.")
 
 Runner = Callable[..., Completed]  # run_command's shape: run(argv, timeout=...)
 

@@ -45,15 +45,17 @@ def coordinator_ip(address: str) -> str:
     return (ipv4 or routable or found or [address])[0]
 
 
-def loopback_findings(probes: dict[str, dict[str, Any]], node_facts: dict[str, dict[str, Any]],
+def loopback_findings(probes: dict[str, dict[str, Any]], resolved: dict[str, list[str]],
                       ips: dict[str, str]) -> list[str]:
-    """Sentences about host names and addresses that resolve to loopback on the nodes. Pure."""
+    """Sentences about host names and addresses that resolve to loopback on the nodes. Pure.
+
+    `resolved`: node -> the addresses its host name resolves to as recorded before the launch (the
+    inventory check's `hostname_addresses`), for a probe that did not resolve it itself."""
     found = []
     by_name: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for node, probe in probes.items():
-        env_facts = node_facts.get(node, {}).get("node.environment", {})
-        hostname = probe.get("hostname") or env_facts.get("hostname")
-        addresses = probe.get("hostname_addresses") or env_facts.get("hostname_addresses") or []
+        hostname = probe.get("hostname")
+        addresses = probe.get("hostname_addresses") or resolved.get(node) or []
         if hostname and addresses and all(is_loopback(a) for a in addresses) and not is_loopback(ips.get(node, "")):
             by_name.setdefault((hostname, tuple(addresses)), []).append(node)
         own = probe.get("address_resolves_to") or []

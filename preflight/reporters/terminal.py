@@ -38,7 +38,7 @@ def render(report: RunReport) -> str:
         lines.append("Blocking:")
         for f in view.blocking:
             lines.append(f"  {f.status:<5} {f.check_id} {f.where}: {f.summary}")
-            for hint in f.remediation[:2]:
+            for hint in f.remediation:  # the fix of each finding that fired, once
                 lines.append(f"        fix: {hint}")
     if view.warnings:
         lines.append("Warnings:")

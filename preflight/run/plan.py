@@ -7,10 +7,9 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from preflight.core.check import Check
+from preflight.core.check import NEEDS_FRAMEWORK, NEEDS_GPU, ROLE_INVENTORY, Check
 from preflight.core.model import RunReport
 from preflight.core.results_file import header_line
-from preflight.core.verdict import ENVIRONMENT_CHECK, NEEDS_FRAMEWORK, NEEDS_GPU
 
 # Tags that say a check needs a GPU, or a framework, to measure anything.
 GPU_TAGS = ("gpu",)
@@ -23,7 +22,7 @@ class PlanError(ValueError):
 
 def needs_of(check: type[Check]) -> list[str]:
     """"gpu" and/or "framework": from the check's `needs` when it declares one, else from its tags."""
-    declared = getattr(check, "needs", None)
+    declared = check.needs
     if declared is not None:
         return [n for n in (NEEDS_GPU, NEEDS_FRAMEWORK) if n in declared]
     tags = set(check.tags)
@@ -44,12 +43,13 @@ class Selection:
 def select(checks: dict[str, type[Check]], wanted: list[str], skipped: set[str], explicit: bool) -> Selection:
     """The checks to run: `wanted` without `skipped`, plus what they read.
 
-    A check's run_after dependencies are pulled in (versions.consistency compares what versions.pinned
-    records on each node), and node.environment whenever a check needs a GPU or a framework: its facts
-    say whether the node has NVIDIA GPUs, which decides whether a SKIP there blocks. A dependency the
-    user skipped on purpose, of a check the user asked for by name, is a contradiction (PlanError);
+    A check's run_after dependencies are pulled in (a check that compares what another records on
+    each node), and the inventory check (Check.role) whenever a check needs a GPU or a framework: its
+    facts say whether the node has NVIDIA GPUs, which decides whether a SKIP there blocks. A dependency
+    the user skipped on purpose, of a check the user asked for by name, is a contradiction (PlanError);
     of a check that was only there by default, the dependent is dropped too.
     """
+    inventory = [cid for cid, c in sorted(checks.items()) if c.role == ROLE_INVENTORY]
     chosen = [c for c in wanted if c not in skipped]
     selection = Selection(list(chosen))
     pending = list(chosen)
@@ -59,13 +59,13 @@ def select(checks: dict[str, type[Check]], wanted: list[str], skipped: set[str],
             continue
         check = checks[check_id]
         deps = list(check.run_after)
-        if needs_of(check) and ENVIRONMENT_CHECK in checks:
-            deps.append(ENVIRONMENT_CHECK)
+        if needs_of(check):
+            deps += [i for i in inventory if i not in deps]
         for dep in deps:
             if dep in selection.ids or dep not in checks:
                 continue
             if dep in skipped:
-                if dep == ENVIRONMENT_CHECK and dep not in check.run_after:
+                if dep in inventory and dep not in check.run_after:
                     continue  # only the inference is lost: the check still measures
                 if explicit:
                     raise PlanError(f"--skip {dep} removes what {check_id} reads; drop {dep} from --skip "
@@ -78,11 +78,32 @@ def select(checks: dict[str, type[Check]], wanted: list[str], skipped: set[str],
     return selection
 
 
+def record_declarations(report: RunReport, checks: list[type[Check]]) -> None:
+    """What the checks declare that the verdict, the reports and the integrations read, recorded in
+    the report so that none of them has to know a check by its id: needs, roles, headline findings,
+    the figures alarms are set from."""
+    report.needs = {c.id: needs_of(c) for c in checks if needs_of(c)}
+    report.roles = {c.id: c.role for c in checks if c.role}
+    report.headlines = [f"{c.id}.{kind}" for c in checks for kind in c.headlines]
+    report.alarm_figures = {c.id: dict(c.alarm_figures) for c in checks if c.alarm_figures}
+
+
+def fill_declarations(report: RunReport, checks: dict[str, type[Check]]) -> None:
+    """A report written before roles, headlines and alarm figures were recorded gets them from the
+    installed checks of the same ids; a report that records any of them is left as it is."""
+    if report.roles or report.headlines or report.alarm_figures:
+        return
+    known = [checks[cid] for cid in report.check_ids if cid in checks]
+    needs = dict(report.needs)
+    record_declarations(report, known)
+    report.needs = needs
+
+
 def complete_report(report: RunReport, checks: list[type[Check]], expect: dict[str, Any],
                     pulled_in: dict[str, str] | None = None) -> None:
-    """What the verdict needs beyond the results: what each check needs, the expectations, and
+    """What the verdict needs beyond the results: what each check declares, the expectations, and
     which checks ran only because another reads them."""
-    report.needs = {c.id: needs_of(c) for c in checks if needs_of(c)}
+    record_declarations(report, checks)
     report.expect = dict(expect)
     report.pulled_in = dict(pulled_in or {})
 
@@ -95,17 +116,15 @@ def write_header(stream: IO[str], report: RunReport, plan: Any) -> None:
 
 
 def prepare_params(ids: list[str], checks: dict[str, type[Check]], config: Any, cwd: Path | None = None) -> None:
-    """Let each check read, on the coordinator, what its nodes need (a lock file, say) into its params.
-
-    A check may define `prepare_on_coordinator(overrides, cwd) -> overrides`; a ValueError it raises
-    is the user's mistake (a configured file that does not exist) and stops the run before it starts.
-    """
+    """Let each check read, on the coordinator, what its nodes need (a lock file, say) into its params
+    (Check.prepare_on_coordinator); a ValueError it raises is the user's mistake (a configured file
+    that does not exist) and stops the run before it starts."""
     where = cwd or Path.cwd()
     for check_id in ids:
-        hook = getattr(checks[check_id], "prepare_on_coordinator", None)
-        if hook is None:
-            continue
+        before = dict(config.params.get(check_id, {}))
         try:
-            config.params[check_id] = hook(dict(config.params.get(check_id, {})), where)
+            after = checks[check_id].prepare_on_coordinator(dict(before), where)
         except ValueError as exc:
             raise PlanError(f"{check_id}: {exc}") from None
+        if after != before:
+            config.params[check_id] = after

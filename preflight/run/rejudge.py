@@ -22,6 +22,7 @@ from preflight.core.check import Expect
 from preflight.core.finite import facts_lost_values
 from preflight.run.judging import rejudge_config
 from preflight.run.execute import now_iso, result_from_outcome
+from preflight.run.plan import record_declarations
 from preflight.core.model import CheckResult, RunReport, Scope, Status
 
 
@@ -81,6 +82,11 @@ def rejudge_report(report: RunReport, registry: Any, config: Any, *, source: str
     rejudged.judged_with = {**(report.judged_with or {}), "params": dict(config.params),
                             "expect": config.expect.to_dict(), "profile": config.profile,
                             "sources": dict(how.get("sources") or (report.judged_with or {}).get("sources") or {})}
+    # Today's checks judge, so today's declarations (roles, headlines, alarm figures) apply.
+    known = [registry.checks[cid] for cid in report.check_ids if cid in registry.checks]
+    needs = dict(report.needs)
+    record_declarations(rejudged, known)
+    rejudged.needs = {**needs, **rejudged.needs}
     rejudged.profile = config.profile
     rejudged.profile_sources = list(config.profile_sources)
     rejudged.fail_on = config.fail_on

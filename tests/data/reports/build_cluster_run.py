@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from preflight.core.check import Expect  # noqa: E402
 from preflight.run.execute import result_from_outcome  # noqa: E402
+from preflight.run.plan import record_declarations  # noqa: E402
 from preflight.core.model import NodeInfo, RunReport  # noqa: E402
 import preflight_checks.checkpoint.roundtrip as checkpoint_roundtrip  # noqa: E402
 import preflight_checks.collectives.local as collectives_local  # noqa: E402
@@ -215,6 +216,8 @@ def build() -> RunReport:
     result = result_from_outcome(net_bandwidth.NetBandwidth, outcome, node="cluster", facts=facts,
                                  duration_s=96.0, started_at="2026-11-29T10:12:50+00:00")
     report.add(result)
+    # What the checks declare, recorded as a run records it (preflight.run.plan).
+    record_declarations(report, [check for check, _, _ in node_checks] + [net_bandwidth.NetBandwidth])
     return report
 
 

@@ -62,6 +62,8 @@ def test_init_writes_a_file_and_refuses_to_overwrite(runner, tmp_path):
     (["--set", "net.bandwidth.streams=-1"], "net.bandwidth.streams: must not be negative"),
     (["--set", "net.bandwidth.min_gbps=0"], "net.bandwidth.min_gbps: must be greater than zero"),
     (["--set", "expect.gpus_per_node=-8"], "expect.gpus_per_node: must not be negative"),
+    (["--set", "net.bandwidth.min_gbps=nan"], "net.bandwidth.min_gbps: must be a finite number"),
+    (["--set", "net.bandwidth.pattern=star"], "net.bandwidth.pattern: must be one of ring, full"),
     (["--set", "versions.pinned.requirements=[\"missing.txt\"]"], "missing.txt does not exist"),
     (["--checks", "versions.consistency", "--skip", "versions.pinned"], "--skip versions.pinned removes what"),
 ])

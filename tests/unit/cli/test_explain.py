@@ -10,9 +10,10 @@ from click.testing import CliRunner
 from preflight.run import faults
 from preflight.cli.main import cli
 from preflight.core.registry import discover
+from tests.conftest import built_in_checks
 
 REGISTRY = discover()
-BUILT_IN = sorted(cid for cid, origin in REGISTRY.origin.items() if origin.startswith("preflight-cluster "))
+BUILT_IN = sorted(built_in_checks(REGISTRY.checks))  # whatever name the distribution is installed under
 
 
 def test_the_built_in_checks_are_all_here():
@@ -23,9 +24,10 @@ def test_the_built_in_checks_are_all_here():
 def test_every_parameter_of_every_built_in_check_has_a_meaning(check_id):
     check = REGISTRY.checks[check_id]
     names = [f.name for f in dataclasses.fields(check.Params)]
-    assert {n for n in names if not check.param_help.get(n, "").strip()} == set()
+    docs = check.param_docs()
+    assert {n for n in names if not docs.get(n, "").strip()} == set()
     assert set(check.param_help) <= set(names), "a meaning for a parameter that does not exist"
-    for text in check.param_help.values():
+    for text in docs.values():
         assert "\n" not in text and len(text) <= 140
 
 
@@ -44,6 +46,13 @@ def test_explain_shows_each_parameter_with_its_meaning_and_the_levels():
     assert any(line.startswith("  thorough: ") and 'pattern = "full"' in line for line in lines)
     local = CliRunner().invoke(cli, ["explain", "collectives.local"]).output
     assert "inject" not in local and "  quick: not run (" in local
+
+
+def test_explain_lists_the_findings_a_check_can_report_by_id():
+    result = CliRunner().invoke(cli, ["explain", "net.bandwidth"])
+    lines = result.output.splitlines()
+    listed = [line.strip() for line in lines if line.startswith("  net.bandwidth.")]
+    assert "net.bandwidth.slow-link" in listed and "net.bandwidth.no-iperf3" in listed
 
 
 @pytest.mark.parametrize("key, value", [("collectives.local.inject_absent_rank", "1"),

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from preflight.core import config as cfg
@@ -150,6 +152,74 @@ def test_values_are_checked_not_just_types(text, key, line, words):
     with pytest.raises(cfg.ConfigError) as err:
         cfg.parse(text, ALL, "preflight.toml")
     assert err.value.key == key and err.value.line == line and words in str(err.value)
+
+
+@pytest.mark.parametrize("text, key, words", [
+    ('[checks."net.bandwidth"]\nmin_gbps = nan\n', "checks.net.bandwidth.min_gbps", "finite"),
+    ('[checks."net.bandwidth"]\nserver_start_timeout_s = inf\n', "checks.net.bandwidth.server_start_timeout_s", "finite"),
+    ('[checks."canary.training"]\nmax_data_wait_share = -inf\n', "checks.canary.training.max_data_wait_share", "finite"),
+    ('[checks."dataloader.throughput"]\ndataset_kwargs = {lr = nan}\n', "checks.dataloader.throughput.dataset_kwargs",
+     "finite"),
+    ('[checks."net.bandwidth"]\nstreams = 0\n', "checks.net.bandwidth.streams", "at least 1"),
+    ('[checks."net.bandwidth"]\npattern = "star"\n', "checks.net.bandwidth.pattern", "one of ring, full"),
+    ('[checks."scaling.multi_gpu"]\ndevice_counts = [1, 0]\n', "checks.scaling.multi_gpu.device_counts", "at least 1"),
+    ('[checks."gpu.visibility"]\nmin_free_memory_fraction = 1.2\n', "checks.gpu.visibility.min_free_memory_fraction",
+     "fraction"),
+    ('[checks."net.bandwidth"]\nduration_s = 0\n', "checks.net.bandwidth.duration_s", "greater than zero"),
+    ('[checks."collectives.local"]\nmax_latency_us = 0.0\n', "checks.collectives.local.max_latency_us",
+     "greater than zero"),
+])
+def test_values_are_checked_against_the_kind_their_field_declares(text, key, words):
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse(text, ALL, "preflight.toml")
+    assert err.value.key == key and err.value.line == 2 and words in str(err.value)
+
+
+def test_nan_and_infinity_are_refused_through_set_too():
+    for setting in ("net.bandwidth.min_gbps=nan", "checkpoint.roundtrip.size_mb=inf",
+                    "gpu.visibility.min_host_device_gbps=-inf"):
+        with pytest.raises(cfg.ConfigError) as err:
+            cfg.apply_cli_settings(cfg.load(None, ALL), [setting], ALL)
+        assert "finite" in str(err.value) and setting.split("=")[0] in str(err.value)
+
+
+def test_the_kind_decides_not_the_name():
+    # A fraction of zero is a value (min_memory_headroom = 0: no headroom asked for) although its
+    # name starts with min_; a count of zero is allowed where its field does not raise the floor.
+    config = cfg.parse('[checks."canary.training"]\nmin_memory_headroom = 0.0\nwarmup = 0\n', ALL)
+    assert config.params["canary.training"] == {"min_memory_headroom": 0.0, "warmup": 0}
+
+
+def test_a_parameter_that_declares_no_kind_is_only_refused_what_is_not_finite():
+    import dataclasses
+
+    from preflight.core.check import Check
+
+    @dataclasses.dataclass
+    class Plain:
+        min_rate: float = 1.0
+        max_count: int = 3
+
+    class ThirdParty(Check):
+        id = "acme.plain"
+        Params = Plain
+
+    checks = {"acme.plain": ThirdParty}
+    config = cfg.parse('[checks."acme.plain"]\nmin_rate = 0.0\nmax_count = -1\n', checks)
+    assert config.params["acme.plain"] == {"min_rate": 0.0, "max_count": -1}
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse('[checks."acme.plain"]\nmin_rate = nan\n', checks)
+    assert err.value.key == "checks.acme.plain.min_rate"
+
+
+def test_every_built_in_parameter_declares_its_kind_and_meaning():
+    from preflight.core.check import PARAM_HELP, PARAM_KIND, PARAM_KINDS
+    from tests.conftest import built_in_checks
+
+    for check_id, check in built_in_checks(ALL).items():
+        for field in dataclasses.fields(check.Params):
+            assert field.metadata.get(PARAM_KIND) in PARAM_KINDS, f"{check_id}.{field.name}"
+            assert field.metadata.get(PARAM_HELP), f"{check_id}.{field.name}"
 
 
 def test_an_integer_ceiling_of_zero_is_a_count_and_allowed():

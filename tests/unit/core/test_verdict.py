@@ -1,6 +1,7 @@
 import pytest
 
 from preflight.core.model import Scope, Status
+from preflight.core.check import ROLE_INVENTORY
 from preflight.core.model import Finding
 from preflight.core.verdict import EXIT_CODES, Verdict, decide, measured_counts, skip_blocks
 from tests.conftest import make_report, make_result
@@ -101,9 +102,14 @@ def test_measured_counts_checks_with_a_measured_result():
 
 # -- what a training node needs is expected by default ------------------------------------------
 
+# The verdict knows the inventory check by the role the run recorded for it, not by its id.
+INVENTORY = "site.inventory"
+ROLES = {INVENTORY: ROLE_INVENTORY}
+
+
 def _env(node, gpus=0, status=Status.PASS, findings=()):
     facts = {"nvidia_gpus": [{"address": f"0000:{i:02x}:00.0", "class": "0x030200"} for i in range(gpus)]}
-    return make_result("node.environment", node, status, facts=facts, findings=list(findings))
+    return make_result(INVENTORY, node, status, facts=facts, findings=list(findings))
 
 
 def _gpu_skip(node="n1"):
@@ -111,15 +117,21 @@ def _gpu_skip(node="n1"):
 
 
 def test_gpu_check_skip_blocks_on_a_node_with_nvidia_gpus_on_its_pci_bus():
-    report = make_report([_env("n1", gpus=8), _gpu_skip()], needs={"gpu.visibility": ["gpu"]})
+    report = make_report([_env("n1", gpus=8), _gpu_skip()], needs={"gpu.visibility": ["gpu"]}, roles=ROLES)
     decision = decide(report)
     assert decision.verdict is Verdict.NO_GO
     assert [r.check_id for r in decision.skipped_expected] == ["gpu.visibility"]
     assert "PCI" in skip_blocks(report.results[1], report)
 
 
+def test_the_gpus_on_the_bus_are_read_only_from_a_check_that_declares_the_inventory_role():
+    report = make_report([_env("n1", gpus=8), _gpu_skip()], needs={"gpu.visibility": ["gpu"]})
+    assert report.roles == {}  # a report that records no roles (written before they were recorded)
+    assert decide(report).verdict is Verdict.GO
+
+
 def test_gpu_check_skip_does_not_block_without_nvidia_hardware():
-    report = make_report([_env("n1", gpus=0), _gpu_skip()], needs={"gpu.visibility": ["gpu"]})
+    report = make_report([_env("n1", gpus=0), _gpu_skip()], needs={"gpu.visibility": ["gpu"]}, roles=ROLES)
     assert decide(report).verdict is Verdict.GO
 
 
@@ -128,27 +140,49 @@ def test_profile_or_gpus_per_node_make_gpu_and_framework_skips_block(setting):
     results = [_env("n1"), _gpu_skip(),
                make_result("collectives.local", "n1", Status.SKIP, "torch is not installed")]
     needs = {"gpu.visibility": ["gpu"], "collectives.local": ["framework"]}
-    decision = decide(make_report(results, needs=needs, **setting))
+    decision = decide(make_report(results, needs=needs, roles=ROLES, **setting))
     assert decision.verdict is Verdict.NO_GO
     assert {r.check_id for r in decision.skipped_expected} == {"gpu.visibility", "collectives.local"}
     # Without either, the same SKIPs do not block.
-    assert decide(make_report(results, needs=needs)).verdict is Verdict.GO
+    assert decide(make_report(results, needs=needs, roles=ROLES)).verdict is Verdict.GO
 
 
 def test_a_skip_that_says_not_applicable_does_not_block_through_inference():
     single = make_result("scaling.multi_gpu", "n1", Status.SKIP, "1 GPU only",
                          findings=[Finding("scaling.multi_gpu.single-device.not-applicable", Status.SKIP, "1 GPU only")])
     report = make_report([_env("n1", gpus=1), single], needs={"scaling.multi_gpu": ["framework"]},
-                         expect={"gpus_per_node": 1})
+                         expect={"gpus_per_node": 1}, roles=ROLES)
     assert decide(report).verdict is Verdict.GO
 
 
-def test_no_framework_finding_is_the_headline():
-    finding = Finding("node.environment.no-framework", Status.FAIL,
+def test_a_declared_headline_finding_is_the_headline():
+    finding = Finding(f"{INVENTORY}.no-framework", Status.FAIL,
                       "neither PyTorch nor TensorFlow is installed: nothing here can train")
-    decision = decide(make_report([_env("n1", status=Status.FAIL, findings=[finding])]))
+    other = make_result("gpu.visibility", "n1", Status.FAIL, findings=[Finding("gpu.visibility.x", Status.FAIL, "x")])
+    results = [other, _env("n1", status=Status.FAIL, findings=[finding])]
+    decision = decide(make_report(results, headlines=[f"{INVENTORY}.no-framework"]))
     assert decision.verdict is Verdict.NO_GO
     assert decision.reason.startswith("neither PyTorch nor TensorFlow is installed: nothing here can train")
+    # Not declared a headline by the run: the reason only counts.
+    assert decide(make_report(results)).reason.startswith("2 blocking findings")
+
+
+def test_the_built_in_declarations_reach_the_report_and_the_verdict():
+    from preflight.core.registry import discover
+    from preflight.run.plan import complete_report, fill_declarations
+
+    checks = discover().checks
+    report = make_report([_env("n1", gpus=8), _gpu_skip()])
+    complete_report(report, list(checks.values()), {})
+    inventory = [cid for cid, role in report.roles.items() if role == ROLE_INVENTORY]
+    assert len(inventory) == 1 and report.needs["gpu.visibility"] == ["gpu"]
+    assert f"{inventory[0]}.no-framework" in report.headlines
+    # A results file written before roles were recorded gets them from the installed checks.
+    old = make_report([make_result(inventory[0], "n1", facts={"nvidia_gpus": [{"address": "0000:01:00.0"}]}),
+                       _gpu_skip()], needs={"gpu.visibility": ["gpu"]})
+    fill_declarations(old, checks)
+    assert old.roles == {inventory[0]: ROLE_INVENTORY} and old.needs == {"gpu.visibility": ["gpu"]}
+    assert decide(old).verdict is Verdict.NO_GO
 
 
 # -- plugins -----------------------------------------------------------------------------------------

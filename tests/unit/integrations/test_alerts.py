@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from preflight.integrations import alerts
 from preflight.core.check import measure
+from preflight.core.model import ALARM_COMM_LATENCY_P99, ALARM_GPU_UTILIZATION
 from preflight.cli.main import cli
 from tests.conftest import make_report, make_result
 
@@ -41,7 +42,13 @@ def test_stated_defaults_and_overrides_reach_the_expressions():
     assert text.count('for: "30s"') == 4
 
 
-def canary_result(node, util_pct=None, p99_ms=None):
+# The figures are found by what the run records its checks declare, not by a check id.
+CANARY = "site.canary"
+DECLARED = {CANARY: {ALARM_GPU_UTILIZATION: "GPU utilisation (least busy GPU)",
+                     ALARM_COMM_LATENCY_P99: "all-reduce latency per bucket p99"}}
+
+
+def canary_result(node, util_pct=None, p99_ms=None, check_id=CANARY):
     ms = [measure("step time median", 40.0, "ms")]
     if util_pct is not None:
         ms.append(measure("GPU utilisation (least busy GPU)", util_pct, "%"))
@@ -49,19 +56,23 @@ def canary_result(node, util_pct=None, p99_ms=None):
         ms.append(measure("GPU utilisation", "not measured: no GPU"))
     if p99_ms is not None:
         ms.append(measure("all-reduce latency per bucket p99", p99_ms, "ms"))
-    return make_result("canary.training", node=node, measurements=ms)
+    return make_result(check_id, node=node, measurements=ms)
 
 
 def test_from_results_takes_seventy_percent_of_the_least_busy_node_and_three_times_the_slowest_p99():
-    report = make_report([canary_result("a", 90.0, 4.0), canary_result("b", 80.0, 10.0)]).to_dict()
+    report = make_report([canary_result("a", 90.0, 4.0), canary_result("b", 80.0, 10.0)],
+                         alarm_figures=DECLARED).to_dict()
     thresholds, notes = alerts.thresholds_from_results(report, alerts.Thresholds())
     assert thresholds.gpu_util_floor_pct == pytest.approx(56.0)
     assert thresholds.comm_latency_ceiling_s == pytest.approx(0.03)
     assert any("measured on b" in n for n in notes)
+    # The same figures from a check that declares none are no alarm figures.
+    undeclared = make_report([canary_result("a", 90.0, 4.0)]).to_dict()
+    assert alerts.thresholds_from_results(undeclared, alerts.Thresholds())[0] == alerts.Thresholds()
 
 
 def test_from_results_without_gpu_figures_keeps_the_defaults_and_says_so():
-    report = make_report([canary_result("cpu-node", None, 20.0)]).to_dict()
+    report = make_report([canary_result("cpu-node", None, 20.0)], alarm_figures=DECLARED).to_dict()
     thresholds, notes = alerts.thresholds_from_results(report, alerts.Thresholds())
     assert thresholds.gpu_util_floor_pct == alerts.Thresholds().gpu_util_floor_pct
     assert thresholds.comm_latency_ceiling_s == pytest.approx(0.06)
@@ -93,7 +104,9 @@ def test_alerts_command_writes_the_file_and_rejects_bad_input(tmp_path):
     assert result.exit_code == 0, result.output
     assert out.read_text().count("- alert: ") == 4
     results = tmp_path / "results.json"
-    results.write_text(json.dumps(make_report([canary_result("a", 90.0, 5.0)]).to_dict()))
+    # A results file that records no declarations (an older run's) gets the installed canary's.
+    old = make_report([canary_result("a", 90.0, 5.0, check_id="canary.training")]).to_dict()
+    results.write_text(json.dumps({k: v for k, v in old.items() if k != "alarm_figures"}))
     result = runner.invoke(cli, ["alerts", "--from", str(results)])
     assert result.exit_code == 0 and "< 63" in result.output
     assert runner.invoke(cli, ["alerts", "--for", "soon"]).exit_code == 2

@@ -134,3 +134,17 @@ def test_a_judging_fix_is_picked_up_without_touching_the_machine(results):
     after = load(Path("again") / "results.json")
     assert status_of(after, "dataloader.throughput") == "PASS", out.output
     assert {"check_id": "dataloader.throughput", "node": NODE, "was": "FAIL", "now": "PASS"} in after["rejudged"]["changed"]
+
+
+def test_rejudging_records_what_todays_checks_declare():
+    from preflight.core.check import ROLE_INVENTORY
+    from preflight.run.rejudge import rejudge_report, thresholds
+
+    old = recorded_run()
+    old.planned.append("node.environment")  # planned there, its result lost: its declarations still apply
+    assert (old.roles, old.headlines) == ({}, [])  # as a run recorded before declarations were
+    config = thresholds(discover(), old, None, [], None)
+    again = rejudge_report(old, discover(), config, source="results.json", how={})
+    assert again.roles == {"node.environment": ROLE_INVENTORY}
+    assert "node.environment.no-framework" in again.headlines
+    assert again.needs["gpu.visibility"] == ["gpu"]

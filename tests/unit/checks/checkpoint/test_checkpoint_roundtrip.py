@@ -14,7 +14,7 @@ from preflight.core.check import Expect
 from preflight.core.model import Status
 from preflight_checks.checkpoint.roundtrip import CheckpointRoundtrip, Params
 from preflight_checks.checkpoint.storage import storage_message, storage_problem_kind
-from tests.conftest import TESTS
+from tests.conftest import TESTS, finding_ids
 
 DATA = TESTS / "data" / "checkpoint"
 CHECK = CheckpointRoundtrip()
@@ -37,10 +37,14 @@ def passing_params(facts: dict, params: Params) -> Params:
     return params
 
 
+def kinds(outcome) -> list[str]:
+    return [i.split(".", 2)[2] for i in finding_ids(outcome)]
+
+
 def test_recorded_run_is_exact_and_reports_figures_with_thresholds():
     facts, params = fixture("pass_cpu")
     outcome = judge(facts, passing_params(facts, params))
-    assert outcome.status is Status.PASS, outcome.summary
+    assert outcome.status is Status.PASS and kinds(outcome) == []
     by_name = {m.name: m for m in outcome.measurements}
     write = by_name["torch.save write"]
     assert write.unit == "GB/s" and write.comparison == ">=" and write.threshold == params.min_write_gbps
@@ -50,7 +54,6 @@ def test_recorded_run_is_exact_and_reports_figures_with_thresholds():
     assert by_name["resumed weights equal uninterrupted run"].ok is True
     assert "tensorflow checkpoint write" in by_name
     assert any("resumed from the step-20 checkpoint" in d for d in outcome.details)
-    assert "round trips exact" in outcome.summary
 
 
 def test_slow_write_is_warn_and_names_the_format():
@@ -59,8 +62,8 @@ def test_slow_write_is_warn_and_names_the_format():
     fastest = max(max(f["write_gbps_samples"]) for f in facts["torch"]["formats"].values())
     params.min_write_gbps = fastest * 2
     outcome = judge(facts, params)
-    assert outcome.status is Status.WARN
-    assert "torch.save writes at" in outcome.summary and f"below {params.min_write_gbps} GB/s" in outcome.summary
+    assert outcome.status is Status.WARN and set(kinds(outcome)) == {"slow-write"}
+    assert outcome.findings[0].message.startswith("torch.save ")  # the format is named
     assert next(m for m in outcome.measurements if m.name == "torch.save write").ok is False
 
 
@@ -69,18 +72,15 @@ def test_bit_difference_after_load_is_fail():
     facts = copy.deepcopy(facts)
     facts["torch"]["formats"]["dcp"]["mismatches"] = ["['model']['edge_values']: 1 of 32 bytes differ"]
     outcome = judge(facts, passing_params(facts, params))
-    assert outcome.status is Status.FAIL
-    assert "torch.distributed.checkpoint round trip is not exact" in outcome.summary
-    assert "edge_values" in outcome.summary
+    assert outcome.status is Status.FAIL and kinds(outcome) == ["not-exact"]
+    assert "edge_values" in outcome.findings[0].message  # the first differing entry is named
 
 
 def test_resume_that_drops_rng_state_is_fail():
     facts, params = fixture("resume_drop_rng")
     params.min_write_gbps = params.min_read_gbps = 0.0
     outcome = judge(facts, params)
-    assert outcome.status is Status.FAIL
-    assert "does not end with the weights of an uninterrupted run" in outcome.summary
-    assert "random-number states" in outcome.summary
+    assert outcome.status is Status.FAIL and kinds(outcome) == ["resume-not-exact"]
     assert any("fault injection" in d for d in outcome.details)
     assert next(m for m in outcome.measurements if m.name.startswith("resumed")).ok is False
 
@@ -90,8 +90,7 @@ def test_resume_without_a_checkpoint_to_resume_from_is_fail():
     facts = copy.deepcopy(facts)
     facts["resume"]["resumed_from_step"] = 0
     outcome = judge(facts, passing_params(facts, params))
-    assert outcome.status is Status.FAIL
-    assert "no checkpoint to resume from" in outcome.summary
+    assert outcome.status is Status.FAIL and kinds(outcome) == ["resume-no-checkpoint"]
 
 
 def test_resume_worker_crash_is_error_with_output():
@@ -99,21 +98,20 @@ def test_resume_worker_crash_is_error_with_output():
     facts = copy.deepcopy(facts)
     facts["resume"] = {"error": "the resumed training run exited with 1", "output_tail": "Traceback ...\nKeyError: 'model'"}
     outcome = judge(facts, passing_params(facts, params))
-    assert outcome.status is Status.ERROR
-    assert "resume test could not run" in outcome.summary
-    assert any("KeyError" in d for d in outcome.details)
+    assert outcome.status is Status.ERROR and kinds(outcome) == ["resume-error"]
+    assert any("KeyError" in d for d in outcome.details)  # the worker's output is kept
 
 
-@pytest.mark.parametrize("name, words", [
-    ("read_only_dir", "read-only filesystem"),
-    ("missing_dir", "does not exist"),
-    ("full_dir", "is full (no space left on device)"),
+@pytest.mark.parametrize("name, kind", [
+    ("read_only_dir", "storage-read-only"),
+    ("missing_dir", "storage-missing"),
+    ("full_dir", "storage-full"),
 ])
-def test_unusable_directory_is_fail_with_a_plain_message(name, words):
+def test_unusable_directory_is_fail_with_a_plain_message(name, kind):
     facts, params = fixture(name)
     outcome = judge(facts, params)
-    assert outcome.status is Status.FAIL
-    assert words in outcome.summary
+    assert outcome.status is Status.FAIL and kinds(outcome) == [kind]
+    assert outcome.remediation == [CHECK.fixes[kind]]  # the fix for that cause, not a generic hint
     assert facts["dir"] in outcome.summary
     assert "Traceback" not in outcome.summary + "".join(outcome.details)
     assert not outcome.measurements
@@ -130,7 +128,7 @@ def test_old_checkpoint_that_loads_is_described():
     facts, params = fixture("compat_ok")
     params.min_write_gbps = params.min_read_gbps = 0.0
     outcome = judge(facts, params)
-    assert outcome.status is Status.PASS, outcome.summary
+    assert outcome.status is Status.PASS and kinds(outcome) == []
     text = next(d for d in outcome.details if d.startswith("old checkpoint"))
     assert f"{facts['compat']['tensors']} tensors" in text and "model" in text
 
@@ -139,8 +137,8 @@ def test_old_checkpoint_that_does_not_load_is_fail():
     facts, params = fixture("compat_broken")
     params.min_write_gbps = params.min_read_gbps = 0.0
     outcome = judge(facts, params)
-    assert outcome.status is Status.FAIL
-    assert "does not load" in outcome.summary and "weights_only=True" in outcome.summary
+    assert outcome.status is Status.FAIL and kinds(outcome) == ["compat-broken"]
+    assert "weights_only=True" in outcome.findings[0].message  # torch's own reason is kept
 
 
 def test_tensorflow_failures():
@@ -148,24 +146,23 @@ def test_tensorflow_failures():
     params = passing_params(facts, params)
     crashed = copy.deepcopy(facts)
     crashed["tensorflow"] = {"error": "the tensorflow worker exited with -6 without a result (killed by a signal)"}
-    assert judge(crashed, params).status is Status.FAIL
+    assert judge(crashed, params).status is Status.FAIL and kinds(judge(crashed, params)) == ["tensorflow-failed"]
     timed_out = copy.deepcopy(facts)
     timed_out["tensorflow"] = {"error": "python did not finish within 30s", "timed_out": True}
     assert judge(timed_out, params).status is Status.ERROR
     inexact = copy.deepcopy(facts)
     inexact["tensorflow"]["mismatches"] = ["kernel: values differ"]
     outcome = judge(inexact, params)
-    assert outcome.status is Status.FAIL and "tensorflow restore is not exact" in outcome.summary
+    assert outcome.status is Status.FAIL and kinds(outcome) == ["tensorflow-not-exact"]
     stale = copy.deepcopy(facts)
     stale["tensorflow"]["manager_latest"] = "ckpt-1"
-    assert "CheckpointManager's latest is ckpt-1" in judge(stale, params).summary
+    assert kinds(judge(stale, params)) == ["tensorflow-stale-latest"]
 
 
 def test_no_framework_is_skip():
     facts = {"dir": "/x", "dir_is_scratch": True, "frameworks": {"torch": None, "tensorflow": None}}
     outcome = judge(facts, Params())
-    assert outcome.status is Status.SKIP
-    assert "neither torch nor tensorflow" in outcome.summary
+    assert outcome.status is Status.SKIP and kinds(outcome) == ["no-framework"]
 
 
 def test_collect_without_frameworks_touches_nothing(monkeypatch, tmp_path):
@@ -184,7 +181,7 @@ def test_leftovers_are_warn():
     facts = copy.deepcopy(facts)
     facts["left_behind"] = ["/shared/ckpt/preflight-checkpoint-x"]
     outcome = judge(facts, passing_params(facts, params))
-    assert outcome.status is Status.WARN and "could not remove" in outcome.summary
+    assert outcome.status is Status.WARN and kinds(outcome) == ["left-behind"]
 
 
 @pytest.mark.parametrize("exc, kind", [

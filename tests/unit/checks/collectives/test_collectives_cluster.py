@@ -31,7 +31,7 @@ from preflight_checks.collectives.cluster import (
     pairwise_reason,
     run_figures,
 )
-from tests.conftest import load_facts
+from tests.conftest import finding_ids, load_facts
 
 
 def facts_of(name: str) -> dict:
@@ -42,6 +42,11 @@ def evaluate(facts: dict, expect: Expect | None = None, **overrides):
     check = CollectivesCluster()
     params = check.params_from({**facts.get("_params", {}), **overrides})
     return check.evaluate(facts, params, expect or Expect())
+
+
+def fired(outcome) -> list[tuple[str, Status]]:
+    """(kind, level) of each finding that fired: what the tests below assert on."""
+    return [(f.id.split(".", 2)[2], f.level) for f in outcome.findings if f.level is not Status.PASS]
 
 
 def by_name(outcome, fragment: str):
@@ -90,9 +95,9 @@ def test_testbed_pass_explains_host_names_that_resolve_to_loopback():
 def test_a_node_that_never_joins_is_error_naming_it_and_no_other():
     facts = facts_of("local_absent_node.json")
     outcome = evaluate(facts)
-    assert outcome.status is Status.ERROR
-    assert "beta" in outcome.summary and "never joined the rendezvous" in outcome.summary
-    assert "alpha" not in outcome.summary
+    assert outcome.status is Status.ERROR and fired(outcome) == [("rendezvous", Status.ERROR)]
+    message = outcome.findings[0].message
+    assert "beta" in message and "alpha" not in message  # the node that never joined, and no other
     assert facts["run"]["fault_nodes"] == ["beta"]
     assert "pairwise" not in facts  # the node is already named
 
@@ -100,22 +105,23 @@ def test_a_node_that_never_joins_is_error_naming_it_and_no_other():
 def test_an_absent_rendezvous_host_is_named_rather_than_those_waiting_for_it():
     facts = facts_of("local_absent_host.json")
     outcome = evaluate(facts)
-    assert outcome.status is Status.ERROR
-    assert "alpha (the rendezvous host)" in outcome.summary
+    assert outcome.status is Status.ERROR and fired(outcome) == [("rendezvous", Status.ERROR)]
+    assert "alpha (the rendezvous host)" in outcome.findings[0].message and "beta" not in outcome.findings[0].message
     assert facts["run"]["fault_nodes"] == ["alpha"]
 
 
 def test_a_rank_that_never_reports_in_is_named_with_its_node():
     outcome = evaluate(facts_of("local_absent_rank.json"))
-    assert outcome.status is Status.ERROR
-    assert "rank 1 (beta) never reported in" in outcome.summary
+    assert outcome.status is Status.ERROR and fired(outcome) == [("roll-call", Status.ERROR)]
+    assert "rank 1 (beta)" in outcome.findings[0].message  # the rank, with its node
 
 
 def test_a_shaped_node_is_named_by_the_pairwise_pass():
     facts = facts_of("testbed_n2_shaped_pairwise.json")
     outcome = evaluate(facts)
     assert outcome.status is Status.FAIL
-    assert "n2 is at fault" in outcome.summary
+    assert fired(outcome) == [("slow-busbw", Status.FAIL), ("pairwise-node", Status.FAIL)]
+    assert "n2 is at fault" in outcome.findings[1].message
     pairs = {m.node: m for m in outcome.measurements if m.node}
     assert set(pairs) == {"n1 <-> n2", "n2 <-> n3", "n1 <-> n3"}
     assert pairs["n1 <-> n2"].ok is False and pairs["n2 <-> n3"].ok is False and pairs["n1 <-> n3"].ok is True
@@ -133,13 +139,13 @@ def test_recorded_facts_rejudged_with_other_thresholds_give_the_other_answer():
     assert {"collectives.cluster.slow-busbw", "collectives.cluster.pairwise-node"} <= ids(recorded)
     # A floor every figure meets: the run passes and every pair is good on its own.
     lenient = evaluate(facts, min_busbw_gbps=0.01)
-    assert lenient.status is Status.PASS, lenient.summary
+    assert lenient.status is Status.PASS and fired(lenient) == []
     assert "collectives.cluster.pairwise-all-good" in ids(lenient)
     assert "collectives.cluster.pairwise-node" not in ids(lenient)
     # A floor no pair meets: the pairwise pass blames the fabric, not n2.
     strict = evaluate(facts, min_busbw_gbps=10.0)
     assert strict.status is Status.FAIL
-    assert "collectives.cluster.pairwise-all-bad" in ids(strict) and "n2 is at fault" not in strict.summary
+    assert "collectives.cluster.pairwise-all-bad" in ids(strict) and "collectives.cluster.pairwise-node" not in ids(strict)
 
 
 def test_pair_facts_hold_figures_and_no_judgement():
@@ -160,37 +166,38 @@ def test_gpu_nodes_pass_and_the_busbw_floor_is_judged_when_set():
     facts = facts_of("gpu_2nodes_8x_h100_nccl_built.json")
     assert facts["_source"].startswith("built, not measured")
     outcome = evaluate(facts, min_busbw_gbps=300)
-    assert outcome.status is Status.PASS
-    assert "nccl across 2 nodes x 8 GPUs" in outcome.summary
+    assert outcome.status is Status.PASS and fired(outcome) == []
+    assert "nccl across 2 nodes x 8 GPUs" in outcome.summary  # the PASS summary says what ran
     largest = by_name(outcome, "busbw at 256 MiB")[0]
     assert largest.threshold == 300 and largest.ok is True
     low = evaluate(facts, min_busbw_gbps=400)
-    assert low.status is Status.FAIL and "below 400 GB/s" in low.summary
+    assert low.status is Status.FAIL and fired(low) == [("slow-busbw", Status.FAIL)]
 
 
 def test_wrong_sums_fail_naming_the_rank_and_its_node():
     outcome = evaluate(facts_of("gpu_2nodes_wrong_sums_built.json"))
-    assert outcome.status is Status.FAIL
-    assert "rank 11 (gpu02): 4096 elements" in outcome.summary
+    assert outcome.status is Status.FAIL and fired(outcome) == [("wrong-sums", Status.FAIL)]
+    assert "rank 11 (gpu02): 4096 elements" in outcome.findings[0].message
 
 
 def test_a_slow_node_among_four_is_named():
     outcome = evaluate(facts_of("gpu_4nodes_gpu03_slow_built.json"))
     assert outcome.status is Status.FAIL
-    assert "gpu03 is at fault" in outcome.summary
-    assert "gpu01 <-> gpu02" not in outcome.summary
+    assert fired(outcome) == [("slow-busbw", Status.FAIL), ("pairwise-node", Status.FAIL)]
+    assert "gpu03 is at fault" in outcome.findings[1].message and "<->" not in outcome.findings[1].message
 
 
 def test_a_slow_pair_is_named_when_both_nodes_are_fine_with_others():
     outcome = evaluate(facts_of("gpu_4nodes_pair_slow_built.json"))
     assert outcome.status is Status.FAIL
-    assert "the pair gpu01 <-> gpu02 is at fault" in outcome.summary
+    assert fired(outcome) == [("slow-busbw", Status.FAIL), ("pairwise-pair", Status.FAIL)]
+    assert "gpu01 <-> gpu02" in outcome.findings[1].message
 
 
 def test_a_latency_ceiling_is_judged_when_set():
     facts = facts_of("gpu_2nodes_8x_h100_nccl_built.json")
     outcome = evaluate(facts, max_latency_us=20)
-    assert outcome.status is Status.FAIL and "above 20 us" in outcome.summary
+    assert outcome.status is Status.FAIL and fired(outcome) == [("slow-latency", Status.FAIL)]
 
 
 # -- node counts, reachability, missing torch ------------------------------------------------------
@@ -198,24 +205,25 @@ def test_a_latency_ceiling_is_judged_when_set():
 
 def test_one_node_is_skip_unless_several_are_expected():
     facts = {"nodes": ["only"], "unreachable": [], "probes": {}}
-    assert evaluate(facts).status is Status.SKIP
+    assert finding_ids(evaluate(facts)) == ["collectives.cluster.one-node"]
     expected = evaluate(facts, Expect(nodes=4))
-    assert expected.status is Status.ERROR and "expects 4 nodes" in expected.summary
+    assert expected.status is Status.ERROR and fired(expected) == [("nodes-missing", Status.ERROR)]
     assert CollectivesCluster().expected_to_run(Expect(nodes=4))
     assert not CollectivesCluster().expected_to_run(Expect())
 
 
 def test_only_one_reachable_node_is_error_naming_the_unreachable():
     outcome = evaluate({"nodes": ["a"], "unreachable": ["b", "c"], "probes": {}})
-    assert outcome.status is Status.ERROR and "b, c unreachable" in outcome.summary
+    assert outcome.status is Status.ERROR and fired(outcome) == [("nodes-unreachable", Status.ERROR)]
+    assert "b, c unreachable" in outcome.findings[0].message
 
 
 def test_unreachable_nodes_are_noted_and_the_others_measured():
     facts = facts_of("local_2nodes_pass.json")
     facts["unreachable"] = ["gamma"]
     outcome = evaluate(facts)
-    assert outcome.status is Status.PASS
-    assert "gamma unreachable, not measured" in outcome.summary
+    assert outcome.status is Status.PASS and fired(outcome) == []
+    assert "gamma unreachable, not measured" in outcome.summary  # a PASS across fewer nodes says so
     assert any(d.startswith("not measured, unreachable: gamma") for d in outcome.details)
 
 
@@ -225,19 +233,22 @@ def test_missing_torch_is_skip_everywhere_and_fail_on_some():
     for probe in nowhere["probes"].values():
         probe["torch"] = None
     nowhere.pop("run")
-    assert evaluate(nowhere).status is Status.SKIP
-    assert evaluate(nowhere, Expect(frameworks=["torch"])).status is Status.FAIL
+    skipped = evaluate(nowhere)
+    assert skipped.status is Status.SKIP and fired(skipped) == [("no-torch", Status.SKIP)]
+    assert skipped.remediation == []  # torch was not expected here: nothing to fix
+    assert fired(evaluate(nowhere, Expect(frameworks=["torch"]))) == [("no-torch", Status.FAIL)]
     one = copy.deepcopy(facts)
     one["probes"]["beta"]["torch"] = None
     outcome = evaluate(one)
-    assert outcome.status is Status.FAIL and "beta" in outcome.summary
+    assert outcome.status is Status.FAIL and ("no-torch", Status.FAIL) in fired(outcome)
+    assert "beta" in next(f.message for f in outcome.findings if f.id.endswith(".no-torch"))
 
 
 def test_a_node_whose_probe_failed_is_error_naming_it():
     facts = facts_of("local_2nodes_pass.json")
     facts["probes"]["beta"] = {"error": "beta could not be reached (ssh exit 255): Connection refused"}
     outcome = evaluate(facts)
-    assert outcome.status is Status.ERROR and "Connection refused" in outcome.summary
+    assert outcome.status is Status.ERROR and ("probe-failed", Status.ERROR) in fired(outcome)
 
 
 # -- pure helpers ---------------------------------------------------------------------------------
@@ -373,10 +384,10 @@ def test_addresses_and_loopback():
     assert not is_loopback("10.0.0.1") and not is_loopback("gpu01")
 
 
-def test_loopback_findings_use_node_environment_facts_too():
+def test_loopback_findings_use_the_addresses_recorded_before_the_launch_too():
     probes = {"n1": {"hostname": "gpu01"}, "n2": {"hostname": "gpu02", "hostname_addresses": ["10.0.0.2"]}}
-    node_facts = {"n1": {"node.environment": {"hostname_addresses": ["127.0.1.1"]}}}
-    found = loopback_findings(probes, node_facts, {"n1": "10.0.0.1", "n2": "10.0.0.2"})
+    resolved = {"n1": ["127.0.1.1"]}
+    found = loopback_findings(probes, resolved, {"n1": "10.0.0.1", "n2": "10.0.0.2"})
     assert len(found) == 1 and "on n1 the host name 'gpu01' resolves only to 127.0.1.1" in found[0]
 
 
@@ -401,9 +412,10 @@ def test_nodes_that_waited_while_the_host_gave_up_are_not_blamed():
 def test_testbed_node_that_never_joins_is_named_over_ssh():
     facts = facts_of("testbed_absent_node.json")
     outcome = evaluate(facts)
-    assert outcome.status is Status.ERROR
-    assert outcome.summary.endswith("torchrun on n3 never joined the rendezvous within 8s (still running; stopped)")
-    assert "n1" not in outcome.summary and "n2" not in outcome.summary
+    assert outcome.status is Status.ERROR and fired(outcome) == [("rendezvous", Status.ERROR)]
+    assert facts["run"]["fault_nodes"] == ["n3"]
+    message = outcome.findings[0].message
+    assert "n3" in message and "n1" not in message and "n2" not in message
 
 
 # NCCL_DEBUG=INFO lines in NCCL 2.2x's format (written from its source's format strings, not recorded
@@ -445,8 +457,8 @@ def test_nccl_over_sockets_is_a_warning_and_the_network_is_reported():
     facts["nccl_network"] = {"gpu01": "IB", "gpu02": "Socket"}
     outcome = evaluate(facts)
     assert outcome.status is Status.WARN
-    assert [f.id for f in outcome.findings if f.level is Status.WARN] == ["collectives.cluster.nccl-over-sockets"]
-    assert "gpu02" in outcome.summary and "gpu01" not in outcome.summary
+    assert fired(outcome) == [("nccl-over-sockets", Status.WARN)]
+    assert "gpu02" in outcome.findings[0].message and "gpu01" not in outcome.findings[0].message
 
 
 def test_both_backends_get_the_probed_interface():

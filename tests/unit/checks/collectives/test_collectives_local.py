@@ -9,8 +9,10 @@ from preflight.core.check import Expect
 from preflight.launch.ranks import LaunchResult, RankRun, interpret_launch
 from preflight.core.model import Status
 from preflight.workers.allreduce import bus_factor, parse_sizes
-from preflight_checks.collectives.local import CPU_SIZES, GPU_SIZES, CollectivesLocal, Params, human_bytes
-from tests.conftest import load_facts
+from preflight_checks.collectives.local import (
+    CPU_SIZES, FIX_SLOW_GLOO, GPU_SIZES, CollectivesLocal, Params, human_bytes,
+)
+from tests.conftest import finding_ids, load_facts
 
 CHECK = CollectivesLocal()
 CPU = "collectives/cpu_gloo_2ranks.json"
@@ -29,6 +31,10 @@ def largest(run):
 
 def smallest(run):
     return min(run["result"]["sizes"], key=lambda s: s["bytes"])
+
+
+def fired(outcome) -> list[tuple[str, Status]]:
+    return [(f.id.split(".", 2)[2], f.level) for f in outcome.findings if f.level is not Status.PASS]
 
 
 def by_name(outcome, fragment):
@@ -63,7 +69,7 @@ def test_cpu_run_passes_and_reports_its_figures_without_a_threshold():
     wrong = by_name(outcome, "wrong elements")[0]
     assert wrong.value == 0 and wrong.ok
     assert any("no GPUs" in d and "gloo among 2 CPU processes" in d for d in outcome.details)
-    assert "gloo (2 processes)" in outcome.summary
+    assert fired(outcome) == []
 
 
 def test_busbw_threshold_is_judged_at_the_largest_message():
@@ -71,8 +77,8 @@ def test_busbw_threshold_is_judged_at_the_largest_message():
     measured = largest(facts["runs"][0])["busbw_gbps"]
     assert evaluate(facts, min_busbw_gbps=measured * 0.5).status is Status.PASS
     slow = evaluate(facts, min_busbw_gbps=measured * 2)
-    assert slow.status is Status.FAIL
-    assert f"below {measured * 2:g} GB/s" in slow.summary
+    assert slow.status is Status.FAIL and fired(slow) == [("slow-busbw", Status.FAIL)]
+    assert slow.remediation == [FIX_SLOW_GLOO]  # gloo among CPU processes: the fix for that path
     judged = [m for m in slow.measurements if m.threshold is not None and "busbw" in m.name]
     assert len(judged) == 1 and judged[0].ok is False
 
@@ -82,14 +88,14 @@ def test_latency_threshold():
     latency_us = smallest(facts["runs"][0])["time_s"] * 1e6
     assert evaluate(facts, max_latency_us=latency_us * 2).status is Status.PASS
     outcome = evaluate(facts, max_latency_us=latency_us / 2)
-    assert outcome.status is Status.FAIL and "latency" in outcome.summary
+    assert outcome.status is Status.FAIL and fired(outcome) == [("latency", Status.FAIL)]
 
 
 def test_healthy_8_gpu_node_passes_with_nccl_and_the_gloo_fallback():
     facts = load_facts(H100)
     outcome = evaluate(facts, min_busbw_gbps=300)
-    assert outcome.status is Status.PASS, outcome.details
-    assert "nccl (8 GPUs)" in outcome.summary and "gloo (8 processes) fallback" in outcome.summary
+    assert outcome.status is Status.PASS and fired(outcome) == []
+    assert by_name(outcome, "gloo (8 processes) fallback: busbw")  # both backends ran and are reported
     nccl = by_name(outcome, "nccl (8 GPUs): busbw at 256 MiB")[0]
     assert nccl.threshold == 300 and nccl.ok
     # The threshold is for the main backend only; the CPU fallback is reported, never held to it.
@@ -100,11 +106,9 @@ def test_healthy_8_gpu_node_passes_with_nccl_and_the_gloo_fallback():
 def test_p2p_disabled_node_fails_on_busbw_and_says_which_backend():
     facts = load_facts(P2P_OFF)
     outcome = evaluate(facts, min_busbw_gbps=300)
-    assert outcome.status is Status.FAIL
-    assert outcome.summary.startswith("nccl (8 GPUs): busbw")
-    fired = [f for f in outcome.findings if f.level is Status.FAIL]
-    assert [f.id for f in fired] == ["collectives.local.slow-busbw"]
-    assert outcome.remediation == [fired[0].fix]  # its own fix, not the check's generic hints
+    assert outcome.status is Status.FAIL and finding_ids(outcome) == ["collectives.local.slow-busbw"]
+    assert outcome.findings[0].message.startswith("nccl (8 GPUs)")  # the backend is named
+    assert outcome.remediation == [CHECK.fixes["slow-busbw"]]  # its own fix, not the check's generic hints
 
 
 def test_a_wrong_known_sum_fails_naming_rank_and_size():
@@ -112,8 +116,8 @@ def test_a_wrong_known_sum_fails_naming_rank_and_size():
     entry = largest(facts["runs"][0])
     entry["known_sum_wrong_by_rank"][5] = 4096
     outcome = evaluate(facts)
-    assert outcome.status is Status.FAIL
-    assert "wrong known sums at 256 MiB on rank 5: 4096 elements" in outcome.summary
+    assert outcome.status is Status.FAIL and fired(outcome) == [("wrong-sums", Status.FAIL)]
+    assert "256 MiB on rank 5: 4096 elements" in outcome.findings[0].message
     assert by_name(outcome, "nccl (8 GPUs): wrong elements")[0].ok is False
 
 
@@ -121,15 +125,15 @@ def test_random_data_mismatch_fails_naming_the_rank():
     facts = load_facts(CPU)
     facts["runs"][0]["result"]["random_check"]["wrong_by_rank"] = [0, 17]
     outcome = evaluate(facts)
-    assert outcome.status is Status.FAIL
-    assert "random-data sums differ from the reference on rank 1: 17 elements" in outcome.summary
+    assert outcome.status is Status.FAIL and fired(outcome) == [("wrong-sums", Status.FAIL)]
+    assert "rank 1: 17 elements" in outcome.findings[0].message
 
 
 def test_a_rank_that_never_joined_is_error_naming_it():
     facts = load_facts(ABSENT)
     outcome = evaluate(facts)
-    assert outcome.status is Status.ERROR
-    assert "rank 1" in outcome.summary and "never joined" in outcome.summary
+    assert outcome.status is Status.ERROR and fired(outcome) == [("run-failed", Status.ERROR)]
+    assert "rank 1" in outcome.findings[0].message
     assert facts["runs"][0]["missing_ranks"] == [1]
 
 
@@ -139,8 +143,7 @@ def test_gpus_without_nccl_fail():
     facts["runs"] = facts["runs"][1:]
     facts["runs"][0]["role"] = "primary"
     outcome = evaluate(facts)
-    assert outcome.status is Status.FAIL
-    assert "8 GPUs but this torch has no NCCL" in outcome.summary
+    assert outcome.status is Status.FAIL and fired(outcome) == [("no-nccl", Status.FAIL)]
 
 
 def test_one_gpu_notes_that_nccl_had_nothing_to_do():
@@ -155,8 +158,8 @@ def test_one_gpu_notes_that_nccl_had_nothing_to_do():
 
 def test_without_torch_skip_unless_torch_is_expected():
     facts = {"cpu_count": 2, "runs": [], "notes": [], "torch_version": None}
-    assert evaluate(facts).status is Status.SKIP
-    assert evaluate(facts, expect=Expect(frameworks=["torch"])).status is Status.FAIL
+    assert fired(evaluate(facts)) == [("no-torch", Status.SKIP)]
+    assert fired(evaluate(facts, expect=Expect(frameworks=["torch"]))) == [("no-torch", Status.FAIL)]
 
 
 def test_an_error_outranks_a_failure_and_both_are_in_the_details():
@@ -166,8 +169,8 @@ def test_an_error_outranks_a_failure_and_both_are_in_the_details():
                              "missing_ranks": [3]})
     outcome = evaluate(facts)
     assert outcome.status is Status.ERROR
-    assert "rank 3 of 8 never joined" in outcome.summary
-    assert any("rank 2: 1 elements" in d for d in outcome.details)
+    assert fired(outcome) == [("wrong-sums", Status.FAIL), ("run-failed", Status.ERROR)]
+    assert outcome.details[:2] == [f.message for f in outcome.findings if f.level is not Status.PASS]
 
 
 def test_default_sizes_and_bus_factor():

@@ -20,7 +20,7 @@ from preflight_checks.dataloader.throughput import (
     load_factory,
     scaling_facts,
 )
-from tests.conftest import TESTS
+from tests.conftest import TESTS, finding_ids
 
 DATA = TESTS / "data" / "dataloader"
 CHECK = DataloaderThroughput()
@@ -62,10 +62,8 @@ def test_synthetic_run_without_demand_passes_and_says_so():
 def test_small_files_pattern_is_warn_with_the_remedy():
     facts, params = fixture("small_files")
     outcome = judge(facts, params)
-    assert outcome.status is Status.WARN
-    assert "small-files pattern" in outcome.summary
-    assert "WebDataset" in outcome.summary and "TFRecord" in outcome.summary
-    assert f"{facts['files']['count']} files" in outcome.summary
+    assert outcome.status is Status.WARN and finding_ids(outcome) == ["dataloader.throughput.small-files"]
+    assert "WebDataset" in outcome.remediation[0] and "TFRecord" in outcome.remediation[0]  # the remedy is its fix
     text = next(d for d in outcome.details if d.startswith("files:"))
     assert "p10" in text and "p90" in text
 
@@ -84,18 +82,17 @@ def test_demand_met_with_margin_is_pass_and_states_the_percentage():
     supply = best_rate(facts)
     need = supply / (params.margin * 1.5)
     outcome = judge(with_demand(facts, need), params)
-    assert outcome.status is Status.PASS, outcome.summary
-    assert f"the loader can feed {supply / need * 100:.0f}% of what the GPUs consume" in outcome.summary
+    assert outcome.status is Status.PASS and finding_ids(outcome) == []
     verdict = next(m for m in outcome.measurements if m.name.endswith("vs GPU demand"))
     assert verdict.unit == "%" and verdict.threshold == round(params.margin * 100, 1) and verdict.ok
+    assert verdict.value == round(supply / need * 100, 1)
 
 
 def test_demand_met_without_margin_is_warn():
     facts, params = fixture("synthetic")
     supply = best_rate(facts)
     outcome = judge(with_demand(facts, supply / ((1 + params.margin) / 2)), params)
-    assert outcome.status is Status.WARN
-    assert f"less than the {params.margin}x margin" in outcome.summary
+    assert outcome.status is Status.WARN and finding_ids(outcome) == ["dataloader.throughput.below-margin"]
 
 
 def test_demand_not_met_is_fail():
@@ -103,9 +100,10 @@ def test_demand_not_met_is_fail():
     outcome = judge(facts, params)
     supply, need = best_rate(facts), facts["scaling"]["training_samples_per_s"]
     assert supply < need
-    assert outcome.status is Status.FAIL
-    assert f"the loader can feed {supply / need * 100:.0f}% of what the GPUs consume" in outcome.summary
-    assert any(SCALING_CHECK in d for d in outcome.details)
+    assert outcome.status is Status.FAIL and finding_ids(outcome) == ["dataloader.throughput.below-demand"]
+    verdict = next(m for m in outcome.measurements if m.name.endswith("vs GPU demand"))
+    assert verdict.value == round(supply / need * 100, 1) and verdict.ok is False
+    assert any(SCALING_CHECK in d for d in outcome.details)  # where the demand figure came from
 
 
 def test_frameworks_the_team_uses_decide_which_loader_is_judged():
@@ -136,8 +134,7 @@ def test_tf_failure_is_warn_and_torch_still_judged():
     facts = copy.deepcopy(facts)
     facts["tensorflow"] = {"error": "the tf.data worker exited with -11 without a result"}
     outcome = judge(facts, params)
-    assert outcome.status is Status.WARN
-    assert "tf.data could not be measured" in outcome.summary
+    assert outcome.status is Status.WARN and finding_ids(outcome) == ["dataloader.throughput.loader-failed"]
     assert any(m.name == "torch DataLoader samples/s" for m in outcome.measurements)
 
 
@@ -149,7 +146,7 @@ def test_no_framework_is_skip_but_small_files_still_warn():
     assert judge(facts, params).status is Status.WARN
     facts["files"]["count"] = 10
     outcome = judge(facts, params)
-    assert outcome.status is Status.SKIP and "neither torch nor tensorflow" in outcome.summary
+    assert outcome.status is Status.SKIP and finding_ids(outcome) == ["dataloader.throughput.no-framework"]
 
 
 def test_demand_sources_in_order():
@@ -297,8 +294,7 @@ def test_without_any_framework_collect_writes_nothing_and_the_check_skips(tmp_pa
     check = DataloaderThroughput()
     facts = check.collect(ctx, Params())
     outcome = check.evaluate(facts, Params(), Expect())
-    assert outcome.status is Status.SKIP
-    assert "torch" in outcome.summary and "tensorflow" in outcome.summary
+    assert outcome.status is Status.SKIP and finding_ids(outcome) == ["dataloader.throughput.no-framework"]
     assert not (tmp_path / "scratch").exists() or not any((tmp_path / "scratch").rglob("*"))
 
 

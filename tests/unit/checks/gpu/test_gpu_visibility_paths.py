@@ -76,7 +76,8 @@ def test_broken_nvml_bindings_are_a_finding_not_a_crash():
     outcome = judge(data)
     assert outcome.status is Status.WARN
     assert ids(outcome) == {"gpu.visibility.nvml-bindings"}
-    assert "pynvml 11.5.0" in outcome.summary and "nvidia-ml-py" in outcome.remediation[0]
+    assert "pynvml 11.5.0" in outcome.findings[0].message  # the shadowing package is named
+    assert outcome.remediation == [GpuVisibility.fixes["nvml-bindings"]]
     # No framework sees a GPU either, and 8 are expected: that is a FAIL, still without a crash.
     data["torch"].update(device_count=0, devices=[])
     data["tensorflow"].update(device_count=0, devices=[])

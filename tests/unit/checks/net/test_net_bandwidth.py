@@ -18,8 +18,8 @@ from preflight.core.check import Expect
 from preflight.core.model import Status
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
 from preflight.launch.pairs import full_rounds, ring_rounds
-from preflight_checks.net.bandwidth import NetBandwidth, Params
-from tests.conftest import TESTS
+from preflight_checks.net.bandwidth import INSTALL_HINT, NetBandwidth, Params
+from tests.conftest import TESTS, finding_ids
 
 DATA = TESTS / "data" / "net"
 SHAPED_RATE_GBPS = 2.0  # the tbf rate of node 2's link when the data was recorded
@@ -119,16 +119,14 @@ def test_truncated_json_is_an_error():
 def test_ring_with_one_shaped_node_fails_naming_its_links_and_no_other():
     facts = recorded("facts_ring_3nodes_n2_shaped.json")
     outcome = check.evaluate(facts, Params(min_gbps=4), Expect())
-    assert outcome.status is Status.FAIL
+    assert outcome.status is Status.FAIL and finding_ids(outcome) == ["net.bandwidth.slow-link"]
     failing = {m.node for m in outcome.measurements if m.ok is False}
     assert failing == {"n1 -> n2", "n2 -> n3"}
-    assert "n3 -> n1" not in outcome.summary
     slowest = min((m for m in outcome.measurements), key=lambda m: m.value)
-    assert f"slowest {slowest.node}" in outcome.summary
+    assert "n3 -> n1" not in outcome.findings[0].message and f"slowest {slowest.node}" in outcome.findings[0].message
     for m in outcome.measurements:
         assert m.unit == "Gbit/s" and m.threshold == 4 and m.comparison == ">=" and len(m.samples) == 3
-    assert any("ethtool" in r for r in outcome.remediation)
-    assert not any("apt-get" in r for r in outcome.remediation)  # iperf3 is there; installing it is no fix
+    assert outcome.remediation == [check.fixes["slow-link"]]  # iperf3 is there; installing it is no fix
 
 
 def test_full_with_one_shaped_node_fails_every_link_touching_it():
@@ -149,9 +147,9 @@ def test_judged_on_the_median_of_the_samples():
 def test_a_low_enough_threshold_passes_and_names_the_slowest_link():
     facts = recorded("facts_ring_3nodes_n2_shaped.json")
     outcome = check.evaluate(facts, Params(min_gbps=1), Expect())
-    assert outcome.status is Status.PASS
+    assert outcome.status is Status.PASS and finding_ids(outcome) == []
     slowest = min(outcome.measurements, key=lambda m: m.value)
-    assert f"slowest {slowest.node}" in outcome.summary
+    assert f"slowest {slowest.node}" in outcome.summary  # the PASS summary names the slowest link
 
 
 def test_matrix_has_every_pair():
@@ -169,8 +167,8 @@ def test_a_local_route_is_error_even_with_a_fast_figure():
     link = next(link for link in facts["links"] if link["src"] == "n3")
     link.update(local=own["local"], why_local=own["why"])  # derived: as if n3's target were its own address
     outcome = check.evaluate(facts, Params(min_gbps=1), Expect())
-    assert outcome.status is Status.ERROR
-    assert "n3 -> n1" in outcome.summary and "local" in outcome.summary
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["net.bandwidth.local-route"]
+    assert outcome.findings[0].message.startswith("n3 -> n1:")
     local = next(m for m in outcome.measurements if m.node == "n3 -> n1")
     assert local.value is None and local.ok is False
 
@@ -181,7 +179,8 @@ def test_iperf3_connected_to_itself_is_error():
     for sample in link["samples"]:
         sample["connected"] = [["198.18.0.13", "198.18.0.13"]]
     outcome = check.evaluate(facts, Params(min_gbps=1), Expect())
-    assert outcome.status is Status.ERROR and "n3 -> n1" in outcome.summary
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["net.bandwidth.local-route"]
+    assert outcome.findings[0].message.startswith("n3 -> n1:")
 
 
 def test_probe_recorded_on_the_test_bed_tells_local_from_remote():
@@ -195,10 +194,9 @@ def test_no_iperf3_is_error_with_install_instructions():
     facts = copy.deepcopy(recorded("facts_ring_3nodes_n2_shaped.json"))
     facts["probe"]["n3"]["iperf3"] = None  # derived: as if n3 had no iperf3
     outcome = check.evaluate(facts, Params(min_gbps=1), Expect())
-    assert outcome.status is Status.ERROR
-    assert "n3" in outcome.summary
-    assert "apt-get install iperf3" in outcome.summary and "dnf install iperf3" in outcome.summary
-    assert any("apt-get install iperf3" in r for r in outcome.remediation)
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["net.bandwidth.no-iperf3"]
+    assert "n3" in outcome.findings[0].message
+    assert outcome.remediation == [INSTALL_HINT]
 
 
 def test_a_link_never_measured_is_error():
@@ -206,7 +204,8 @@ def test_a_link_never_measured_is_error():
     link = next(link for link in facts["links"] if link["src"] == "n3")
     link["samples"] = [{"error": "port 5201: unable to connect to server: Connection refused"}]
     outcome = check.evaluate(facts, Params(min_gbps=1), Expect())
-    assert outcome.status is Status.ERROR and "n3 -> n1: not measured" in outcome.summary
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["net.bandwidth.not-measured"]
+    assert outcome.findings[0].message.startswith("n3 -> n1:")
 
 
 def test_one_failed_repeat_out_of_three_still_judges_the_others():
@@ -228,20 +227,22 @@ def test_unreachable_nodes_are_noted_and_the_rest_judged():
 
 def test_one_node_is_skip_unless_several_are_expected():
     facts = {"nodes": ["solo"], "unreachable": [], "links": []}
-    assert check.evaluate(facts, Params(), Expect()).status is Status.SKIP
+    assert finding_ids(check.evaluate(facts, Params(), Expect())) == ["net.bandwidth.one-node"]
     outcome = check.evaluate(facts, Params(), Expect(nodes=4))
-    assert outcome.status is Status.ERROR and "expects 4 nodes" in outcome.summary
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["net.bandwidth.nodes-missing"]
     assert check.expected_to_run(Expect(nodes=4)) and not check.expected_to_run(Expect())
 
 
 def test_only_one_reachable_node_is_error():
     outcome = check.evaluate({"nodes": ["a"], "unreachable": ["b", "c"], "links": []}, Params(), Expect())
-    assert outcome.status is Status.ERROR and "b, c" in outcome.summary
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["net.bandwidth.nodes-unreachable"]
+    assert "b, c" in outcome.findings[0].message
 
 
 def test_nothing_measured_is_never_pass():
     facts = {"nodes": ["a", "b"], "unreachable": [], "links": [], "probe": {"a": {"iperf3": "/x"}, "b": {"iperf3": "/x"}}}
-    assert check.evaluate(facts, Params(), Expect()).status is Status.ERROR
+    outcome = check.evaluate(facts, Params(), Expect())
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["net.bandwidth.nothing-measured"]
 
 
 def test_findings_have_ids_and_links_declare_their_figure():

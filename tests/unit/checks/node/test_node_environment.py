@@ -3,7 +3,7 @@ from dataclasses import replace
 from preflight.core.check import Expect
 from preflight.core.model import Status
 from preflight_checks.node.environment import Params, NodeEnvironment
-from tests.conftest import load_facts
+from tests.conftest import finding_ids, load_facts
 
 CHECK = NodeEnvironment()
 
@@ -22,10 +22,10 @@ def test_tuned_gpu_node_passes():
 def test_docker_default_shm_fails_and_names_the_cause():
     outcome = evaluate(load_facts("node_environment/docker_defaults.json"))
     assert outcome.status is Status.FAIL
-    assert "/dev/shm is 0.06 GiB" in outcome.summary
-    details = " ".join(outcome.details)
-    assert "locked-memory limit is 64 KiB" in details
-    assert "open-files limit is 1024" in details and "hard limit allows raising it" in details
+    assert finding_ids(outcome) == ["node.environment.shm-small", "node.environment.memlock-limited",
+                                    "node.environment.nofile-low"]
+    nofile = next(f for f in outcome.findings if f.id == "node.environment.nofile-low")
+    assert "hard limit allows raising it" in nofile.message  # said when raising it needs no root
 
 
 def test_loopback_hostname_is_explained():
@@ -33,21 +33,21 @@ def test_loopback_hostname_is_explained():
     facts["hostname_addresses"] = ["127.0.1.1"]
     facts["env"] = {}
     outcome = evaluate(facts)
-    assert outcome.status is Status.WARN
-    assert "resolves only to 127.0.1.1" in outcome.summary and "rendezvous" in outcome.summary
+    assert outcome.status is Status.WARN and finding_ids(outcome) == ["node.environment.hostname-loopback"]
 
 
 def test_loopback_hostname_notes_interface_pinning():
     facts = load_facts("node_environment/healthy_gpu_node.json")
     facts["hostname_addresses"] = ["127.0.0.1"]
     outcome = evaluate(facts)
-    assert "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME is set" in outcome.summary
+    assert finding_ids(outcome) == ["node.environment.hostname-loopback"]
+    assert "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME is set" in outcome.findings[0].message  # the pinning is noted
 
 
 def test_thresholds_are_parameters():
     facts = load_facts("node_environment/healthy_gpu_node.json")
-    assert evaluate(facts, min_free_disk_gib=10_000).status is Status.WARN
-    assert evaluate(facts, min_shm_gib=2048).status is Status.FAIL
+    assert finding_ids(evaluate(facts, min_free_disk_gib=10_000)) == ["node.environment.disk-low"]
+    assert finding_ids(evaluate(facts, min_shm_gib=2048)) == ["node.environment.shm-small"]
     relaxed = evaluate(load_facts("node_environment/docker_defaults.json"), min_shm_gib=0.05,
                        require_unlimited_memlock=False, min_open_files=1024)
     assert relaxed.status is Status.PASS, relaxed.details
@@ -59,8 +59,8 @@ def test_missing_shm_and_unreadable_disk_fail():
     facts["disks"] = {"/gone": {"error": "No such file or directory"}}
     outcome = evaluate(facts)
     assert outcome.status is Status.FAIL
-    assert any("/dev/shm is missing" in d for d in outcome.details)
-    assert any("cannot read free space of /gone" in d for d in outcome.details)
+    assert finding_ids(outcome) == ["node.environment.shm-missing", "node.environment.disk-unreadable"]
+    assert "/gone" in outcome.remediation[1]  # the fix names the directory
 
 
 # -- what the node has to train with ------------------------------------------------------------
@@ -116,7 +116,7 @@ def test_gpus_on_the_bus_without_a_driver_fail():
     outcome = evaluate(_facts(gpus=[None] * 8))
     assert outcome.status is Status.FAIL
     assert _ids(outcome) == {"node.environment.gpu-without-driver"}
-    assert "8 NVIDIA GPUs on the PCI bus" in outcome.summary
+    assert next(m for m in outcome.measurements if m.name == "NVIDIA GPUs on the PCI bus").value == 8
     assert any("nvidia-smi" in fix for fix in outcome.remediation)
     assert evaluate(_facts(gpus=["nvidia"] * 8)).status is Status.PASS
 
@@ -124,7 +124,7 @@ def test_gpus_on_the_bus_without_a_driver_fail():
 def test_neither_framework_is_no_go_unless_stated_on_purpose():
     none = {"torch": False, "tensorflow": False}
     outcome = evaluate(_facts(frameworks=none))
-    assert outcome.status is Status.FAIL and outcome.summary == NO_FRAMEWORK
+    assert outcome.status is Status.FAIL and outcome.summary == NO_FRAMEWORK  # the headline of a NO-GO
     assert _ids(outcome) == {"node.environment.no-framework"}
     stated = CHECK.evaluate(_facts(frameworks=none), Params(), Expect(frameworks=[]))
     assert stated.status is Status.PASS

@@ -10,7 +10,7 @@ from preflight.core.model import Status
 from preflight_checks.scaling.multi_gpu import (
     Params, ScalingMultiGpu, count_text, default_device_counts, scaling_table,
 )
-from tests.conftest import load_facts
+from tests.conftest import finding_ids, load_facts
 
 CHECK = ScalingMultiGpu()
 HEALTHY = "scaling/gpu_8x_h100_healthy_built.json"
@@ -51,8 +51,9 @@ def test_healthy_8_gpu_node_passes_and_says_how_many_gpus_it_is_worth():
     outcome = evaluate(facts)
     e8 = efficiency(facts, 8)
     assert e8 >= Params().min_efficiency
-    assert outcome.status is Status.PASS, outcome.summary
-    assert outcome.summary.startswith(f"8 GPUs deliver the throughput of {8 * e8:.1f}")
+    assert outcome.status is Status.PASS and finding_ids(outcome, Status.PASS) == ["scaling.multi_gpu.efficiency",
+                                                                                 "scaling.multi_gpu.tensorflow-efficiency"]
+    assert outcome.summary.startswith(f"8 GPUs deliver the throughput of {8 * e8:.1f}")  # what the node is worth
     judged = measurement(outcome, "efficiency on 8 GPUs")
     assert judged.value == pytest.approx(e8, abs=1e-3) and judged.threshold == 0.90 and judged.ok
     assert measurement(outcome, "efficiency on 2 GPUs").threshold is None  # only the largest count is judged
@@ -76,8 +77,7 @@ def test_tensorflow_is_reported_beside_torch_and_not_judged_unless_expected():
     bar = tf_e + 0.01
     assert efficiency(facts, 8) >= bar  # in this fixture torch scales better than tensorflow
     judged = evaluate(facts, Expect(frameworks=["torch", "tensorflow"]), min_efficiency=bar, warn_efficiency=tf_e - 0.05)
-    assert judged.status is Status.WARN
-    assert "tensorflow MirroredStrategy: 8 GPUs deliver" in judged.summary
+    assert judged.status is Status.WARN and finding_ids(judged) == ["scaling.multi_gpu.tensorflow-efficiency"]
     assert measurement(judged, "tensorflow MirroredStrategy efficiency on 8 GPUs").ok is False
     assert evaluate(facts, min_efficiency=bar, warn_efficiency=tf_e - 0.05).status is Status.PASS
 
@@ -86,6 +86,7 @@ def test_tensorflow_failure_warns_or_errors_when_it_is_the_teams_framework():
     facts = load_facts(HEALTHY)
     facts["tensorflow"]["runs"][-1].update({"ok": False, "result": None, "error": "did not finish within 40s"})
     assert evaluate(facts).status is Status.WARN
+    assert finding_ids(evaluate(facts)) == ["scaling.multi_gpu.tensorflow-failed"]
     assert evaluate(facts, Expect(frameworks=["tensorflow"])).status is Status.ERROR
 
 
@@ -93,8 +94,8 @@ def test_p2p_disabled_node_fails_with_the_communication_share_shown():
     facts = load_facts(DEGRADED)
     outcome = evaluate(facts)
     assert efficiency(facts, 8) < Params().warn_efficiency
-    assert outcome.status is Status.FAIL
-    assert "exposed communication" in outcome.summary
+    assert outcome.status is Status.FAIL and "scaling.multi_gpu.low-efficiency" in finding_ids(outcome)
+    assert "exposed communication" in outcome.summary  # the step is split into compute and communication
     comm8 = measurement(outcome, "exposed communication on 8 GPUs").value
     comm2 = measurement(outcome, "exposed communication on 2 GPUs").value
     assert comm8 > comm2  # the all-reduce grows with the GPU count when it is not hidden
@@ -115,11 +116,10 @@ def test_cpu_run_is_information_not_judged_and_says_it_is_cpu_only():
     outcome = evaluate(facts)
     assert outcome.status is Status.SKIP
     assert [f.id for f in outcome.findings if f.level is Status.SKIP] == ["scaling.multi_gpu.cpu-only.not-applicable"]
-    assert "not a GPU fabric" in outcome.summary and "PASS at" not in outcome.summary
+    assert "PASS at" not in outcome.summary  # no GPU threshold is quoted
     assert all(m.threshold is None and m.ok is None for m in outcome.measurements)
     assert evaluate(facts, Expect(frameworks=["torch", "tensorflow"]), min_efficiency=0.99).status is Status.SKIP
-    assert "[CPU only: processes share 2 CPUs]" in outcome.summary
-    assert outcome.details[0].startswith("CPU only: 2 gloo processes with 1 thread each share 2 CPUs")
+    assert any(d.startswith("CPU only: 2 gloo processes with 1 thread each share 2 CPUs") for d in outcome.details)
     assert measurement(outcome, "throughput on 1 CPU process").unit == "samples/s"
     assert facts["training_samples_per_s"] == pytest.approx(throughput(facts, 2))
     assert facts["device_kind"] == "cpu" and [row["devices"] for row in facts["table"]] == [1, 2]
@@ -138,8 +138,8 @@ def test_one_device_is_skip_with_its_throughput():
     facts = load_facts(HEALTHY)
     facts["torch"] = facts["torch"][:1]
     outcome = evaluate(facts)
-    assert outcome.status is Status.SKIP
-    assert outcome.summary.startswith("1 GPU only: nothing to scale across")
+    assert outcome.status is Status.SKIP and finding_ids(outcome) == ["scaling.multi_gpu.single-device.not-applicable"]
+    assert measurement(outcome, "throughput on 1 GPU").value > 0  # with its throughput
 
 
 def test_a_device_count_that_could_not_run_is_error_naming_it():
@@ -147,14 +147,14 @@ def test_a_device_count_that_could_not_run_is_error_naming_it():
     facts["torch"][-1].update({"ok": False, "result": None, "missing_ranks": [6],
                                "error": "rank 6 of 8 never joined within 60s"})
     outcome = evaluate(facts)
-    assert outcome.status is Status.ERROR
-    assert outcome.summary == "could not measure: 8 GPUs: rank 6 of 8 never joined within 60s"
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["scaling.multi_gpu.launch-failed"]
+    assert "8 GPUs: rank 6 of 8 never joined" in outcome.findings[0].message  # the device count is named
     assert measurement(outcome, "efficiency on 4 GPUs").value > 0  # what was measured is kept
 
 
 def test_without_torch_skip_unless_expected():
     facts = {"cpu_count": 2, "torch_version": None}
-    assert evaluate(facts).status is Status.SKIP
+    assert finding_ids(evaluate(facts)) == ["scaling.multi_gpu.no-torch"] and evaluate(facts).status is Status.SKIP
     assert evaluate(facts, Expect(frameworks=["torch"])).status is Status.FAIL
 
 

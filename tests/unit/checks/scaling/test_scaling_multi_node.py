@@ -14,7 +14,7 @@ import pytest
 from preflight.core.check import Expect
 from preflight.core.model import Status
 from preflight_checks.scaling.multi_node import Params, ScalingMultiNode, choose_model, efficiency
-from tests.conftest import load_facts
+from tests.conftest import finding_ids, load_facts
 
 
 def facts_of(name: str) -> dict:
@@ -46,7 +46,8 @@ def test_healthy_gpu_nodes_pass_with_efficiency_and_effective_nodes():
     assert measured(outcome, "efficiency on 4 nodes").value == pytest.approx(e, abs=1e-3)
     assert measured(outcome, "efficiency on 4 nodes").threshold == Params().min_efficiency
     assert measured(outcome, "effective nodes of 4").value == pytest.approx(4 * e, abs=0.01)
-    assert f"4 nodes deliver the throughput of {4 * e:.2f}" in outcome.summary
+    assert finding_ids(outcome, Status.PASS) == ["scaling.multi_node.efficiency"]
+    assert f"4 nodes deliver the throughput of {4 * e:.2f}" in outcome.summary  # what the cluster is worth
     assert measured(outcome, "throughput on 4 nodes x 8 GPUs").value == pytest.approx(
         facts["all_nodes"]["result"]["samples_per_s"], rel=1e-6)
     assert any("scaling.multi_gpu on each node" in d for d in outcome.details)
@@ -56,7 +57,7 @@ def test_a_slower_fabric_warns_then_fails_with_a_stricter_floor():
     facts = facts_of("gpu_4nodes_slow_fabric_built.json")
     e = expected_efficiency(facts)
     assert 0.75 <= e < 0.90
-    assert evaluate(facts).status is Status.WARN
+    assert evaluate(facts).status is Status.WARN and finding_ids(evaluate(facts)) == ["scaling.multi_node.efficiency"]
     assert evaluate(facts, warn_efficiency=e + 0.01).status is Status.FAIL
     grown = next(d for d in evaluate(facts).details if d.startswith("all 4 nodes: step"))
     assert "exposed communication" in grown
@@ -89,8 +90,8 @@ def test_recorded_local_run_reports_both_step_splits():
 
 def test_one_node_is_skip_unless_several_are_expected():
     facts = {"nodes": ["only"], "unreachable": [], "probes": {}}
-    assert evaluate(facts).status is Status.SKIP
-    assert evaluate(facts, Expect(nodes=2)).status is Status.ERROR
+    assert evaluate(facts).status is Status.SKIP and finding_ids(evaluate(facts)) == ["scaling.multi_node.one-node"]
+    assert finding_ids(evaluate(facts, Expect(nodes=2))) == ["scaling.multi_node.nodes-missing"]
 
 
 def test_a_failed_all_node_launch_is_error_naming_the_node():
@@ -98,8 +99,8 @@ def test_a_failed_all_node_launch_is_error_naming_the_node():
     facts["all_nodes"].update(ok=False, result=None, phase="rendezvous", fault_nodes=["gpu04"],
                               error="torchrun on gpu04 never joined the rendezvous within 60s (still running; stopped)")
     outcome = evaluate(facts)
-    assert outcome.status is Status.ERROR
-    assert outcome.summary.startswith("all 4 nodes: torchrun on gpu04 never joined")
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["scaling.multi_node.rendezvous"]
+    assert "gpu04" in outcome.findings[0].message
     assert not any(m.name.startswith("efficiency") for m in outcome.measurements)
 
 

@@ -12,7 +12,7 @@ from preflight.core.check import Expect
 from preflight.run.context import ClusterContext
 from preflight.core.model import Scope, Status
 from preflight_checks.versions.consistency import VersionsConsistency, compare_field
-from tests.conftest import TESTS
+from tests.conftest import TESTS, finding_ids
 
 DATA = TESTS / "data" / "versions"
 CHECK = VersionsConsistency()
@@ -43,12 +43,15 @@ def test_is_a_cluster_check_after_versions_pinned():
     assert "versions.pinned" in CHECK.run_after
 
 
+def fired(outcome) -> list[tuple[str, str | None]]:
+    return [(f.id, f.node) for f in outcome.findings if f.level is not Status.PASS]
+
+
 def test_three_identical_nodes_pass():
     facts, outcome = run(cluster("cluster_identical_3.json"))
     assert sorted(facts["stacks"]) == ["gpu01", "gpu02", "gpu03"]
-    assert outcome.status is Status.PASS
-    assert outcome.summary.startswith("all 3 nodes identical")
-    assert f"torch {STACK['torch']}" in outcome.summary
+    assert outcome.status is Status.PASS and finding_ids(outcome) == []
+    assert next(m for m in outcome.measurements if m.name == "nodes compared").value == 3
     differing = next(m for m in outcome.measurements if m.name == "stack fields that differ")
     assert differing.value == 0 and differing.ok
 
@@ -56,31 +59,31 @@ def test_three_identical_nodes_pass():
 def test_one_node_with_another_torch_is_named_against_the_majority():
     _, outcome = run(cluster("cluster_torch_differs.json"))
     assert outcome.status is Status.FAIL
-    assert f"node gpu03: torch 2.4.0+cu121 differs from {STACK['torch']} on gpu01, gpu02" in outcome.summary
     # torch_cuda differs as well (None elsewhere on this CPU-recorded stack).
-    assert "node gpu03: torch_cuda 12.1 differs from not installed on gpu01, gpu02" in outcome.details
+    assert fired(outcome) == [("versions.consistency.torch-differs", "gpu03"),
+                              ("versions.consistency.torch-cuda-differs", "gpu03")]
     assert next(m for m in outcome.measurements if m.name == "stack fields that differ").value == 2
 
 
 def test_a_tie_names_every_group_and_blames_no_one():
     _, outcome = run(cluster("cluster_tie.json"))
     assert outcome.status is Status.FAIL
-    assert "nccl differs with no majority: 2.21.5 on gpu01, gpu02; 2.20.5 on gpu03, gpu04" in outcome.summary
-    assert "node gpu0" not in outcome.summary
+    assert fired(outcome) == [("versions.consistency.nccl-differs", None)]  # no node is blamed
+    assert outcome.summary == "nccl differs with no majority: 2.21.5 on gpu01, gpu02; 2.20.5 on gpu03, gpu04"
 
 
 def test_two_nodes_that_disagree_are_a_tie():
     other = dict(STACK, driver="550.54.15")
     _, outcome = run(nodes_with({"a": dict(STACK, driver="535.104.05"), "b": other}))
     assert outcome.status is Status.FAIL
-    assert "driver differs with no majority" in outcome.summary
+    assert fired(outcome) == [("versions.consistency.driver-differs", None)]
+    assert "NVIDIA driver" in outcome.findings[0].fix  # its own fix, not the rebuild of the Python stack
 
 
 def test_plurality_without_half_still_names_the_minority():
     stacks = {f"n{i}": dict(STACK, kernel=kernel) for i, kernel in enumerate(["6.8.0", "6.8.0", "6.5.0", "6.2.0"])}
     _, outcome = run(nodes_with(stacks))
-    assert "node n2: kernel 6.5.0 differs from 6.8.0 on n0, n1" in outcome.details
-    assert "node n3: kernel 6.2.0 differs from 6.8.0 on n0, n1" in outcome.details
+    assert fired(outcome) == [("versions.consistency.kernel-differs", "n2"), ("versions.consistency.kernel-differs", "n3")]
 
 
 def test_many_nodes_are_listed_briefly():
@@ -95,8 +98,8 @@ def test_node_without_facts_is_noted_and_the_rest_compared():
     facts, outcome = run(cluster("cluster_one_without_facts.json"))
     assert facts["no_facts"] == ["gpu04"]
     assert outcome.status is Status.WARN
-    assert "no facts from gpu04" in outcome.details[0]
-    assert "3 nodes identical" in outcome.summary
+    assert finding_ids(outcome) == ["versions.consistency.no-facts"]
+    assert next(m for m in outcome.measurements if m.name == "nodes compared").value == 3
 
 
 def test_unreachable_nodes_are_noted():
@@ -110,10 +113,10 @@ def test_one_or_no_node_skips_unless_several_are_expected(nodes):
     data = nodes_with({f"gpu0{i}": STACK for i in range(nodes)})
     _, outcome = run(data)
     assert outcome.status is Status.SKIP
-    assert outcome.summary == ("only one node" if nodes == 1 else "no node recorded its stack")
+    assert finding_ids(outcome) == ["versions.consistency.single-node"]
     _, expected = run(data, Expect(nodes=4))
     assert expected.status is Status.ERROR
-    assert "4 nodes expected" in expected.summary
+    assert finding_ids(expected) == ["versions.consistency.too-few-stacks"]
 
 
 def test_expected_to_run_when_several_nodes_are_expected():
@@ -155,6 +158,13 @@ def test_differences_are_findings_naming_the_node():
     stacks = {n: copy.deepcopy(STACK) for n in ("a", "b", "c")}
     stacks["c"]["torch"] = "2.4.0"
     _, outcome = run(nodes_with(stacks))
-    fired = [(f.id, f.node) for f in outcome.findings if f.level is Status.FAIL]
-    assert fired == [("versions.consistency.torch-differs", "c")]
-    assert outcome.remediation and "re-image" in outcome.remediation[0]
+    assert fired(outcome) == [("versions.consistency.torch-differs", "c")]
+    assert outcome.remediation == [VersionsConsistency.fixes["torch-differs"]]
+
+
+def test_a_field_the_team_adds_is_compared_with_the_rebuild_fix():
+    stacks = {n: dict(STACK, cuda_home="/usr/local/cuda-12.4") for n in ("a", "b", "c")}
+    stacks["c"]["cuda_home"] = "/usr/local/cuda-12.1"
+    _, outcome = run(nodes_with(stacks), fields=["cuda_home"])
+    assert fired(outcome) == [("versions.consistency.cuda-home-differs", "c")]
+    assert outcome.findings[0].fix == VersionsConsistency.fixes["torch-differs"]

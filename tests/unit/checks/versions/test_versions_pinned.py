@@ -10,7 +10,7 @@ import pytest
 from preflight.core.check import CannotMeasure, Expect
 from preflight.core.model import Status
 from preflight_checks.versions.pinned import VersionsPinned, describe_stack, read_requirements
-from tests.conftest import TESTS
+from tests.conftest import TESTS, finding_ids
 
 DATA = TESTS / "data" / "versions"
 CHECK = VersionsPinned()
@@ -144,9 +144,8 @@ def test_pyproject_without_project_dependencies_or_broken(tmp_path):
 
 def test_exact_pins_matching_pass_local_version_labels_included(tmp_path):
     outcome = judge([write(tmp_path, "requirements.txt", LOCKED)])
-    assert outcome.status is Status.PASS, outcome.details
     # torch==2.5.1 accepts 2.5.1+cu124, as pip does (PEP 440 local versions).
-    assert "torch 2.5.1+cu124" in outcome.summary
+    assert outcome.status is Status.PASS and finding_ids(outcome) == []
     mismatched = next(m for m in outcome.measurements if m.name == "pins not matching the installed version")
     assert mismatched.value == 0 and mismatched.ok
 
@@ -154,43 +153,44 @@ def test_exact_pins_matching_pass_local_version_labels_included(tmp_path):
 def test_unpinned_framework_warns_listing_each_line(tmp_path):
     req = write(tmp_path, "requirements.txt", "torch>=2.4\ntorchvision==0.20.1\nnumpy==1.26.4\n")
     outcome = judge([req])
-    assert outcome.status is Status.WARN
-    assert f"torch is not pinned exactly (==): {req}:1 'torch>=2.4'" in outcome.summary
+    assert outcome.status is Status.WARN and finding_ids(outcome) == ["versions.pinned.framework-not-exact"]
+    assert f"{req}:1 'torch>=2.4'" in outcome.findings[0].message  # the line at fault is named
+    assert "torch==" in outcome.remediation[0]  # its fix names the package
 
 
 def test_installed_framework_missing_from_every_file_warns(tmp_path):
     req = write(tmp_path, "requirements.txt", "torch==2.5.1\nnumpy==1.26.4\n")
     outcome = judge([req])
-    assert outcome.status is Status.WARN
-    assert "torchvision 0.20.1+cu124 is installed but no requirements file pins it" in outcome.summary
+    assert outcome.status is Status.WARN and finding_ids(outcome) == ["versions.pinned.framework-unpinned"]
+    assert "torchvision==0.20.1+cu124" in outcome.remediation[0]  # its fix is the line to add
     assert judge([req], require_installed_frameworks_pinned=False).status is Status.PASS
 
 
 def test_framework_pin_mismatch_fails_with_pin_and_installed(tmp_path):
     req = write(tmp_path, "requirements.txt", "torch==2.4.0\ntorchvision==0.20.1\nnumpy==1.26.4\n")
     outcome = judge([req])
-    assert outcome.status is Status.FAIL
-    assert f"torch: pinned ==2.4.0 ({req}:1), installed 2.5.1+cu124" in outcome.summary
+    assert outcome.status is Status.FAIL and finding_ids(outcome) == ["versions.pinned.framework-mismatch"]
+    assert outcome.findings[0].message.startswith("torch:")
 
 
 def test_framework_outside_its_range_fails(tmp_path):
     req = write(tmp_path, "requirements.txt", LOCKED + "numpy<1.26\n")
-    assert judge([req]).status is Status.FAIL
+    assert finding_ids(judge([req])) == ["versions.pinned.framework-mismatch"]
 
 
 def test_pinned_framework_not_installed_fails(tmp_path):
     req = write(tmp_path, "requirements.txt", LOCKED + "torchaudio==2.5.1\n")
     outcome = judge([req])
-    assert outcome.status is Status.FAIL
-    assert "torchaudio is pinned" in outcome.summary and "but not installed" in outcome.summary
+    assert outcome.status is Status.FAIL and finding_ids(outcome) == ["versions.pinned.framework-not-installed"]
+    assert outcome.findings[0].message.startswith("torchaudio ")
 
 
 def test_other_packages_that_differ_only_warn(tmp_path):
     req = write(tmp_path, "requirements.txt", LOCKED + "click==8.0.0\nnot-installed-lib==1.0\n")
     outcome = judge([req])
     assert outcome.status is Status.WARN
-    assert f"click: pinned ==8.0.0 ({req}:4), installed 8.1.7" in outcome.details
-    assert any("not-installed-lib is pinned" in d for d in outcome.details)
+    assert [(f.id, f.message.split(" ")[0]) for f in outcome.findings] == [
+        ("versions.pinned.package-mismatch", "click:"), ("versions.pinned.package-not-installed", "not-installed-lib")]
     assert judge([req], frameworks=["torch", "torchvision", "numpy", "click"]).status is Status.FAIL
 
 
@@ -219,8 +219,9 @@ def test_requirements_error_is_error_and_keeps_the_stack(tmp_path):
     facts = {"stack": STACK, "requirements_files": p.requirements, "requirements_error": f"requirements file {tmp_path / 'missing.txt'} does not exist",
              "pins": {"entries": [], "skipped": [], "files": []}, "installed": {}}
     outcome = CHECK.evaluate(facts, p, Expect())
-    assert outcome.status is Status.ERROR
-    assert outcome.summary.startswith("could not measure: requirements file") and "missing.txt" in outcome.summary
+    assert outcome.status is Status.ERROR and finding_ids(outcome) == ["versions.pinned.unreadable"]
+    assert "missing.txt" in outcome.summary  # the file is named
+    assert any(f"torch {STACK['torch']}" in d for d in outcome.details)
 
 
 def test_no_pins_anywhere_warns_with_the_fix_and_keeps_the_stack():
@@ -229,7 +230,6 @@ def test_no_pins_anywhere_warns_with_the_fix_and_keeps_the_stack():
     outcome = CHECK.evaluate({"stack": STACK, "requirements_files": [], "pins": {}, "installed": {}}, p, Expect())
     assert outcome.status is Status.WARN
     assert [f.id for f in outcome.findings] == ["versions.pinned.not-pinned"]
-    assert outcome.summary.startswith("framework versions are not pinned anywhere preflight can see")
     assert any("pip freeze > requirements.txt" in fix for fix in outcome.remediation)
     assert any(f"torch {STACK['torch']}" in d for d in outcome.details)
 
