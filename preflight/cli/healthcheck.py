@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from preflight.cli.options import UsageProblem, config_option, set_option
+from preflight.cli.options import FiniteFloat, UsageProblem, config_option, set_option
 from preflight.core.model import Scope, Status
 from preflight.core.verdict import EXIT_CODE_HELP
 
@@ -94,7 +94,7 @@ def run_healthcheck(config_file: str | None, settings: list[str], budget_s: floa
 @click.command(epilog=EXIT_CODE_HELP)
 @config_option
 @set_option
-@click.option("--budget", type=click.FloatRange(1), default=DEFAULT_BUDGET_S, show_default=True,
+@click.option("--budget", type=FiniteFloat(min=1), default=DEFAULT_BUDGET_S, show_default=True,
               help="Seconds all checks together may take (slurmd stops a HealthCheckProgram at 60).")
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Also keep results.json here (default: nothing is written).")

@@ -5,6 +5,7 @@ Commands import this module, never `preflight.cli.main` (which only assembles th
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +25,28 @@ class UsageProblem(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"preflight: error: {self.format_message()}", err=True)
+
+
+class FiniteFloat(click.FloatRange):
+    """A number option that must be finite: `nan`, `inf` and `-inf` are usage errors naming the flag.
+
+    Every float option of every command uses it (a NaN timeout never fires, a NaN threshold turns its
+    comparison into a pass, an infinite tolerance hides every change). Optionally also a range, as
+    click.FloatRange takes it."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        number = value if isinstance(value, float) else click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+    def _describe_range(self) -> str:
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
+
+FINITE = FiniteFloat()
 
 
 def split_ids(value: str | None) -> list[str]:

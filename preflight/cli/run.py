@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    UsageProblem, check_formats, config_option, fail_on_option, finish, format_option, load_baseline, nonempty,
+    FINITE, UsageProblem, check_formats, config_option, fail_on_option, finish, format_option, load_baseline, nonempty,
     out_option, profile_option, registry, set_option, split_ids, writable_dir,
 )
 from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
@@ -27,7 +27,7 @@ from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
 @out_option
 @format_option
 @fail_on_option
-@click.option("--timeout", type=float, default=None, help="Per-check timeout in seconds (overrides the config).")
+@click.option("--timeout", type=FINITE, default=None, help="Per-check timeout in seconds (overrides the config).")
 @set_option
 @click.option("--remote-python", default="python3", show_default=True,
               help="Interpreter with preflight installed on remote nodes (a hosts-file python= wins).")
@@ -38,7 +38,7 @@ from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
               help="How many nodes to drive at once.")
 @click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False), default=None,
               help="results.json of a known-good run: every report shows what got worse against it.")
-@click.option("--baseline-tolerance", type=float, default=0.1, show_default=True,
+@click.option("--baseline-tolerance", type=FINITE, default=0.1, show_default=True,
               help="Relative change of a figure that counts against the baseline (0.1 = 10%).")
 @click.option("--fail-on-regression", is_flag=True,
               help="With --baseline: a regression makes the verdict NO-GO (without it, regressions are warnings).")
