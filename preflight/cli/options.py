@@ -94,9 +94,12 @@ def registry() -> Any:
 
 
 def check_formats(formats: str) -> list[str]:
-    from preflight.reporters import available
+    from preflight.reporters import available, refused
 
     chosen = split_ids(formats)
+    for fmt in chosen:
+        if fmt in refused():
+            raise UsageProblem(refused()[fmt])
     unknown = [f for f in chosen if f not in available()]
     if unknown:
         raise UsageProblem(f"unknown report format {', '.join(unknown)}; choose from {', '.join(available())} "
