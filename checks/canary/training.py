@@ -28,6 +28,7 @@ from typing import Any
 
 from preflight_checks.canary.figures import collectives_reference, summarise
 from preflight_checks.canary.figures import percentile
+from preflight.core.expectations import gpus_short
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
 from preflight.run.context import NodeContext
 from preflight.core.model import FIGURE_STEP, Finding, Measurement, Status
@@ -246,6 +247,9 @@ class CanaryTraining(Check):
 
         findings += self._judge_latency(s, params, ms, cpu)
         findings += self._judge_gpu(s, result, params, ms, cpu)
+        short = gpus_short(cid, facts, expect.gpus_per_node)  # trained on CPU processes while GPUs are expected
+        if short:
+            findings.append(short)
         findings += self._judge_tensorflow(facts.get("tensorflow") or {}, params, expect, ms)
         ms.append(measure("non-finite losses", s["non_finite_losses"], "", equals=0))
         if s["loss_last"] is not None:

@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from preflight.core.expectations import gpus_short
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
 from preflight.run.context import NodeContext
 from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Status
@@ -317,6 +318,9 @@ class ScalingMultiGpu(Check):
             return outcome_from_findings(findings, passed="")
         device_kind = facts.get("device_kind", "cpu")
         kind = device_kind
+        short = gpus_short(self.id, facts, expect.gpus_per_node)  # scaled CPU processes while GPUs are expected
+        if short:
+            findings.append(short)
         details: list[str] = list(facts.get("notes", []))
         measurements: list[Measurement] = []
 

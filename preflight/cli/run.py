@@ -110,6 +110,11 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         nodes = _nodes_from_file(nodes_file, remote_python, list(ssh_options), ssh_accept_new)
     else:
         nodes = [NodeTarget(LocalTransport())]
+    try:
+        plan_mod.check_deselection(checks_found.checks, wanted, skipped, selection, config.expect,
+                                   [n.slots for n in nodes], config.profile)
+    except plan_mod.PlanError as exc:
+        raise UsageProblem(str(exc)) from None
     out = writable_dir(out_dir)
 
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,

@@ -1,7 +1,9 @@
 """The verdict: a pure function of the run report.
 
 GO          something was measured, nothing blocks, and every planned result is there.
-NO-GO       something measured not ready, could not be measured, or a check that had to run skipped.
+NO-GO       something measured not ready, could not be measured, a check that had to run skipped, or
+            the run does not meet its expectations (fewer nodes than expect.nodes, GPU nodes measured
+            without their GPUs: preflight.core.expectations).
 INCOMPLETE  nothing blocks, but no verdict can be reached: the run did not finish, planned results
             are missing, a check plugin failed to load, or no check measured anything.
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preflight.core.compare import comparison_results
+from preflight.core.expectations import expectation_results
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.model import CLUSTER_NODE, CheckResult, RunReport, Scope, Status
 
@@ -136,13 +139,20 @@ def _headline_finding(blocking: list[CheckResult]) -> str:
     return ""
 
 
+def derived_results(report: RunReport) -> list[CheckResult]:
+    """What the verdict weighs besides the checks' results, never stored in report.results: the
+    comparison with a baseline, and the expectations the run does not meet (preflight.core.expectations).
+    Every reporter that lists results lists these too."""
+    return [*comparison_results(report), *expectation_results(report)]
+
+
 def decide(report: RunReport) -> Decision:
     blocking_statuses = {Status.FAIL, Status.ERROR}
     if report.fail_on == "warn":
         blocking_statuses.add(Status.WARN)
 
     with_gpus = gpu_nodes(report)
-    results = [*report.results, *comparison_results(report)]  # the baseline comparison weighs like a result
+    results = [*report.results, *derived_results(report)]
     skipped = [r for r in report.results if r.status is Status.SKIP]
     skipped_expected = [r for r in skipped if skip_blocks(r, report, with_gpus)]
     blocking = [r for r in results if r.status in blocking_statuses] + skipped_expected
