@@ -9,9 +9,9 @@ flag can leave those checks out. So the verdict reads the expectations itself, w
 - a node expected to have N GPUs (expect.gpus_per_node, or its hosts-file slots=N) whose PCI bus
   shows fewer NVIDIA GPUs (node.environment's facts): NO-GO;
 - a check that needs a GPU or a framework and declares what it ran on (facts `gpu_count` and
-  `device_kind`, as collectives.local, scaling.multi_gpu and canary.training record them), measured
-  on fewer GPUs than the node is expected to have (gloo on CPU processes): NO-GO, when the check did
-  not already fail for it.
+  `device_kind`, as collectives.local, scaling.multi_gpu and canary.training record them; a cross-node
+  check's `choice` of device and ranks per node), measured on fewer GPUs than the nodes are expected
+  to have (gloo on CPU processes): NO-GO, when the check did not already fail for it.
 
 Each is a derived result (check id `preflight.expect`), like the baseline comparison: weighed by the
 verdict and shown by every report, never stored in report.results.
@@ -45,8 +45,14 @@ def expected_gpus(report: RunReport, node: str) -> int | None:
 
 
 def gpus_used(facts: dict[str, Any] | None) -> int | None:
-    """The GPUs a check says it measured on (facts gpu_count with device_kind), or None if it does not say."""
+    """The GPUs (per node) a check says it measured on, or None if it does not say: a node check's
+    facts `gpu_count` with `device_kind`, a cross-node check's `choice` (device, nproc_per_node)."""
     facts = facts or {}
+    choice = facts.get("choice")
+    if isinstance(choice, dict) and "device" in choice:
+        if choice["device"] != "cuda":
+            return 0
+        return choice["nproc_per_node"] if isinstance(choice.get("nproc_per_node"), int) else None
     if "device_kind" not in facts or not isinstance(facts.get("gpu_count"), int):
         return None
     return facts["gpu_count"] if facts["device_kind"] == "cuda" else 0
@@ -106,4 +112,14 @@ def expectation_results(report: RunReport) -> list[CheckResult]:
                                     FIX_GPUS, node))
         if findings:
             derived.append(_result(node, Scope.NODE, findings))
+    wanted = [g for g in (expected_gpus(report, n) for n in report.node_names) if g]
+    if wanted:
+        across = sorted(r.check_id for r in report.results if r.scope is Scope.CLUSTER and r.status in MEASURED_OK
+                        and needs.get(r.check_id) and gpus_used(r.facts) is not None
+                        and (gpus_used(r.facts) or 0) < min(wanted))
+        if across:
+            derived.append(_result(CLUSTER_NODE, Scope.CLUSTER, [Finding(
+                f"{EXPECT_CHECK_ID}.measured-without-gpus", Status.FAIL,
+                f"{', '.join(across)} measured across the nodes without the {min(wanted)} GPUs per node expected "
+                "(on CPU processes or fewer GPUs): not the figures the expectation is about", FIX_GPUS)]))
     return derived

@@ -143,3 +143,16 @@ def test_the_cli_refuses_the_skip_before_anything_runs(tmp_path, monkeypatch):
     assert not (tmp_path / "out" / "results.jsonl").exists()
     profile = CliRunner().invoke(cli, ["run", "--profile", "h100-8x", "--skip", "gpu.visibility", "--out", "out"])
     assert profile.exit_code == 2 and "--profile h100-8x" in profile.output, profile.output
+
+
+def test_a_cross_node_check_that_ran_gloo_on_cpu_while_gpus_are_expected_blocks():
+    choice = {"backend": "gloo", "device": "cpu", "nproc_per_node": 1}
+    cluster = make_result("collectives.cluster", "cluster", Status.PASS, "gloo across 2 nodes", scope=Scope.CLUSTER,
+                          facts={"choice": choice})
+    needs = {"collectives.cluster": ["framework"]}
+    report = make_report([cluster], nodes=["n1", "n2"], needs=needs, expect={"gpus_per_node": 8})
+    assert ids(decide(report)) == {f"{EXPECT_CHECK_ID}.measured-without-gpus"}
+    cluster.facts = {"choice": {"backend": "nccl", "device": "cuda", "nproc_per_node": 8}}
+    assert decide(report).verdict is Verdict.GO
+    cluster.facts = {"choice": choice}
+    assert decide(make_report([cluster], nodes=["n1", "n2"], needs=needs)).verdict is Verdict.GO
