@@ -19,7 +19,6 @@ On CPU nodes the GPU figures are "not measured: no GPU"; the rest is measured.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -29,6 +28,7 @@ from typing import Any
 from preflight_checks.canary.figures import collectives_reference, summarise
 from preflight_checks.canary.figures import percentile
 from preflight.core.expectations import gpus_short
+from preflight.machine.frameworks import installed
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings
 from preflight.run.context import NodeContext
 from preflight.core.model import FIGURE_STEP, Finding, Measurement, Status
@@ -150,7 +150,7 @@ class CanaryTraining(Check):
         if params.batch_per_rank is not None:
             model["batch"] = params.batch_per_rank
         facts["model"] = None if params.entry else model
-        want_tf = params.tensorflow and importlib.util.find_spec("tensorflow") is not None
+        want_tf = params.tensorflow and installed("tensorflow")
         facts["run"] = self._launch(ctx, params, facts, model, share=0.6 if want_tf else 1.0)
         if not params.tensorflow:
             facts["tensorflow"] = {"skipped": "canary.training.tensorflow is off"}

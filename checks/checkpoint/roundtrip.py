@@ -17,7 +17,6 @@ Everything is written under one fresh directory inside `dir`, removed at the end
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import os
 import shutil
 import statistics
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from preflight.machine.frameworks import installed
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
 from preflight.run.context import NodeContext
 from preflight.machine.filesystems import filesystem_type
@@ -85,7 +85,7 @@ class Params:
 
 
 def _framework_version(module: str, distributions: tuple[str, ...]) -> str | None:
-    if importlib.util.find_spec(module) is None:
+    if not installed(module):
         return None
     for name in distributions:
         try:
