@@ -87,6 +87,32 @@ def profile_option(f: Callable) -> Callable:
                              "the config file and --set override it.")(f)
 
 
+def checks_option(f: Callable) -> Callable:
+    return click.option("--checks", "only", default=None, help="Comma-separated check ids to run (default: all).")(f)
+
+
+def skip_option(f: Callable) -> Callable:
+    return click.option("--skip", default=None, help="Comma-separated check ids not to run.")(f)
+
+
+def plugin_name(error: Any) -> str:
+    """The check id a plugin that failed to load would have had (its entry point's name)."""
+    return str(error.entry_point).split(" =")[0]
+
+
+def check_ids_known(found: Any, wanted: list[str], skipped: set[str]) -> None:
+    """Exit 2 for an id in --checks or --skip that no check has (naming its plugin when it failed to load)."""
+    for check_id in [*wanted, *skipped]:
+        if check_id not in found.checks:
+            hint = ""
+            broken = [e for e in found.errors if plugin_name(e) == check_id]
+            if broken and check_id in skipped:
+                continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
+            if broken:
+                hint = f" (its plugin failed to load: {broken[0].error})"
+            raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
+
+
 def registry() -> Any:
     from preflight.core.registry import discover
 

@@ -11,8 +11,9 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    FINITE, UsageProblem, check_formats, config_option, fail_on_option, finish, format_option, load_baseline, nonempty,
-    out_option, profile_option, registry, set_option, split_ids, writable_dir,
+    FINITE, UsageProblem, check_formats, check_ids_known, checks_option, config_option, fail_on_option, finish,
+    format_option, load_baseline, nonempty, out_option, plugin_name, profile_option, registry, set_option,
+    skip_option, split_ids, writable_dir,
 )
 from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
 
@@ -22,8 +23,8 @@ from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
               help="Hosts file: one node per line (user@host:port slots=N). Without it, checks this machine.")
 @config_option
 @profile_option
-@click.option("--checks", "only", default=None, help="Comma-separated check ids to run (default: all).")
-@click.option("--skip", default=None, help="Comma-separated check ids not to run.")
+@checks_option
+@skip_option
 @out_option
 @format_option
 @fail_on_option
@@ -85,15 +86,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
     wanted = split_ids(only) or sorted(checks_found.checks)
     skipped = set(split_ids(skip))
-    for check_id in [*wanted, *skipped]:
-        if check_id not in checks_found.checks:
-            hint = ""
-            broken = [e for e in checks_found.errors if _plugin_name(e) == check_id]
-            if broken and check_id in skipped:
-                continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
-            if broken:
-                hint = f" (its plugin failed to load: {broken[0].error})"
-            raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
+    check_ids_known(checks_found, wanted, skipped)
     try:
         selection = plan_mod.select(checks_found.checks, wanted, skipped, explicit=bool(split_ids(only)))
         plan_mod.prepare_params(selection.ids, checks_found.checks, config)
@@ -119,7 +112,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
                    command=shlex.join(["preflight", *sys.argv[1:]]),
-                   load_errors=[e.to_dict() for e in checks_found.errors if _plugin_name(e) not in skipped],
+                   load_errors=[e.to_dict() for e in checks_found.errors if plugin_name(e) not in skipped],
                    fail_fast=fail_fast)
     progress = _progress(plan, nodes)
     # CI cancels jobs with SIGTERM: treat it as Ctrl-C so the partial reports are still written.
@@ -146,11 +139,6 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     from preflight.core.verdict import decide
 
     sys.exit(EXIT_INTERRUPTED if report.interrupted else decide(report).exit_code)
-
-
-def _plugin_name(error: Any) -> str:
-    """The check id a plugin that failed to load would have had (its entry point's name)."""
-    return error.entry_point.split(" =")[0]
 
 
 def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[Any]:

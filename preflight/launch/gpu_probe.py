@@ -20,12 +20,23 @@ def framework_installed(framework: str) -> bool:
     return installed(framework)
 
 
+# The least time a framework probe is started with: importing torch and starting CUDA take seconds
+# (5-10 s on an 8-GPU node). Given less, its "did not finish" would say nothing about the GPUs, and a
+# check would judge it as a hang: the probe is not started and the check is ERROR instead.
+PROBE_FLOOR_S = 5.0
+
+
 def run_probe(ctx: Any, framework: str, options: list[str], timeout_s: float) -> dict[str, Any]:
     """Run this module for one framework through ctx.run (kept as evidence); return its facts.
 
     A probe that crashes, hangs or writes nothing is returned as facts with an "error", so the
-    check can judge it (a GPU that hangs a product is a finding, not a failure to measure).
+    check can judge it (a GPU that hangs a product is a finding, not a failure to measure). A probe
+    that would get less than PROBE_FLOOR_S is not started: CannotMeasure (the check is ERROR).
     """
+    if not timeout_s >= PROBE_FLOOR_S:
+        raise CannotMeasure(f"the {framework} probe would get {max(0.0, timeout_s):.2g} s, less than the "
+                            f"{PROBE_FLOOR_S:g} s it needs to import {framework} and start CUDA: give the check "
+                            "more time (its timeout, probe_timeout_s, or healthcheck --budget)")
     # Absolute: the probe runs in the scratch directory, and --out may have been given relative.
     scratch = Path(ctx.scratch_dir).resolve()
     output = scratch / f"gpu_probe_{framework}_{os.getpid()}.json"
