@@ -81,6 +81,9 @@ class Params:
     # A checkpoint the team produced with its previous stack (a torch.save file, or a DCP directory):
     # it must still load, with weights_only=True as torch loads by default since 2.6.
     compat_path: str | None = None
+    # A DCP directory's metadata is a pickle: read with an unpickler that accepts only what DCP writes.
+    # True lets torch's own reader unpickle it in full: only for a checkpoint you trust.
+    compat_trusted: bool = False
 
 
 
@@ -135,6 +138,8 @@ class CheckpointRoundtrip(Check):
         "tf_size_mb": "size of the tensorflow checkpoint, at most size_mb (MB)",
         "compat_path": ("a checkpoint made with the team's previous stack that must still load (file or DCP "
                         "directory)"),
+        "compat_trusted": ("let torch's own reader unpickle compat_path's DCP metadata in full, for a "
+                           "checkpoint you trust (true/false); false: only what DCP writes is unpickled"),
     }
     timeout_s = 600.0
     levels = {
@@ -157,7 +162,7 @@ class CheckpointRoundtrip(Check):
         if torch_version is None and tf_version is None:
             return facts
         if torch_version is not None and params.compat_path:
-            facts["compat"] = compat_test(params.compat_path, Path(ctx.scratch_dir))
+            facts["compat"] = compat_test(params.compat_path, Path(ctx.scratch_dir), params.compat_trusted)
 
         problem = self._storage_precheck(directory)
         if problem:
@@ -252,7 +257,12 @@ class CheckpointRoundtrip(Check):
 
         compat = facts.get("compat")
         if compat:
-            if compat.get("error"):
+            if compat.get("refused"):
+                found("compat-refused", Status.FAIL, f"old checkpoint {compat['path']} was not loaded: {compat['error']}",
+                      "re-save it with this torch's torch.distributed.checkpoint (its metadata then holds only what "
+                      "DCP writes), or, if you trust where it came from, set checkpoint.roundtrip.compat_trusted = "
+                      "true")
+            elif compat.get("error"):
                 found("compat-broken", Status.FAIL, f"old checkpoint {compat['path']} does not load: {compat['error']}",
                       compat_fix)
             else:
