@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from preflight.core.check import CannotMeasure
+from preflight.run.faults import fault
 from preflight.transport.process import isolated_module_argv
 
 
@@ -42,6 +44,8 @@ def run_probe(ctx: Any, framework: str, options: list[str], timeout_s: float) ->
     output = scratch / f"gpu_probe_{framework}_{os.getpid()}.json"
     output.unlink(missing_ok=True)
     argv = isolated_module_argv("preflight.workers.gpu_probe", framework, "--output", str(output), *options)
+    if fault("gpu.visibility", "probe_hangs"):  # tests only (preflight.run.faults): a probe that never ends
+        argv = [sys.executable, "-c", "import time; time.sleep(3600)"]
     # Keep tensorflow's start-up chatter out of the evidence, and let it find no TPU libraries.
     env = {"TF_CPP_MIN_LOG_LEVEL": "2"} if framework == "tensorflow" else None
     try:

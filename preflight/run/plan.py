@@ -94,7 +94,7 @@ def _requirement(check: type[Check], expect: Any, slots: list[int | None], profi
     for count in slots:
         if count and instance.expected_to_run(Expect(gpus_per_node=count)):
             return f"the hosts file's slots={count}"
-    return ""
+    return "the configuration's [expect] table" if instance.expected_to_run(expect) else ""
 
 
 def check_deselection(checks: dict[str, type[Check]], wanted: list[str], skipped: set[str], selection: Selection,
