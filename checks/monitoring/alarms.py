@@ -176,8 +176,8 @@ class MonitoringAlarms(Check):
         if blind:
             names = ", ".join(r["name"] for r in util_working)
             findings.append(Finding(f"{cid}.rule-blind", Status.FAIL,
-                                    f"no GPU utilisation alarm watches {', '.join(blind)}: the query of {names} returns "
-                                    f"no series for {'it' if len(blind) == 1 else 'them'}, although "
+                                    f"no GPU utilisation alarm watches {', '.join(blind)}: the query of {names} "
+                                    f"returns no series for {'it' if len(blind) == 1 else 'them'}, although "
                                     f"{UTIL_METRIC} arrives", FIX_BLIND))
         missing = [n["name"] for n in facts.get("nodes", []) if not any(names_node(s["labels"], n) for s in series)]
         if missing:
@@ -251,7 +251,8 @@ def rules_from_answer(data: dict[str, Any]) -> list[dict[str, Any]]:
             rules.append({
                 "name": rule.get("name"), "query": query, "group": group.get("name"),
                 "health": rule.get("health"), "last_error": rule.get("lastError") or "",
-                "last_evaluation": rule.get("lastEvaluation"), "last_evaluation_ts": parse_time(rule.get("lastEvaluation")),
+                "last_evaluation": rule.get("lastEvaluation"),
+                "last_evaluation_ts": parse_time(rule.get("lastEvaluation")),
                 "interval_s": interval if isinstance(interval, (int, float)) and math.isfinite(interval) else None,
                 "watches": watched_expression(query),
             })
@@ -336,14 +337,14 @@ def judge_rule_health(cid: str, rule: dict[str, Any], server_time: float | None)
     """What Prometheus says of a rule of ours: failing to evaluate, never evaluated, or no longer evaluated."""
     name, health = rule.get("name"), rule.get("health")
     if health == "err":
+        error = rule.get("last_error") or "no error given"
         return [Finding(f"{cid}.rule-error", Status.FAIL,
-                        f"alerting rule {name} is loaded but fails to evaluate: {rule.get('last_error') or 'no error given'}",
-                        FIX_RULE)]
+                        f"alerting rule {name} is loaded but fails to evaluate: {error}", FIX_RULE)]
     never = "last_evaluation" in rule and rule.get("last_evaluation_ts") is None  # (facts of older runs lack it)
     if health == "unknown" or (health is not None and never):
         return [Finding(f"{cid}.rule-not-evaluated", Status.WARN,
-                        f"alerting rule {name} has not been evaluated yet (health {health}): a Prometheus that has just "
-                        "started or reloaded", "run the check again after the rule's first evaluation")]
+                        f"alerting rule {name} has not been evaluated yet (health {health}): a Prometheus that "
+                        "has just started or reloaded", "run the check again after the rule's first evaluation")]
     age = _age(rule, server_time)
     if age is not None and age[0] > age[1]:
         every = f", its group runs every {rule['interval_s']:g} s" if rule.get("interval_s") else ""

@@ -177,7 +177,8 @@ def decide(report: RunReport) -> Decision:
         elif not report.results:
             reason = "no check produced a result"
         else:
-            reason = f"{len(missing)} planned result{'s' if len(missing) != 1 else ''} missing: {_missing_text(missing, report.cluster_checks)}"
+            reason = (f"{len(missing)} planned result{'s' if len(missing) != 1 else ''} missing: "
+                      f"{_missing_text(missing, report.cluster_checks)}")
     elif not measured:
         verdict = Verdict.INCOMPLETE
         reason = "no check measured anything (every result is SKIP): nothing here was shown to be ready"
