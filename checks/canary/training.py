@@ -19,7 +19,6 @@ On CPU nodes the GPU figures are "not measured: no GPU"; the rest is measured.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -28,6 +27,8 @@ from typing import Any
 
 from preflight_checks.canary.figures import collectives_reference, summarise
 from preflight_checks.canary.figures import percentile
+from preflight.machine.frameworks import installed
+from preflight.core.expectations import gpus_short
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.core.model import ALARM_COMM_LATENCY_P99, ALARM_GPU_UTILIZATION, FIGURE_STEP, Finding, Measurement, Status
@@ -167,7 +168,7 @@ class CanaryTraining(Check):
         if params.batch_per_rank is not None:
             model["batch"] = params.batch_per_rank
         facts["model"] = None if params.entry else model
-        want_tf = params.tensorflow and importlib.util.find_spec("tensorflow") is not None
+        want_tf = params.tensorflow and installed("tensorflow")
         facts["run"] = self._launch(ctx, params, facts, model, share=0.6 if want_tf else 1.0)
         if not params.tensorflow:
             facts["tensorflow"] = {"skipped": "canary.training.tensorflow is off"}
@@ -260,6 +261,9 @@ class CanaryTraining(Check):
 
         findings += self._judge_latency(s, params, ms, cpu)
         findings += self._judge_gpu(s, result, params, ms, cpu)
+        short = gpus_short(self.id, facts, expect.gpus_per_node)  # trained on CPU processes while GPUs are expected
+        if short:
+            findings.append(short)
         findings += self._judge_tensorflow(facts.get("tensorflow") or {}, params, expect, ms)
         ms.append(measure("non-finite losses", s["non_finite_losses"], "", equals=0))
         if s["loss_last"] is not None:

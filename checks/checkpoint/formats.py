@@ -70,13 +70,11 @@ def save_dcp(state: Any, directory: Path) -> int:
 
 
 def load_dcp(target: Any, directory: Path) -> Any:
-    """Load in place into target (a state of the right structure, see blank_like) and return it."""
-    import torch.distributed.checkpoint as dcp
+    """Load in place into target (a state of the right structure, see blank_like) and return it, with
+    the reader that unpickles nothing but DCP metadata (the directory may be on shared storage)."""
+    from preflight_checks.checkpoint.dcp_safe import load_into
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        dcp.load(target, checkpoint_id=str(directory), **_dcp_kwargs(dcp.load))
-    return target
+    return load_into(target, directory)
 
 
 def roundtrip_format(fmt: str, state: Any, workdir: Path, repeats: int, device: str) -> dict[str, Any]:
@@ -115,30 +113,43 @@ def roundtrip_format(fmt: str, state: Any, workdir: Path, repeats: int, device: 
     }
 
 
-def compat_test(path: str, scratch: Path) -> dict[str, Any]:
+def _trusted_dcp_state(source: Path, scratch: Path) -> Any:
+    """torch's own conversion (it unpickles the metadata fully), then a weights_only load of the result."""
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    from preflight_checks.checkpoint.dcp_safe import through_torch
+
+    converted = Path(tempfile.mkdtemp(prefix="compat-", dir=scratch)) / "converted.pt"
+    try:
+        through_torch(lambda: dcp_to_torch_save(str(source), str(converted)))
+        return torch.load(converted, map_location="cpu", weights_only=True)
+    finally:
+        shutil.rmtree(converted.parent, ignore_errors=True)
+
+
+def compat_test(path: str, scratch: Path, trusted: bool = False) -> dict[str, Any]:
+    """Load the team's old checkpoint as training would, executing nothing it contains: a torch.save
+    file with weights_only=True, a DCP directory through preflight_checks.checkpoint.dcp_safe. Only
+    with `trusted` (compat_trusted = true) does torch's own DCP reader unpickle its metadata."""
     import torch
 
+    from preflight_checks.checkpoint.dcp_safe import Refused, read_state
+
     source = Path(path)
-    facts: dict[str, Any] = {"path": path}
+    facts: dict[str, Any] = {"path": path, "trusted": trusted}
     if not source.exists():
         return {**facts, "error": f"{path} does not exist"}
     try:
         if source.is_dir():
-            # A DCP checkpoint: convert it to one torch.save file, which needs no model to load into.
-            from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-
-            converted = Path(tempfile.mkdtemp(prefix="compat-", dir=scratch)) / "converted.pt"
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    dcp_to_torch_save(str(source), str(converted))
-                state = torch.load(converted, map_location="cpu", weights_only=True)
-            finally:
-                shutil.rmtree(converted.parent, ignore_errors=True)
             facts["format"] = "torch.distributed.checkpoint"
+            state = _trusted_dcp_state(source, scratch) if trusted else read_state(source)
         else:
-            state = torch.load(source, map_location="cpu", weights_only=True)
             facts["format"] = "torch.save"
+            state = torch.load(source, map_location="cpu", weights_only=True)
+    except Refused as exc:
+        return {**facts, "refused": True,
+                "error": f"it names {exc}, which preflight does not unpickle from a checkpoint it did not write"}
     except Exception as exc:  # noqa: BLE001 - an unreadable old checkpoint is the finding itself
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return {**facts, "error": f"torch.load(weights_only=True) failed with {type(exc).__name__}: {first_line}"}

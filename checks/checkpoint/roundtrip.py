@@ -17,7 +17,6 @@ Everything is written under one fresh directory inside `dir`, removed at the end
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import os
 import shutil
 import statistics
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from preflight.machine.frameworks import installed
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.machine.filesystems import filesystem_type
@@ -93,11 +93,15 @@ class Params:
     compat_path: str | None = param(None, kind="path",
                                     help=("a checkpoint made with the team's previous stack that must still load "
                                           "(file or DCP directory)"))
+    # A DCP directory's metadata is a pickle: read with an unpickler that accepts only what DCP writes.
+    compat_trusted: bool = param(False, kind="flag",
+                                 help=("unpickle compat_path's DCP metadata in full, for a checkpoint you trust "
+                                       "(true/false); false: only what DCP writes"))
 
 
 
 def _framework_version(module: str, distributions: tuple[str, ...]) -> str | None:
-    if importlib.util.find_spec(module) is None:
+    if not installed(module):
         return None
     for name in distributions:
         try:
@@ -151,6 +155,9 @@ class CheckpointRoundtrip(Check):
         "tensorflow-not-exact": FIX_STORAGE,
         "tensorflow-stale-latest": FIX_STORAGE,
         "left-behind": "Remove the files named by hand: they are this check's own scratch checkpoints.",
+        "compat-refused": ("Re-save the old checkpoint with this torch's torch.distributed.checkpoint (its metadata "
+                           "then holds only what DCP writes), or, if you trust where it came from, set "
+                           "checkpoint.roundtrip.compat_trusted = true."),
     }
     Params = Params
     timeout_s = 600.0
@@ -174,7 +181,7 @@ class CheckpointRoundtrip(Check):
         if torch_version is None and tf_version is None:
             return facts
         if torch_version is not None and params.compat_path:
-            facts["compat"] = compat_test(params.compat_path, Path(ctx.scratch_dir))
+            facts["compat"] = compat_test(params.compat_path, Path(ctx.scratch_dir), params.compat_trusted)
 
         problem = self._storage_precheck(directory)
         if problem:
@@ -269,7 +276,9 @@ class CheckpointRoundtrip(Check):
 
         compat = facts.get("compat")
         if compat:
-            if compat.get("error"):
+            if compat.get("refused"):
+                found("compat-refused", Status.FAIL, f"old checkpoint {compat['path']} was not loaded: {compat['error']}")
+            elif compat.get("error"):
                 found("compat-broken", Status.FAIL, f"old checkpoint {compat['path']} does not load: {compat['error']}")
             else:
                 details.append(

@@ -21,6 +21,7 @@ from typing import Any
 
 from preflight_checks.collectives import nccl_tests
 from preflight_checks.collectives.nccl_tests import row_at as row_at_size
+from preflight.core.expectations import gpus_short
 from preflight_checks.collectives.figures import MIB, allreduce_findings, human_bytes
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
@@ -252,6 +253,9 @@ class CollectivesLocal(Check):
         details: list[str] = list(facts.get("notes", []))
         measurements: list[Measurement] = []
         gpus = facts.get("gpu_count", 0)
+        short = gpus_short(self.id, facts, expect.gpus_per_node)  # gloo on CPU while GPUs are expected
+        if short:
+            findings.append(short)
         if gpus >= 2 and not facts.get("nccl_available"):
             findings.append(self.finding("no-nccl", Status.FAIL, f"{gpus} GPUs but this torch has no NCCL: multi-GPU "
                                          "training would fall back to gloo, far slower"))

@@ -12,7 +12,6 @@ It also describes the files (count, size distribution) and warns about the small
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import random
 import shutil
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from preflight.machine.frameworks import installed
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight_checks.dataloader.demand import SCALING_CHECK, demand_from, facts_demand, scaling_facts  # noqa: F401
@@ -113,6 +113,10 @@ def load_factory(spec: str, kwargs: dict[str, Any] | None) -> Any:
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise CannotMeasure(f"dataloader.dataset {spec!r} is not of the form 'package.module:factory'")
+    if os.getcwd() not in sys.path:
+        # The check process starts without the working directory on its import path (nothing there may
+        # stand in for torch); the team's dataset module may live there: it is searched last.
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the configuration's problem
@@ -265,8 +269,7 @@ class DataloaderThroughput(Check):
     run_after = (SCALING_CHECK,)
 
     def collect(self, ctx: NodeContext, params: Params) -> dict[str, Any]:
-        has_torch = importlib.util.find_spec("torch") is not None
-        has_tf = importlib.util.find_spec("tensorflow") is not None
+        has_torch, has_tf = installed("torch"), installed("tensorflow")
         num_workers = params.num_workers if params.num_workers is not None else default_num_workers()
         facts: dict[str, Any] = {
             "source": "factory" if params.dataset else ("files" if params.path else "synthetic"),

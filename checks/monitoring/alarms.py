@@ -4,19 +4,30 @@ Given `prometheus_url`, asks that Prometheus through its HTTP API:
 - /api/v1/rules?type=alert: is an alerting rule loaded that watches GPU utilisation
   (DCGM_FI_DEV_GPU_UTIL compared against a floor) and one that watches communication latency
   (preflight_allreduce_latency_seconds, the histogram of preflight.integrations.monitor.instrument_ddp)?
+  And do those rules work: Prometheus says each rule's `health` ("ok", "err" with its `lastError`,
+  "unknown" before its first evaluation) and its `lastEvaluation`. A rule that is loaded but fails to
+  evaluate is FAIL with Prometheus' error; one not evaluated for three of its group's intervals (at
+  least a minute) is FAIL too; one never evaluated yet is WARN;
+- /api/v1/query of each utilisation rule's expression without its threshold: a rule whose query no
+  longer returns a series for a node that sends GPU telemetry (a renamed job or label) watches nothing
+  there, and that node has no alarm: FAIL naming the node and the rules;
 - /api/v1/query: does GPU telemetry arrive from every node of this run? A node counts as covered when
   a DCGM_FI_DEV_GPU_UTIL series names it in its instance (host part), Hostname, hostname, node,
   kubernetes_node or nodename label, by its name or its address.
 - /api/v1/targets: targets that are down, reported alongside (no rule depends on a job's name, and
   neither does this check).
 
-PASS when all of it is there, FAIL naming what is missing, SKIP without a URL, ERROR when the server
-cannot be reached or does not answer as Prometheus does. `preflight alerts` writes rules that pass.
+PASS when all of it is there and working, FAIL naming what is missing or broken, SKIP without a URL,
+ERROR when the server cannot be reached or does not answer as Prometheus does. `preflight alerts`
+writes rules that pass.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,6 +42,19 @@ UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 LATENCY_METRIC = "preflight_allreduce_latency_seconds"
 NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "nodename")
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+# A rule is stale when its last evaluation is older than this many of its group's intervals, and
+# at least STALE_MIN_S: the rule manager stopped evaluating it (a stuck group, a paused server).
+STALE_INTERVALS = 3
+STALE_MIN_S = 60.0
+# Utilisation rules whose expression is asked for its series; a Prometheus with more is told in a note.
+MAX_RULE_QUERIES = 10
+NEVER = "0001-01-01T00:00:00Z"  # Prometheus' zero time: the rule was never evaluated
+FIX_RULE = ("fix the rule's expression (Prometheus' error says what fails), run `promtool check rules` on the file, "
+            "then reload Prometheus; `preflight alerts` writes rules that evaluate")
+FIX_STALE = ("look at Prometheus' rule manager: /rules shows each group's last evaluation, and the server log its "
+             "errors (a group whose evaluation takes longer than its interval is skipped)")
+FIX_BLIND = ("the rule's selector no longer matches this node's GPU series (a renamed job, instance or label): "
+             "write the rule against DCGM_FI_DEV_GPU_UTIL without a job selector, as `preflight alerts` does")
 ADD_RULES = ("write the rules with `preflight alerts --out rules.yml` (or --format prometheus-operator) and "
              "add the file to rule_files in prometheus.yml, then reload Prometheus")
 
@@ -43,6 +67,10 @@ class Params:
                                              "(unset: SKIP)"))
     # Seconds for each HTTP request.
     request_timeout_s: float = param(10.0, kind="duration", help="time allowed for each HTTP request (seconds)")
+
+
+class QueryFailed(Exception):
+    """Prometheus answered, but not with data (status "error")."""
 
 
 class MonitoringAlarms(Check):
@@ -64,6 +92,10 @@ class MonitoringAlarms(Check):
                             "preflight.integrations.monitor.instrument_ddp"),
         "telemetry-missing": ("run dcgm-exporter on those nodes and add them to Prometheus' scrape configuration (or "
                               "service discovery)"),
+        "rule-error": FIX_RULE,
+        "rule-not-evaluated": "run the check again after the rule's first evaluation",
+        "rule-stale": FIX_STALE,
+        "rule-blind": FIX_BLIND,
     }
     Params = Params
     timeout_s = 60.0
@@ -81,18 +113,39 @@ class MonitoringAlarms(Check):
             try:
                 with urllib.request.urlopen(url, timeout=params.request_timeout_s) as response:
                     body = json.loads(response.read().decode())
+            except urllib.error.HTTPError as exc:  # Prometheus answers a query it cannot run with 4xx/5xx JSON
+                try:
+                    body = json.loads(exc.read().decode())
+                except (OSError, ValueError):
+                    body = {"status": "error", "error": str(exc)}
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 reason = getattr(exc, "reason", exc)
                 ctx.record(["GET", url], None, str(reason))
                 raise CannotMeasure(f"Prometheus at {base} cannot be asked ({path}): {reason}") from exc
             ctx.record(["GET", url], 0, json.dumps(body)[-2000:])
             if body.get("status") != "success":
-                raise CannotMeasure(f"Prometheus at {base} answered {path} with {body.get('error') or body}")
+                raise QueryFailed(f"Prometheus at {base} answered {path} with {body.get('error') or body}")
             return body["data"]
 
-        facts["rules"] = [{"name": r.get("name"), "query": r.get("query", ""), "health": r.get("health"),
-                           "group": g.get("name")}
-                          for g in get("/api/v1/rules", type="alert").get("groups", []) for r in g.get("rules", [])]
+        try:
+            return self._ask(facts, get)
+        except QueryFailed as exc:
+            raise CannotMeasure(str(exc)) from None
+
+    def _ask(self, facts: dict[str, Any], get: Any) -> dict[str, Any]:
+        facts["rules"] = rules_from_answer(get("/api/v1/rules", type="alert"))
+        facts["server_time"] = scalar_value(get("/api/v1/query", query="time()"))
+        asked = [r for r in facts["rules"] if covers_utilisation(r["query"]) and r.get("watches")
+                 and r.get("health") == "ok"]
+        if len(asked) > MAX_RULE_QUERIES:
+            facts["rules_not_asked"] = [r["name"] for r in asked[MAX_RULE_QUERIES:]]
+        for rule in asked[:MAX_RULE_QUERIES]:
+            try:
+                answer = get("/api/v1/query", query=rule["watches"])
+            except QueryFailed as exc:  # its own expression fails: the rule's health says it too
+                rule["series_error"] = str(exc)
+                continue
+            rule["series"] = series_labels(answer)
         targets = get("/api/v1/targets", state="active").get("activeTargets", [])
         facts["targets_down"] = [{"scrape_url": t.get("scrapeUrl"), "error": t.get("lastError"),
                                   "labels": t.get("labels", {})} for t in targets if t.get("health") == "down"]
@@ -110,15 +163,28 @@ class MonitoringAlarms(Check):
                                          passed="")
         findings: list[Finding] = []
         rules = facts.get("rules", [])
-        util_rules = [r["name"] for r in rules if covers_utilisation(r["query"])]
-        latency_rules = [r["name"] for r in rules if LATENCY_METRIC in r["query"]]
-        if not util_rules:
+        util_all = [r for r in rules if covers_utilisation(r["query"])]
+        latency_all = [r for r in rules if LATENCY_METRIC in r["query"]]
+        for rule in util_all + [r for r in latency_all if r not in util_all]:
+            findings += judge_rule_health(self, rule, facts.get("server_time"))
+        util_working = [r for r in util_all if rule_works(r, facts.get("server_time"))]
+        util_rules = [r["name"] for r in util_working]
+        latency_rules = [r["name"] for r in latency_all if rule_works(r, facts.get("server_time"))]
+        if not util_all:
             findings.append(self.finding("no-utilization-rule", Status.FAIL,
                                          f"no alerting rule watches GPU utilisation ({UTIL_METRIC} below a floor)"))
-        if not latency_rules:
+        if not latency_all:
             findings.append(self.finding("no-latency-rule", Status.FAIL,
                                          f"no alerting rule watches all-reduce latency ({LATENCY_METRIC})"))
         series = facts.get("gpu_series", [])
+        with_telemetry = [n for n in facts.get("nodes", []) if any(names_node(s["labels"], n) for s in series)]
+        blind = blind_nodes(util_working, with_telemetry)
+        if blind:
+            names = ", ".join(r["name"] for r in util_working)
+            findings.append(self.finding("rule-blind", Status.FAIL,
+                                         f"no GPU utilisation alarm watches {', '.join(blind)}: the query of {names} "
+                                         f"returns no series for {'it' if len(blind) == 1 else 'them'}, although "
+                                         f"{UTIL_METRIC} arrives"))
         missing = [n["name"] for n in facts.get("nodes", []) if not any(names_node(s["labels"], n) for s in series)]
         if missing:
             findings.append(self.finding("telemetry-missing", Status.FAIL,
@@ -130,6 +196,9 @@ class MonitoringAlarms(Check):
             measure("scrape targets down", len(facts.get("targets_down", [])), ""),
         ]
         details = [f"rules: {', '.join(util_rules + latency_rules) or 'none of ours'}"]
+        if facts.get("rules_not_asked"):
+            details.append(f"not asked for their series (more than {MAX_RULE_QUERIES} utilisation rules): "
+                           f"{', '.join(facts['rules_not_asked'])}")
         details += [f"target down: {t['scrape_url']}: {t['error']}" for t in facts.get("targets_down", [])]
         nodes = len(facts.get("nodes", []))
         passed = (f"{facts['url']} has alarms on GPU utilisation ({', '.join(util_rules)}) and all-reduce latency "
@@ -160,3 +229,149 @@ def names_node(labels: dict[str, str], node: dict[str, Any]) -> bool:
 def _short(host: str) -> str:
     """gpu01 for gpu01.example.org; an IP address stays whole."""
     return host if host.replace(".", "").isdigit() or ":" in host else host.split(".")[0]
+
+
+# -------------------------------------------------------------------------------- the API's answers
+
+def parse_time(value: Any) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time as Prometheus writes it (nanoseconds, "Z");
+    None for its zero time (never) or anything else."""
+    if not isinstance(value, str) or not value or value.startswith("0001-"):
+        return None
+    text = re.sub(r"(\.\d{6})\d+", r"\1", value.strip()).replace("Z", "+00:00")
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def rules_from_answer(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The alerting rules of /api/v1/rules?type=alert, with their health and last evaluation."""
+    rules = []
+    for group in data.get("groups", []) or []:
+        interval = group.get("interval")
+        for rule in group.get("rules", []) or []:
+            query = rule.get("query", "") or ""
+            rules.append({
+                "name": rule.get("name"), "query": query, "group": group.get("name"),
+                "health": rule.get("health"), "last_error": rule.get("lastError") or "",
+                "last_evaluation": rule.get("lastEvaluation"),
+                "last_evaluation_ts": parse_time(rule.get("lastEvaluation")),
+                "interval_s": interval if isinstance(interval, (int, float)) and math.isfinite(interval) else None,
+                "watches": watched_expression(query),
+            })
+    return rules
+
+
+def scalar_value(data: dict[str, Any]) -> float | None:
+    """The value of a scalar query's answer (`time()`: the server's clock), or None."""
+    try:
+        value = float(data["result"][1] if data.get("resultType") == "scalar" else data["result"][0]["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def series_labels(data: dict[str, Any]) -> list[dict[str, str]] | None:
+    """The label sets of an instant vector answer; None for any other kind of answer."""
+    if data.get("resultType") != "vector":
+        return None
+    return [s.get("metric", {}) for s in data.get("result", []) or []]
+
+
+_OPEN, _CLOSE = "([{", ")]}"
+_COMPARISON = re.compile(r"==|!=|>=|<=|>|<")
+_SET_OPERATOR = re.compile(r"(?<![A-Za-z0-9_:])(and|or|unless)(?![A-Za-z0-9_:])")
+_MODIFIERS = re.compile(r"^\s*(?:bool\s+)?(?:(?:on|ignoring|group_left|group_right)\s*(?:\([^)]*\))?\s*)*")
+
+
+def _top_level(text: str) -> list[bool]:
+    """For each character: whether it is outside every bracket and string."""
+    depth, quote, flags = 0, "", []
+    for i, ch in enumerate(text):
+        if quote:
+            flags.append(False)
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+            continue
+        if ch in "\"'`":
+            quote = ch
+        elif ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+        flags.append(depth == 0 and not quote and ch not in _CLOSE)
+    return flags
+
+
+def watched_expression(query: str) -> str | None:
+    """What an alert's expression compares, without the threshold: `avg_over_time(X[10m])` of
+    `avg_over_time(X[10m]) < 50` (the side that names the GPU utilisation metric, in the part of an
+    `and`/`or`/`unless` that does). None when the expression has no such top-level comparison."""
+    top = _top_level(query)
+    cuts = [m.span() for m in _SET_OPERATOR.finditer(query) if top[m.start()]]
+    starts = [0] + [end for _, end in cuts]
+    ends = [start for start, _ in cuts] + [len(query)]
+    for start, end in zip(starts, ends):
+        part = query[start:end]
+        if UTIL_METRIC not in part:
+            continue
+        for m in _COMPARISON.finditer(part):
+            if not top[start + m.start()]:
+                continue
+            left, right = part[:m.start()], _MODIFIERS.sub("", part[m.end():])
+            side = left if UTIL_METRIC in left else right
+            side = _MODIFIERS.sub("", side).strip()
+            return side or None
+    return None
+
+
+# -------------------------------------------------------------------------------------- judging
+
+def _age(rule: dict[str, Any], server_time: float | None) -> tuple[float, float] | None:
+    """(seconds since the rule's last evaluation, the age past which it is stale), when both are known."""
+    last = rule.get("last_evaluation_ts")
+    if server_time is None or last is None:
+        return None
+    interval = rule.get("interval_s") or 0.0
+    return server_time - last, max(STALE_INTERVALS * interval, STALE_MIN_S)
+
+
+def judge_rule_health(check: Any, rule: dict[str, Any], server_time: float | None) -> list[Finding]:
+    """What Prometheus says of a rule of ours: failing to evaluate, never evaluated, or no longer evaluated."""
+    name, health = rule.get("name"), rule.get("health")
+    if health == "err":
+        error = rule.get("last_error") or "no error given"
+        return [check.finding("rule-error", Status.FAIL, f"alerting rule {name} is loaded but fails to evaluate: {error}")]
+    never = "last_evaluation" in rule and rule.get("last_evaluation_ts") is None  # (facts of older runs lack it)
+    if health == "unknown" or (health is not None and never):
+        return [check.finding("rule-not-evaluated", Status.WARN,
+                              f"alerting rule {name} has not been evaluated yet (health {health}): a Prometheus that "
+                              "has just started or reloaded")]
+    age = _age(rule, server_time)
+    if age is not None and age[0] > age[1]:
+        every = f", its group runs every {rule['interval_s']:g} s" if rule.get("interval_s") else ""
+        return [check.finding("rule-stale", Status.FAIL,
+                              f"alerting rule {name} was last evaluated {age[0]:.0f} s ago{every}: it is not being "
+                              "evaluated, so it cannot fire")]
+    return []
+
+
+def rule_works(rule: dict[str, Any], server_time: float | None) -> bool:
+    """Loaded, evaluating, and evaluated lately (a rule recorded without its health counts as working)."""
+    if rule.get("health") not in ("ok", None):
+        return False
+    age = _age(rule, server_time)
+    return age is None or age[0] <= age[1]
+
+
+def blind_nodes(rules: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> list[str]:
+    """Nodes (that send GPU telemetry) whose series no working utilisation rule's query returns.
+    Judged only when every such rule's series were asked for; a series without node labels (an
+    aggregate over the cluster) covers every node."""
+    if not rules or any(r.get("series") is None for r in rules):
+        return []
+    node_keys = ("instance",) + NODE_LABELS
+    if any(not any(labels.get(k) for k in node_keys) for r in rules for labels in r["series"]):
+        return []
+    return [n["name"] for n in nodes if not any(names_node(labels, n) for r in rules for labels in r["series"])]

@@ -7,7 +7,6 @@ have every GPU check measure, and a node with neither PyTorch nor TensorFlow can
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import resource
 import shutil
@@ -53,14 +52,11 @@ def _limit(value: int) -> int:
 
 
 def importable(names: list[str]) -> dict[str, bool]:
-    """Which top-level modules could be imported, without importing them."""
-    found = {}
-    for name in names:
-        try:
-            found[name] = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            found[name] = False
-    return found
+    """Which top-level modules could be imported, without importing them, and without the working
+    directory (a planted `torch/` folder or `torch.py` there is not torch): preflight.machine.frameworks."""
+    from preflight.machine.frameworks import installed
+
+    return {name: installed(name) for name in names}
 
 
 def _resolve_all(name: str) -> list[str]:

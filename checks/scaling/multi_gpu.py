@@ -21,11 +21,12 @@ count), which dataloader.throughput reads as the rate its loader must feed.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Any
 
+from preflight.machine.frameworks import installed
+from preflight.core.expectations import gpus_short
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Status
@@ -242,7 +243,7 @@ class ScalingMultiGpu(Check):
                                         ("batch", params.batch_per_device)) if v is not None})
         facts["model"] = {**model, "workload": params.workload}
 
-        want_tf = params.tensorflow and importlib.util.find_spec("tensorflow") is not None
+        want_tf = params.tensorflow and installed("tensorflow")
         launches = len(counts) * (2 if want_tf else 1)
         runs = []
         for index, n in enumerate(counts):
@@ -330,6 +331,9 @@ class ScalingMultiGpu(Check):
             return outcome_from_findings(findings, passed="")
         device_kind = facts.get("device_kind", "cpu")
         kind = device_kind
+        short = gpus_short(self.id, facts, expect.gpus_per_node)  # scaled CPU processes while GPUs are expected
+        if short:
+            findings.append(short)
         details: list[str] = list(facts.get("notes", []))
         measurements: list[Measurement] = []
 

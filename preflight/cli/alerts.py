@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from preflight.cli.options import (
-    UsageProblem, load_results,
+    FINITE, UsageProblem, load_results,
 )
 
 
@@ -17,8 +17,8 @@ from preflight.cli.options import (
               help="A Prometheus rule file, or a PrometheusRule manifest for prometheus-operator.")
 @click.option("--from", "from_results", type=click.Path(dir_okay=False), default=None,
               help="results.json of a run: floor and ceiling from its canary.training figures.")
-@click.option("--gpu-util-floor", type=float, default=None, help="Alarm below this GPU utilisation, percent (default 50).")
-@click.option("--comm-latency-ceiling", type=float, default=None, help="Alarm above this all-reduce p99, seconds (default 0.25).")
+@click.option("--gpu-util-floor", type=FINITE, default=None, help="Alarm below this GPU utilisation, percent (default 50).")
+@click.option("--comm-latency-ceiling", type=FINITE, default=None, help="Alarm above this all-reduce p99, seconds (default 0.25).")
 @click.option("--window", default=None, help="Averaging window of every alert, a Prometheus duration (e.g. 10m).")
 @click.option("--for", "for_", default=None, help="How long a condition must hold before it fires, for every alert.")
 @click.option("--name", default="preflight-go-live", show_default=True, help="PrometheusRule name.")

@@ -7,14 +7,14 @@ import sys
 import click
 
 from preflight.cli.options import (
-    UsageProblem, load_results,
+    FINITE, UsageProblem, load_results,
 )
 
 
 @click.command("diff")
 @click.argument("old", type=click.Path(dir_okay=False))
 @click.argument("new", type=click.Path(dir_okay=False))
-@click.option("--tolerance", type=float, default=0.1, show_default=True,
+@click.option("--tolerance", type=FINITE, default=0.1, show_default=True,
               help="Relative change of a figure that counts as a regression (0.1 = 10%).")
 @click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True)
 @click.option("--ignore-versions", is_flag=True,

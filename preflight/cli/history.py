@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import click
 
+from preflight.cli.options import FiniteFloat
+
 EXIT_USAGE = 2
 
 
@@ -273,9 +275,9 @@ def trend_command(url: str | None, figure: str | None, check: str | None, series
 @url_option
 @figure_options
 @time_options
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
+@click.option("--alpha", type=FiniteFloat(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
               help="Significance level of the Mann-Whitney U test.")
-@click.option("--min-change", type=click.FloatRange(min=0), default=0.01, show_default=True,
+@click.option("--min-change", type=FiniteFloat(min=0), default=0.01, show_default=True,
               help="Smallest relative change called beyond noise.")
 @click.option("--all", "show_all", is_flag=True, help="List the figures within noise too.")
 @json_option
@@ -376,7 +378,7 @@ def baseline() -> None:
 @time_options
 @click.option("--min-runs", type=click.IntRange(min=1), default=5, show_default=True,
               help="Refuse with fewer healthy (GO) runs than this.")
-@click.option("--percentile", "pct", type=click.FloatRange(0, 50, min_open=True, max_open=True), default=5.0,
+@click.option("--percentile", "pct", type=FiniteFloat(0, 50, min_open=True, max_open=True), default=5.0,
               show_default=True, help="The low percentile a floor is taken at (the ceiling: 100 minus it).")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Write the profile here (use it with --profile FILE); default: print it.")

@@ -5,6 +5,7 @@ Commands import this module, never `preflight.cli.main` (which only assembles th
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +25,28 @@ class UsageProblem(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"preflight: error: {self.format_message()}", err=True)
+
+
+class FiniteFloat(click.FloatRange):
+    """A number option that must be finite: `nan`, `inf` and `-inf` are usage errors naming the flag.
+
+    Every float option of every command uses it (a NaN timeout never fires, a NaN threshold turns its
+    comparison into a pass, an infinite tolerance hides every change). Optionally also a range, as
+    click.FloatRange takes it."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        number = value if isinstance(value, float) else click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+    def _describe_range(self) -> str:
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
+
+FINITE = FiniteFloat()
 
 
 def split_ids(value: str | None) -> list[str]:
@@ -64,6 +87,32 @@ def profile_option(f: Callable) -> Callable:
                              "the config file and --set override it.")(f)
 
 
+def checks_option(f: Callable) -> Callable:
+    return click.option("--checks", "only", default=None, help="Comma-separated check ids to run (default: all).")(f)
+
+
+def skip_option(f: Callable) -> Callable:
+    return click.option("--skip", default=None, help="Comma-separated check ids not to run.")(f)
+
+
+def plugin_name(error: Any) -> str:
+    """The check id a plugin that failed to load would have had (its entry point's name)."""
+    return str(error.entry_point).split(" =")[0]
+
+
+def check_ids_known(found: Any, wanted: list[str], skipped: set[str]) -> None:
+    """Exit 2 for an id in --checks or --skip that no check has (naming its plugin when it failed to load)."""
+    for check_id in [*wanted, *skipped]:
+        if check_id not in found.checks:
+            hint = ""
+            broken = [e for e in found.errors if plugin_name(e) == check_id]
+            if broken and check_id in skipped:
+                continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
+            if broken:
+                hint = f" (its plugin failed to load: {broken[0].error})"
+            raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
+
+
 def registry() -> Any:
     from preflight.core.registry import discover
 
@@ -71,9 +120,12 @@ def registry() -> Any:
 
 
 def check_formats(formats: str) -> list[str]:
-    from preflight.reporters import available
+    from preflight.reporters import available, refused
 
     chosen = split_ids(formats)
+    for fmt in chosen:
+        if fmt in refused():
+            raise UsageProblem(refused()[fmt])
     unknown = [f for f in chosen if f not in available()]
     if unknown:
         raise UsageProblem(f"unknown report format {', '.join(unknown)}; choose from {', '.join(available())} "

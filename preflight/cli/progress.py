@@ -61,9 +61,15 @@ class Progress:
         if not self.interactive:
             self.echo(result_line(result))
             return
+        from rich.markup import escape
+
+        from preflight.reporters.safe_text import single_line
+
         style = STYLES.get(result.status.value, "")
-        self._console.print(f"[{style}]{result.status.value:<5}[/] {result.check_id:<24} {result.node:<16} "
-                            f"{result.summary}", highlight=False, markup=True, soft_wrap=True)
+        # The summary is machine text: no rich markup of its own, no escape sequence, one line.
+        text = escape(single_line(f"{result.check_id:<24} {result.node:<16} {result.summary}"))
+        self._console.print(f"[{style}]{result.status.value:<5}[/] {text}", highlight=False, markup=True,
+                            soft_wrap=True)
 
     def still_running_lines(self) -> list[str]:
         """Lines due now for checks still running (each check once per interval), plain text."""

@@ -10,8 +10,9 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    UsageProblem, check_formats, config_option, fail_on_option, finish, format_option, load_baseline, nonempty,
-    out_option, profile_option, registry, set_option, split_ids, writable_dir,
+    FINITE, UsageProblem, check_formats, check_ids_known, checks_option, config_option, fail_on_option, finish,
+    format_option, load_baseline, nonempty, out_option, plugin_name, profile_option, registry, set_option,
+    skip_option, split_ids, writable_dir,
 )
 from preflight.cli import k8s
 from preflight.cli.k8s import k8s_options
@@ -24,12 +25,12 @@ from preflight.core.verdict import EXIT_CODE_HELP
                    "Without it, checks this machine.")
 @config_option
 @profile_option
-@click.option("--checks", "only", default=None, help="Comma-separated check ids to run (default: all).")
-@click.option("--skip", default=None, help="Comma-separated check ids not to run.")
+@checks_option
+@skip_option
 @out_option
 @format_option
 @fail_on_option
-@click.option("--timeout", type=float, default=None, help="Per-check timeout in seconds (overrides the config).")
+@click.option("--timeout", type=FINITE, default=None, help="Per-check timeout in seconds (overrides the config).")
 @set_option
 @click.option("--remote-python", default="python3", show_default=True,
               help="Interpreter with preflight installed on remote nodes (a hosts-file python= wins).")
@@ -40,7 +41,7 @@ from preflight.core.verdict import EXIT_CODE_HELP
               help="How many nodes to drive at once.")
 @click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False), default=None,
               help="results.json of a known-good run: every report shows what got worse against it.")
-@click.option("--baseline-tolerance", type=float, default=0.1, show_default=True,
+@click.option("--baseline-tolerance", type=FINITE, default=0.1, show_default=True,
               help="Relative change of a figure that counts against the baseline (0.1 = 10%).")
 @click.option("--fail-on-regression", is_flag=True,
               help="With --baseline: a regression makes the verdict NO-GO (without it, regressions are warnings).")
@@ -110,15 +111,7 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
 
     wanted = split_ids(only) or sorted(checks_found.checks)
     skipped = set(split_ids(skip))
-    for check_id in [*wanted, *skipped]:
-        if check_id not in checks_found.checks:
-            hint = ""
-            broken = [e for e in checks_found.errors if _plugin_name(e) == check_id]
-            if broken and check_id in skipped:
-                continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
-            if broken:
-                hint = f" (its plugin failed to load: {broken[0].error})"
-            raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
+    check_ids_known(checks_found, wanted, skipped)
     try:
         selection = plan_mod.select(checks_found.checks, wanted, skipped, explicit=bool(split_ids(only)))
         plan_mod.prepare_params(selection.ids, checks_found.checks, config)
@@ -141,6 +134,11 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
     kinds = {node.transport.kind for node in nodes}
     asked = set(split_ids(only))
     checks = [c for c in checks if not c.transports or kinds & set(c.transports) or c.id in asked]
+    try:
+        plan_mod.check_deselection(checks_found.checks, wanted, skipped, selection, config.expect,
+                                   [n.slots for n in nodes], config.profile)
+    except plan_mod.PlanError as exc:
+        raise UsageProblem(str(exc)) from None
     # Files the run reads that its --out must not replace (a baseline there is refused, not overwritten).
     inputs = [("--baseline", baseline_file), ("--config", config_file), ("--nodes", nodes_file),
               ("--profile", profile if profile and ("/" in profile or profile.endswith(".toml")) else None)]
@@ -148,7 +146,7 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
 
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
                    command=shlex.join(["preflight", *sys.argv[1:]]),
-                   load_errors=[e.to_dict() for e in checks_found.errors if _plugin_name(e) not in skipped],
+                   load_errors=[e.to_dict() for e in checks_found.errors if plugin_name(e) not in skipped],
                    fail_fast=fail_fast,
                    judged_with=record_judging(config, checks_found.checks, profile=profile, config_file=config_file,
                                               settings=list(settings), flags={"--fail-on": fail_on, "--level": level}))
@@ -198,11 +196,6 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
     from preflight.core.verdict import decide
 
     return decide(report).exit_code  # 130 for an interrupted run, as every report says
-
-
-def _plugin_name(error: Any) -> str:
-    """The check id a plugin that failed to load would have had (its entry point's name)."""
-    return error.entry_point.split(" =")[0]
 
 
 def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[Any]:

@@ -1,7 +1,9 @@
 """The verdict: a pure function of the run report.
 
 GO          something was measured, nothing blocks, and every planned result is there.
-NO-GO       something measured not ready, could not be measured, or a check that had to run skipped.
+NO-GO       something measured not ready, could not be measured, a check that had to run skipped, or
+            the run does not meet its expectations (fewer nodes than expect.nodes, GPU nodes measured
+            without their GPUs: preflight.core.expectations).
 INCOMPLETE  nothing blocks, but no verdict can be reached: the run did not finish, planned results
             are missing, a check plugin failed to load, or no check measured anything.
 
@@ -24,6 +26,7 @@ from typing import Any
 
 from preflight.core.check import NEEDS_FRAMEWORK, NEEDS_GPU, ROLE_INVENTORY
 from preflight.core.compare import comparison_results
+from preflight.core.expectations import expectation_results
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, RunReport, Scope, Status
 
@@ -103,8 +106,9 @@ def skip_blocks(result: CheckResult, report: RunReport, with_gpus: set[str] | No
         return "the configuration expects it to run"
     if result.findings and all(f.id.endswith(NOT_APPLICABLE) for f in result.findings if f.level is Status.SKIP):
         return ""
-    if result.scope is not Scope.NODE or result.node == CLUSTER_NODE:
-        return ""  # cross-node checks are expected through expect.nodes
+    if result.scope is not Scope.NODE:
+        return ""  # cross-node checks are expected through expect.nodes (told apart by scope: a host may be
+        # called "cluster" too)
     needs = set(report.needs.get(result.check_id, []))
     with_gpus = gpu_nodes(report) if with_gpus is None else with_gpus
     if NEEDS_GPU in needs and result.node in with_gpus:
@@ -134,13 +138,20 @@ def _headline_finding(blocking: list[CheckResult], headlines: list[str]) -> str:
     return ""
 
 
+def derived_results(report: RunReport) -> list[CheckResult]:
+    """What the verdict weighs besides the checks' results, never stored in report.results: the
+    comparison with a baseline, and the expectations the run does not meet (preflight.core.expectations).
+    Every reporter that lists results lists these too."""
+    return [*comparison_results(report), *expectation_results(report)]
+
+
 def decide(report: RunReport) -> Decision:
     blocking_statuses = {Status.FAIL, Status.ERROR}
     if report.fail_on == "warn":
         blocking_statuses.add(Status.WARN)
 
     with_gpus = gpu_nodes(report)
-    results = [*report.results, *comparison_results(report)]  # the baseline comparison weighs like a result
+    results = [*report.results, *derived_results(report)]
     skipped = [r for r in report.results if r.status is Status.SKIP]
     skipped_expected = [r for r in skipped if skip_blocks(r, report, with_gpus)]
     blocking = [r for r in results if r.status in blocking_statuses] + skipped_expected
@@ -167,7 +178,8 @@ def decide(report: RunReport) -> Decision:
         elif not report.results:
             reason = "no check produced a result"
         else:
-            reason = f"{len(missing)} planned result{'s' if len(missing) != 1 else ''} missing: {_missing_text(missing)}"
+            reason = (f"{len(missing)} planned result{'s' if len(missing) != 1 else ''} missing: "
+                      f"{_missing_text(missing, report.cluster_checks)}")
     elif not measured:
         verdict = Verdict.INCOMPLETE
         reason = "no check measured anything (every result is SKIP): nothing here was shown to be ready"
@@ -186,16 +198,21 @@ def decide(report: RunReport) -> Decision:
     return decision
 
 
-def _missing_text(missing: list[tuple[str, str]], shown: int = 5) -> str:
-    names = [f"{cid} on {node}" if node != CLUSTER_NODE else cid for cid, node in missing]
+def _missing_text(missing: list[tuple[str, str]], cluster_checks: list[str], shown: int = 5) -> str:
+    names = [cid if cid in cluster_checks else f"{cid} on {node}" for cid, node in missing]
     text = ", ".join(names[:shown])
     return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _missing(report: RunReport) -> list[tuple[str, str]]:
-    have = {r.key for r in report.results}
+    """(check id, node) planned without a result; a cluster check's one result is found by its scope,
+    never by the name it is filed under (CLUSTER_NODE), which a real host may have."""
+    have = {r.key for r in report.results if r.scope is Scope.NODE}
+    cluster_done = {r.check_id for r in report.results if r.scope is Scope.CLUSTER}
     missing = []
     for check_id in report.planned:
-        nodes = [CLUSTER_NODE] if check_id in report.cluster_checks else report.node_names
-        missing += [(check_id, node) for node in nodes if (check_id, node) not in have]
+        if check_id in report.cluster_checks:
+            missing += [] if check_id in cluster_done else [(check_id, CLUSTER_NODE)]
+        else:
+            missing += [(check_id, node) for node in report.node_names if (check_id, node) not in have]
     return missing

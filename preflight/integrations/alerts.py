@@ -29,6 +29,7 @@ string is a JSON string, which is a valid YAML double-quoted scalar, so nothing 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -84,8 +85,8 @@ def thresholds_from_results(report: dict[str, Any], base: Thresholds) -> tuple[T
         names = declared.get(result.get("check_id")) or {}
         for m in result.get("measurements", []):
             value = m.get("value")
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                continue
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                continue  # a NaN or infinite figure sets no floor (it would make every alert fire, or none)
             if m.get("name") == names.get(ALARM_GPU_UTILIZATION) and m.get("unit") == "%":
                 utils.append((value, result.get("node")))
             elif m.get("name") == names.get(ALARM_COMM_LATENCY_P99) and m.get("unit") in SECONDS_PER_UNIT:
@@ -267,11 +268,11 @@ def build(fmt: str = "rules", *, report: dict[str, Any] | None = None, floor_pct
     if report is not None:
         thresholds, notes = thresholds_from_results(report, thresholds)
     if floor_pct is not None:
-        if not 0 < floor_pct <= 100:
+        if not (math.isfinite(floor_pct) and 0 < floor_pct <= 100):
             raise ValueError("--gpu-util-floor must be a percentage above 0 and at most 100")
         thresholds = replace(thresholds, gpu_util_floor_pct=floor_pct)
     if ceiling_s is not None:
-        if not ceiling_s > 0:
+        if not (math.isfinite(ceiling_s) and ceiling_s > 0):
             raise ValueError("--comm-latency-ceiling must be above 0 seconds")
         thresholds = replace(thresholds, comm_latency_ceiling_s=ceiling_s)
     if window is not None:

@@ -2,7 +2,8 @@
 
     from preflight.integrations.monitor import instrument_ddp
     ddp = DistributedDataParallel(model)
-    monitor = instrument_ddp(ddp, port=9400)          # http://0.0.0.0:9400/metrics
+    monitor = instrument_ddp(ddp, port=9400)          # http://127.0.0.1:9400/metrics (this host only)
+    monitor = instrument_ddp(ddp, port=9400, addr="0.0.0.0")  # every interface, for a remote Prometheus
     monitor = instrument_ddp(ddp, textfile="/var/lib/node_exporter/textfile/allreduce.prom")
 
 `instrument_ddp` registers a DDP communication hook that does what DDP's default hook does (divide
@@ -118,6 +119,7 @@ class Monitor:
     histogram: Any
     rank: int
     port: int | None = None  # the port actually bound (port=0 picks a free one)
+    address: str | None = None  # the address it is bound to (127.0.0.1 unless addr= says otherwise)
     textfile: str | None = None
     _server: Any = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -154,12 +156,14 @@ class _PollOnScrape:
         return []
 
 
-def instrument_ddp(model: Any, port: int | None = None, textfile: str | None = None, *, addr: str = "0.0.0.0",
+def instrument_ddp(model: Any, port: int | None = None, textfile: str | None = None, *, addr: str = "127.0.0.1",
                    rank: int | None = None, process_group: Any = None,
                    textfile_interval_s: float = TEXTFILE_INTERVAL_S) -> Monitor:
     """Time every all-reduce bucket of a DistributedDataParallel `model` and export the histogram.
 
-    port: serve http://addr:port/metrics (port=0 binds a free port; Monitor.port says which).
+    port: serve http://addr:port/metrics (port=0 binds a free port; Monitor.port says which). addr is
+    127.0.0.1 unless given: the histogram names ranks and timings, and a training job opens no port to
+    the network unless asked to (addr="0.0.0.0", or the node's address on the monitoring network).
     textfile: write the node_exporter textfile format to this path every `textfile_interval_s` and on
     close() (use a name ending in .prom in the collector's directory). One of the two, or both.
     """
@@ -186,6 +190,7 @@ def instrument_ddp(model: Any, port: int | None = None, textfile: str | None = N
         server, _thread = start_http_server(port, addr=addr, registry=registry)
         monitor._server = server
         monitor.port = server.server_port
+        monitor.address = server.server_address[0]
     if textfile:
         def write_periodically() -> None:
             while not monitor._stop.wait(textfile_interval_s):

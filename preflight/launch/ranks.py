@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import shlex
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from preflight.transport.process import RemoteProcess
+from preflight.transport.process import RemoteProcess, isolated_module_argv
 from preflight.core.jsonlines import json_objects, last_json
 from preflight.transport.local import LocalTransport
 
@@ -271,5 +270,6 @@ def interpret_launch(launch: LaunchResult) -> dict[str, Any]:
 
 
 def worker_argv(module: str, *args: str, python: str | None = None) -> list[str]:
-    """`python -m preflight.workers.<module> args...` with this interpreter (a venv is honoured)."""
-    return [python or sys.executable, "-m", f"preflight.workers.{module}", *args]
+    """`python -m preflight.workers.<module> args...` with this interpreter (a venv is honoured), its
+    imports never from the directory it runs in (see preflight.transport.process.isolated_module_argv)."""
+    return isolated_module_argv(f"preflight.workers.{module}", *args, python=python)

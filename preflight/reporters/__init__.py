@@ -16,6 +16,11 @@ from preflight.core.model import RunReport
 
 GROUP = "preflight.reporters"
 DEFAULT_FORMATS = ("html", "md", "json", "junit")
+# Names in a run's directory that preflight itself keeps: the results as they arrive, the checks'
+# scratch space, `preflight report --rejudge`'s folder, the link to the newest run. A reporter
+# that declares one of these (or a path, or a name another format writes) is left out, with the
+# reason, rather than overwrite the results it renders.
+RESERVED_NAMES = ("results.jsonl", "scratch", "rejudged", "latest")
 
 
 @dataclass(frozen=True)
@@ -31,18 +36,49 @@ class ReporterError(ValueError):
 
 
 @lru_cache(maxsize=1)
-def available() -> dict[str, Reporter]:
-    """Format name -> Reporter, as the entry-point group yields them (read once per process)."""
+def _discovered() -> tuple[dict[str, Reporter], dict[str, str]]:
+    """(format name -> Reporter, format name -> why it was left out), read once per process."""
     found: dict[str, Reporter] = {}
-    for ep in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name):
+    refused: dict[str, str] = {}
+    # The built-in formats first, so that a plugin can never take over their files.
+    entry_points = sorted(metadata.entry_points(group=GROUP),
+                          key=lambda e: (not e.value.startswith("preflight.reporters."), e.name))
+    for ep in entry_points:
         dist = getattr(ep, "dist", None)
         origin = f"{dist.metadata['Name']} {dist.version}" if dist is not None else "unknown distribution"
         module, _, _ = ep.value.partition(":")
         filename = _filename(module)
         if ep.name in found or not filename:
             continue  # a duplicate name or a module without FILENAME: left out, named on use
+        problem = filename_problem(filename, {r.filename: r.name for r in found.values()})
+        if problem:
+            refused[ep.name] = f"the {ep.name} format of {origin} is left out: {problem}"
+            continue
         found[ep.name] = Reporter(ep.name, filename, module, origin)
-    return found
+    return dict(sorted(found.items())), refused
+
+
+def available() -> dict[str, Reporter]:
+    """Format name -> Reporter, as the entry-point group yields them (read once per process)."""
+    return _discovered()[0]
+
+
+def refused() -> dict[str, str]:
+    """Format name -> why its reporter is not used (a FILENAME that is a path, reserved or taken)."""
+    return _discovered()[1]
+
+
+def filename_problem(filename: str, taken: dict[str, str]) -> str:
+    """Why a reporter may not write `filename` in a run's directory, or ""."""
+    if filename in (".", "..") or "/" in filename or "\\" in filename or "\0" in filename:
+        return f"its FILENAME {filename!r} is not a plain file name"
+    if filename.startswith("."):
+        return f"its FILENAME {filename!r} is a hidden file"
+    if filename in RESERVED_NAMES:
+        return f"its FILENAME {filename!r} is a name preflight keeps for itself ({', '.join(RESERVED_NAMES)})"
+    if filename in taken:
+        return f"its FILENAME {filename!r} is what the {taken[filename]} format writes"
+    return ""
 
 
 def _filename(module: str) -> str:
@@ -62,6 +98,8 @@ def reporter(fmt: str) -> Reporter:
     try:
         return available()[fmt]
     except KeyError:
+        if fmt in refused():
+            raise ReporterError(refused()[fmt]) from None
         raise ReporterError(f"unknown report format {fmt!r}; installed: {', '.join(available())}") from None
 
 

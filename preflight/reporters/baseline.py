@@ -11,6 +11,7 @@ from typing import Any
 from preflight.core.compare import NODE_ENTRY, Diff, FigureChange, StatusChange, VersionChange
 from preflight.core.model import CLUSTER_NODE
 from preflight.reporters.markdown_text import md_escape
+from preflight.reporters.safe_text import single_line
 from preflight.reporters.numbers import change as signed, count, percent, quantity
 
 
@@ -93,12 +94,12 @@ def render_text(diff: Diff) -> str:
         if items:
             lines.append(f"{title}:")
             lines += [f"  {item}" for item in items]
-    return "\n".join(lines) + "\n"
+    return "\n".join(single_line(line) for line in lines) + "\n"  # summaries and versions are machine text
 
 
 def render_markdown(diff: Diff, heading: str = "###") -> str:
     icon = "❌" if diff.regressions else "✅"
-    label = f" (`{diff.old_label.replace('`', '')}`)" if diff.old_label else ""
+    label = f" (`{single_line(diff.old_label).replace('`', '')}`)" if diff.old_label else ""
     text = headline(diff)
     lines = [f"{heading} {icon} Against the baseline run of {md_escape(day(diff.old_started_at))}{label}", "",
              md_escape(text[:1].upper() + text[1:]) + ".", ""]

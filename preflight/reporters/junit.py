@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from preflight.core.compare import BASELINE_CHECK_ID, baseline_of, comparison_results
+from preflight.core.compare import BASELINE_CHECK_ID, baseline_of
 from preflight.core.model import CLUSTER_NODE, RunReport, Status
 from preflight.reporters.baseline import describe
 from preflight.reporters.view import fixes, format_threshold, format_value
-from preflight.core.verdict import Verdict, decide
+from preflight.core.verdict import Verdict, decide, derived_results
 
 FILENAME = "junit.xml"  # what this reporter writes in the output directory
 
@@ -39,7 +39,7 @@ def render(report: RunReport) -> str:
     comparison = baseline_of(report)
     changes = [describe(c) for c in comparison.regressions[:20]] if comparison else []
     by_check: dict[str, list] = {}
-    for result in [*report.results, *comparison_results(report)]:
+    for result in [*report.results, *derived_results(report)]:
         by_check.setdefault(result.check_id, []).append(result)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     for check_id, results in by_check.items():

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from preflight.reporters.safe_text import block, single_line
+
 # Inline markup characters, and the two that would start raw HTML or an entity. `>` and `#`, `-`,
 # `+` only matter at the start of a line, and escaped text never starts one.
 # An underscore inside a word (NCCL_DEBUG) starts no emphasis in CommonMark: it stays as it is.
@@ -22,11 +24,11 @@ def _escape_plain(text: str) -> str:
 
 
 def md_escape(text: object) -> str:
-    """Make machine-produced text inert in Markdown: no markup, no raw HTML, one line.
+    """Make machine-produced text inert in Markdown: no markup, no raw HTML, no control characters, one line.
 
     A balanced `span` stays a code span (with its pipes escaped, which a table cell needs even
     there); a lone backtick becomes an apostrophe rather than a literal backtick."""
-    value = " ".join(str(text if text is not None else "").split())
+    value = " ".join(single_line(text).split())
     parts = []
     last = 0
     for match in _CODE_SPAN.finditer(value):
@@ -39,7 +41,7 @@ def md_escape(text: object) -> str:
 
 def md_code_block(text: object) -> str:
     """A fenced block whose fence is longer than any run of backticks inside, so nothing escapes it."""
-    value = str(text or "")
+    value = block(text or "")
     longest = max((len(m) for m in re.findall(r"`+", value)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{value.rstrip()}\n{fence}"

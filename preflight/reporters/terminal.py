@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from preflight.core.levels import level_text
 from preflight.reporters.baseline import describe
+from preflight.reporters.safe_text import single_line
 from preflight.core.model import CheckResult, RunReport
 from preflight.reporters.view import build_view
 
@@ -16,7 +17,7 @@ STYLES = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "ERROR": "bold 
 
 
 def result_line(result: CheckResult) -> str:
-    return f"{result.status.value:<5} {result.check_id:<24} {result.node:<16} {result.summary}"
+    return single_line(f"{result.status.value:<5} {result.check_id:<24} {result.node:<16} {result.summary}")
 
 
 def render(report: RunReport) -> str:
@@ -57,4 +58,6 @@ def render(report: RunReport) -> str:
             lines.append(f"  ... and {len(view.baseline.regressions) - 10} more (preflight diff shows them all)")
     for error in view.report.load_errors:
         lines.append(f"  plugin failed to load: {error['entry_point']} ({error['distribution']}): {error['error']}")
-    return "\n".join(lines) + "\n"
+    # Every line is built from machine text (summaries, errors, plugin messages): none may start a
+    # line of its own or carry a terminal escape (preflight.reporters.safe_text).
+    return "\n".join(single_line(line) for line in lines) + "\n"

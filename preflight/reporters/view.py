@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from preflight.core.compare import BASELINE_CHECK_ID, Diff, baseline_of
-from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Status
+from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Scope, Status
 from preflight.reporters import figures
 from preflight.reporters.baseline import headline as baseline_headline
 from preflight.reporters.glance import at_a_glance, run_duration, when  # noqa: F401 - when: part of the view's API
@@ -48,10 +48,11 @@ class Finding:
     summary: str
     remediation: list[str]
     expected_skip: bool = False
+    cluster: bool = False  # the one result of a cluster-scope check (a host may be called "cluster" too)
 
     @property
     def where(self) -> str:
-        return where(self.node)
+        return "across the cluster" if self.cluster else f"on {self.node}"
 
 
 @dataclass
@@ -166,13 +167,13 @@ def finding(result: CheckResult, expected_skip: bool = False,
     if expected_skip:
         summary = f"skipped, but the configuration expects it to run: {result.summary}"
     return Finding(result.check_id, result.title or result.check_id, result.node, result.status.value, summary,
-                   fixes(result, unreachable), expected_skip)
+                   fixes(result, unreachable), expected_skip, cluster=result.scope is Scope.CLUSTER)
 
 
 def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportView:
     decision = decide(report)
     expected_skips = {id(r) for r in decision.skipped_expected}
-    cluster_ids = set(report.cluster_checks) | {r.check_id for r in report.results if r.node == CLUSTER_NODE}
+    cluster_ids = set(report.cluster_checks) | {r.check_id for r in report.results if r.scope is Scope.CLUSTER}
     node_check_ids = [c for c in report.check_ids if c not in cluster_ids]
     titles = {r.check_id: r.title or r.check_id for r in report.results}
     nodes = report.node_names

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.jsonlines import last_json
-from preflight.transport.process import Here, RemoteProcess, kill_session
+from preflight.transport.process import Here, RemoteProcess, isolated_module_argv, kill_session
 
 
 @dataclass
@@ -24,13 +24,14 @@ class ChildOutcome:
 
 def run_json_child(module: str, job: dict[str, Any], timeout: float, python: str | None = None,
                    on_start: Any = None) -> ChildOutcome:
-    """Run `python -m module` here with `job` on stdin, at most `timeout`; its last JSON line.
+    """Run `python -m module` here (its import path without the working directory, see
+    isolated_module_argv) with `job` on stdin, at most `timeout`; its last JSON line.
 
     Both the agent (one child per node check) and the runner (one child per cluster check) use this.
     Whatever the child leaves running in its session afterwards is ended too.
     """
     here = Here(python)
-    child = RemoteProcess(here, [here.python, "-m", module], stdin=True, guard=False)
+    child = RemoteProcess(here, isolated_module_argv(module, python=here.python), stdin=True, guard=False)
     if on_start:
         on_start(child)
     child.write(json.dumps(job))

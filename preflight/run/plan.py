@@ -99,6 +99,46 @@ def fill_declarations(report: RunReport, checks: dict[str, type[Check]]) -> None
     report.needs = needs
 
 
+def _requirement(check: type[Check], expect: Any, slots: list[int | None], profile: str = "") -> str:
+    """Which expectation makes this check one that must run ("expect.nodes = 2"), or ""."""
+    import dataclasses
+
+    from preflight.core.check import Expect
+
+    instance = check()
+    for f in dataclasses.fields(Expect):
+        value = getattr(expect, f.name)
+        if value in (None, []) or not instance.expected_to_run(Expect(**{f.name: value})):
+            continue
+        shown = f"expect.{f.name} = {value!r}"
+        return f"{shown} (--profile {profile})" if profile and f.name == "gpus_per_node" else shown
+    for count in slots:
+        if count and instance.expected_to_run(Expect(gpus_per_node=count)):
+            return f"the hosts file's slots={count}"
+    return "the configuration's [expect] table" if instance.expected_to_run(expect) else ""
+
+
+def check_deselection(checks: dict[str, type[Check]], wanted: list[str], skipped: set[str], selection: Selection,
+                      expect: Any, slots: list[int | None], profile: str = "") -> None:
+    """A check the expectations say must run may not be taken out by --skip, directly or because it
+    reads a check that was skipped: PlanError (exit 2) naming the flag, the check and the expectation.
+    Checks simply not named in --checks are the user's narrower question, not a contradiction."""
+    for check_id in sorted(skipped):
+        if check_id in checks:
+            why = _requirement(checks[check_id], expect, slots, profile)
+            if why:
+                raise PlanError(f"--skip {check_id}: {why} says {check_id} must run; drop it from --skip or "
+                                "change the expectation")
+    for check_id in wanted:
+        if check_id in skipped or check_id in selection.ids or check_id not in checks:
+            continue
+        why = _requirement(checks[check_id], expect, slots, profile)
+        reads = [d for d in checks[check_id].run_after if d in skipped]
+        if why and reads:
+            raise PlanError(f"--skip {', '.join(reads)} removes {check_id}, which reads what {reads[0]} records, and "
+                            f"{why} says {check_id} must run; drop {reads[0]} from --skip or change the expectation")
+
+
 def complete_report(report: RunReport, checks: list[type[Check]], expect: dict[str, Any],
                     pulled_in: dict[str, str] | None = None) -> None:
     """What the verdict needs beyond the results: what each check declares, the expectations, and

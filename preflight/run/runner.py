@@ -252,7 +252,7 @@ class Runner:
         for future, node in pending.items():
             if future.done() and future.exception() is not None:
                 exc = future.exception()
-                done = {r.check_id for r in self.report.results if r.node == node.name}
+                done = {r.check_id for r in self.report.results if r.node == node.name and r.scope is Scope.NODE}
                 self._node_lost(node, self.plan.node_checks, done,
                                 f"preflight failed while driving {node.name}: {type(exc).__name__}: {exc}", None)
         return {f: n for f, n in pending.items() if not f.done()}

@@ -30,13 +30,14 @@ Rank 0 prints one JSON line (see preflight.workers.process_group for the protoco
 from __future__ import annotations
 
 import argparse
-import importlib
 import resource
 import threading
 import time
 from typing import Any
 
-from preflight.workers.process_group import DistEnv, add_dist_arguments, finish_group, init_group, join, run_worker
+from preflight.workers.process_group import (
+    DistEnv, add_dist_arguments, finish_group, import_team_module, init_group, join, run_worker,
+)
 
 NVML_INTERVAL_S = 0.1
 INPUT_FEATURES = 256
@@ -100,7 +101,7 @@ def load_entry(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"entry {spec!r} is not of the form package.module:function")
-    return getattr(importlib.import_module(module_name), attr)
+    return getattr(import_team_module(module_name), attr)
 
 
 def make_training(args: argparse.Namespace, device: Any, batch: int | None, seed: int) -> tuple[Any, Any, Any, Any]:

@@ -34,12 +34,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import time
 from typing import Any, Callable
 
 from preflight.workers.process_group import (
-    DistEnv, add_dist_arguments, finish_group, init_group, join, median, run_worker,
+    DistEnv, add_dist_arguments, finish_group, import_team_module, init_group, join, median, run_worker,
 )
 
 
@@ -78,7 +77,7 @@ def load_workload(spec: str, batch: int, device: Any) -> tuple[Any, Callable[[],
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"workload {spec!r} is not of the form package.module:factory")
-    factory = getattr(importlib.import_module(module_name), attr)
+    factory = getattr(import_team_module(module_name), attr)
     made = factory(batch, device)
     if not isinstance(made, tuple) or len(made) not in (2, 3):
         raise TypeError(f"{spec} returned {type(made).__name__}; expected (model, make_batch[, loss_fn])")

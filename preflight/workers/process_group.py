@@ -57,6 +57,20 @@ class DistEnv:
     store_fd: int | None = None
 
 
+def import_team_module(name: str) -> Any:
+    """Import the team's own module (a canary entry, a scaling workload), also from the working directory.
+
+    The ranks start without the working directory on their import path, so that nothing there stands
+    in for torch (preflight.transport.process.isolated_module_argv). The team's module may live
+    there all the same: the directory is searched last, after everything installed."""
+    import importlib
+
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.append(cwd)
+    return importlib.import_module(name)
+
+
 def add_dist_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("process group (defaults from the torchrun environment)")
     group.add_argument("--rank", type=int, default=None)

@@ -10,6 +10,8 @@ import psutil
 import pytest
 
 from preflight.core.check import Expect
+from preflight.launch.gpu_probe import PROBE_FLOOR_S
+from preflight.run import faults
 from preflight.run.context import NodeContext
 from preflight.run.execute import execute
 from preflight.core.model import Status
@@ -70,15 +72,23 @@ def test_worker_with_eight_gpus_expected_fails(tmp_path):
 
 
 @needs_no_driver
-def test_probe_that_does_not_finish_is_reported_and_killed(tmp_path):
+def test_probe_that_does_not_finish_is_reported_and_killed(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setenv(faults.ENV, faults.env_value({"gpu.visibility": {"probe_hangs": True}}))
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    result = run_check(tmp_path, probe_timeout_s=0.1, probe_tensorflow=False)
+    result = run_check(tmp_path, probe_timeout_s=PROBE_FLOOR_S, probe_tensorflow=False)
     torch_view = result.facts["torch"]
-    if torch_view.get("installed") is False:
-        pytest.skip("torch is not installed")
     assert result.status is Status.SKIP
     assert torch_view["error"].startswith("probe did not finish")
     assert "torch: probe did not finish" in result.summary
+    assert [p for p in psutil.Process().children(recursive=True) if p.pid not in before] == []
+
+
+def test_probe_given_less_than_it_needs_is_not_started_and_not_measured(tmp_path):
+    pytest.importorskip("torch")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    result = run_check(tmp_path, probe_timeout_s=0.1, probe_tensorflow=False)
+    assert result.status is Status.ERROR and "torch probe would get" in result.summary
     assert [p for p in psutil.Process().children(recursive=True) if p.pid not in before] == []
 
 

@@ -196,3 +196,52 @@ def test_monitoring_alarms_fails_without_rules_and_errors_without_a_server(tmp_p
     result = alarms_check(closed, ["busy-node"], tmp_path)
     assert result.status is Status.ERROR and closed in result.summary
     assert alarms_check(None, ["busy-node"], tmp_path).status is Status.SKIP
+
+
+OUR_UTIL_EXPR = '"avg_over_time(DCGM_FI_DEV_GPU_UTIL[5s]) < 50"'
+
+
+def rules_with_utilisation(tmp_path: Path, expression: str) -> Path:
+    """The rules `preflight alerts` writes, with the utilisation alarm's expression replaced."""
+    text = alerts.build(window="5s", for_="1s")
+    assert OUR_UTIL_EXPR in text
+    rule_file = tmp_path / f"rules-{abs(hash(expression))}.yml"
+    rule_file.write_text(text.replace(OUR_UTIL_EXPR, json.dumps(expression)))
+    return rule_file
+
+
+def rule_state(url: str, name: str) -> dict[str, Any] | None:
+    for group in get(f"{url}/api/v1/rules?type=alert")["data"]["groups"]:
+        for rule in group["rules"]:
+            if rule["name"] == name:
+                return rule
+    return None
+
+
+def test_a_loaded_rule_that_fails_to_evaluate_is_fail_with_its_error(tmp_path, exporters, servers):
+    # Matches the rule's text (the metric, a floor) but every evaluation fails: dropping the metric name
+    # leaves two series with the same labels.
+    broken = 'abs({__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_XID_ERRORS"}) < 50'
+    proc, url = start_prometheus(tmp_path, "broken-rule", [exporters["busy-node"].address],
+                                 rules_with_utilisation(tmp_path, broken))
+    servers.append(proc)
+    state = wait_for("the broken rule evaluated", lambda: (rule_state(url, "PreflightGpuUtilizationLow") or {})
+                     .get("health") == "err" and rule_state(url, "PreflightGpuUtilizationLow"))
+    result = alarms_check(url, ["busy-node"], tmp_path)
+    assert result.status is Status.FAIL
+    assert {f.id for f in result.findings} == {"monitoring.alarms.rule-error"}
+    assert state["lastError"] and state["lastError"] in result.summary
+
+
+def test_a_rule_blind_to_a_node_with_gpus_is_fail_naming_the_node(tmp_path, exporters, servers):
+    # Healthy, but selecting a job name the exporters are no longer scraped under.
+    blind = 'avg_over_time(DCGM_FI_DEV_GPU_UTIL{job="old-dcgm"}[5s]) < 50'
+    proc, url = start_prometheus(tmp_path, "blind-rule", [e.address for e in exporters.values()],
+                                 rules_with_utilisation(tmp_path, blind))
+    servers.append(proc)
+    wait_for("GPU series scraped", lambda: len(get(f"{url}/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL")["data"]["result"]) == 3)
+    wait_for("the rule evaluated", lambda: (rule_state(url, "PreflightGpuUtilizationLow") or {}).get("health") == "ok")
+    result = alarms_check(url, ["busy-node", "idle-node"], tmp_path)
+    assert result.status is Status.FAIL
+    assert {f.id for f in result.findings} == {"monitoring.alarms.rule-blind"}
+    assert "busy-node" in result.summary and "idle-node" in result.summary

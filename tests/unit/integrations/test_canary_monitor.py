@@ -39,3 +39,25 @@ def test_instrument_ddp_needs_a_port_or_a_textfile():
     pytest.importorskip("torch")
     with pytest.raises(ValueError):
         instrument_ddp(object())
+
+
+def test_the_metrics_server_listens_on_loopback_unless_an_address_is_given(tmp_path):
+    torch = pytest.importorskip("torch")
+    import urllib.request
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        ddp = DistributedDataParallel(torch.nn.Linear(4, 2))
+        monitor = instrument_ddp(ddp, port=0)
+        try:
+            assert monitor.address == "127.0.0.1"
+            ddp(torch.randn(3, 4)).sum().backward()  # one bucket all-reduced through the hook
+            with urllib.request.urlopen(f"http://127.0.0.1:{monitor.port}/metrics", timeout=5) as response:
+                assert b"preflight_allreduce_latency_seconds_count" in response.read()
+        finally:
+            monitor.close()
+    finally:
+        dist.destroy_process_group()

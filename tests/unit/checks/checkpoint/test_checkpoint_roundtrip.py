@@ -141,6 +141,19 @@ def test_old_checkpoint_that_does_not_load_is_fail():
     assert "weights_only=True" in outcome.findings[0].message  # torch's own reason is kept
 
 
+def test_an_old_checkpoint_whose_pickle_was_refused_is_fail_with_its_own_fix():
+    facts, params = fixture("compat_ok")
+    params.min_write_gbps = params.min_read_gbps = 0.0
+    facts["compat"] = {"path": "/shared/old-dcp", "format": "torch.distributed.checkpoint", "trusted": False,
+                       "refused": True, "error": "it names posix.system, which preflight does not unpickle from a "
+                                                 "checkpoint it did not write"}
+    outcome = judge(facts, params)
+    assert outcome.status is Status.FAIL
+    refused = [f for f in outcome.findings if f.id == "checkpoint.roundtrip.compat-refused"]
+    assert refused and "compat_trusted" in refused[0].fix
+    assert "checkpoint.roundtrip.compat-broken" not in {f.id for f in outcome.findings}
+
+
 def test_tensorflow_failures():
     facts, params = fixture("pass_cpu")
     params = passing_params(facts, params)

@@ -278,7 +278,6 @@ def test_cpu_only_scaling_figure_is_not_taken_as_gpu_demand():
 
 def test_without_any_framework_collect_writes_nothing_and_the_check_skips(tmp_path, monkeypatch):
     """A machine with neither torch nor tensorflow (nor numpy): SKIP with the reason, never a crash."""
-    import importlib.util
     import sys
 
     from preflight.core.check import Expect
@@ -286,9 +285,9 @@ def test_without_any_framework_collect_writes_nothing_and_the_check_skips(tmp_pa
     from preflight.core.model import Status
     from preflight_checks.dataloader.throughput import DataloaderThroughput, Params
 
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name in ("torch", "tensorflow") else real_find_spec(name, *a))
+    from preflight_checks.dataloader import throughput
+
+    monkeypatch.setattr(throughput, "installed", lambda name: name not in ("torch", "tensorflow"))
     monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` now raises ImportError
     ctx = NodeContext(node="n1", output_dir=tmp_path, scratch_dir=tmp_path / "scratch", expect=Expect(), timeout_s=60)
     check = DataloaderThroughput()
@@ -300,16 +299,15 @@ def test_without_any_framework_collect_writes_nothing_and_the_check_skips(tmp_pa
 
 def test_a_skipped_check_describes_no_dataset_it_never_wrote(tmp_path, monkeypatch):
     """No framework, so no synthetic dataset was written: no 'None files of None' line in the details."""
-    import importlib.util
     import sys
 
     from preflight.core.check import Expect
     from preflight.run.context import NodeContext
     from preflight_checks.dataloader.throughput import DataloaderThroughput, Params
 
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name in ("torch", "tensorflow") else real_find_spec(name, *a))
+    from preflight_checks.dataloader import throughput
+
+    monkeypatch.setattr(throughput, "installed", lambda name: name not in ("torch", "tensorflow"))
     monkeypatch.setitem(sys.modules, "numpy", None)
     ctx = NodeContext(node="n1", output_dir=tmp_path, scratch_dir=tmp_path / "scratch", expect=Expect(), timeout_s=60)
     check = DataloaderThroughput()

@@ -1,0 +1,58 @@
+"""Text from machines made inert before a person reads it: in the terminal and in Markdown.
+
+A check's summary, a finding's sentence, an unreachable node's last line of stderr and a command's
+output tail all come from programs preflight does not control. Written as they are, an escape
+sequence clears the screen or rewrites a line (`\\x1b[2J`, `\\r`), a bidirectional override shows
+text in another order than it is (U+202E), and a newline starts a line of its own that can read
+"## preflight: GO" above the real verdict. Every reporter that writes for a terminal or for
+Markdown passes machine text through `single_line` (a sentence, a table cell) or `block` (an
+output tail), and nowhere else decides what is safe.
+
+- ANSI escape sequences (CSI, OSC, DCS and the other ESC forms, 8-bit CSI) are removed: they are
+  colour and cursor control, never content.
+- Other control characters (C0 but tab and newline, DEL, C1) and the bidirectional controls
+  (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) are shown as `\\xNN` / `\\uNNNN`.
+- `single_line` also turns every line break (\\n, \\r, \\v, \\f, U+0085, U+2028, U+2029, the
+  separators U+001C-U+001E) into a space; `block` keeps \\n and turns \\r\\n and a lone \\r into \\n.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI: colours, cursor movement, clearing the screen
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
+    r"|\x1b[ -/]*[0-~]?"  # the other escapes, and a lone ESC
+    r"|\x9b[0-?]*[ -/]*[@-~]?"  # CSI in its 8-bit form
+)
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def _shown(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_HIDDEN = re.compile("[" + "".join(re.escape(chr(c)) for c in range(0x20)) + "\x7f-\x9f" + _BIDI + "]")
+
+
+def _neutral(text: str, keep: str) -> str:
+    text = _ANSI.sub("", text)
+    return _HIDDEN.sub(lambda m: m.group(0) if m.group(0) in keep else _shown(m.group(0)), text)
+
+
+def single_line(text: object) -> str:
+    """One line with no control characters; spacing inside the line is kept as it was."""
+    value = str(text if text is not None else "")
+    value = re.sub("[" + _BREAKS + "]+", " ", _ANSI.sub("", value))
+    return _neutral(value, keep="\t").replace("\t", " ")
+
+
+def block(text: object) -> str:
+    """Lines of output with no control characters but the line breaks and tabs."""
+    value = str(text if text is not None else "").replace("\r\n", "\n")
+    value = re.sub("[" + _BREAKS.replace("\n", "") + "]", "\n", _ANSI.sub("", value))
+    return _neutral(value, keep="\n\t")
