@@ -6,6 +6,7 @@ system-out) unless the run blocks on warnings, then it is a <failure> too, so CI
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from preflight.core.compare import BASELINE_CHECK_ID, baseline_of, comparison_results
@@ -17,9 +18,12 @@ from preflight.core.verdict import decide
 FILENAME = "junit.xml"  # what this reporter writes in the output directory
 
 
+# XML 1.0 cannot carry most control characters; command output sometimes has them.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def _clean(text: str) -> str:
-    # XML 1.0 cannot carry most control characters; command output sometimes has them.
-    return "".join(c for c in text if c in "\t\n\r" or ord(c) >= 0x20)
+    return _CONTROL.sub("", text)
 
 
 def render(report: RunReport) -> str:

@@ -9,6 +9,7 @@ text stay code spans.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # Inline markup characters, and the two that would start raw HTML or an entity. `>` and `#`, `-`,
 # `+` only matter at the start of a line, and escaped text never starts one.
@@ -26,7 +27,12 @@ def md_escape(text: object) -> str:
 
     A balanced `span` stays a code span (with its pipes escaped, which a table cell needs even
     there); a lone backtick becomes an apostrophe rather than a literal backtick."""
-    value = " ".join(str(text if text is not None else "").split())
+    return _md_escape(str(text if text is not None else ""))
+
+
+@lru_cache(maxsize=8192)  # the same summaries and fixes come back once per node of a large run
+def _md_escape(text: str) -> str:
+    value = " ".join(text.split())
     parts = []
     last = 0
     for match in _CODE_SPAN.finditer(value):

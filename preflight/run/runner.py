@@ -235,6 +235,8 @@ class Runner:
         finally:
             if agent is not None and not self.stop.is_set():
                 agent.stop()
+                # Its results are recorded: let go of its output and pipes (1,000 agents' worth adds up).
+                self.agents.pop(node.name, None)
 
     def _line_limit(self, checks: list[type[Check]], done: set[str]) -> float:
         """How long the agent may stay silent: the timeout of the check it is on, plus a grace."""
