@@ -11,7 +11,9 @@ the report, and writing json, md, html and junit as `preflight run` writes them.
 the time of each report, peak resident memory of the coordinator (after the run, and with the
 reports written) and memory per node.
 
---compare REF runs the same sizes with the preflight of a git revision (REF: a commit, tag or
+--slurm drives the simulated nodes through the real SlurmTransport and SlurmStep with
+bench/stand-in-srun as srun, and prints one job step per node ("per-node") beside one step across
+them all ("single"). --compare REF runs the same sizes with the preflight of a git revision (REF: a commit, tag or
 branch, extracted to a temporary directory) in the same run, alternating with this tree, and prints
 both side by side. --profile writes a cProfile of the reports of the largest size (pstats files,
 one per format) to the current directory. Needs no root and no Slurm. Not a test: nothing is judged.
@@ -64,7 +66,7 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def one(size: int, fanout: int, stream: Path, profile_dir: str | None) -> dict:
+def one(size: int, fanout: int, stream: Path, profile_dir: str | None, path: str = "cat") -> dict:
     """Drive `size` simulated nodes through the Runner in this process; write the reports as
     `preflight run` does (preflight.cli.options.finish); measure both."""
     from preflight import reporters
@@ -110,9 +112,20 @@ def one(size: int, fanout: int, stream: Path, profile_dir: str | None) -> dict:
     registry = discover()
     base_rss = peak_rss()
     with tempfile.TemporaryDirectory() as tmp:
-        nodes = [NodeTarget(Recorded(f"node{i:05d}", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}")) for i in range(size)]
+        if path == "cat":
+            nodes = [NodeTarget(Recorded(f"node{i:05d}", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}"))
+                     for i in range(size)]
+        else:  # through SlurmTransport / SlurmStep, with bench/stand-in-srun as srun
+            from preflight.transport.slurm import SlurmTransport
+
+            os.environ["PREFLIGHT_BENCH_STREAM"] = str(stream)
+            os.environ["PREFLIGHT_BENCH_PYTHON"] = sys.executable
+            srun = str(HERE / "bench" / "stand-in-srun")
+            nodes = [NodeTarget(SlurmTransport(f"node{i:05d}", python="python3", jobid="1", srun=srun))
+                     for i in range(size)]
+        extra = {} if path == "cat" else {"slurm_step": path}
         plan = RunPlan(checks=registry.ordered(CHECKS), config=Config(), output_dir=Path(tmp) / "run", nodes=nodes,
-                       fanout=fanout)
+                       fanout=fanout, **extra)
         start = time.perf_counter()
         report = Runner(plan).run()
         run_s = time.perf_counter() - start
@@ -140,9 +153,9 @@ def extract(ref: str, into: Path) -> Path:
     return root
 
 
-def measure(tree: Path, size: int, fanout: int, stream: Path, profile_dir: str | None) -> dict:
+def measure(tree: Path, size: int, fanout: int, stream: Path, profile_dir: str | None, path: str = "cat") -> dict:
     argv = [sys.executable, __file__, "--one", str(size), "--fanout", str(fanout), "--stream", str(stream),
-            "--tree", str(tree)] + (["--profile-dir", profile_dir] if profile_dir else [])
+            "--tree", str(tree), "--path", path] + (["--profile-dir", profile_dir] if profile_dir else [])
     env = {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600, env=env, cwd=str(tree))
     if proc.returncode != 0:
@@ -164,6 +177,10 @@ def main() -> None:
     parser.add_argument("--fanout", type=int, default=64)
     parser.add_argument("--compare", default=None, metavar="REF", help="also run the preflight of this git revision")
     parser.add_argument("--profile", action="store_true", help="cProfile the reports of the largest size")
+    parser.add_argument("--slurm", action="store_true",
+                        help="drive the nodes through SlurmTransport with a stand-in srun: one job step per node "
+                             "beside one step across all of them (--slurm-step per-node / single)")
+    parser.add_argument("--path", default="cat", help=argparse.SUPPRESS)
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--stream", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--tree", default=None, help=argparse.SUPPRESS)
@@ -171,16 +188,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.one is not None:
         sys.path.insert(0, args.tree or str(HERE))
-        print(json.dumps(one(args.one, args.fanout, Path(args.stream), args.profile_dir)))
+        print(json.dumps(one(args.one, args.fanout, Path(args.stream), args.profile_dir, args.path)))
         return
     sys.path.insert(0, str(HERE))
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         stream = Path(tmp) / "agent-stream.txt"
         count = record(stream)
-        trees = {"this": HERE}
+        trees: dict[str, tuple[Path, str]] = {"this": (HERE, "cat")}
+        if args.slurm:
+            trees = {"per-node": (HERE, "per-node"), "single": (HERE, "single")}
         if args.compare:
-            trees[args.compare[:8]] = extract(args.compare, Path(tmp))
+            trees[args.compare[:8]] = (extract(args.compare, Path(tmp)), "cat")
         print(f"recorded {count} results ({stream.stat().st_size} bytes of agent output per node)")
         print(f"\n{'tree':>8} {'nodes':>6} {'fanout':>6} {'run s':>7} {'ms/node':>8} "
               + " ".join(f"{fmt + ' s':>6}" for fmt in FORMATS)
@@ -190,7 +209,7 @@ def main() -> None:
             order = list(trees) if index % 2 == 0 else list(reversed(trees))
             for label in order:
                 profile = os.getcwd() if args.profile and size == max(sizes) and label == "this" else None
-                row = measure(trees[label], size, args.fanout, stream, profile)
+                row = measure(trees[label][0], size, args.fanout, stream, profile, trees[label][1])
                 rows[label].append(row)
                 print_row(label, row, args.fanout)
         for label, measured in rows.items():

@@ -44,6 +44,9 @@ from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
               help="With --baseline: a regression makes the verdict NO-GO (without it, regressions are warnings).")
 @click.option("--slurm", is_flag=True, help="Check the nodes of the Slurm allocation this runs in (salloc/sbatch), "
               "through job steps; their interpreter defaults to this one.")
+@click.option("--slurm-step", type=click.Choice(["auto", "single", "per-node"]), default="auto", show_default=True,
+              help="With --slurm: drive the agents as one job step across the allocation (single), as one job "
+                   "step per node, --fanout at a time (per-node), or choose by the allocation's size (auto).")
 @click.option("--drain", is_flag=True, help="With --slurm: drain each node with a blocking finding of its own.")
 @click.option("--resume", is_flag=True, help="With --slurm: resume nodes preflight drained that now pass.")
 @click.option("--level", type=click.Choice(["quick", "standard", "thorough"]), default=None,
@@ -54,7 +57,8 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
         baseline_tolerance: float = 0.1, fail_on_regression: bool = False, slurm: bool = False,
-        drain: bool = False, resume: bool = False, level: str | None = None, fail_fast: bool = False) -> None:
+        slurm_step: str = "auto", drain: bool = False, resume: bool = False, level: str | None = None,
+        fail_fast: bool = False) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight.core import config as config_mod
     from preflight.run.runner import NodeTarget, RunPlan, Runner
@@ -115,7 +119,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
                    command=shlex.join(["preflight", *sys.argv[1:]]),
                    load_errors=[e.to_dict() for e in checks_found.errors if _plugin_name(e) not in skipped],
-                   fail_fast=fail_fast)
+                   fail_fast=fail_fast, slurm_step=slurm_step)
     progress = _progress(plan, nodes)
     # CI cancels jobs with SIGTERM: treat it as Ctrl-C so the partial reports are still written.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
