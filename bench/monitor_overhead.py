@@ -1,7 +1,7 @@
 """What preflight.integrations.monitor.instrument_ddp costs a training step: repetitions, median and spread.
 
     python bench/monitor_overhead.py [--ranks 2] [--repeats 7] [--steps 50] [--hidden 512] [--layers 4]
-                                     [--batch 64] [--reference]
+                                     [--batch 64] [--reference] [--per-bucket]
 
 Every rank holds two copies of the same model, each in its own DistributedDataParallel: one with
 DDP's default all-reduce ("plain"), one with the latency hook and its Prometheus histogram (served
@@ -12,7 +12,8 @@ Every step starts after a barrier and counts as its slowest rank. Prints each re
 (median instrumented step over median plain step; 1.00 means no cost), then their median, min and
 max. --reference adds a third kind, torch's own Python all-reduce hook
 (torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook): what any Python hook
-costs before it times anything. gloo on CPU here; with --backend nccl on GPUs. Not a test.
+costs before it times anything. --per-bucket measures the hook's own work instead, per bucket, in one
+process where nothing waits on another rank. gloo on CPU here; with --backend nccl on GPUs. Not a test.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--reference", action="store_true", help=f"also time torch's Python all-reduce hook ({REFERENCE})")
+    p.add_argument("--per-bucket", action="store_true",
+                   help="instead: the hook's own work per bucket, in one process (world size 1, ~200 buckets)")
     p.add_argument("--rank-program", action="store_true", help=argparse.SUPPRESS)
     add_dist_arguments(p)
     return p
@@ -120,6 +123,55 @@ def rank_body(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
     return out
 
 
+def per_bucket(args: argparse.Namespace) -> None:
+    """The hook's own work, apart from any scheduling: one process, world size 1, a model of ~200
+    small buckets, so that what a hook costs per bucket dominates the step; plain, torch's Python
+    hook and instrument_ddp alternate step by step."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    from torch.nn.parallel import DistributedDataParallel
+
+    from preflight.integrations.monitor import instrument_ddp
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    kinds = ("plain", REFERENCE, "instrumented")
+    models, monitors = {}, []
+    for kind in kinds:
+        torch.manual_seed(0)
+        ddp = DistributedDataParallel(torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(200)]),
+                                      bucket_cap_mb=0.01)
+        if kind == REFERENCE:
+            ddp.register_comm_hook(None, allreduce_hook)
+        elif kind == "instrumented":
+            monitors.append(instrument_ddp(ddp, port=0, addr="127.0.0.1"))
+        models[kind] = ddp
+    batch = torch.randn(8, 64)
+
+    def step(kind: str) -> float:
+        start = time.perf_counter()
+        models[kind](batch).sum().backward()
+        return time.perf_counter() - start
+
+    for _ in range(5):
+        for kind in kinds:
+            step(kind)
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for index in range(args.repeats * args.steps):
+        for kind in kinds if index % 2 == 0 else tuple(reversed(kinds)):
+            times[kind].append(step(kind))
+    buckets = monitors[0].histogram.counts.snapshot()[0][-1][1] / (5 + args.repeats * args.steps)
+    for monitor in monitors:
+        monitor.close()
+    dist.destroy_process_group()
+    plain = statistics.median(times["plain"])
+    print(f"per bucket, 1 process, {buckets:.0f} buckets a step, {args.repeats * args.steps} steps of each kind:")
+    for kind in kinds[1:]:
+        extra = (statistics.median(times[kind]) - plain) / buckets
+        print(f"  {kind:<13} {extra * 1e6:7.1f} us a bucket over DDP's built-in all-reduce")
+
+
 def summary(ratios: list[float]) -> str:
     return f"median {statistics.median(ratios):.3f}  min {min(ratios):.3f}  max {max(ratios):.3f}"
 
@@ -131,6 +183,9 @@ def main() -> None:
         return
     if args.repeats < 5:
         sys.exit("--repeats: at least 5, so that the spread means something")
+    if args.per_bucket:
+        per_bucket(args)
+        return
     from preflight.launch.ranks import interpret_launch, launch_local, loopback_interface
 
     argv = [sys.executable, __file__, "--rank-program"] + [
