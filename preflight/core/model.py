@@ -300,8 +300,11 @@ def _to_jsonable(obj: Any) -> Any:
 def _plain(obj: Any) -> Any:
     """json's `default`: a dataclass as the dict of its fields (their values are encoded in turn), an
     enum as its value, anything else as its text."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {name: getattr(obj, name) for name in _field_names(type(obj))}
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = _field_names(type(obj))
+    if names is not None:
+        return {name: getattr(obj, name) for name in names}
     if isinstance(obj, enum.Enum):
         return obj.value
     return str(obj)
