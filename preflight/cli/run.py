@@ -47,6 +47,9 @@ from preflight.core.verdict import EXIT_CODE_HELP
               help="With --baseline: a regression makes the verdict NO-GO (without it, regressions are warnings).")
 @click.option("--slurm", is_flag=True, help="Check the nodes of the Slurm allocation this runs in (salloc/sbatch), "
               "through job steps; their interpreter defaults to this one.")
+@click.option("--slurm-step", type=click.Choice(["auto", "single", "per-node"]), default="auto", show_default=True,
+              help="With --slurm: drive the agents as one job step across the allocation (single), as one job "
+                   "step per node, --fanout at a time (per-node), or choose by the allocation's size (auto).")
 @click.option("--drain", is_flag=True, help="With --slurm: drain each node with a blocking finding of its own.")
 @click.option("--resume", is_flag=True, help="With --slurm: resume nodes preflight drained that now pass.")
 @click.option("--level", type=click.Choice(["quick", "standard", "thorough"]), default=None,
@@ -60,8 +63,8 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
         baseline_tolerance: float = 0.1, fail_on_regression: bool = False, slurm: bool = False,
-        drain: bool = False, resume: bool = False, level: str | None = None, fail_fast: bool = False,
-        **k8s_args: Any) -> None:
+        slurm_step: str = "auto", drain: bool = False, resume: bool = False, level: str | None = None,
+        fail_fast: bool = False, **k8s_args: Any) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight.run.signals import INTERRUPTS
 
@@ -70,13 +73,14 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     with INTERRUPTS.handling():
         sys.exit(_run(nodes_file, config_file, profile, only, skip, out_dir, formats, fail_on, timeout, settings,
                       remote_python, ssh_options, ssh_accept_new, fanout, baseline_file, baseline_tolerance,
-                      fail_on_regression, slurm, drain, resume, level, fail_fast, k8s_args))
+                      fail_on_regression, slurm, slurm_step, drain, resume, level, fail_fast, k8s_args))
 
 
 def _run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None,
          out_dir: str | None, formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...],
          remote_python: str, ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int,
-         baseline_file: str | None, baseline_tolerance: float, fail_on_regression: bool, slurm: bool, drain: bool,
+         baseline_file: str | None, baseline_tolerance: float, fail_on_regression: bool, slurm: bool, slurm_step: str,
+         drain: bool,
          resume: bool, level: str | None, fail_fast: bool, k8s_args: dict[str, Any]) -> int:
     from preflight.core import config as config_mod
     from preflight.core.files import FileWriteError
@@ -147,7 +151,7 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
     plan = RunPlan(checks=checks, config=config, output_dir=out, nodes=nodes, fanout=fanout,
                    command=shlex.join(["preflight", *sys.argv[1:]]),
                    load_errors=[e.to_dict() for e in checks_found.errors if plugin_name(e) not in skipped],
-                   fail_fast=fail_fast,
+                   fail_fast=fail_fast, slurm_step=slurm_step,
                    judged_with=record_judging(config, checks_found.checks, profile=profile, config_file=config_file,
                                               settings=list(settings), flags={"--fail-on": fail_on, "--level": level}))
     progress = _progress(plan, nodes)

@@ -190,7 +190,7 @@ class CheckResult:
 
     def to_json_line(self) -> str:
         # Strict JSON: preflight.core.finite.make_finite turns NaN and infinity into null first.
-        return json.dumps(self.to_dict(), sort_keys=True, default=str, allow_nan=False)
+        return json_text(self, sort_keys=True, allow_nan=False)
 
 
 @dataclass
@@ -256,17 +256,21 @@ class RunReport:
     @property
     def node_names(self) -> list[str]:
         names = [n.name for n in self.nodes]
+        seen = set(names)
         for result in self.results:
-            if result.node not in names and result.scope is Scope.NODE:
+            if result.node not in seen and result.scope is Scope.NODE:
                 names.append(result.node)
+                seen.add(result.node)
         return names
 
     @property
     def check_ids(self) -> list[str]:
         ids = list(self.planned)
+        seen = set(ids)
         for result in self.results:
-            if result.check_id not in ids:
+            if result.check_id not in seen:
                 ids.append(result.check_id)
+                seen.add(result.check_id)
         return ids
 
     def to_dict(self) -> dict[str, Any]:
@@ -287,13 +291,43 @@ class RunReport:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _to_jsonable(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (dict, list, tuple)):
+        if isinstance(obj, dict):
+            return {str(k): _to_jsonable(v) for k, v in obj.items()}
+        return [_to_jsonable(v) for v in obj]
     if isinstance(obj, enum.Enum):
         return obj.value
-    if isinstance(obj, dict):
-        return {str(k): _to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_to_jsonable(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {name: _to_jsonable(getattr(obj, name)) for name in _field_names(type(obj))}
     return obj
+
+
+def _plain(obj: Any) -> Any:
+    """json's `default`: a dataclass as the dict of its fields (their values are encoded in turn), an
+    enum as its value, anything else as its text."""
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = _field_names(type(obj))
+    if names is not None:
+        return {name: getattr(obj, name) for name in names}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    return str(obj)
+
+
+def json_text(obj: Any, **options: Any) -> str:
+    """JSON of model objects as `json.dumps(to_dict())` writes it, without building the copy first:
+    json's C encoder walks the objects itself (str enums are their values; other objects their text).
+    `options` go to json.dumps; `indent` would switch it to the pure-Python encoder."""
+    return json.dumps(obj, default=_plain, **options)

@@ -96,13 +96,15 @@ def gpu_nodes(report: RunReport) -> set[str]:
     return {r.node for r in report.results if r.check_id in inventory and (r.facts or {}).get("nvidia_gpus")}
 
 
-def skip_blocks(result: CheckResult, report: RunReport, with_gpus: set[str] | None = None) -> str:
-    """Why this SKIP blocks the verdict, or "" when it does not."""
+def skip_blocks(result: CheckResult, report: RunReport, with_gpus: set[str] | None = None,
+                slots: dict[str, int | None] | None = None) -> str:
+    """Why this SKIP blocks the verdict, or "" when it does not. `with_gpus` (gpu_nodes) and
+    `slots` (node name -> slots) may be given when many results are asked about at once."""
     if result.status is not Status.SKIP:
         return ""
     if result.findings and all(f.id.endswith(SKIPPED_AT_LEVEL) for f in result.findings):
         return ""  # the run level (--level quick) leaves it out on purpose
-    if result.check_id in set(report.expected):
+    if result.check_id in report.expected:
         return "the configuration expects it to run"
     if result.findings and all(f.id.endswith(NOT_APPLICABLE) for f in result.findings if f.level is Status.SKIP):
         return ""
@@ -116,8 +118,11 @@ def skip_blocks(result: CheckResult, report: RunReport, with_gpus: set[str] | No
     if needs & {NEEDS_GPU, NEEDS_FRAMEWORK}:
         if report.profile:
             return f"the profile {report.profile} describes GPU nodes"
-        slots = next((n.slots for n in report.nodes if n.name == result.node), None)
-        if (report.expect or {}).get("gpus_per_node") or slots:
+        if slots is None:
+            node_slots = next((n.slots for n in report.nodes if n.name == result.node), None)
+        else:
+            node_slots = slots.get(result.node)
+        if (report.expect or {}).get("gpus_per_node") or node_slots:
             return "the configuration says this node has GPUs"
     return ""
 
@@ -153,10 +158,14 @@ def decide(report: RunReport) -> Decision:
     with_gpus = gpu_nodes(report)
     results = [*report.results, *derived_results(report)]
     skipped = [r for r in report.results if r.status is Status.SKIP]
-    skipped_expected = [r for r in skipped if skip_blocks(r, report, with_gpus)]
+    slots: dict[str, int | None] = {}
+    for node in report.nodes:
+        slots.setdefault(node.name, node.slots)  # the first of a name, as a search from the front finds
+    skipped_expected = [r for r in skipped if skip_blocks(r, report, with_gpus, slots)]
     blocking = [r for r in results if r.status in blocking_statuses] + skipped_expected
     blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))
-    warnings = [r for r in results if r.status is Status.WARN and r not in blocking]
+    blocking_ids = {id(r) for r in blocking}
+    warnings = [r for r in results if r.status is Status.WARN and id(r) not in blocking_ids]
     missing = _missing(report)
     measured, total = measured_counts(report)
 
@@ -210,9 +219,10 @@ def _missing(report: RunReport) -> list[tuple[str, str]]:
     have = {r.key for r in report.results if r.scope is Scope.NODE}
     cluster_done = {r.check_id for r in report.results if r.scope is Scope.CLUSTER}
     missing = []
+    node_names = report.node_names
     for check_id in report.planned:
         if check_id in report.cluster_checks:
             missing += [] if check_id in cluster_done else [(check_id, CLUSTER_NODE)]
         else:
-            missing += [(check_id, node) for node in report.node_names if (check_id, node) not in have]
+            missing += [(check_id, node) for node in node_names if (check_id, node) not in have]
     return missing

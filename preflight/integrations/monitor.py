@@ -8,27 +8,40 @@
 
 `instrument_ddp` registers a DDP communication hook that does what DDP's default hook does (divide
 each gradient bucket by the world size and all-reduce it) and times every bucket's all-reduce: with
-CUDA events on GPU buckets (read back without blocking once they have completed), with the wall
-clock on CPU buckets. Each time lands in the histogram `preflight_allreduce_latency_seconds`,
-labelled by rank, which `preflight alerts` turns into the PreflightCommLatencyHigh alarm.
+CUDA events on GPU buckets, with the wall clock on CPU buckets. Each time lands in the histogram
+`preflight_allreduce_latency_seconds`, labelled by rank, which `preflight alerts` turns into the
+PreflightCommLatencyHigh alarm.
 
-`BucketTimer` is the hook alone, without Prometheus; the training canary
-(`preflight.workers.canary`) uses it to get the latency of every bucket of every step.
+What the hook itself does per bucket is kept to a few stores into slots made once per bucket index:
+a start time (or a CUDA event recorded from a reused pair), and a completion callback made once per
+bucket index and reused every step. Nothing is judged, locked or exported there. The slots are
+read at the step boundary (the next step's first bucket, on the training thread), where CUDA
+events are resolved without blocking (an event not yet complete waits for a later boundary), and
+their times are added to per-bucket counts; Prometheus reads those counts when it scrapes, on its
+own thread, or the textfile writer does on its own.
+
+`BucketTimer` is the hook alone; with `keep=True` it also keeps every bucket's record, which the
+training canary (`preflight.workers.canary`) reads for the latency of every bucket of every step.
 torch and prometheus_client are imported inside the functions that need them.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 METRIC = "preflight_allreduce_latency_seconds"
+HELP = "Time of one DDP gradient-bucket all-reduce, from the hook to completion"
 # From 100 us (a small bucket on NVLink) to 10 s (a collective stuck behind a straggler).
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                      1.0, 2.5, 5.0, 10.0)
 TEXTFILE_INTERVAL_S = 15.0
+_NO_LOCK = contextlib.nullcontext()
+_IDLE = -1.0  # a slot whose all-reduce has not completed (or was already counted)
 
 
 @dataclass
@@ -39,75 +52,181 @@ class BucketRecord:
     started: float  # time.perf_counter() when the hook was called
 
 
+class LatencyCounts:
+    """Latencies folded into histogram counts in place: one count per upper bound (+Inf last) and the sum."""
+
+    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS_S) -> None:
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.total = 0.0
+        self.lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        """Count one latency (callers hold `lock` when another thread may read at the same time)."""
+        self.counts[bisect.bisect_left(self.bounds, seconds)] += 1
+        self.total += seconds
+
+    def snapshot(self) -> tuple[list[tuple[str, int]], float]:
+        """Cumulative (le, count) pairs as Prometheus writes them, ending with +Inf, and the sum."""
+        from prometheus_client.utils import floatToGoString
+
+        with self.lock:
+            counts, total = list(self.counts), self.total
+        cumulative, running = [], 0
+        for bound, count in zip([*self.bounds, float("inf")], counts):
+            running += count
+            cumulative.append((floatToGoString(bound), running))
+        return cumulative, total
+
+
 class BucketTimer:
     """A DDP communication hook that all-reduces each bucket (mean) and times it.
 
-    `ddp.register_comm_hook(state=None, hook=timer.hook)`. `on_latency(seconds, nbytes)` is called
-    for every completed bucket; `records` keeps them all when `keep=True`. Set `step` before each
-    training step to group buckets by step.
+    `ddp.register_comm_hook(state=None, hook=timer.hook)` (state: the process group, None for the
+    default one). Completed buckets are counted at each step boundary and on `poll()`: into `counts`
+    when given, through `on_latency(seconds, nbytes)` when given, and into `records` with `keep=True`.
+    Set `step` before each training step to group the records by step.
     """
 
-    def __init__(self, on_latency: Callable[[float, int], None] | None = None, keep: bool = True) -> None:
+    def __init__(self, on_latency: Callable[[float, int], None] | None = None, keep: bool = True,
+                 counts: LatencyCounts | None = None) -> None:
         self.on_latency = on_latency
         self.keep = keep
+        self.counts = counts
         self.records: list[BucketRecord] = []
         self.step = 0
-        self._pending: list[tuple[Any, Any, int, int, float]] = []  # CUDA events not yet read back
-        self._lock = threading.Lock()
-
-    def _record(self, step: int, seconds: float, nbytes: int, started: float) -> None:
-        with self._lock:
-            if self.keep:
-                self.records.append(BucketRecord(step, seconds, nbytes, started))
-        if self.on_latency is not None:
-            self.on_latency(seconds, nbytes)
+        self._world = 1
+        self._cuda = False
+        self._all_reduce: Callable[..., Any] | None = None  # torch.distributed.all_reduce, once imported
+        self._lock = threading.Lock()  # taken once per step boundary or poll, never per bucket
+        # One slot per bucket index, made when the index is first seen and reused every step.
+        self._started: list[float] = []
+        self._seconds: list[float] = []  # CPU: written by the completion callback; _IDLE until then
+        self._nbytes: list[int] = []
+        self._steps: list[int] = []
+        self._pairs: list[Any] = []  # GPU: the (start, end) CUDA events of the slot's last all-reduce
+        self._armed: list[bool] = []  # an all-reduce started in this slot and not counted yet
+        self._callbacks: list[Callable[[Any], Any]] = []
+        self._late: list[tuple[Any, Any, int, int, float]] = []  # GPU pairs not complete at a boundary
+        self._spare: list[tuple[Any, Any]] = []  # resolved pairs, for reuse
 
     # No annotations: DDP rejects a hook whose annotations are not GradBucket / Future[Tensor].
     def hook(self, state, bucket):  # type: ignore[no-untyped-def]
-        import torch
-        import torch.distributed as dist
-
-        self.poll()
+        index = bucket.index()
+        if index == 0:
+            self.poll()  # the previous step's buckets have all completed: DDP waited for them
         tensor = bucket.buffer()
-        group = state  # the process group passed to register_comm_hook; None: the default group
-        world = dist.get_world_size(group)
-        nbytes = tensor.numel() * tensor.element_size()
-        step, started = self.step, time.perf_counter()
-        on_cuda = tensor.is_cuda
-        if on_cuda:
-            start_event = torch.cuda.Event(enable_timing=True)
-            start_event.record()
-        tensor.div_(world)
-        future = dist.all_reduce(tensor, group=group, async_op=True).get_future()
+        if index >= len(self._started):
+            self._add_slots(index, tensor, state)
+        if self.keep or self.on_latency is not None:  # only they need each bucket's size
+            self._nbytes[index] = tensor.numel() * tensor.element_size()
+        self._steps[index] = self.step
+        self._armed[index] = True
+        if self._cuda:
+            pair = self._pairs[index]
+            if pair is None:
+                pair = self._pairs[index] = self._new_pair()
+            pair[0].record()
+        self._started[index] = time.perf_counter()
+        tensor.div_(self._world)
+        return self._all_reduce(tensor, group=state, async_op=True).get_future().then(self._callbacks[index])
+
+    def _add_slots(self, index: int, tensor: Any, group: Any) -> None:
+        """Slots up to `index`, each with its callback; on the first call, what every call reuses."""
+        if self._all_reduce is None:
+            import torch.distributed as dist
+
+            self._all_reduce = dist.all_reduce
+            self._world = dist.get_world_size(group)
+            self._cuda = bool(tensor.is_cuda)  # a DDP model's buckets all live on one kind of device
+        while len(self._started) <= index:
+            slot = len(self._started)
+            self._started.append(0.0)
+            self._seconds.append(_IDLE)
+            self._nbytes.append(tensor.numel() * tensor.element_size())
+            self._steps.append(0)
+            self._pairs.append(None)
+            self._armed.append(False)
+            self._callbacks.append(self._make_callback(slot))
+
+    def _make_callback(self, slot: int) -> Callable[[Any], Any]:
+        started, seconds, pairs, clock = self._started, self._seconds, self._pairs, time.perf_counter
 
         def done(fut: Any) -> Any:
-            if on_cuda:
+            pair = pairs[slot]  # set by the hook for GPU buckets only
+            if pair is not None:
                 # The callback runs on the stream the all-reduce finished on: the event marks its end.
-                end_event = torch.cuda.Event(enable_timing=True)
-                end_event.record()
-                with self._lock:
-                    self._pending.append((start_event, end_event, nbytes, step, started))
+                pair[1].record()
+                seconds[slot] = 0.0  # the end is recorded; its time is read back at a boundary
             else:
-                self._record(step, time.perf_counter() - started, nbytes, started)
+                seconds[slot] = clock() - started[slot]
             return fut.value()[0]
 
-        return future.then(done)
+        return done
+
+    def _new_pair(self) -> tuple[Any, Any]:
+        if self._spare:
+            return self._spare.pop()
+        import torch
+
+        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def poll(self, wait: bool = False) -> None:
-        """Read back the CUDA timings that have completed (all of them, synchronising, with wait)."""
-        with self._lock:
-            pending, self._pending = self._pending, []
+        """Count the buckets that have completed; with `wait`, wait for the GPU ones still running."""
+        with self._lock, (self.counts.lock if self.counts is not None else _NO_LOCK):
+            for slot, armed in enumerate(self._armed):
+                if not armed or self._seconds[slot] == _IDLE:
+                    continue  # no all-reduce in this slot, or it has not completed
+                pair = self._pairs[slot]
+                if pair is not None:
+                    # Read back below, or at a later boundary without blocking; the slot gets another pair.
+                    self._late.append((pair[0], pair[1], self._nbytes[slot], self._steps[slot], self._started[slot]))
+                    self._pairs[slot] = None
+                else:
+                    self._emit(self._steps[slot], self._seconds[slot], self._nbytes[slot], self._started[slot])
+                self._seconds[slot] = _IDLE
+                self._armed[slot] = False
+            if self._late:
+                self._resolve_late(wait)
+
+    def _resolve_late(self, wait: bool) -> None:
         left = []
-        for start_event, end_event, nbytes, step, started in pending:
+        for start_event, end_event, nbytes, step, started in self._late:
             if wait:
                 end_event.synchronize()
             if end_event.query():
-                self._record(step, start_event.elapsed_time(end_event) / 1e3, nbytes, started)
+                self._emit(step, start_event.elapsed_time(end_event) / 1e3, nbytes, started)
+                self._spare.append((start_event, end_event))
             else:
                 left.append((start_event, end_event, nbytes, step, started))
-        if left:
-            with self._lock:
-                self._pending = left + self._pending
+        self._late = left
+
+    def _emit(self, step: int, seconds: float, nbytes: int, started: float) -> None:
+        if self.counts is not None:
+            self.counts.observe(seconds)  # poll() holds its lock
+        if self.keep:
+            self.records.append(BucketRecord(step, seconds, nbytes, started))
+        if self.on_latency is not None:
+            self.on_latency(seconds, nbytes)
+
+
+class LatencyCollector:
+    """The histogram as a Prometheus collector: read from the timer's counts when scraped."""
+
+    def __init__(self, timer: BucketTimer, counts: LatencyCounts, rank: int) -> None:
+        self.timer, self.counts, self.rank = timer, counts, rank
+
+    def describe(self) -> list[Any]:
+        return []  # nothing is read at registration; the family is made on each scrape
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import HistogramMetricFamily
+
+        self.timer.poll()  # the buckets of the step under way that have completed count too
+        buckets, total = self.counts.snapshot()
+        family = HistogramMetricFamily(METRIC, HELP, labels=["rank"])
+        family.add_metric([str(self.rank)], buckets=buckets, sum_value=total)
+        yield family
 
 
 @dataclass
@@ -116,7 +235,7 @@ class Monitor:
 
     timer: BucketTimer
     registry: Any
-    histogram: Any
+    histogram: LatencyCollector
     rank: int
     port: int | None = None  # the port actually bound (port=0 picks a free one)
     address: str | None = None  # the address it is bound to (127.0.0.1 unless addr= says otherwise)
@@ -129,7 +248,6 @@ class Monitor:
         """Write the histogram in node_exporter's textfile format now (atomically: temp file + rename)."""
         from prometheus_client import write_to_textfile
 
-        self.timer.poll()
         if self.textfile:
             write_to_textfile(self.textfile, self.registry)
 
@@ -168,22 +286,19 @@ def instrument_ddp(model: Any, port: int | None = None, textfile: str | None = N
     close() (use a name ending in .prom in the collector's directory). One of the two, or both.
     """
     import torch.distributed as dist
-    from prometheus_client import CollectorRegistry, Histogram
+    from prometheus_client import CollectorRegistry
 
     if port is None and textfile is None:
         raise ValueError("instrument_ddp needs port= (serve /metrics) or textfile= (node_exporter textfile)")
     if rank is None:
         rank = dist.get_rank(process_group) if dist.is_initialized() else 0
+    counts = LatencyCounts()
+    timer = BucketTimer(keep=False, counts=counts)
     registry = CollectorRegistry()
-    timer = BucketTimer(keep=False)
-    # Registered first, so every scrape reads back the GPU timings that completed since the last hook call.
-    registry.register(_PollOnScrape(timer))  # type: ignore[arg-type]
-    histogram = Histogram(METRIC, "Time of one DDP gradient-bucket all-reduce, from the hook to completion",
-                          ["rank"], registry=registry, buckets=LATENCY_BUCKETS_S)
-    child = histogram.labels(rank=str(rank))
-    timer.on_latency = lambda seconds, nbytes: child.observe(seconds)
+    collector = LatencyCollector(timer, counts, rank)
+    registry.register(collector)  # type: ignore[arg-type]
     model.register_comm_hook(process_group, timer.hook)
-    monitor = Monitor(timer=timer, registry=registry, histogram=histogram, rank=rank, textfile=textfile)
+    monitor = Monitor(timer=timer, registry=registry, histogram=collector, rank=rank, textfile=textfile)
     if port is not None:
         from prometheus_client import start_http_server
 

@@ -2,7 +2,9 @@
 
 Every format, the built-in ones too, is a plugin of the `preflight.reporters` entry-point group: the
 entry point's name is the `--format` name, its value a module with `FILENAME` (the file it writes in
-the output directory) and `render(report) -> str`. A team adds a format with a package of its own.
+the output directory) and `render(report) -> str`. A module may also offer `write(report, file)`, which
+writes the same text to an open file as it goes (results.json of a large run is streamed so). A team
+adds a format with a package of its own.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
-from typing import Callable
+from typing import Callable, TextIO
 
 from preflight.core.model import RunReport
 
@@ -107,3 +109,14 @@ def renderer(fmt: str) -> Callable[[RunReport], str]:
     import importlib
 
     return importlib.import_module(reporter(fmt).module).render  # type: ignore[no-any-return]
+
+
+def writer(fmt: str) -> Callable[[RunReport, TextIO], None]:
+    """A function that writes the format's text to an open file: the module's `write` when it has one."""
+    import importlib
+
+    module = importlib.import_module(reporter(fmt).module)
+    write = getattr(module, "write", None)
+    if callable(write):
+        return write  # type: ignore[no-any-return]
+    return lambda report, out: out.write(module.render(report))

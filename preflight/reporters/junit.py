@@ -15,6 +15,7 @@ Beside the results:
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from preflight.core.compare import BASELINE_CHECK_ID, baseline_of
@@ -26,9 +27,12 @@ from preflight.core.verdict import Verdict, decide, derived_results
 FILENAME = "junit.xml"  # what this reporter writes in the output directory
 
 
+# XML 1.0 cannot carry most control characters; command output sometimes has them.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def _clean(text: str) -> str:
-    # XML 1.0 cannot carry most control characters; command output sometimes has them.
-    return "".join(c for c in text if c in "\t\n\r" or ord(c) >= 0x20)
+    return _CONTROL.sub("", text)
 
 
 def render(report: RunReport) -> str:

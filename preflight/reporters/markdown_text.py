@@ -9,6 +9,7 @@ text stay code spans.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from preflight.reporters.safe_text import block, single_line
 
@@ -28,6 +29,11 @@ def md_escape(text: object) -> str:
 
     A balanced `span` stays a code span (with its pipes escaped, which a table cell needs even
     there); a lone backtick becomes an apostrophe rather than a literal backtick."""
+    return _md_escape(str(text if text is not None else ""))
+
+
+@lru_cache(maxsize=8192)  # the same summaries and fixes come back once per node of a large run
+def _md_escape(text: str) -> str:
     value = " ".join(single_line(text).split())
     parts = []
     last = 0

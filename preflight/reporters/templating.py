@@ -12,11 +12,20 @@ from preflight.reporters import view
 from preflight.reporters.markdown_text import md_code_block, md_escape
 from preflight.reporters.numbers import change, count, duration, percent, quantity
 
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
 
 def html_text(text: object) -> markupsafe.Markup:
     """Escaped text whose `code spans` show as code rather than as literal backticks."""
+    if isinstance(text, str) and not isinstance(text, markupsafe.Markup):
+        return _html_text(str(text))
     escaped = str(markupsafe.escape(text if text is not None else ""))
-    return markupsafe.Markup(re.sub(r"`([^`\n]+)`", r"<code>\1</code>", escaped))
+    return markupsafe.Markup(_CODE_SPAN.sub(r"<code>\1</code>", escaped))
+
+
+@lru_cache(maxsize=8192)  # the same summaries and fixes come back once per node of a large run
+def _html_text(text: str) -> markupsafe.Markup:
+    return markupsafe.Markup(_CODE_SPAN.sub(r"<code>\1</code>", str(markupsafe.escape(text))))
 
 
 @lru_cache(maxsize=2)

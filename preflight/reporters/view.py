@@ -7,6 +7,8 @@ advice from the findings that fired, and nothing here names a check.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from preflight.core.compare import BASELINE_CHECK_ID, Diff, baseline_of
@@ -170,7 +172,33 @@ def finding(result: CheckResult, expected_skip: bool = False,
                    fixes(result, unreachable), expected_skip, cluster=result.scope is Scope.CLUSTER)
 
 
+# While `shared()` is active: (id(report), noisy_spread) -> (report, its view), for reporters run one after another.
+_SHARED: dict[tuple[int, float], tuple[RunReport, ReportView]] | None = None
+
+
+@contextmanager
+def shared() -> Iterator[None]:
+    """Within: build_view gives every reporter the same view of the same report object, built once
+    (the report must not change meanwhile; `preflight run` writes its reports so)."""
+    global _SHARED
+    outer, _SHARED = _SHARED, {} if _SHARED is None else _SHARED
+    try:
+        yield
+    finally:
+        _SHARED = outer
+
+
 def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportView:
+    cache = _SHARED
+    if cache is None:
+        return _build_view(report, noisy_spread)
+    hit = cache.get((id(report), noisy_spread))
+    if hit is None or hit[0] is not report:
+        hit = cache[(id(report), noisy_spread)] = (report, _build_view(report, noisy_spread))
+    return hit[1]
+
+
+def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
     decision = decide(report)
     expected_skips = {id(r) for r in decision.skipped_expected}
     cluster_ids = set(report.cluster_checks) | {r.check_id for r in report.results if r.scope is Scope.CLUSTER}

@@ -4,6 +4,13 @@ Reads one job (JSON, one line) on stdin, runs each node check in its own child p
 check's timeout, and streams one line per result on stdout. It keeps reading stdin: when the runner
 goes away (Ctrl-C, lost SSH connection) stdin closes, and the agent ends the check it was running,
 with its process tree, and exits. Nothing is left behind on the node.
+
+When every node's agent is one task of a single job step, they all read the same stdin: the job then
+names its nodes (`"nodes": {name: {"expect": ...}}`) and the environment variable that tells a task
+its node (`"node_env"`, SLURMD_NODENAME under Slurm), and a line `PREFLIGHT-STOP <node>` ends that
+node's agent alone, as the end of stdin ends all of them. Such a step's output may cut long lines
+(srun's labelled output does at 1 KiB): with `"max_line": N` in the job, a longer line goes out as
+`PREFLIGHT-MORE <piece>` lines of at most N characters and the line that ends it.
 """
 
 from __future__ import annotations
@@ -27,23 +34,46 @@ HELLO = "PREFLIGHT-HELLO "
 RESULT = "PREFLIGHT-RESULT "
 START = "PREFLIGHT-START "
 DONE = "PREFLIGHT-DONE"
+STOP = "PREFLIGHT-STOP "  # + a node name: on a stdin shared by several agents, that node's agent stops
+MORE = "PREFLIGHT-MORE "  # a piece of a longer line, which the next line continues (see `max_line`)
+
+
+def own_job(job: dict[str, Any], environ: Any) -> dict[str, Any]:
+    """This node's part of a job shared by several nodes (see the module's doc); a job for one node as
+    it is. The node is None when the environment names none of the job's nodes. Pure."""
+    if "node_env" not in job:
+        return job
+    node = environ.get(job["node_env"]) or None
+    nodes = job.get("nodes") or {}
+    mine = {**job, "node": node if node in nodes else None}
+    mine["expect"] = (nodes.get(node) or {}).get("expect", job.get("expect") or {})
+    return mine
 
 
 class Agent:
     def __init__(self, job: dict[str, Any], out: Any) -> None:
         self.job = job
         self.out = out
+        self.max_line = int(job.get("max_line") or 0)
         self.current: Any = None
         self.stopping = threading.Event()
         self.lock = threading.Lock()
 
     def emit(self, prefix: str, payload: Any = None) -> None:
+        text = prefix + (dumps(payload, default=str) if payload is not None else "")  # ASCII, one line
+        piece = self.max_line - len(MORE)
         with self.lock:
-            self.out.write(prefix + (dumps(payload, default=str) if payload is not None else "") + "\n")
+            while piece > 0 and len(text) > self.max_line:
+                self.out.write(f"{MORE}{text[:piece]}\n")
+                text = text[piece:]
+            self.out.write(text + "\n")
             self.out.flush()
 
     def watch_stdin(self, stream: Any) -> None:
-        stream.read()  # returns at EOF: the runner is gone or wants us to stop
+        stop_line = f"{STOP}{self.job['node']}"
+        for line in stream:  # ends at EOF: the runner is gone or wants every agent to stop
+            if line.rstrip("\n") == stop_line:
+                break
         self.stopping.set()
         child = self.current
         if child is not None:
@@ -102,16 +132,17 @@ class Agent:
 
 def main() -> None:
     line = sys.stdin.readline()
-    job = json.loads(line)
+    job = own_job(json.loads(line), os.environ)
     out = sys.stdout
     # Anything else that writes to stdout (a plugin printing at import) must not corrupt the stream.
     sys.stdout = sys.stderr
     agent = Agent(job, out)
     agent.emit(HELLO, {"version": preflight.__version__, "python": sys.executable,
-                       "hostname": socket.gethostname(), "pid": os.getpid()})
+                       "hostname": socket.gethostname(), "pid": os.getpid(), "node": job["node"]})
     expected_version = job.get("coordinator_version")
-    if expected_version and expected_version != preflight.__version__:
-        # The runner turns this into ERROR for every check on the node, with the fix.
+    if (expected_version and expected_version != preflight.__version__) or job["node"] is None:
+        # The runner turns this into ERROR for every check on the node, with the fix; a task whose node
+        # the job does not name has nothing to run.
         agent.emit(DONE)
         return
     threading.Thread(target=agent.watch_stdin, args=(sys.stdin,), daemon=True).start()

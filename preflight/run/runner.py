@@ -2,7 +2,9 @@
 
 Local runs are the one-node case of the same path: the local node's transport starts the agent as a
 child process, a remote node's transport starts it over SSH. Every result is appended to
-results.jsonl (flushed and synced) the moment it arrives, so an interrupted run keeps what it measured.
+results.jsonl (flushed) the moment it arrives, and synced to disk as soon as no other result is
+waiting behind it (results that arrive together are synced together), so an interrupted run keeps
+what it measured.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import preflight
-from preflight.run.agent import DONE, HELLO, RESULT, START
+from preflight.run.agent_stream import AgentStream, unreachable_words
 from preflight.core.check import Check, Expect
 from preflight.core.config import Config
 from preflight.run.execute import error_result, now_iso
@@ -68,6 +70,9 @@ class RunPlan:
     # What the run was judged with and where each value came from (RunReport.judged_with), so that
     # `preflight report --rejudge` starts from it.
     judged_with: dict[str, Any] | None = None
+    # Nodes of a Slurm allocation: "single" (one job step across them), "per-node" (a step each), or
+    # "auto" (one step from preflight.run.slurm_step.SINGLE_STEP_FROM nodes on).
+    slurm_step: str = "auto"
 
     @property
     def node_checks(self) -> list[type[Check]]:
@@ -129,6 +134,7 @@ class Runner:
         self.jsonl_path = plan.output_dir / "results.jsonl"
         self.write_error = ""  # set when results.jsonl could not be written (a full disk): exit 2 naming it
         self.jsonl = open_log(self.jsonl_path)  # raises FileWriteError naming it; closed in run()
+        self.unsynced = False
         header = io.StringIO()
         write_header(header, self.report, plan)  # the plan first: a killed run's file says what is missing
         self._append(header.getvalue())
@@ -149,6 +155,8 @@ class Runner:
         self.report.add(result)
         if not self.write_error:
             self._append(result.to_json_line() + "\n")
+            if self.events.empty():
+                self.sync()  # else the results waiting behind this one are synced with it
         self.on_event(("result", result, None))
         if self.plan.fail_fast and not self.stop.is_set() and decide(self.report).verdict is Verdict.NO_GO:
             self.report.stopped_early = (f"--fail-fast: stopped once {result.check_id} on {result.node} made the "
@@ -159,7 +167,7 @@ class Runner:
     def _append(self, line: str) -> None:
         """One whole line on results.jsonl, or none: a write the disk refuses is cut back off, so the
         file keeps every result before it and no torn line; the run goes on (its results stay in
-        memory for the reports) and the command exits 2 naming the file."""
+        memory for the reports) and the command exits 2 naming the file. Synced by sync()."""
         fd = self.jsonl.fileno()
         data = line.encode("utf-8")
         try:
@@ -167,13 +175,22 @@ class Runner:
             good = os.fstat(fd).st_size
             while data:
                 data = data[os.write(fd, data):]
-            os.fsync(fd)
+            self.unsynced = True
         except OSError as exc:
             self.write_error = str(FileWriteError(self.jsonl_path, exc.strerror or str(exc)))
             try:
                 os.ftruncate(fd, good)
             except (OSError, UnboundLocalError):
                 pass
+
+    def sync(self) -> None:
+        """Put what results.jsonl was given on disk (one fsync for a burst of results, not one each)."""
+        if self.unsynced and not self.jsonl.closed:
+            try:
+                os.fsync(self.jsonl.fileno())
+            except OSError as exc:
+                self.write_error = self.write_error or str(FileWriteError(self.jsonl_path, exc.strerror or str(exc)))
+            self.unsynced = False
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> RunReport:
@@ -189,6 +206,7 @@ class Runner:
             self._stop_everything()
         finally:
             self.report.finished_at = now_iso()
+            self.sync()
             try:
                 self.jsonl.close()
             except OSError as exc:
@@ -216,15 +234,17 @@ class Runner:
     def _run_node_checks(self) -> None:
         if not self.plan.node_checks:
             return
-        pool = ThreadPoolExecutor(max_workers=max(1, min(self.plan.fanout, len(self.plan.nodes))),
+        drivers = self._drivers()
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.plan.fanout, len(drivers))),
                                   thread_name_prefix="agent")
-        pending = {pool.submit(self._drive_agent, node): node for node in self.plan.nodes}
+        pending = {pool.submit(drive): nodes for drive, nodes in drivers}
         try:
             # The main thread only consumes events, so Ctrl-C lands here promptly.
             while pending:
                 try:
                     kind, payload = self.events.get(timeout=0.2)
                 except queue.Empty:
+                    self.sync()
                     pending = self._still_driving(pending)
                     continue
                 if kind == "result":
@@ -247,14 +267,25 @@ class Runner:
         finally:
             pool.shutdown(wait=not self.stop.is_set(), cancel_futures=True)
 
-    def _still_driving(self, pending: dict[Any, NodeTarget]) -> dict[Any, NodeTarget]:
-        """The drivers still running; one that died of an exception loses its node, never silently."""
-        for future, node in pending.items():
+    def _drivers(self) -> list[tuple[Callable[[], None], list[NodeTarget]]]:
+        """What drives the node checks, and the nodes each one drives: an agent per node, or one job step."""
+        from preflight.run.slurm_step import StepDriver, use_single_step
+
+        nodes = self.plan.nodes
+        if use_single_step(self.plan.slurm_step, [n.transport for n in nodes]):
+            step = StepDriver(self, nodes, AGENT_STOP_GRACE_S, AGENT_KILL_WAIT_S, AGENT_GRACE_S)
+            return [(step.run, list(nodes))]
+        return [(lambda node=node: self._drive_agent(node), [node]) for node in nodes]
+
+    def _still_driving(self, pending: dict[Any, list[NodeTarget]]) -> dict[Any, list[NodeTarget]]:
+        """The drivers still running; one that died of an exception loses its nodes, never silently."""
+        for future, nodes in pending.items():
             if future.done() and future.exception() is not None:
                 exc = future.exception()
-                done = {r.check_id for r in self.report.results if r.node == node.name and r.scope is Scope.NODE}
-                self._node_lost(node, self.plan.node_checks, done,
-                                f"preflight failed while driving {node.name}: {type(exc).__name__}: {exc}", None)
+                for node in nodes:
+                    done = {r.check_id for r in self.report.results if r.node == node.name and r.scope is Scope.NODE}
+                    self._node_lost(node, self.plan.node_checks, done,
+                                    f"preflight failed while driving {node.name}: {type(exc).__name__}: {exc}", None)
         return {f: n for f, n in pending.items() if not f.done()}
 
     def _update_node(self, name: str, reachable: bool, error: str) -> None:
@@ -279,23 +310,22 @@ class Runner:
         finally:
             if agent is not None and not self.stop.is_set():
                 agent.stop()
+                # Its results are recorded: let go of its output and pipes (1,000 agents' worth adds up).
+                self.agents.pop(node.name, None)
 
-    def _line_limit(self, checks: list[type[Check]], done: set[str]) -> float:
-        """How long the agent may stay silent: the timeout of the check it is on, plus a grace."""
-        left = [c for c in checks if c.id not in done]
-        return (self.plan.config.timeout_for(left[0]) if left else 0.0) + AGENT_GRACE_S
-
-    def _start_agent(self, node: NodeTarget, done: set[str]) -> RemoteProcess | None:
-        checks = self.plan.node_checks
-        job = {
+    def _job(self, node: NodeTarget) -> dict[str, Any]:
+        return {
             "node": node.name,
             "output_dir": str(self.plan.output_dir) if node.transport.kind == "local" else None,
             "scratch_dir": str(self.scratch) if node.transport.kind == "local" else None,
             "expect": self.plan.expect_for(node).to_dict(),
             "coordinator_version": preflight.__version__,
             "checks": [{"id": c.id, "timeout_s": self.plan.config.timeout_for(c),
-                        "params": self.plan.config.overrides_for(c)} for c in checks],
+                        "params": self.plan.config.overrides_for(c)} for c in self.plan.node_checks],
         }
+
+    def _start_agent(self, node: NodeTarget, done: set[str]) -> RemoteProcess | None:
+        checks = self.plan.node_checks
         argv = [node.transport.python, "-m", "preflight.run.agent"]
         try:
             agent = node.transport.spawn(argv, stdin=True, grace_s=AGENT_STOP_GRACE_S)
@@ -303,69 +333,44 @@ class Runner:
             self._node_lost(node, checks, done, f"could not start the agent: {exc}", None)
             return None
         self.agents[node.name] = agent
-        hello: dict[str, Any] | None = None
-        finished = False
-        current: str | None = None
-        problem: str | None = None
-        agent.write(json.dumps(job) + "\n")
+        stream = AgentStream(node.name, checks, self.events.put)
+        stream.done = done
+        agent.write(json.dumps(self._job(node)) + "\n")
         while True:
-            limit = self._line_limit(checks, done)
+            limit = stream.line_limit(self.plan.config.timeout_for, AGENT_GRACE_S)
             line = agent.next_line(limit)
             if self.stop.is_set():
                 return agent
             if line is None:
                 break
             if line is TIMEOUT:
-                during = f" while running {current}" if current else ""
-                problem = f"the agent on {node.name} wrote nothing for {limit:.0f}s{during}; it was stopped"
+                stream.silent(limit)
                 break
-            try:
-                if line.startswith(HELLO):
-                    hello = json.loads(line[len(HELLO):])
-                    if hello.get("version") != preflight.__version__:
-                        break
-                    self.events.put(("node", (node.name, True, "")))
-                elif line.startswith(START):
-                    current = line[len(START):].strip()
-                    self.events.put(("start", (node.name, current)))
-                elif line.startswith(RESULT):
-                    result = CheckResult.from_dict(json.loads(line[len(RESULT):]))
-                    result.node = node.name  # the name the user wrote, whatever the node calls itself
-                    done.add(result.check_id)
-                    current = None
-                    self.events.put(("result", result))
-                elif line.strip() == DONE:
-                    finished = True
-                    break
-            except (ValueError, KeyError, TypeError) as exc:
-                problem = (f"the agent on {node.name} sent a line preflight cannot read ({type(exc).__name__}: "
-                           f"{exc}): {line[:200]!r}")
+            if stream.feed(line):
                 break
         # An agent that went silent or garbled is not waited for long: it gets its stop, then the kill.
-        returncode = agent.stop(grace_s=AGENT_KILL_WAIT_S if problem else None)
+        returncode = agent.stop(grace_s=AGENT_KILL_WAIT_S if stream.problem else None)
         stderr = agent.stderr[-4000:]
-        if finished and hello and hello.get("version") == preflight.__version__ and problem is None:
-            return agent
-        if problem is not None:
-            self._node_lost(node, checks, done, problem, returncode, stderr)
-        elif hello and hello.get("version") != preflight.__version__:
-            message = (f"{node.name} runs preflight {hello.get('version')} ({hello.get('python')}), the coordinator "
-                       f"{preflight.__version__}: install preflight=={preflight.__version__} on every node")
+        code = agent.exit_code if agent.exit_code is not None else returncode
+        message = stream.loss(code, lambda: _unreachable_message(node.transport, agent, stderr))
+        if message is not None:
             self._node_lost(node, checks, done, message, returncode, stderr)
-        elif hello is None:
-            self._node_lost(node, checks, done, _unreachable_message(node.transport, agent, stderr),
-                            returncode, stderr)
-        else:
-            during = f" while running {current}" if current else ""
-            code = agent.exit_code if agent.exit_code is not None else returncode
-            self._node_lost(node, checks, done, f"lost contact with {node.name}{during} (exit code {code})",
-                            returncode, stderr)
         return agent
 
+    def drive_agent(self, node: NodeTarget) -> None:
+        """The per-node path for one node (a job step that cannot be created falls back to it)."""
+        self._drive_agent(node)
+
+    def node_lost(self, node: NodeTarget, done: set[str], message: str, returncode: int | None, stderr: str = "",
+                  command: str | None = None) -> None:
+        """ERROR for each node check the node did not finish (`done`: those it did), with `message`."""
+        self._node_lost(node, self.plan.node_checks, done, message, returncode, stderr, command)
+
     def _node_lost(self, node: NodeTarget, checks: list[type[Check]], done: set[str], message: str,
-                   returncode: int | None, stderr: str = "") -> None:
+                   returncode: int | None, stderr: str = "", command: str | None = None) -> None:
         """The node cannot be used: ERROR for each check it did not finish, and no cluster check uses it."""
-        command = shlex.join(node.transport.wrap([node.transport.python, "-m", "preflight.run.agent"]))
+        if command is None:
+            command = shlex.join(node.transport.wrap([node.transport.python, "-m", "preflight.run.agent"]))
         evidence = [Evidence(command=command, exit_code=returncode, output_tail=stderr)]
         self.events.put(("node", (node.name, False, message)))
         for check in checks:
@@ -427,13 +432,5 @@ def mark_interrupted(report: RunReport) -> None:
 
 
 def _unreachable_message(transport: Transport, agent: RemoteProcess, stderr: str) -> str:
-    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     returncode = agent.exit_code if agent.exit_code is not None else agent.returncode
-    if agent.transport_failed():
-        return f"cannot reach {transport.name}: {last or 'connection failed'}"
-    if "No module named" in stderr and "preflight" in stderr:
-        return (f"preflight is not installed for {transport.python} on {transport.name}: install "
-                f"preflight=={preflight.__version__} there, or point --remote-python at an interpreter that has it")
-    if returncode == 127 or "not found" in last:
-        return f"{transport.python} was not found on {transport.name}: {last}"
-    return f"the agent on {transport.name} exited with code {returncode} before starting: {last}"
+    return unreachable_words(transport, returncode, agent.transport_failed(), stderr)

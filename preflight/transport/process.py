@@ -229,15 +229,19 @@ class RemoteProcess:
     writable, and a stop that leaves nothing behind.
 
     `lines` and `stderr_lines` grow as the command prints; the guard's own markers are kept out of
-    `lines` and read into `guard_pids` and `exit_code`.
+    `lines` and read into `guard_pids` and `exit_code`. With `keep_output=False` (a long stream read
+    with next_line, such as a job step across 1,000 nodes) the lines next_line has returned are let go
+    of, and `raw_lines` stays empty.
     """
 
     def __init__(self, transport: Any, argv: list[str], *, stdin: bool = False, guard: bool = True,
                  env: dict[str, str] | None = None, cwd: str | None = None, pass_fds: tuple[int, ...] = (),
-                 grace_s: float = 0.0, life_s: float | None = None, new_session: bool = True) -> None:
+                 grace_s: float = 0.0, life_s: float | None = None, new_session: bool = True,
+                 keep_output: bool = True) -> None:
         self.transport = transport
         self.argv = list(argv)
         self.guarded = guard
+        self.keep_output = keep_output
         self.grace_s = grace_s
         if guard:
             node_argv = [transport.python, "-m", GUARD_MODULE, "--grace", f"{grace_s:g}"]
@@ -280,7 +284,7 @@ class RemoteProcess:
         for line in stream:
             line = line.rstrip("\n")
             with self.changed:
-                if is_stdout:
+                if is_stdout and self.keep_output:
                     self.raw_lines.append(line)
                 if is_stdout and self.guarded and line.startswith(PID_MARKER) and not self.guard_pids:
                     parts = line.split()
@@ -328,6 +332,9 @@ class RemoteProcess:
                 self.changed.wait(min(left, 0.2))
             line = self.lines[self._cursor]
             self._cursor += 1
+            if not self.keep_output and self._cursor >= 1024:
+                del self.lines[:self._cursor]  # read: let go of them (a few at a time, not one by one)
+                self._cursor = 0
             return line
 
     def join(self, timeout: float = 5.0) -> None:

@@ -18,10 +18,24 @@ Exit codes: srun returns the command's own code. Its own failures are told apart
 allows: SLURM_EXIT_ERROR=255 makes a step that cannot be created (unknown node, node not in the
 allocation, job gone) exit 255, as ssh does; a step that cannot be launched (slurmd down,
 unreachable) exits with Slurm's communication errno modulo 256 (1001-1008: 233-240).
+
+`SlurmStep` is the other way to reach the nodes: one job step across all of them, one task per node,
+
+    srun --jobid=J -w n1,...,nN -N N -n N --ntasks-per-node=1 --overlap --quiet -l
+        --kill-on-bad-exit=0 --wait=0 --quit-on-interrupt -J preflight -- <argv>
+
+one srun on the coordinator instead of one per node, and one step to create instead of N. srun
+sends its stdin to every task and labels every line of their output with the task's number (`-l`,
+"12: line"); which task runs on which node is Slurm's choice, so a task says its node itself
+(SLURMD_NODENAME). Slurm names the node of each failure in its own words, which `srun_message`
+reads: a launch that failed there, a task that ended badly, a node that failed. A task that ends,
+or fails to start, leaves the other tasks running (--kill-on-bad-exit=0, --wait=0).
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from preflight.transport.base import Transport
@@ -85,3 +99,85 @@ class SlurmTransport(Transport):
 
     def __repr__(self) -> str:
         return f"SlurmTransport({self.name!r}, job {self.jobid})"
+
+
+# "  7: text": a task's line as `srun -l` labels it.
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)
+_LAUNCH_FAILED = re.compile(r"^srun: error: Task launch for \S+ failed on node ([^\s:]+): (.*)$")
+_TASKS_ENDED = re.compile(r"^srun: error: ([^\s:]+): tasks? ([0-9,\-]+): (.*)$")
+_NODE_FAILED = re.compile(r"^srun: error: Node failure on ([^\s:]+)")
+
+
+def split_label(line: str) -> tuple[int | None, str]:
+    """(task number, the task's own text) of a line `srun -l` wrote; (None, line) for srun's own. Pure."""
+    match = _LABEL.match(line)
+    if match is None:
+        return None, line
+    return int(match.group(1)), match.group(2)
+
+
+@dataclass
+class SrunMessage:
+    node: str
+    kind: str  # "launch" (its task never started), "ended" (its task ended badly), "node" (the node failed)
+    text: str  # srun's line, as it wrote it
+    task: int | None = None  # the one task it names ("task 3"), when it names one
+
+
+def srun_message(line: str) -> SrunMessage | None:
+    """The node a line of srun's own stderr is about, and what happened there; None when it names none. Pure."""
+    line = line.strip()
+    match = _LAUNCH_FAILED.match(line)
+    if match:
+        return SrunMessage(match.group(1), "launch", line)
+    match = _TASKS_ENDED.match(line)
+    if match:
+        task = int(match.group(2)) if match.group(2).isdigit() else None
+        return SrunMessage(match.group(1), "ended", line, task)
+    match = _NODE_FAILED.match(line)
+    if match:
+        return SrunMessage(match.group(1), "node", line)
+    return None
+
+
+class SlurmStep:
+    """One job step across the allocation, one task per node: what RemoteProcess needs of a
+    transport (wrap, python, remote, is_transport_failure) for the step's single srun."""
+
+    remote = True
+    kind = "slurm-step"
+    client = "srun"
+
+    def __init__(self, nodes: list[SlurmTransport]) -> None:
+        if not nodes or len({(n.jobid, n.srun, n.python) for n in nodes}) != 1:
+            raise ValueError("one job step needs nodes of one job, one srun and one interpreter")
+        if len({n.name for n in nodes}) != len(nodes):
+            raise ValueError("a node appears twice")
+        self.nodes = list(nodes)
+        self.jobid, self.srun, self.python = nodes[0].jobid, nodes[0].srun, nodes[0].python
+
+    @staticmethod
+    def fits(transports: list[Any]) -> bool:
+        """True when these nodes can be one step: all reached through srun in one job, alike."""
+        return (bool(transports) and all(isinstance(t, SlurmTransport) for t in transports)
+                and len({(t.jobid, t.srun, t.python) for t in transports}) == 1
+                and len({t.name for t in transports}) == len(transports))
+
+    def srun_argv(self) -> list[str]:
+        unset = [arg for variable in JOB_WIDE_VARIABLES for arg in ("-u", variable)]
+        count = len(self.nodes)
+        return ["env", *unset, f"SLURM_EXIT_ERROR={SRUN_ERROR_EXIT}", self.srun, f"--jobid={self.jobid}",
+                "-w", ",".join(n.name for n in self.nodes), f"-N{count}", f"-n{count}", "--ntasks-per-node=1",
+                "--overlap", "--quiet", "-l", "--kill-on-bad-exit=0", "--wait=0", "--quit-on-interrupt",
+                "-J", STEP_NAME, "--"]
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        if not argv:
+            raise ValueError("empty command")
+        return [*self.srun_argv(), *argv]
+
+    def is_transport_failure(self, returncode: int) -> bool:
+        return returncode == SRUN_ERROR_EXIT or returncode in SRUN_LAUNCH_FAILURE_EXITS
+
+    def __repr__(self) -> str:
+        return f"SlurmStep({len(self.nodes)} nodes, job {self.jobid})"

@@ -1,11 +1,13 @@
 """The latency hook in a real 2-rank gloo DDP job: its histogram counts every step, over HTTP and in
-the node_exporter textfile, and promtool accepts what it serves."""
+the node_exporter textfile, and promtool accepts what it serves; in a 1-rank DDP in this process,
+every bucket of every step is counted through callbacks made once per bucket."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,39 @@ def test_histogram_counts_every_step_of_a_two_rank_ddp_job(tmp_path):
         if shutil.which("promtool"):
             check = subprocess.run(["promtool", "check", "metrics"], input=written, capture_output=True, text=True)
             assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_every_bucket_of_every_step_is_counted_through_callbacks_made_once_per_bucket():
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from preflight.integrations.monitor import BucketTimer, LatencyCounts
+
+    if dist.is_initialized():
+        pytest.skip("a process group already exists in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(6)])
+        ddp = DistributedDataParallel(model, bucket_cap_mb=0.005)  # about one bucket per layer
+        counts = LatencyCounts()
+        timer = BucketTimer(keep=True, counts=counts)
+        ddp.register_comm_hook(None, timer.hook)
+        callbacks = []
+        for step in range(6):
+            timer.step = step
+            ddp(torch.randn(4, 32)).sum().backward()
+            if step == 2:  # DDP settles its buckets after the first step
+                callbacks = list(timer._callbacks)
+        timer.poll(wait=True)
+    finally:
+        dist.destroy_process_group()
+    per_step = Counter(r.step for r in timer.records)
+    assert sorted(per_step) == list(range(6))
+    buckets = per_step[5]
+    assert buckets > 1 and [per_step[s] for s in range(2, 6)] == [buckets] * 4
+    assert counts.snapshot()[0][-1] == ("+Inf", len(timer.records))  # every bucket counted once
+    assert all(r.seconds >= 0 and r.nbytes > 0 for r in timer.records)
+    # Each bucket's completion callback is made once and reused, not made again on every call.
+    assert len(timer._callbacks) == buckets and all(a is b for a, b in zip(timer._callbacks, callbacks))

@@ -1,10 +1,11 @@
-"""preflight.integrations.monitor without a GPU: the read-back of CUDA-event timings, and instrument_ddp's contract."""
+"""preflight.integrations.monitor without a GPU: the read-back of CUDA-event timings, the counts the
+hook folds latencies into, and instrument_ddp's contract."""
 
 from __future__ import annotations
 
 import pytest
 
-from preflight.integrations.monitor import BucketTimer, instrument_ddp
+from preflight.integrations.monitor import LATENCY_BUCKETS_S, METRIC, BucketTimer, LatencyCollector, LatencyCounts, instrument_ddp
 
 
 class Event:
@@ -27,12 +28,57 @@ def test_gpu_timings_are_read_back_once_complete_without_blocking_and_all_of_the
     seen = []
     timer = BucketTimer(on_latency=lambda seconds, nbytes: seen.append((seconds, nbytes)))
     start = Event(True)
-    timer._pending = [(start, Event(True, 2.5), 1024, 0, 0.0), (start, Event(False, 7.0), 2048, 0, 0.0)]
+    timer._late = [(start, Event(True, 2.5), 1024, 0, 0.0), (start, Event(False, 7.0), 2048, 0, 0.0)]
     timer.poll()
-    assert seen == [(0.0025, 1024)] and len(timer._pending) == 1
+    assert seen == [(0.0025, 1024)] and len(timer._late) == 1
     timer.poll(wait=True)
-    assert seen == [(0.0025, 1024), (0.007, 2048)] and not timer._pending
+    assert seen == [(0.0025, 1024), (0.007, 2048)] and not timer._late
     assert [(r.step, r.nbytes) for r in timer.records] == [(0, 1024), (0, 2048)]
+    assert len(timer._spare) == 2  # both event pairs go back for reuse
+
+
+def test_a_gpu_slot_whose_end_is_recorded_hands_its_pair_on_and_takes_a_spare_next_time():
+    timer = BucketTimer(keep=True)
+    timer._spare = [(Event(True), Event(True))]
+    timer._started, timer._seconds, timer._nbytes, timer._steps = [0.0], [0.0], [512], [3]
+    pair = (Event(True), Event(True, 1.5))
+    timer._pairs, timer._armed = [pair], [True]
+    timer.poll()
+    assert [(r.step, r.seconds, r.nbytes) for r in timer.records] == [(3, 0.0015, 512)]
+    assert timer._pairs == [None] and timer._armed == [False]
+    assert timer._new_pair() is not pair  # the spare comes first; the resolved pair waits its turn
+    assert len(timer._spare) == 1
+
+
+def test_a_gpu_slot_whose_all_reduce_is_still_running_is_left_for_a_later_boundary():
+    timer = BucketTimer(keep=True)
+    pair = (Event(True), Event(False))
+    timer._started, timer._seconds, timer._nbytes, timer._steps = [0.0], [-1.0], [512], [0]
+    timer._pairs, timer._armed = [pair], [True]
+    timer.poll()
+    assert timer.records == [] and timer._pairs == [pair] and timer._armed == [True]
+
+
+def test_counts_match_what_prometheus_clients_own_histogram_exposes():
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    values = [0.00005, 0.0001, 0.0003, 0.02, 0.02, 3.0, 12.0]
+    counts = LatencyCounts()
+    for value in values:
+        counts.observe(value)
+    ours = CollectorRegistry()
+    ours.register(LatencyCollector(BucketTimer(keep=False, counts=counts), counts, rank=1))  # type: ignore[arg-type]
+    theirs = CollectorRegistry()
+    child = Histogram(METRIC, "x", ["rank"], registry=theirs, buckets=LATENCY_BUCKETS_S).labels(rank="1")
+    for value in values:
+        child.observe(value)
+
+    def samples(registry):
+        text = generate_latest(registry).decode()
+        return sorted(line for line in text.splitlines()
+                      if line.startswith(METRIC) and "_created" not in line)
+
+    assert samples(ours) == samples(theirs)
 
 
 def test_instrument_ddp_needs_a_port_or_a_textfile():
