@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preflight.core.compare import comparison_results
+from preflight.core.findings import Found, findings_of
 from preflight.core.levels import SKIPPED_AT_LEVEL
+from preflight.core.nodeset import fold
 from preflight.core.model import CLUSTER_NODE, CheckResult, RunReport, Scope, Status
 
 
@@ -67,6 +69,10 @@ class Decision:
     reason: str = ""
     measured: int = 0  # checks with at least one result that measured (PASS, WARN or FAIL)
     total: int = 0  # checks planned or reported
+    # The same run read per finding (preflight.core.findings): what every report lists.
+    blocking_findings: list[Found] = field(default_factory=list)  # headline ones first, then worst first
+    warning_findings: list[Found] = field(default_factory=list)  # WARN findings that do not block, in any check
+    skipped_findings: list[Found] = field(default_factory=list)  # what was not measured, and why
 
     @property
     def exit_code(self) -> int:
@@ -126,13 +132,31 @@ def _load_error_text(errors: list[dict[str, Any]]) -> str:
             f"{'their' if len(errors) != 1 else 'its'} checks did not run")
 
 
-def _headline_finding(blocking: list[CheckResult]) -> str:
-    for wanted in HEADLINE_FINDINGS:
-        for result in blocking:
-            for f in result.findings:
-                if f.id == wanted and f.level is not Status.PASS:
-                    return f.message
-    return ""
+def _first_blocking(found: Found) -> tuple:
+    """Sort key: the headline findings first, then FAIL, ERROR, blocking SKIP, then by check and node."""
+    headline = HEADLINE_FINDINGS.index(found.id) if found.id in HEADLINE_FINDINGS else len(HEADLINE_FINDINGS)
+    rank = {Status.FAIL: 0, Status.ERROR: 1, Status.SKIP: 2, Status.WARN: 3}.get(found.level, 4)
+    return (headline, rank, found.result.check_id, found.node)
+
+
+def where_text(nodes: list[str]) -> str:
+    """'on gpu02', 'on gpu[01-03]', or 'across the cluster' for a cluster check's own result."""
+    if nodes == [CLUSTER_NODE]:
+        return "across the cluster"
+    return f"on {fold(n for n in nodes if n != CLUSTER_NODE)}"
+
+
+def blocking_text(found: list[Found], shown: int = 2) -> str:
+    """'2 blocking findings: SENTENCE (on gpu02); SENTENCE (across the cluster)': what blocks, in the
+    checks' own words, the first `shown` of them; one sentence found on several nodes is named once."""
+    sentences: dict[str, list[str]] = {}
+    for f in found:
+        sentences.setdefault(f.finding.message, []).append(f.node)
+    parts = [f"{message} ({where_text(nodes)})" for message, nodes in list(sentences.items())[:shown]]
+    more = len(sentences) - len(parts)
+    n = len(found)
+    return (f"{n} blocking finding{'s' if n != 1 else ''}: " + "; ".join(parts)
+            + (f"; and {more} more" if more else ""))
 
 
 def decide(report: RunReport) -> Decision:
@@ -141,10 +165,28 @@ def decide(report: RunReport) -> Decision:
         blocking_statuses.add(Status.WARN)
 
     with_gpus = gpu_nodes(report)
+    unreachable = {n.name for n in report.nodes if n.reachable is False}
     results = [*report.results, *comparison_results(report)]  # the baseline comparison weighs like a result
     skipped = [r for r in report.results if r.status is Status.SKIP]
-    skipped_expected = [r for r in skipped if skip_blocks(r, report, with_gpus)]
-    blocking = [r for r in results if r.status in blocking_statuses] + skipped_expected
+    skip_reasons = {id(r): skip_blocks(r, report, with_gpus) for r in skipped}
+    skipped_expected = [r for r in skipped if skip_reasons[id(r)]]
+    blocking_found: list[Found] = []
+    warning_found: list[Found] = []
+    skipped_found: list[Found] = []
+    for result in results:
+        for finding in findings_of(result, result.node in unreachable):
+            stand_in = all(f.id != finding.id for f in result.findings)
+            if finding.level in blocking_statuses:
+                blocking_found.append(Found(result, finding, f"{finding.level.value} blocks", stand_in))
+            elif finding.level is Status.WARN:
+                warning_found.append(Found(result, finding, "", stand_in))
+            elif finding.level is Status.SKIP and skip_reasons.get(id(result)):
+                blocking_found.append(Found(result, finding, skip_reasons[id(result)], stand_in))
+            elif finding.level is Status.SKIP:
+                skipped_found.append(Found(result, finding, "", stand_in))
+    blocking_found.sort(key=_first_blocking)
+    blocked = {id(f.result) for f in blocking_found}
+    blocking = [r for r in results if id(r) in blocked]
     blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))
     warnings = [r for r in results if r.status is Status.WARN and r not in blocking]
     missing = _missing(report)
@@ -152,10 +194,7 @@ def decide(report: RunReport) -> Decision:
 
     if blocking:
         verdict = Verdict.NO_GO
-        reason = f"{len(blocking)} blocking finding{'s' if len(blocking) != 1 else ''}"
-        first = _headline_finding(blocking)
-        if first:
-            reason = f"{first} ({reason})"
+        reason = blocking_text(blocking_found)
     elif report.load_errors:
         verdict = Verdict.INCOMPLETE
         reason = ""  # the load errors below say it
@@ -172,14 +211,16 @@ def decide(report: RunReport) -> Decision:
         reason = "no check measured anything (every result is SKIP): nothing here was shown to be ready"
     else:
         verdict = Verdict.GO
-        reason = "every check passed" if not warnings else \
-            f"no blocking findings ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})"
+        n = len(warning_found)
+        reason = "every check passed" if not warning_found else \
+            f"no blocking findings ({n} warning{'s' if n != 1 else ''})"
     if report.stopped_early:
         reason += f"; the run was stopped early ({report.stopped_early})"
     if report.load_errors:
         # Named first in every report: its checks are missing from everything below.
         reason = _load_error_text(report.load_errors) + (f"; {reason}" if reason else "")
-    decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total)
+    decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total,
+                        blocking_found, warning_found, skipped_found)
     decision.reason = f"{reason}. {decision.measured_text}"
     return decision
 

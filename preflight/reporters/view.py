@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from preflight.core.compare import BASELINE_CHECK_ID, Diff, baseline_of
+from preflight.core.findings import UNREACHABLE_FIX, findings_of  # noqa: F401 - UNREACHABLE_FIX: part of the view's API
 from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Status
 from preflight.reporters import figures
 from preflight.reporters.baseline import headline as baseline_headline
+from preflight.reporters.finding_rows import FindingRow, LevelSkips, finding_lists
 from preflight.reporters.glance import at_a_glance, run_duration, when  # noqa: F401 - when: part of the view's API
 from preflight.reporters.numbers import count, percent, quantity, spread
 from preflight.core.verdict import Decision, Verdict, decide
@@ -23,10 +25,6 @@ HEADLINES = {
     Verdict.INCOMPLETE: "No verdict.",  # the decision's reason says why (not finished, missing, nothing measured)
 }
 
-# The advice for a node that could not be reached, whatever check was to run there.
-UNREACHABLE_FIX = ("Check that the node's name resolves from this machine (`getent hosts NAME`) and that "
-                   "`ssh NAME true` succeeds without a prompt; then run preflight again.")
-
 # A figure whose samples spread more than this, (max - min) / median, is flagged as noisy: it is
 # judged on the median like any other, but a reader should not trust a narrow pass or fail on it.
 NOISY_SPREAD = 0.20
@@ -35,23 +33,6 @@ NOISY_SPREAD = 0.20
 def where(node: str) -> str:
     """'on gpu01', or 'across the cluster' for the one result of a cluster-scope check."""
     return "across the cluster" if node == CLUSTER_NODE else f"on {node}"
-
-
-@dataclass
-class Finding:
-    """One blocking or warning result, phrased for a reader who will act on it."""
-
-    check_id: str
-    title: str
-    node: str
-    status: str
-    summary: str
-    remediation: list[str]
-    expected_skip: bool = False
-
-    @property
-    def where(self) -> str:
-        return where(self.node)
 
 
 @dataclass
@@ -91,9 +72,9 @@ class ReportView:
     headline: str
     reason: str
     exit_code: int
-    blocking: list[Finding]
-    warnings: list[Finding]
-    skipped: list[Finding]
+    blocking: list[FindingRow]  # what blocks the verdict, each with its own fix
+    warnings: list[FindingRow]  # WARN findings that do not block, also those inside a failing check
+    skipped: list[FindingRow]  # what was not measured, and why (the run level's SKIPs apart)
     nodes: list[str]
     unreachable: list[tuple[str, str]]
     matrix_checks: list[tuple[str, str]]  # (id, title) of node-scope checks, in plan order
@@ -109,6 +90,7 @@ class ReportView:
     baseline: Diff | None = None  # when the run was compared with a baseline (run --baseline)
     baseline_headline: str = ""
     unreachable_names: frozenset[str] = frozenset()
+    level_skips: LevelSkips | None = None  # the checks the run level left out, in one line
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
@@ -144,34 +126,14 @@ def headline(decision: Decision, total: int) -> str:
 
 
 def fixes(result: CheckResult, unreachable: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """The advice a report shows for one result: the fixes of the findings that fired, nothing else.
-
-    A result that states findings shows their fixes (PASS findings have nothing to fix). An ERROR on
-    a node that could not be reached shows how to reach it, not the check's own hints. A result
-    without findings (an older or third-party check) shows its remediation when it did not pass.
-    """
-    fired = [f.fix for f in result.findings if f.fix and f.level is not Status.PASS]
-    if result.node in unreachable and result.status is Status.ERROR:
-        return list(dict.fromkeys(fired)) or [UNREACHABLE_FIX]
-    if result.findings:
-        return list(dict.fromkeys(fired))
-    if result.status in (Status.PASS, Status.SKIP):
-        return []
-    return list(result.remediation)
-
-
-def finding(result: CheckResult, expected_skip: bool = False,
-            unreachable: set[str] | frozenset[str] = frozenset()) -> Finding:
-    summary = result.summary
-    if expected_skip:
-        summary = f"skipped, but the configuration expects it to run: {result.summary}"
-    return Finding(result.check_id, result.title or result.check_id, result.node, result.status.value, summary,
-                   fixes(result, unreachable), expected_skip)
+    """The advice the check's own section shows for one result: the fixes of its findings that fired
+    (preflight.core.findings: a result stating none gets one that fits how it went wrong)."""
+    return list(dict.fromkeys(f.fix for f in findings_of(result, result.node in unreachable) if f.fix))
 
 
 def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportView:
     decision = decide(report)
-    expected_skips = {id(r) for r in decision.skipped_expected}
+    lists = finding_lists(decision, report.level)
     cluster_ids = set(report.cluster_checks) | {r.check_id for r in report.results if r.node == CLUSTER_NODE}
     node_check_ids = [c for c in report.check_ids if c not in cluster_ids]
     titles = {r.check_id: r.title or r.check_id for r in report.results}
@@ -198,9 +160,9 @@ def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportV
         headline=headline(decision, len(report.results)),
         reason=decision.reason,
         exit_code=decision.exit_code,
-        blocking=[finding(r, id(r) in expected_skips, unreachable) for r in decision.blocking],
-        warnings=[finding(r, unreachable=unreachable) for r in decision.warnings],
-        skipped=[finding(r) for r in decision.skipped if id(r) not in expected_skips],
+        blocking=lists.blocking,
+        warnings=lists.warnings,
+        skipped=lists.not_measured,
         nodes=nodes,
         unreachable=[(n.name, n.error) for n in report.nodes if n.reachable is False],
         matrix_checks=[(cid, titles.get(cid, cid)) for cid in node_check_ids],
@@ -216,6 +178,7 @@ def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportV
         baseline=baseline,
         baseline_headline=_capital(baseline_headline(baseline)) if baseline else "",
         unreachable_names=unreachable,
+        level_skips=lists.level_skips,
     )
 
 

@@ -163,7 +163,7 @@ def test_a_synthesised_cluster_report_with_every_chart(tmp_path):
 
     page, console = open_report(path, tmp_path)
     assert console == []
-    assert page.text("verdict").startswith("NO-GO Not ready to train. 2 blocking findings.")
+    assert page.text("verdict").startswith("NO-GO Not ready to train. 2 blocking findings: ")
     findings = page.text("findings")
     assert "BLOCKS The slowest link, gpu02 -> gpu03, carries 4.2 Gbit/s, below the 10 Gbit/s the cluster needs." \
         in findings
@@ -171,7 +171,7 @@ def test_a_synthesised_cluster_report_with_every_chart(tmp_path):
     assert "8 devices deliver the throughput of 6.9 (86% efficiency)" in findings
     assert "-&gt;" not in findings and "(spread 36% over 3 runs)" in findings
     assert "24 x NVIDIA H100 80GB HBM3 (8 per node)" in page.text("glance")
-    assert "TCP bandwidth between nodes (iperf3) across the cluster" in page.text("blocking")
+    assert "net.bandwidth across the cluster" in page.text("blocking")
     assert "pip install" not in page.text("charts")
     assert page.tags.get("svg") == 5 and page.tags.get("figure") == 5
     for title in ("Data-parallel scaling across the node's devices", "TCP bandwidth between nodes (iperf3)",
@@ -179,7 +179,7 @@ def test_a_synthesised_cluster_report_with_every_chart(tmp_path):
                   "Checkpoints: exact round trip, write/read speed, resume after a kill",
                   "All-reduce among the node's devices (NCCL, gloo)"):
         assert title in page.text("charts")
-    assert page.ids.index("verdict") < page.ids.index("findings") < page.ids.index("blocking") \
+    assert page.ids.index("verdict") < page.ids.index("blocking") < page.ids.index("findings") \
         < page.ids.index("charts") < page.ids.index("matrix") < page.ids.index("checks")
 
     assert_banner(screenshot(path, tmp_path, "cluster-report.png"), "NO-GO")

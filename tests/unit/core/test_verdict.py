@@ -146,9 +146,46 @@ def test_a_skip_that_says_not_applicable_does_not_block_through_inference():
 def test_no_framework_finding_is_the_headline():
     finding = Finding("node.environment.no-framework", Status.FAIL,
                       "neither PyTorch nor TensorFlow is installed: nothing here can train")
-    decision = decide(make_report([_env("n1", status=Status.FAIL, findings=[finding])]))
+    memlock = Finding("node.environment.memlock-limited", Status.WARN, "locked-memory limit is 8192 KiB", "Set memlock.")
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    decision = decide(make_report([_env("n1", status=Status.FAIL, findings=[memlock, shm, finding])]))
     assert decision.verdict is Verdict.NO_GO
-    assert decision.reason.startswith("neither PyTorch nor TensorFlow is installed: nothing here can train")
+    assert decision.reason.startswith("2 blocking findings: neither PyTorch nor TensorFlow is installed: nothing here "
+                                      "can train (on n1); /dev/shm is 64 MiB (on n1)")
+    assert [f.id for f in decision.blocking_findings] == ["node.environment.no-framework", "node.environment.shm-small"]
+
+
+def test_warn_findings_inside_a_failing_check_are_warnings():
+    findings = [Finding("node.environment.no-framework", Status.FAIL, "no framework", "Install torch."),
+                Finding("node.environment.memlock-limited", Status.WARN, "memlock", "Set memlock."),
+                Finding("node.environment.hostname-loopback", Status.WARN, "loopback", "Fix /etc/hosts."),
+                Finding("node.environment.shm-ok", Status.PASS, "shm fine")]
+    decision = decide(make_report([_env("n1", status=Status.FAIL, findings=findings)]))
+    assert [f.id for f in decision.blocking_findings] == ["node.environment.no-framework"]
+    assert [f.id for f in decision.warning_findings] == ["node.environment.memlock-limited",
+                                                         "node.environment.hostname-loopback"]
+    assert [f.finding.fix for f in decision.warning_findings] == ["Set memlock.", "Fix /etc/hosts."]
+
+
+def test_results_without_findings_get_one_that_stands_for_them():
+    report = make_report([make_result("acme.a", status=Status.FAIL, summary="broken", remediation=["Mend it."]),
+                          make_result("acme.b", status=Status.ERROR, summary="timed out after 60s; the check was killed",
+                                      remediation=["Reseat the GPU."]),
+                          make_result("acme.c", status=Status.SKIP, summary="not here")])
+    decision = decide(report)
+    assert [(f.id, f.level) for f in decision.blocking_findings] == [("acme.a.fail", Status.FAIL),
+                                                                     ("acme.b.timed-out", Status.ERROR)]
+    assert decision.blocking_findings[0].finding.fix == "Mend it."
+    assert "Reseat" not in decision.blocking_findings[1].finding.fix  # a timeout's fix, not the check's hints
+    assert [f.id for f in decision.skipped_findings] == ["acme.c.skip"]
+
+
+def test_a_finding_is_never_worse_than_its_result():
+    noted = make_result("scaling.multi_gpu", status=Status.SKIP, summary="reported, not judged",
+                        findings=[Finding("scaling.multi_gpu.cpu-sharing", Status.WARN, "CPU processes share cores")])
+    decision = decide(make_report([make_result(), noted]))
+    assert decision.verdict is Verdict.GO and decision.warning_findings == []
+    assert [(f.id, f.level) for f in decision.skipped_findings] == [("scaling.multi_gpu.cpu-sharing", Status.SKIP)]
 
 
 # -- plugins -----------------------------------------------------------------------------------------
