@@ -263,6 +263,10 @@ FIX_SLOW = ("run with NCCL_DEBUG=INFO to see the transports NCCL picked and `nvi
             "fabric manager runs, NCCL_P2P_DISABLE is not set, and ACS/IOMMU do not route P2P through the CPU")
 
 
+FIX_NO_FLOOR = ("State the bus bandwidth this node must reach: `--set collectives.local.min_busbw_gbps=N` (GB/s; "
+                "busbw_size_bytes says at which message size), or `--profile h100-8x` (h200-8x, a100-8x) for a known "
+                "node type.")
+
 FIX_SLOW_GLOO = ("gloo runs over loopback on this node's CPUs: other load on the cores, or GLOO_SOCKET_IFNAME naming a "
                  "slow interface, slows it; compare with an idle node of the same kind")
 
@@ -326,6 +330,11 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
             findings.append(_finding("slow-busbw", Status.FAIL, f"{label}: busbw {entry['busbw_gbps']:.2f} GB/s at "
                                      f"{human_bytes(entry['bytes'])}, below {floor:g} GB/s",
                                      FIX_SLOW if backend == "nccl" else FIX_SLOW_GLOO))
+    if judged and floor is None:
+        findings.append(_finding("no-floor", Status.WARN,
+                                 f"{label}: busbw {largest['busbw_gbps']:.2f} GB/s at {human_bytes(largest['bytes'])} "
+                                 "is reported, not judged: no min_busbw_gbps says what this node must reach "
+                                 "(only the sums were checked)", FIX_NO_FLOOR))
     measurements.append(shared[-1])  # algbw at the largest size
     text = (f"{label}: sums exact, latency {latency_us:.0f} us, busbw {largest['busbw_gbps']:.2f} GB/s "
             f"at {human_bytes(largest['bytes'])}")

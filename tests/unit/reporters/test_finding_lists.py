@@ -91,3 +91,17 @@ def test_what_the_run_level_left_out_is_one_line():
     text = terminal.render(report)
     assert "SKIP  at --level quick: collectives.local, canary.training" in text
     assert text.count("not run at --level quick") == 0
+
+
+def test_a_loader_compared_with_nothing_is_a_warning_on_every_node_not_a_pass():
+    from tests.unit.core.test_findings import cluster_run
+
+    report = cluster_run()
+    loader = report.results_for("dataloader.throughput")
+    assert loader and all(r.status is Status.WARN for r in loader)
+    view = build_view(report)
+    rows = [f for f in view.warnings if f.id == "dataloader.throughput.no-demand"]
+    assert {n for f in rows for n in f.nodes} == {"gpu01", "gpu02", "gpu03"}
+    assert all("--set dataloader.throughput.required_samples_per_s=" in f.fix for f in rows)
+    assert view.counts["PASS"] == sum(1 for r in report.results if r.status is Status.PASS)
+    assert not any(r.check_id == "dataloader.throughput" and r.status is Status.PASS for r in report.results)

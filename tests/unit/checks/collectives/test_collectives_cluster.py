@@ -55,7 +55,7 @@ def by_name(outcome, fragment: str):
 
 def test_two_local_nodes_pass_with_the_measured_figures():
     facts = facts_of("local_2nodes_pass.json")
-    outcome = evaluate(facts)
+    outcome = evaluate(facts, min_busbw_gbps=0.001)
     assert outcome.status is Status.PASS, outcome.summary
     sizes = sorted(facts["run"]["result"]["sizes"], key=lambda s: s["bytes"])
     latency = by_name(outcome, "latency at 8 B")[0]
@@ -73,7 +73,7 @@ def test_two_local_nodes_pass_with_the_measured_figures():
 
 def test_testbed_pass_explains_host_names_that_resolve_to_loopback():
     facts = facts_of("testbed_3nodes_pass.json")
-    outcome = evaluate(facts)
+    outcome = evaluate(facts, min_busbw_gbps=0.001)
     assert outcome.status is Status.PASS, outcome.summary
     trap = next(d for d in outcome.details if "resolves only to" in d)
     hostname = facts["probes"]["n1"]["hostname"]
@@ -213,7 +213,7 @@ def test_only_one_reachable_node_is_error_naming_the_unreachable():
 def test_unreachable_nodes_are_noted_and_the_others_measured():
     facts = facts_of("local_2nodes_pass.json")
     facts["unreachable"] = ["gamma"]
-    outcome = evaluate(facts)
+    outcome = evaluate(facts, min_busbw_gbps=0.001)
     assert outcome.status is Status.PASS
     assert "gamma unreachable, not measured" in outcome.summary
     assert any(d.startswith("not measured, unreachable: gamma") for d in outcome.details)
@@ -439,14 +439,22 @@ def test_the_network_nccl_used_is_read_from_its_info_lines():
 def test_nccl_over_sockets_is_a_warning_and_the_network_is_reported():
     facts = copy.deepcopy(facts_of("gpu_2nodes_8x_h100_nccl_built.json"))
     facts["nccl_network"] = {"gpu01": "IB", "gpu02": "IB"}
-    outcome = evaluate(facts)
+    outcome = evaluate(facts, min_busbw_gbps=100.0)
     assert outcome.status is Status.PASS
     assert any(d.startswith("NCCL between nodes ran over IB on gpu01, gpu02") for d in outcome.details)
     facts["nccl_network"] = {"gpu01": "IB", "gpu02": "Socket"}
-    outcome = evaluate(facts)
+    outcome = evaluate(facts, min_busbw_gbps=100.0)
     assert outcome.status is Status.WARN
     assert [f.id for f in outcome.findings if f.level is Status.WARN] == ["collectives.cluster.nccl-over-sockets"]
     assert "gpu02" in outcome.summary and "gpu01" not in outcome.summary
+
+
+def test_without_a_floor_only_the_sums_are_judged_and_it_says_so():
+    outcome = evaluate(copy.deepcopy(facts_of("gpu_2nodes_8x_h100_nccl_built.json")))
+    assert outcome.status is Status.WARN
+    fired = [f for f in outcome.findings if f.level is not Status.PASS]
+    assert [f.id for f in fired] == ["collectives.cluster.no-floor"]
+    assert "--set collectives.cluster.min_busbw_gbps=" in fired[0].fix
 
 
 def test_both_backends_get_the_probed_interface():

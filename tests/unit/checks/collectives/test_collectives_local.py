@@ -48,11 +48,15 @@ def test_recorded_and_built_figures_follow_the_nccl_tests_definitions(fixture):
             assert len(entry["time_samples_s"]) == run["result"].get("samples", run["result"]["iters"])
 
 
-def test_cpu_run_passes_and_reports_its_figures_without_a_threshold():
+def test_cpu_run_without_a_floor_warns_that_only_the_sums_were_judged():
     facts = load_facts(CPU)
     run = facts["runs"][0]
     outcome = evaluate(facts)
-    assert outcome.status is Status.PASS, outcome.details
+    # Nothing compared is no PASS: the busbw is reported, and the warning names the setting to add.
+    assert outcome.status is Status.WARN, outcome.details
+    fired = [f for f in outcome.findings if f.level is not Status.PASS]
+    assert [f.id for f in fired] == ["collectives.local.no-floor"]
+    assert "--set collectives.local.min_busbw_gbps=" in fired[0].fix
     busbw = by_name(outcome, f"busbw at {human_bytes(largest(run)['bytes'])}")[0]
     assert busbw.value == pytest.approx(largest(run)["busbw_gbps"], rel=1e-3)
     assert busbw.unit == "GB/s" and busbw.threshold is None
@@ -80,7 +84,7 @@ def test_busbw_threshold_is_judged_at_the_largest_message():
 def test_latency_threshold():
     facts = load_facts(CPU)
     latency_us = smallest(facts["runs"][0])["time_s"] * 1e6
-    assert evaluate(facts, max_latency_us=latency_us * 2).status is Status.PASS
+    assert evaluate(facts, max_latency_us=latency_us * 2, min_busbw_gbps=0.001).status is Status.PASS
     outcome = evaluate(facts, max_latency_us=latency_us / 2)
     assert outcome.status is Status.FAIL and "latency" in outcome.summary
 
