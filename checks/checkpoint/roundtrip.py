@@ -43,6 +43,10 @@ from preflight_checks.checkpoint.tensorflow import tensorflow_test, tf_size_mb
 
 # The `at` label of each format's write and read figures (FIGURE_RATE).
 FORMAT_LABELS = {"torch.save": "torch.save", "dcp": "DCP", "tensorflow": "TensorFlow"}
+# Slow reads are their own cause: a restart waits on them, and parallel writes do not speed them up.
+SLOW_READ_FIX = ("Slow reads make every restart wait: load each rank's own shard in parallel (torch.distributed.checkpoint), "
+                 "stage checkpoints on local NVMe before resuming, or spread the checkpoint directory over more "
+                 "storage targets (Lustre: lfs setstripe -c -1); measure the filesystem's read rate with fio to compare.")
 
 
 @dataclass
@@ -290,7 +294,7 @@ class CheckpointRoundtrip(Check):
                           f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s", speed_fix)
                 if not read.ok:
                     found("slow-read", Status.WARN,
-                          f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s", speed_fix)
+                          f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s", SLOW_READ_FIX)
                 if not result.get("cache_dropped"):
                     details.append(f"{label}: the page cache could not be dropped before reading; the read figure "
                                    "may be memory speed")

@@ -27,6 +27,12 @@ CHECK_ID = "gpu.visibility"
 FIX_DRIVER = ("install the NVIDIA driver that matches the CUDA version of the image (or load it: `modprobe nvidia`), "
               "then confirm with `nvidia-smi`")
 FIX_MISSING = "check `dmesg` for Xid/fallen-off-the-bus errors; reseat or replace the GPU"
+FIX_NO_HARDWARE = ("this node has no NVIDIA GPU and no NVIDIA driver: run preflight on the GPU nodes (--nodes hosts.txt, "
+                   "or --slurm inside a GPU allocation), or, if this node is not meant to have GPUs, fix what expects "
+                   "them (expect.gpus_per_node, the hosts file's slots=, or --profile)")
+FIX_NO_DRIVER = ("load or install the NVIDIA driver (`modprobe nvidia`; `nvidia-smi` must list every GPU); if "
+                 "`lspci -d 10de:` shows no NVIDIA device either, this is not a GPU node: run preflight on the GPU "
+                 "nodes or fix expect.gpus_per_node")
 FIX_FRAMEWORK = ("unset or fix CUDA_VISIBLE_DEVICES; install the CUDA build of torch/tensorflow, not the CPU one")
 FIX_NVML_BINDINGS = ("install NVIDIA's bindings alone: `pip uninstall -y pynvml && pip install --force-reinstall "
                      "nvidia-ml-py` (pynvml 11.x ships an old copy of the module that shadows nvidia-ml-py)")
@@ -160,8 +166,14 @@ class Judgement:
         reason += ("; " + "; ".join(views)) if views else ""
         measurements = [measure("GPUs visible", 0, "", equals=self.expected or None)]
         if self.expected:
-            self.add("no-gpu", Status.FAIL, f"expected {self.expected} GPUs on this node, found none: {reason}",
-                     FIX_FRAMEWORK if hidden else FIX_MISSING)
+            no_hardware = not hidden and not driver_loaded and self.facts.get("pci_gpus") == []
+            if no_hardware:
+                # Neither a driver nor an NVIDIA device on the PCI bus: nothing to reseat, a CPU node.
+                self.add("no-nvidia-hardware", Status.FAIL, f"expected {self.expected} GPUs on this node, found none: "
+                         f"{reason}", FIX_NO_HARDWARE)
+            else:
+                fix = FIX_FRAMEWORK if hidden else FIX_MISSING if driver_loaded else FIX_NO_DRIVER
+                self.add("no-gpu", Status.FAIL, f"expected {self.expected} GPUs on this node, found none: {reason}", fix)
         fired = [f for f in self.findings if f.level is Status.FAIL]
         if fired:
             return outcome_from_findings(self.findings, measurements, passed="",
