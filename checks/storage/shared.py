@@ -35,6 +35,8 @@ class Params:
 class StorageShared(Check):
     id = "storage.shared"
     title = "Checkpoint directory shared by all nodes"
+    # `[checkpoint] dir` (and --set checkpoint.dir=...) is the directory this check is about.
+    config_aliases = {"checkpoint.dir": "dir"}
     scope = Scope.CLUSTER
     tags = ("cluster", "storage")
     why = (
@@ -51,7 +53,8 @@ class StorageShared(Check):
     Params = Params
     # One line per parameter for `preflight explain`: what it means, and its unit.
     param_help = {
-        "dir": "checkpoint directory every node must see as the same filesystem (path; unset: SKIP)",
+        "dir": ("checkpoint directory every node must see as the same filesystem (path; unset: the checkpoint "
+                "area's dir, `[checkpoint] dir`; neither: SKIP)"),
         "visible_within_s": "longest a file written on one node may take to show on the others (seconds)",
     }
     timeout_s = 120.0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from preflight.cli.options import UsageProblem, config_option, set_option
+from preflight.cli.options import Duration, UsageProblem, color_option, config_option, set_option
 from preflight.core.model import Scope, Status
 from preflight.core.verdict import EXIT_CODE_HELP
 
@@ -94,12 +94,13 @@ def run_healthcheck(config_file: str | None, settings: list[str], budget_s: floa
 @click.command(epilog=EXIT_CODE_HELP)
 @config_option
 @set_option
-@click.option("--budget", type=click.FloatRange(1), default=DEFAULT_BUDGET_S, show_default=True,
-              help="Seconds all checks together may take (slurmd stops a HealthCheckProgram at 60).")
+@click.option("--budget", type=Duration(minimum=0.999), default=DEFAULT_BUDGET_S, show_default=True,
+              help="Time all checks together may take: seconds, or 45s, 1m (slurmd stops a HealthCheckProgram at 60 s).")
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Also keep results.json here (default: nothing is written).")
 @click.option("--drain", is_flag=True, help="Drain this node in Slurm when it has a blocking finding.")
 @click.option("--resume", is_flag=True, help="Resume this node when preflight drained it and it now passes.")
+@color_option
 def healthcheck(config_file: str | None, settings: tuple[str, ...], budget: float, out_dir: str | None,
                 drain: bool, resume: bool) -> None:
     """The cheap node checks (node.environment, gpu.visibility, versions.*) on this node only, for a

@@ -64,6 +64,50 @@ def profile_option(f: Callable) -> Callable:
                              "the config file and --set override it.")(f)
 
 
+class Duration(click.ParamType):
+    """Seconds, written as `300`, `90s`, `5m`, `1h` or `1h30m`, for every time option."""
+
+    name = "duration"
+    UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+    def __init__(self, minimum: float = 0.0) -> None:
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        import re
+
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = float(value)
+        else:
+            text = str(value).strip().lower()
+            parts = re.findall(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", text)
+            if not text or re.sub(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", "", text).strip() or not parts \
+                    or (len(parts) > 1 and any(not unit for _, unit in parts)):
+                self.fail(f"{value!r} is not a duration (e.g. 300, 90s, 5m, 1h30m)", param, ctx)
+            seconds = sum(float(n) * self.UNITS[unit or "s"] for n, unit in parts)
+        if not seconds > self.minimum:
+            self.fail(f"{value!r} must be more than {self.minimum:g} s", param, ctx)
+        return seconds
+
+
+def color_option(f: Callable) -> Callable:
+    """--no-color; NO_COLOR (https://no-color.org) in the environment does the same."""
+    def turn_off(ctx: click.Context, _param: Any, value: bool) -> bool:
+        if value or os.environ.get("NO_COLOR"):
+            ctx.color = False
+            root = ctx.find_root()
+            root.color = False
+        return value
+
+    return click.option("--no-color", is_flag=True, expose_value=False, is_eager=True, callback=turn_off,
+                        help="No colour in the output (also when NO_COLOR is set).")(f)
+
+
+def json_option(f: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print a machine-readable summary as JSON on stdout (everything else goes to stderr).")(f)
+
+
 def registry() -> Any:
     from preflight.core.registry import discover
 
@@ -101,19 +145,40 @@ def nonempty(flag: str, value: str) -> None:
                            f"{flag} out")
 
 
-def finish(report: Any, out: Path, formats: list[str], announce: bool = True) -> None:
+VERDICT_COLOURS = {"GO": {"fg": "green", "bold": True}, "NO-GO": {"fg": "red", "bold": True},
+                   "INCOMPLETE": {"fg": "yellow", "bold": True}}
+
+
+def finish(report: Any, out: Path, formats: list[str], announce: bool = True, keep: Path | None = None,
+           as_json: bool = False) -> None:
+    """Write the reports into `out`, print the summary. `keep`: a file never written over (the results
+    `preflight report` reads)."""
     from preflight.reporters import filename, renderer
     from preflight.reporters.terminal import render as render_terminal
 
     written = []
     for fmt in formats:
         name = filename(fmt)
+        if keep is not None and (out / name).resolve() == keep.resolve():
+            continue  # the input itself: it already holds this run
         (out / name).write_text(renderer(fmt)(report), encoding="utf-8")
         written.append(out / name)
     if announce:
-        click.echo("")
-        click.echo(render_terminal(report), nl=False)
-        click.echo("Reports: " + ", ".join(str(p) for p in written))
+        text = render_terminal(report)
+        verdict_line, _, rest = text.partition("\n")
+        click.echo("", err=as_json)
+        # The verdict line in the verdict's colour on a terminal; click drops the colour elsewhere.
+        click.secho(verdict_line, err=as_json, **VERDICT_COLOURS.get(verdict_line.split(" ", 2)[1], {}))
+        click.echo(rest, nl=False, err=as_json)
+        if written:
+            click.echo("Reports: " + ", ".join(str(p) for p in written), err=as_json)
+    if as_json:
+        import json
+
+        from preflight.reporters.json_report import summary
+
+        click.echo(json.dumps({**summary(report), "output_dir": str(out), "reports": [str(p) for p in written]},
+                              indent=2, allow_nan=False))
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         try:

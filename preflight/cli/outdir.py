@@ -33,7 +33,8 @@ def run_directory(path: str | Path, *, per_run: bool, now: dt.datetime | None = 
                   keep: Path | None = None) -> Path:
     """The directory this run writes into, made ready (see the module docstring). `keep` is a file
     never removed: the results `preflight report` re-renders, which belong to the same run."""
-    base = Path(path)
+    # Absolute: checks hand paths under it to programs that run in other working directories.
+    base = Path(path).absolute()
     try:
         if per_run:
             moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)

@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    UsageProblem, check_formats, config_option, fail_on_option, finish, format_option, load_baseline, nonempty,
-    out_option, profile_option, registry, set_option, split_ids, writable_dir,
+    Duration, UsageProblem, check_formats, color_option, config_option, fail_on_option, finish, format_option,
+    json_option, load_baseline, nonempty, out_option, profile_option, registry, set_option, split_ids, writable_dir,
 )
 from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
 
@@ -24,10 +24,14 @@ from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
 @profile_option
 @click.option("--checks", "only", default=None, help="Comma-separated check ids to run (default: all).")
 @click.option("--skip", default=None, help="Comma-separated check ids not to run.")
+@click.option("--tag", "tags", multiple=True, metavar="TAG",
+              help="Run only the checks with this tag (repeatable or comma-separated: any of them); `preflight "
+                   "list` shows each check's tags.")
 @out_option
 @format_option
 @fail_on_option
-@click.option("--timeout", type=float, default=None, help="Per-check timeout in seconds (overrides the config).")
+@click.option("--timeout", type=Duration(), default=None,
+              help="Per-check timeout: seconds, or 90s, 5m, 1h (overrides the config).")
 @set_option
 @click.option("--remote-python", default="python3", show_default=True,
               help="Interpreter with preflight installed on remote nodes (a hosts-file python= wins).")
@@ -50,11 +54,14 @@ from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
               help="How much to measure: quick (probes, at most 30 s per node: a Slurm prolog), standard "
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
 @click.option("--fail-fast", is_flag=True, help="Stop the run as soon as the verdict is NO-GO.")
+@json_option
+@color_option
 def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str | None,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
         baseline_tolerance: float = 0.1, fail_on_regression: bool = False, slurm: bool = False,
-        drain: bool = False, resume: bool = False, level: str | None = None, fail_fast: bool = False) -> None:
+        drain: bool = False, resume: bool = False, level: str | None = None, fail_fast: bool = False,
+        tags: tuple[str, ...] = (), as_json: bool = False) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight.core import config as config_mod
     from preflight.run.runner import NodeTarget, RunPlan, Runner
@@ -85,6 +92,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
     wanted = split_ids(only) or sorted(checks_found.checks)
     skipped = set(split_ids(skip))
+    wanted = _tagged(wanted, [t for value in tags for t in split_ids(value)], checks_found.checks)
     for check_id in [*wanted, *skipped]:
         if check_id not in checks_found.checks:
             hint = ""
@@ -93,6 +101,9 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
                 continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
             if broken:
                 hint = f" (its plugin failed to load: {broken[0].error})"
+            from preflight.core.suggest import suggest
+
+            hint = hint or suggest(check_id, checks_found.checks)
             raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
     try:
         selection = plan_mod.select(checks_found.checks, wanted, skipped, explicit=bool(split_ids(only)))
@@ -116,7 +127,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
                    command=shlex.join(["preflight", *sys.argv[1:]]),
                    load_errors=[e.to_dict() for e in checks_found.errors if _plugin_name(e) not in skipped],
                    fail_fast=fail_fast)
-    progress = _progress(plan, nodes)
+    progress = _progress(plan, nodes, to_stderr=as_json)
     # CI cancels jobs with SIGTERM: treat it as Ctrl-C so the partial reports are still written.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     runner = Runner(plan, on_event=progress)
@@ -132,12 +143,12 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         from preflight.core.compare import attach
 
         attach(report, baseline, baseline_tolerance, label=str(baseline_file), fail_on_regression=fail_on_regression)
-    finish(report, out, chosen_formats)
+    finish(report, out, chosen_formats, as_json=as_json)
     if drain or resume:
         from preflight.integrations.slurm import apply
 
         for action in apply(report, drain, resume):
-            click.echo(f"slurm: {action.describe()}", err=bool(action.error))
+            click.echo(f"slurm: {action.describe()}", err=bool(action.error) or as_json)
     from preflight.core.verdict import decide
 
     sys.exit(EXIT_INTERRUPTED if report.interrupted else decide(report).exit_code)
@@ -174,13 +185,29 @@ def _slurm_nodes(nodes_file: str | None, slurm: bool, remote_python: str) -> lis
         raise UsageProblem(str(exc)) from None
 
 
-def _progress(plan: Any, nodes: list[Any]) -> Any:
+def _tagged(wanted: list[str], tags: list[str], checks: dict[str, Any]) -> list[str]:
+    """The wanted checks that carry any of the tags; a tag no check has is a usage error."""
+    if not tags:
+        return wanted
+    from preflight.core.suggest import suggest
+
+    known = {t for c in checks.values() for t in c.tags}
+    for tag in tags:
+        if tag not in known:
+            raise UsageProblem(f"no check has the tag {tag!r}{suggest(tag, known)} (tags: {', '.join(sorted(known))})")
+    chosen = [cid for cid in wanted if set(checks[cid].tags) & set(tags)]
+    if not chosen:
+        raise UsageProblem(f"no check selected has the tag{'s' if len(tags) > 1 else ''} {', '.join(tags)}")
+    return chosen
+
+
+def _progress(plan: Any, nodes: list[Any], to_stderr: bool = False) -> Any:
     from preflight.cli.progress import STILL_RUNNING_INTERVAL_S, Progress
 
     interval = float(os.environ.get("PREFLIGHT_PROGRESS_INTERVAL_S") or STILL_RUNNING_INTERVAL_S)
     total = sum(len(nodes) if c.scope.value == "node" else 1 for c in plan.checks)  # results expected
     return Progress(total, {c.id: plan.config.timeout_for(c) for c in plan.checks},
                     interactive=sys.stdout.isatty() and not os.environ.get("CI"), interval_s=interval,
-                    echo=click.echo)
+                    echo=(lambda *a, **k: click.echo(*a, err=True, **k)) if to_stderr else click.echo)
 
 

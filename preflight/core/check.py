@@ -173,6 +173,9 @@ class Check:
     levels: ClassVar[dict[str, dict[str, Any]]] = {}
     # One line per Params field for people (`preflight explain`): what it means, with its unit.
     param_help: ClassVar[dict[str, str]] = {}
+    # Settings of another area this check also takes, "area.key" -> its own parameter: storage.shared
+    # takes `[checkpoint] dir` (and `--set checkpoint.dir=...`) for its `dir`. Its own setting wins.
+    config_aliases: ClassVar[dict[str, str]] = {}
 
     def collect(self, ctx: Any, params: Any) -> dict[str, Any]:
         raise NotImplementedError

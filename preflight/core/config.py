@@ -24,6 +24,7 @@ line, not a silently ignored setting.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import re
 import sys
 import types
@@ -38,6 +39,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from preflight.core import levels
+from preflight.core.suggest import suggest
 from preflight.core.check import Check, Expect
 
 RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
@@ -69,6 +71,7 @@ class Config:
     profile_sources: list[str] = field(default_factory=list)  # where the profile's figures come from
     pulled_in: dict[str, str] = field(default_factory=dict)  # check id -> the selected check that reads it
     level: str = levels.DEFAULT_LEVEL  # the run level (--level, [run] level)
+    silence: dict[str, dict[str, str]] = field(default_factory=dict)  # [silence]: finding id -> reason, until
 
     def overrides_for(self, check: type[Check]) -> dict[str, Any]:
         """The parameters a check runs with beyond its defaults: the level's, then the user's."""
@@ -161,6 +164,9 @@ def parse(text: str, checks: dict[str, type[Check]], path: str = "preflight.toml
 
 def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path: str, allow_profile: bool) -> Config:
     config = Config(path=path)
+    # (check id, key) set in [checks."<id>"]: an alias never overrides them, whatever the file's order.
+    explicit = {(cid, key) for cid, body in (data.get("checks") or {}).items() if isinstance(body, dict)
+                for key in body}
 
     def fail(message: str, key: str) -> typing.NoReturn:
         raise ConfigError(message, path, key, _line_of(text, key))
@@ -174,7 +180,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
             _expect_table(body, "run", fail)
             for key, value in body.items():
                 if key not in RUN_KEYS:
-                    fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}", f"run.{key}")
+                    fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}{suggest(key, RUN_KEYS)}", f"run.{key}")
                 _expect_type(value, RUN_KEYS[key], f"run.{key}", fail)
                 check_value(key, value, f"run.{key}", fail)
             if "timeout" in body:
@@ -190,27 +196,45 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
         elif section == "expect":
             _expect_table(body, "expect", fail)
             config.expect = _parse_expect(body, fail)
+        elif section == "silence":
+            _expect_table(body, "silence", fail)
+            config.silence = parse_silence(body, checks, fail)
         elif section == "checks":
             _expect_table(body, "checks", fail)
             for check_id, overrides in body.items():
                 if check_id not in checks:
-                    fail(f"unknown check id; known: {', '.join(sorted(checks))}", f"checks.{check_id}")
+                    fail(f"unknown check id{suggest(check_id, checks) or '; known: ' + ', '.join(sorted(checks))}",
+                         f"checks.{check_id}")
                 _expect_table(overrides, f"checks.{check_id}", fail)
                 _apply_check_overrides(config, checks[check_id], overrides, f"checks.{check_id}", fail)
         else:
             # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
             area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
             if not area:
-                fail("unknown section; expected [run], [expect], [checks.\"<id>\"] or a check area such as "
-                     f"[{sorted({cid.split('.', 1)[0] for cid in checks})[0]}]", section)
+                areas = {cid.split(".", 1)[0] for cid in checks}
+                fail("unknown section; expected [run], [expect], [silence], [checks.\"<id>\"] or a check area such "
+                     f"as [{sorted(areas)[0]}]" + suggest(section, {"run", "expect", "silence", "checks", *areas}),
+                     section)
             _expect_table(body, section, fail)
             for key, value in body.items():
                 takers = [c for c in area if key in _param_fields(c) or key in COMMON_CHECK_KEYS]
                 if not takers:
-                    fail(f"no {section}.* check has a parameter {key!r}", f"{section}.{key}")
+                    known = {k for c in area for k in _param_fields(c)}
+                    fail(f"no {section}.* check has a parameter {key!r}{suggest(key, known)}", f"{section}.{key}")
                 for check in takers:
                     _apply_check_overrides(config, check, {key: value}, f"{section}.{key}", fail)
+                _apply_aliases(config, checks, f"{section}.{key}", value, fail, explicit)
     return config
+
+
+def _apply_aliases(config: Config, checks: dict[str, type[Check]], setting: str, value: Any, fail: Any,
+                   explicit: set[tuple[str, str]]) -> None:
+    """`[checkpoint] dir` reaches storage.shared's `dir` too (Check.config_aliases), unless that check's
+    own setting says otherwise."""
+    for check in checks.values():
+        param = check.config_aliases.get(setting)
+        if param and (check.id, param) not in explicit:
+            _apply_check_overrides(config, check, {param: value}, setting, fail)
 
 
 def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, type[Check]]) -> None:
@@ -232,14 +256,51 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
             targets = [checks[check_id]]
         else:
             targets = [c for cid, c in checks.items() if cid.split(".", 1)[0] == check_id and param in _param_fields(c)]
-        if not targets:
-            raise ConfigError("no check has this parameter", "--set", key)
+        aliased = [c for c in checks.values() if key in c.config_aliases and c not in targets]
+        if not targets and not aliased:
+            known = [f"{cid}.{p}" for cid, c in checks.items() for p in _param_fields(c)]
+            raise ConfigError("no check has this parameter" + suggest(key, known), "--set", key)
         for check in targets:
             _apply_check_overrides(config, check, {param: value}, key, lambda m, k: _raise(ConfigError(m, "--set", k)))
+        for check in aliased:
+            own = f"{check.id}.{check.config_aliases[key]}"
+            if not any(s.split("=", 1)[0] == own for s in settings):
+                _apply_check_overrides(config, check, {check.config_aliases[key]: value}, key,
+                                       lambda m, k: _raise(ConfigError(m, "--set", k)))
 
 
 def _raise(exc: Exception) -> typing.NoReturn:
     raise exc
+
+
+def parse_silence(body: dict[str, Any], checks: dict[str, type[Check]], fail: Any) -> dict[str, dict[str, str]]:
+    """[silence]: `"finding.id" = {reason = "...", until = 2027-01-31}`; a reason is required, a date is not."""
+    silences = {}
+    for finding_id, entry in body.items():
+        key = f"silence.{finding_id}"
+        owner = next((cid for cid in checks if finding_id.startswith(cid + ".")), None)
+        if owner is None:
+            fail("not the id of a finding of any check (the reports and docs/findings.md show the ids)"
+                 + suggest(finding_id.rsplit(".", 1)[0], checks), key)
+        if not isinstance(entry, dict):
+            fail('expected a table: {reason = "why", until = 2027-01-31}', key)
+        unknown = sorted(set(entry) - {"reason", "until"})
+        if unknown:
+            fail(f"unknown key {unknown[0]!r}; a silence has reason and until" + suggest(unknown[0], ["reason", "until"]),
+                 key)
+        reason = entry.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            fail("a silence needs a reason (reason = \"why this finding is accepted\")", key)
+        until = entry.get("until", "")
+        if isinstance(until, (dt.date, dt.datetime)):
+            until = until.isoformat()[:10]
+        if until:
+            try:
+                dt.date.fromisoformat(str(until))
+            except ValueError:
+                fail(f"until must be a date (2027-01-31), got {until!r}", key)
+        silences[finding_id] = {"reason": reason.strip(), "until": str(until)}
+    return silences
 
 
 def _parse_expect(body: dict[str, Any], fail: Any) -> Expect:
@@ -247,7 +308,7 @@ def _parse_expect(body: dict[str, Any], fail: Any) -> Expect:
     values = {}
     for key, value in body.items():
         if key not in hints:
-            fail(f"unknown key; [expect] accepts {', '.join(sorted(hints))}", f"expect.{key}")
+            fail(f"unknown key; [expect] accepts {', '.join(sorted(hints))}{suggest(key, hints)}", f"expect.{key}")
         if value is not None and not _matches(value, hints[key]):
             fail(f"expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}", f"expect.{key}")
         check_value(key, value, f"expect.{key}", fail)
@@ -266,7 +327,8 @@ def _apply_check_overrides(config: Config, check: type[Check], overrides: dict[s
             continue
         if key not in fields:
             known = ", ".join(sorted(set(fields) | set(COMMON_CHECK_KEYS))) or "none"
-            fail(f"unknown parameter for {check.id}; known: {known}", name)
+            fail(f"unknown parameter for {check.id}"
+                 f"{suggest(key, set(fields) | set(COMMON_CHECK_KEYS)) or '; known: ' + known}", name)
         if not _matches(value, fields[key]):
             fail(f"expected {_type_name(fields[key])}, got {type(value).__name__} {value!r}", name)
         check_value(key, value, name, fail)

@@ -60,7 +60,7 @@ def _error_finding(result: CheckResult, unreachable: bool) -> Finding:
     rerun = f"`preflight run --checks {cid}`"
     if unreachable:
         return Finding(cid + UNREACHABLE, Status.ERROR, summary, UNREACHABLE_FIX)
-    if summary.startswith("timed out"):
+    if summary.startswith(("timed out", "did not finish")):
         return Finding(cid + TIMED_OUT, Status.ERROR, summary,
                        f"See where it stopped in the check's evidence (report.html); if it only needs longer on "
                        f"this node, raise its limit with `--set {cid}.timeout=SECONDS` or `timeout = SECONDS` "

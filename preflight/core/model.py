@@ -223,6 +223,9 @@ class RunReport:
     baseline: dict[str, Any] | None = None  # a comparison against an earlier run, when asked for
     # Set by `preflight report --rejudge`: when, from which results, with which thresholds, what changed.
     rejudged: dict[str, Any] | None = None
+    # [silence] of preflight.toml: finding id -> {"reason": why, "until": "YYYY-MM-DD" or ""}. A silenced
+    # finding is an acknowledged note in every report and never blocks, until its date has passed.
+    silenced: dict[str, dict[str, str]] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def add(self, result: CheckResult) -> None:

@@ -26,7 +26,7 @@ from preflight.core.compare import comparison_results
 from preflight.core.findings import Found, findings_of
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.nodeset import fold
-from preflight.core.model import CLUSTER_NODE, CheckResult, RunReport, Scope, Status
+from preflight.core.model import CLUSTER_NODE, CheckResult, Finding, RunReport, Scope, Status
 
 
 class Verdict(str, enum.Enum):
@@ -73,6 +73,7 @@ class Decision:
     blocking_findings: list[Found] = field(default_factory=list)  # headline ones first, then worst first
     warning_findings: list[Found] = field(default_factory=list)  # WARN findings that do not block, in any check
     skipped_findings: list[Found] = field(default_factory=list)  # what was not measured, and why
+    acknowledged_findings: list[Found] = field(default_factory=list)  # silenced in [silence]: shown, never blocking
 
     @property
     def exit_code(self) -> int:
@@ -159,6 +160,30 @@ def blocking_text(found: list[Found], shown: int = 2) -> str:
             + (f"; and {more} more" if more else ""))
 
 
+SILENCE_CHECK = "preflight.silence"
+
+
+def active_silences(report: RunReport) -> tuple[dict[str, dict[str, str]], list[CheckResult]]:
+    """The silences in force on the day the run started, and one WARN result per silence past its date.
+
+    An expired silence silences nothing and says so: what it hid counts again, and a warning names it."""
+    day = (report.started_at or "")[:10]
+    active, expired = {}, []
+    for finding_id, silence in sorted((report.silenced or {}).items()):
+        until = silence.get("until") or ""
+        if until and day and until < day:
+            message = (f"the silence of {finding_id} expired on {until} ({silence.get('reason', '')}): it counts "
+                       "again")
+            expired.append(CheckResult(
+                SILENCE_CHECK, CLUSTER_NODE, Status.WARN, message, title="Silenced findings", scope=Scope.CLUSTER,
+                findings=[Finding(f"{SILENCE_CHECK}.expired", Status.WARN, message,
+                                  f"Fix what {finding_id} found, or set a later `until` for it under [silence] in "
+                                  "preflight.toml.")]))
+        else:
+            active[finding_id] = silence
+    return active, expired
+
+
 def decide(report: RunReport) -> Decision:
     blocking_statuses = {Status.FAIL, Status.ERROR}
     if report.fail_on == "warn":
@@ -173,10 +198,14 @@ def decide(report: RunReport) -> Decision:
     blocking_found: list[Found] = []
     warning_found: list[Found] = []
     skipped_found: list[Found] = []
-    for result in results:
+    acknowledged: list[Found] = []
+    silences, expired = active_silences(report)
+    for result in [*results, *expired]:
         for finding in findings_of(result, result.node in unreachable):
             stand_in = all(f.id != finding.id for f in result.findings)
-            if finding.level in blocking_statuses:
+            if finding.id in silences:
+                acknowledged.append(Found(result, finding, "", stand_in))
+            elif finding.level in blocking_statuses:
                 blocking_found.append(Found(result, finding, f"{finding.level.value} blocks", stand_in))
             elif finding.level is Status.WARN:
                 warning_found.append(Found(result, finding, "", stand_in))
@@ -186,6 +215,7 @@ def decide(report: RunReport) -> Decision:
                 skipped_found.append(Found(result, finding, "", stand_in))
     blocking_found.sort(key=_first_blocking)
     blocked = {id(f.result) for f in blocking_found}
+    results += expired
     blocking = [r for r in results if id(r) in blocked]
     blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))
     warnings = [r for r in results if r.status is Status.WARN and r not in blocking]
@@ -220,7 +250,7 @@ def decide(report: RunReport) -> Decision:
         # Named first in every report: its checks are missing from everything below.
         reason = _load_error_text(report.load_errors) + (f"; {reason}" if reason else "")
     decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total,
-                        blocking_found, warning_found, skipped_found)
+                        blocking_found, warning_found, skipped_found, acknowledged)
     decision.reason = f"{reason}. {decision.measured_text}"
     return decision
 

@@ -32,6 +32,7 @@ class FindingRow:
     fix: str
     nodes: list[str] = field(default_factory=list)  # nodes, links ("a -> b") or [CLUSTER_NODE]
     blocks: str = ""  # why it blocks; "" for a warning or what was not measured
+    silenced: str = ""  # for an acknowledged finding: "until 2027-01-31: the reason" from [silence]
 
     @property
     def status(self) -> str:  # the name the templates have always used
@@ -67,7 +68,8 @@ class FindingRow:
     def to_dict(self) -> dict:
         return {"id": self.id, "check_id": self.check_id, "level": self.level, "message": self.message,
                 "fix": self.fix, "nodes": self.nodeset if self.nodes != [CLUSTER_NODE] else CLUSTER_NODE,
-                **({"blocks": self.blocks} if self.blocks else {})}
+                **({"blocks": self.blocks} if self.blocks else {}),
+                **({"silenced": self.silenced} if self.silenced else {})}
 
 
 @dataclass
@@ -113,9 +115,19 @@ class FindingLists:
     warnings: list[FindingRow]
     not_measured: list[FindingRow]
     level_skips: LevelSkips | None
+    acknowledged: list[FindingRow] = field(default_factory=list)
 
 
-def finding_lists(decision: Decision, level: str) -> FindingLists:
+def acknowledged_rows(found: list[Found], silenced: dict[str, dict[str, str]]) -> list[FindingRow]:
+    shown = rows(found)
+    for row in shown:
+        silence = silenced.get(row.id, {})
+        until = f"until {silence['until']}" if silence.get("until") else "with no end date"
+        row.silenced = f"{until}: {silence.get('reason', '')}"
+    return shown
+
+
+def finding_lists(decision: Decision, level: str, silenced: dict[str, dict[str, str]] | None = None) -> FindingLists:
     skipped, level_skips = split_level_skips(decision.skipped_findings, level)
     return FindingLists(rows(decision.blocking_findings, expected_skip=True), rows(decision.warning_findings),
-                        rows(skipped), level_skips)
+                        rows(skipped), level_skips, acknowledged_rows(decision.acknowledged_findings, silenced or {}))

@@ -40,6 +40,10 @@ def render(report: RunReport) -> str:
                 lines.append(f"  {f.level:<5} {f.check_id} {f.where}: {f.message}")
                 if f.fix:
                     lines.append(f"        fix: {f.fix}")
+    if view.acknowledged:
+        lines.append(f"Acknowledged ({len(view.acknowledged)}, silenced in preflight.toml, not blocking):")
+        for f in view.acknowledged:
+            lines.append(f"  {f.level:<5} {f.check_id} {f.where}: {f.message} (silenced {f.silenced})")
     if view.skipped or view.level_skips:
         lines.append(f"Not measured ({len(view.skipped) + len(view.level_skips.check_ids if view.level_skips else [])}):")
         for f in view.skipped:

@@ -91,6 +91,7 @@ class ReportView:
     baseline_headline: str = ""
     unreachable_names: frozenset[str] = frozenset()
     level_skips: LevelSkips | None = None  # the checks the run level left out, in one line
+    acknowledged: list[FindingRow] = field(default_factory=list)  # silenced in [silence]: noted, never blocking
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
@@ -133,7 +134,7 @@ def fixes(result: CheckResult, unreachable: set[str] | frozenset[str] = frozense
 
 def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportView:
     decision = decide(report)
-    lists = finding_lists(decision, report.level)
+    lists = finding_lists(decision, report.level, report.silenced)
     cluster_ids = set(report.cluster_checks) | {r.check_id for r in report.results if r.node == CLUSTER_NODE}
     node_check_ids = [c for c in report.check_ids if c not in cluster_ids]
     titles = {r.check_id: r.title or r.check_id for r in report.results}
@@ -179,6 +180,7 @@ def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportV
         baseline_headline=_capital(baseline_headline(baseline)) if baseline else "",
         unreachable_names=unreachable,
         level_skips=lists.level_skips,
+        acknowledged=lists.acknowledged,
     )
 
 

@@ -115,6 +115,7 @@ class Runner:
             load_errors=plan.load_errors,
             level=plan.config.level,
             level_budget_s=levels.BUDGET_S.get(plan.config.level),
+            silenced={k: dict(v) for k, v in plan.config.silence.items()},
         )
         plan.output_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = plan.output_dir / "results.jsonl"

@@ -209,3 +209,25 @@ def test_a_check_pulled_in_for_another_does_not_count_as_measured():
                          needs={"gpu.visibility": ["gpu"]}, pulled_in={"node.environment": "gpu.visibility"})
     decision = decide(report)
     assert decision.verdict is Verdict.INCOMPLETE and (decision.measured, decision.total) == (0, 1)
+
+
+# -- [silence] ---------------------------------------------------------------------------------------
+
+def test_a_silenced_finding_is_acknowledged_never_blocking_until_its_date():
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    nofile = Finding("node.environment.nofile-low", Status.WARN, "nofile 1024", "Raise nofile.")
+    report = make_report([_env("n1", status=Status.FAIL, findings=[shm, nofile])])
+    assert decide(report).verdict is Verdict.NO_GO
+    report.silenced = {"node.environment.shm-small": {"reason": "containers of this pool share /dev/shm",
+                                                      "until": "2027-01-31"}}
+    decision = decide(report)
+    assert decision.verdict is Verdict.GO and decision.blocking == []
+    assert [f.id for f in decision.acknowledged_findings] == ["node.environment.shm-small"]
+    assert [f.id for f in decision.warning_findings] == ["node.environment.nofile-low"]
+    # Past its date it silences nothing, and says so.
+    report.started_at = "2027-02-01T08:00:00+00:00"
+    decision = decide(report)
+    assert decision.verdict is Verdict.NO_GO
+    assert [f.id for f in decision.blocking_findings] == ["node.environment.shm-small"]
+    assert "preflight.silence.expired" in [f.id for f in decision.warning_findings]
+    assert decision.acknowledged_findings == []

@@ -105,3 +105,16 @@ def test_a_loader_compared_with_nothing_is_a_warning_on_every_node_not_a_pass():
     assert all("--set dataloader.throughput.required_samples_per_s=" in f.fix for f in rows)
     assert view.counts["PASS"] == sum(1 for r in report.results if r.status is Status.PASS)
     assert not any(r.check_id == "dataloader.throughput" and r.status is Status.PASS for r in report.results)
+
+
+def test_a_silenced_finding_is_acknowledged_in_every_report():
+    report = quickstart_without_frameworks()
+    report.silenced = {"node.environment.hostname-loopback": {"reason": "single-node box", "until": "2027-01-31"}}
+    view = build_view(report)
+    assert [f.id for f in view.acknowledged] == ["node.environment.hostname-loopback"]
+    assert "node.environment.hostname-loopback" not in [f.id for f in view.warnings]
+    for text in (terminal.render(report), markdown.render(report), html.render(report)):
+        assert "single-node box" in text and "2027-01-31" in text
+    data = json.loads(json_report.render(report))
+    assert [f["id"] for f in data["verdict"]["findings"]["acknowledged"]] == ["node.environment.hostname-loopback"]
+    assert RunReport.from_dict(data).silenced == report.silenced
