@@ -241,9 +241,9 @@ def decide(report: RunReport) -> Decision:
         reason = "no check measured anything (every result is SKIP): nothing here was shown to be ready"
     else:
         verdict = Verdict.GO
-        n = len(warning_found)
+        n, checks = len(warning_found), len({f.result.check_id for f in warning_found})
         reason = "every check passed" if not warning_found else \
-            f"no blocking findings ({n} warning{'s' if n != 1 else ''})"
+            f"no blocking findings ({n} warning{'s' if n != 1 else ''} from {checks} check{'s' if checks != 1 else ''})"
     if report.stopped_early:
         reason += f"; the run was stopped early ({report.stopped_early})"
     if report.load_errors:

@@ -29,6 +29,8 @@ def _where(node: str) -> str:
 def headline(diff: Diff) -> str:
     """One sentence for the first screen of a report."""
     against = f"against the baseline run of {day(diff.old_started_at)}"
+    if diff.context:
+        against += f" ({'; '.join(diff.context)})"
     regressions = diff.regressions
     if not regressions:
         extra = f" ({len(diff.improvements)} improved)" if diff.improvements else ""
@@ -48,6 +50,10 @@ def headline(diff: Diff) -> str:
     return f"{_join(parts)} {against}; first: {describe(regressions[0])}"
 
 
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _value(value: Any, unit: str) -> str:
     return "not measured" if value is None else quantity(value, unit)
 
@@ -58,6 +64,8 @@ def describe(change: StatusChange | FigureChange | VersionChange) -> str:
         old = change.old or "no result"
         new = change.new or "no result"
         text = f"{change.check_id} {_where(change.node)}: {old} -> {new}"
+        if change.level_skip:
+            return text + " (the run levels differ: not run at one of them)"
         return text + (f" ({change.summary})" if change.summary and change.new in ("FAIL", "ERROR", "WARN") else "")
     if isinstance(change, FigureChange):
         shown_node = change.node not in (CLUSTER_NODE, change.name)
@@ -75,6 +83,7 @@ def describe(change: StatusChange | FigureChange | VersionChange) -> str:
 
 def sections(diff: Diff) -> list[tuple[str, list[str]]]:
     return [
+        ("How the runs differ", [_capital(sentence) for sentence in diff.context]),
         ("Regressions", [describe(c) for c in diff.regressions]),
         ("Improvements", [describe(c) for c in diff.improvements]),
         ("Other changes", [describe(c) for c in [*diff.statuses, *diff.figures, *diff.versions] if c.kind == "info"]),
