@@ -165,13 +165,22 @@ def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], acce
     from preflight.transport.ssh import SshTransport
 
     try:
-        hosts = load_hosts(path)
+        hosts = without_ports(load_hosts(path))
         return [NodeTarget(SshTransport.from_host(host, python=remote_python, options=ssh_options,
                                                   accept_new=accept_new), slots=host.slots) for host in hosts]
     except HostsFileError as exc:
         raise UsageProblem(str(exc)) from None
     except ValueError as exc:  # an --ssh-option that is not Key=Value
         raise UsageProblem(str(exc)) from None
+
+
+def without_ports(hosts: list[Any]) -> list[Any]:
+    """Hosts named by their address alone (`gpu01`, not `gpu01:2222`) in every report, unless two of
+    them share an address: then the port tells them apart."""
+    import dataclasses
+
+    shared = {h.hostname for h in hosts if sum(1 for o in hosts if o.hostname == h.hostname) > 1}
+    return [h if h.hostname in shared or h.port is None else dataclasses.replace(h, name=h.hostname) for h in hosts]
 
 
 def _slurm_nodes(nodes_file: str | None, slurm: bool, remote_python: str) -> list[Any]:

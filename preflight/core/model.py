@@ -243,9 +243,11 @@ class RunReport:
     @property
     def node_names(self) -> list[str]:
         names = [n.name for n in self.nodes]
+        seen = set(names)
         for result in self.results:
-            if result.node not in names and result.scope is Scope.NODE:
+            if result.node not in seen and result.scope is Scope.NODE:
                 names.append(result.node)
+                seen.add(result.node)
         return names
 
     @property

@@ -256,7 +256,10 @@ def decide(report: RunReport) -> Decision:
 
 
 def _missing_text(missing: list[tuple[str, str]], shown: int = 5) -> str:
-    names = [f"{cid} on {node}" if node != CLUSTER_NODE else cid for cid, node in missing]
+    by_check: dict[str, list[str]] = {}
+    for cid, node in missing:
+        by_check.setdefault(cid, []).append(node)
+    names = [cid if nodes == [CLUSTER_NODE] else f"{cid} on {fold(nodes)}" for cid, nodes in by_check.items()]
     text = ", ".join(names[:shown])
     return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
@@ -264,7 +267,8 @@ def _missing_text(missing: list[tuple[str, str]], shown: int = 5) -> str:
 def _missing(report: RunReport) -> list[tuple[str, str]]:
     have = {r.key for r in report.results}
     missing = []
+    node_names = report.node_names
     for check_id in report.planned:
-        nodes = [CLUSTER_NODE] if check_id in report.cluster_checks else report.node_names
+        nodes = [CLUSTER_NODE] if check_id in report.cluster_checks else node_names
         missing += [(check_id, node) for node in nodes if (check_id, node) not in have]
     return missing

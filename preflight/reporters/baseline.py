@@ -10,6 +10,7 @@ from typing import Any
 
 from preflight.core.compare import Diff, FigureChange, StatusChange, VersionChange
 from preflight.core.model import CLUSTER_NODE
+from preflight.core.nodeset import fold
 from preflight.reporters.markdown_text import md_escape
 from preflight.reporters.numbers import change as signed, count, percent, quantity
 
@@ -76,8 +77,7 @@ def describe(change: StatusChange | FigureChange | VersionChange) -> str:
         if change.noisy:
             text += " [noisy]"
         return text
-    nodes = "all nodes" if not change.nodes else ", ".join(change.nodes[:4]) + (
-        f" and {len(change.nodes) - 4} more" if len(change.nodes) > 4 else "")
+    nodes = "all nodes" if not change.nodes else fold(change.nodes)
     return f"{change.package} {change.old or 'absent'} -> {change.new or 'absent'} on {nodes}"
 
 

@@ -8,6 +8,7 @@ from functools import lru_cache
 import jinja2
 import markupsafe
 
+from preflight.core.nodeset import fold
 from preflight.reporters import view
 from preflight.reporters.markdown_text import md_code_block, md_escape
 from preflight.reporters.numbers import change, count, duration, percent, quantity
@@ -38,5 +39,6 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env.filters["change"] = change
     env.filters["duration"] = duration
     env.filters["text"] = html_text
+    env.filters["nodeset"] = fold
     env.globals["count"] = count
     return env

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 from preflight.core.compare import BASELINE_CHECK_ID, Diff, baseline_of
 from preflight.core.findings import UNREACHABLE_FIX, findings_of  # noqa: F401 - UNREACHABLE_FIX: part of the view's API
-from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Status
+from preflight.core.model import CLUSTER_NODE, FIGURE_STEP, CheckResult, Measurement, RunReport, Status
 from preflight.reporters import figures
 from preflight.reporters.baseline import headline as baseline_headline
 from preflight.reporters.finding_rows import FindingRow, LevelSkips, finding_lists
+from preflight.reporters.folding import MatrixRow, ResultGroup, matrix_rows, result_groups
 from preflight.reporters.glance import at_a_glance, run_duration, when  # noqa: F401 - when: part of the view's API
 from preflight.reporters.numbers import count, percent, quantity, spread
 from preflight.core.verdict import Decision, Verdict, decide
@@ -28,6 +29,8 @@ HEADLINES = {
 # A figure whose samples spread more than this, (max - min) / median, is flagged as noisy: it is
 # judged on the median like any other, but a reader should not trust a narrow pass or fail on it.
 NOISY_SPREAD = 0.20
+# A result's own table of figures stops here; the rest are in results.json.
+MAX_TABLE_ROWS = 40
 
 
 def where(node: str) -> str:
@@ -62,6 +65,7 @@ class CheckSection:
     why: str
     status: str  # worst over nodes
     results: list[CheckResult] = field(default_factory=list)
+    groups: list[ResultGroup] = field(default_factory=list)  # the results, identical ones folded with their nodes
 
 
 @dataclass
@@ -79,6 +83,7 @@ class ReportView:
     unreachable: list[tuple[str, str]]
     matrix_checks: list[tuple[str, str]]  # (id, title) of node-scope checks, in plan order
     matrix: dict[str, dict[str, str]]  # node -> check id -> status
+    matrix_rows: list[MatrixRow]  # nodes with the same status in every check share a row
     cluster_results: list[CheckResult]
     sections: list[CheckSection]
     at_a_glance: list[tuple[str, str]]
@@ -95,6 +100,26 @@ class ReportView:
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
+
+    def table_rows(self, result: CheckResult, limit: int = MAX_TABLE_ROWS) -> tuple[list[Measurement], str]:
+        """The figures a result's table lists, and a note on those it leaves out: per-step figures are
+        drawn in their chart, not listed; past `limit` rows the ones that miss or are noisy come first."""
+        steps = [m for m in result.measurements if m.figure == FIGURE_STEP]
+        rows = [m for m in result.measurements if m.figure != FIGURE_STEP]
+        left_out = 0
+        if len(rows) > limit:
+            notable = {id(m) for m in rows if m.ok is False or self.is_noisy(m)}
+            keep = {id(m) for m in ([m for m in rows if id(m) in notable] + [m for m in rows if id(m) not in notable])[:limit]}
+            left_out = len(rows) - len(keep)
+            rows = [m for m in rows if id(m) in keep]
+        notes = []
+        if steps:
+            notes.append(f"{count(len(steps), 'per-step figure')} {'is' if len(steps) == 1 else 'are'} drawn in "
+                         "the chart above")
+        if left_out:
+            notes.append(f"{count(left_out, 'more figure')} {'is' if left_out == 1 else 'are'} in results.json "
+                         "(the ones that miss their threshold or are noisy are listed first)")
+        return rows, "; ".join(notes)
 
     def fixes(self, result: CheckResult) -> list[str]:
         return fixes(result, self.unreachable_names)
@@ -149,7 +174,8 @@ def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportV
         if not results:
             continue
         worst = max((r.status for r in results), key=lambda s: s.severity)
-        sections.append(CheckSection(cid, titles.get(cid, cid), results[0].why, worst.value, results))
+        sections.append(CheckSection(cid, titles.get(cid, cid), results[0].why, worst.value, results,
+                                     result_groups(results)))
     counts = {s.value: sum(1 for r in report.results if r.status is s) for s in Status}
     noisy = noisy_figures(report, noisy_spread)
     baseline = baseline_of(report)  # None as well when written by another version: the JSON still carries it
@@ -168,6 +194,7 @@ def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportV
         unreachable=[(n.name, n.error) for n in report.nodes if n.reachable is False],
         matrix_checks=[(cid, titles.get(cid, cid)) for cid in node_check_ids],
         matrix=matrix,
+        matrix_rows=matrix_rows(nodes, matrix, node_check_ids),
         cluster_results=[r for r in report.results if r.check_id in cluster_ids],
         sections=sections,
         at_a_glance=at_a_glance(report),

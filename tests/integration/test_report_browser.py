@@ -282,3 +282,25 @@ def test_advice_follows_the_findings_that_fired(tmp_path):
     assert "ssh NAME true" in blocking and "Reseat" not in blocking
     assert "Make hostname -f resolve." in blocking and "/dev/shm" not in blocking  # a code span, no backticks
     assert "1 warning ·" in page.text("verdict") and "1 error ·" in page.text("verdict")
+
+
+def test_the_report_of_a_synthesised_1000_node_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_cluster_run", DATA / "reports" / "build_cluster_run.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    path = tmp_path / "report.html"
+    path.write_text(html.render(builder.build_large(1000)))
+    assert path.stat().st_size < 5_000_000
+
+    page, console = open_report(path, tmp_path)
+    assert console == []
+    assert page.text("verdict").startswith("NO-GO Not ready to train. 11 blocking findings: ")
+    blocking = page.text("blocking")
+    # The same finding on ten nodes is one entry naming them as a node set.
+    assert "on gpu[0097,0194,0291,0388,0485,0582,0679,0776,0873,0970] (10 nodes)" in blocking
+    assert "1000: gpu[0001-1000]" in page.text("glance")
+    assert page.tags.get("tr", 0) < 400  # folded: not 7,000 results in 1,000-row tables
+    assert_banner(screenshot(path, tmp_path, "report-1000-nodes.png"), "NO-GO")

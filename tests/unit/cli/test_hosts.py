@@ -176,3 +176,13 @@ def test_ssh_config_aliases_may_contain_underscores(name):
 
 def test_underscore_ranges_expand():
     assert [h.name for h in parse_hosts("train_node[1-3]\n")] == ["train_node1", "train_node2", "train_node3"]
+
+
+def test_nodes_are_named_without_their_port_unless_two_share_an_address(tmp_path):
+    from preflight.cli.hosts import load_hosts
+    from preflight.cli.run import without_ports
+
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("gpu01:2222\nubuntu@10.0.0.7:2200\n127.0.0.1:2201\n127.0.0.1:2202\n[fd00::7]:22\ngpu02\n")
+    assert [h.name for h in without_ports(load_hosts(hosts))] == [
+        "gpu01", "10.0.0.7", "127.0.0.1:2201", "127.0.0.1:2202", "fd00::7", "gpu02"]

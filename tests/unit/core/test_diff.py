@@ -132,7 +132,7 @@ def test_a_version_change_is_found_and_grouped_by_nodes(old, new):
         ("nccl", "2.20.5", "2.21.5", ["gpu03"], "regression"),
     ]
     assert result.exit_code == 1
-    assert words.describe(result.versions[0]) == "torch 2.4.1 -> 2.5.0 on gpu01, gpu02, gpu03"
+    assert words.describe(result.versions[0]) == "torch 2.4.1 -> 2.5.0 on gpu[01-03]"
     relaxed = compare(old, new, versions_regress=False)
     assert [c.kind for c in relaxed.versions] == ["info", "info"] and relaxed.exit_code == 0
 
