@@ -344,6 +344,10 @@ def _draw_rate(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
 
     caption = f"{group.quantity_label} side by side: {', '.join(series)}"
     caption += "; red dashes are what each bar must reach." if judged else "."
+    unjudged = [g.label for g in ordered if all(p.threshold is None for p in g.bars.values())]
+    if judged and unjudged:
+        # Bars beside judged ones with no mark of their own: say so rather than leave a reader to guess.
+        caption += f" {', '.join(unjudged)}: reported, not judged (no threshold applies to {'it' if len(unjudged) == 1 else 'them'})."
     if len(all_groups) > len(ordered):
         caption += f" The {len(ordered)} worst of {len(all_groups)} groups are shown."
     return caption, _svg(name, title, (max(6.0, min(11.0, 2.5 + 0.9 * len(ordered) * len(series))), 3.6), draw)

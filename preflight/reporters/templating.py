@@ -20,6 +20,13 @@ def html_text(text: object) -> markupsafe.Markup:
     return markupsafe.Markup(re.sub(r"`([^`\n]+)`", r"<code>\1</code>", escaped))
 
 
+def breakable(text: object) -> markupsafe.Markup:
+    """Escaped text that a narrow column may break after a dot or an underscore only (an id such as
+    `dataloader.throughput` breaks as `dataloader.` / `throughput`, never inside a word)."""
+    escaped = str(markupsafe.escape(text if text is not None else ""))
+    return markupsafe.Markup(re.sub(r"([._])", r"\1<wbr>", escaped))
+
+
 @lru_cache(maxsize=2)
 def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
@@ -40,5 +47,6 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env.filters["duration"] = duration
     env.filters["text"] = html_text
     env.filters["nodeset"] = fold
+    env.filters["breakable"] = breakable
     env.globals["count"] = count
     return env
