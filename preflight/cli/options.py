@@ -188,6 +188,41 @@ def finish(report: Any, out: Path, formats: list[str], announce: bool = True, ke
             click.echo(f"preflight: warning: cannot append to GITHUB_STEP_SUMMARY: {exc}", err=True)
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that a reader (node_exporter's textfile collector) sees the old one or the new
+    one, never half of it: a temporary file beside it, then a rename."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def textfile_option(f: Callable) -> Callable:
+    return click.option("--textfile-dir", type=click.Path(file_okay=False), default=None,
+                        help="Also write preflight.prom into this directory, atomically and always by that name: "
+                             "node_exporter's --collector.textfile.directory.")(f)
+
+
+def write_textfile(report: Any, directory: str | None) -> None:
+    if not directory:
+        return
+    from preflight.reporters import renderer
+
+    path = Path(directory) / "preflight.prom"
+    try:
+        write_atomic(path, renderer("prometheus")(report))
+    except OSError as exc:
+        raise UsageProblem(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def load_results(path: str) -> Any:
     """The run report of a results.json or results.jsonl; exit 2 naming the file and field when it is not one."""
     from preflight.core.results_file import ResultsFileError, read_results

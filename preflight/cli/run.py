@@ -12,7 +12,8 @@ import click
 
 from preflight.cli.options import (
     Duration, UsageProblem, check_formats, color_option, config_option, fail_on_option, finish, format_option,
-    json_option, load_baseline, nonempty, out_option, profile_option, registry, set_option, split_ids, writable_dir,
+    json_option, load_baseline, nonempty, out_option, profile_option, registry, set_option, split_ids,
+    textfile_option, writable_dir, write_textfile,
 )
 from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
 
@@ -54,6 +55,7 @@ from preflight.core.verdict import EXIT_CODE_HELP, EXIT_INTERRUPTED
               help="How much to measure: quick (probes, at most 30 s per node: a Slurm prolog), standard "
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
 @click.option("--fail-fast", is_flag=True, help="Stop the run as soon as the verdict is NO-GO.")
+@textfile_option
 @json_option
 @color_option
 def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str | None,
@@ -61,7 +63,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
         baseline_tolerance: float = 0.1, fail_on_regression: bool = False, slurm: bool = False,
         drain: bool = False, resume: bool = False, level: str | None = None, fail_fast: bool = False,
-        tags: tuple[str, ...] = (), as_json: bool = False) -> None:
+        tags: tuple[str, ...] = (), as_json: bool = False, textfile_dir: str | None = None) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight.core import config as config_mod
     from preflight.run.runner import NodeTarget, RunPlan, Runner
@@ -70,6 +72,8 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     from preflight.run import plan as plan_mod
 
     chosen_formats = check_formats(formats)
+    if textfile_dir is not None and not (os.path.isdir(textfile_dir) and os.access(textfile_dir, os.W_OK)):
+        raise UsageProblem(f"--textfile-dir {textfile_dir}: not a directory this user can write to")
     if only is not None:
         nonempty("--checks", only)
     baseline = load_baseline(baseline_file, baseline_tolerance, fail_on_regression)
@@ -144,6 +148,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
         attach(report, baseline, baseline_tolerance, label=str(baseline_file), fail_on_regression=fail_on_regression)
     finish(report, out, chosen_formats, as_json=as_json)
+    write_textfile(report, textfile_dir)
     if drain or resume:
         from preflight.integrations.slurm import apply
 

@@ -35,7 +35,15 @@ def test_gpu_timings_are_read_back_once_complete_without_blocking_and_all_of_the
     assert [(r.step, r.nbytes) for r in timer.records] == [(0, 1024), (0, 2048)]
 
 
-def test_instrument_ddp_needs_a_port_or_a_textfile():
-    pytest.importorskip("torch")
-    with pytest.raises(ValueError):
-        instrument_ddp(object())
+def test_each_local_rank_gets_its_own_port_and_textfile(monkeypatch):
+    from preflight.integrations import monitor
+
+    assert not 9100 <= monitor.DEFAULT_PORT <= 9999  # Prometheus's exporter range (9400: dcgm-exporter)
+    assert monitor.DEFAULT_PORT + 7 < 29400  # below torchrun's rendezvous and master ports
+    assert monitor.rank_textfile("/t/allreduce.prom", 3, 8) == "/t/allreduce-rank3.prom"
+    assert monitor.rank_textfile("/t/allreduce.prom", 0, 1) == "/t/allreduce.prom"
+    assert monitor.rank_textfile("/t/ar-{local_rank}.prom", 2, 8) == "/t/ar-2.prom"
+    monkeypatch.setenv("LOCAL_RANK", "5")
+    assert monitor.local_rank() == 5
+    monkeypatch.setenv("LOCAL_RANK", "x")
+    assert monitor.local_rank() == 0
