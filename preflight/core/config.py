@@ -24,7 +24,6 @@ line, not a silently ignored setting.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import re
 import sys
 import types
@@ -39,6 +38,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from preflight.core import levels
+from preflight.core.silence import parse_silence
 from preflight.core.suggest import suggest
 from preflight.core.check import Check, Expect
 
@@ -198,7 +198,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
             config.expect = _parse_expect(body, fail)
         elif section == "silence":
             _expect_table(body, "silence", fail)
-            config.silence = parse_silence(body, checks, fail)
+            config.silence = parse_silence(body, checks, fail)  # preflight.core.silence
         elif section == "checks":
             _expect_table(body, "checks", fail)
             for check_id, overrides in body.items():
@@ -271,36 +271,6 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
 
 def _raise(exc: Exception) -> typing.NoReturn:
     raise exc
-
-
-def parse_silence(body: dict[str, Any], checks: dict[str, type[Check]], fail: Any) -> dict[str, dict[str, str]]:
-    """[silence]: `"finding.id" = {reason = "...", until = 2027-01-31}`; a reason is required, a date is not."""
-    silences = {}
-    for finding_id, entry in body.items():
-        key = f"silence.{finding_id}"
-        owner = next((cid for cid in checks if finding_id.startswith(cid + ".")), None)
-        if owner is None:
-            fail("not the id of a finding of any check (the reports and docs/findings.md show the ids)"
-                 + suggest(finding_id.rsplit(".", 1)[0], checks), key)
-        if not isinstance(entry, dict):
-            fail('expected a table: {reason = "why", until = 2027-01-31}', key)
-        unknown = sorted(set(entry) - {"reason", "until"})
-        if unknown:
-            fail(f"unknown key {unknown[0]!r}; a silence has reason and until" + suggest(unknown[0], ["reason", "until"]),
-                 key)
-        reason = entry.get("reason")
-        if not isinstance(reason, str) or not reason.strip():
-            fail("a silence needs a reason (reason = \"why this finding is accepted\")", key)
-        until = entry.get("until", "")
-        if isinstance(until, (dt.date, dt.datetime)):
-            until = until.isoformat()[:10]
-        if until:
-            try:
-                dt.date.fromisoformat(str(until))
-            except ValueError:
-                fail(f"until must be a date (2027-01-31), got {until!r}", key)
-        silences[finding_id] = {"reason": reason.strip(), "until": str(until)}
-    return silences
 
 
 def _parse_expect(body: dict[str, Any], fail: Any) -> Expect:

@@ -37,6 +37,14 @@ LEVEL_QUICK = "preflight run"
 ANNOUNCED = re.compile(r"\(exit (\d+(?: or \d+)*)")  # "(exit 1)", "(exit 1 or 3 ...)"
 
 
+def toml_reader():
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib
+
+
 def sh_lines(text: str) -> list[str]:
     lines, inside = [], False
     for line in text.splitlines():
@@ -64,7 +72,7 @@ def skipped(line: str) -> str:
 def foreign_checks() -> list[str]:
     """Checks installed in this environment that a fresh clone does not have (the example plugin of
     tests/plugins, another checkout's): a run in the test skips them, as a newcomer would not have them."""
-    import tomllib
+    tomllib = toml_reader()
 
     from preflight.core.registry import discover
 
@@ -103,7 +111,7 @@ def test_the_example_preflight_toml_is_valid_and_its_checkpoint_dir_reaches_stor
 
 
 def test_the_excerpt_comes_from_a_run_of_the_built_in_checks():
-    import tomllib
+    tomllib = toml_reader()
 
     text = README.read_text()
     start = text.index("<!-- excerpt: scripts/readme_excerpt.py -->")
