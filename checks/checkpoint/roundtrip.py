@@ -43,6 +43,10 @@ from preflight_checks.checkpoint.tensorflow import tensorflow_test, tf_size_mb
 
 # The `at` label of each format's write and read figures (FIGURE_RATE).
 FORMAT_LABELS = {"torch.save": "torch.save", "dcp": "DCP", "tensorflow": "TensorFlow"}
+# Slow reads are their own cause: a restart waits on them, and parallel writes do not speed them up.
+SLOW_READ_FIX = ("Slow reads make every restart wait: load each rank's own shard in parallel (torch.distributed.checkpoint), "
+                 "stage checkpoints on local NVMe before resuming, or spread the checkpoint directory over more "
+                 "storage targets (Lustre: lfs setstripe -c -1); measure the filesystem's read rate with fio to compare.")
 
 
 @dataclass
@@ -147,7 +151,7 @@ class CheckpointRoundtrip(Check):
         "storage-other": FIX_STORAGE,
         "not-exact": FIX_STORAGE,
         "slow-write": FIX_SPEED,
-        "slow-read": FIX_SPEED,
+        "slow-read": SLOW_READ_FIX,
         "resume-error": "Read the resume test's output in the details: the short training run could not run or be killed.",
         "resume-no-checkpoint": FIX_STATE,
         "resume-not-exact": FIX_STATE,

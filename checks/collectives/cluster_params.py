@@ -109,6 +109,8 @@ FIXES = {
     "nccl-network-unrecognised": ("Run the all-reduce with NCCL_DEBUG=INFO on that node and read the NET line quoted: "
                                   "if it names a network plugin preflight does not know, the plugin's own docs say "
                                   "whether it is the RDMA path; report the line to preflight."),
+    "no-floor": ("State the bus bandwidth the cluster must reach: `--set collectives.cluster.min_busbw_gbps=N` (GB/s, "
+                 "at the largest message size), from the fabric's nccl-tests figure."),
     "wrong-sums": FIX_WRONG,
     "slow-busbw": FIX_SLOW,
     "slow-latency": FIX_SLOW,

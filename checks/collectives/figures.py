@@ -76,3 +76,16 @@ def allreduce_findings(result: dict[str, Any], label: str, check: type[Check], *
     measurements.append(measure(f"{label}: algbw at {human_bytes(largest['bytes'])}", round(largest["algbw_gbps"], 3),
                                 "GB/s", samples=[round(v, 3) for v in largest["algbw_samples_gbps"]]))
     return findings, measurements
+
+
+def no_floor(result: dict[str, Any], label: str, check_id: str, min_busbw_gbps: float | None) -> list[Finding]:
+    """`<check_id>.no-floor` (WARN) when no busbw floor judged the run: only its sums were compared."""
+    sizes = sorted(result.get("sizes") or [], key=lambda s: s["bytes"])
+    if min_busbw_gbps is not None or not sizes:
+        return []
+    largest = sizes[-1]
+    return [Finding(f"{check_id}.no-floor", Status.WARN,
+                    f"{label}: busbw {largest['busbw_gbps']:.2f} GB/s at {human_bytes(largest['bytes'])} is reported, "
+                    "not judged: no min_busbw_gbps says what the cluster must reach (only the sums were checked)",
+                    f"State the bus bandwidth the cluster must reach: `--set {check_id}.min_busbw_gbps=N` (GB/s, at "
+                    "the largest message size), from the fabric's nccl-tests figure.")]

@@ -98,6 +98,9 @@ FIX_SLOW = ("run with NCCL_DEBUG=INFO to see the transports NCCL picked and `nvi
 
 FIX_SLOW_GLOO = ("gloo runs over loopback on this node's CPUs: other load on the cores, or GLOO_SOCKET_IFNAME naming a "
                  "slow interface, slows it; compare with an idle node of the same kind")
+FIX_NO_FLOOR = ("State the bus bandwidth this node must reach: `--set collectives.local.min_busbw_gbps=N` (GB/s; "
+                "busbw_size_bytes says at which message size), or `--profile h100-8x` (h200-8x, a100-8x) for a known "
+                "node type.")
 
 
 def usable_cpus() -> int:
@@ -145,6 +148,7 @@ class CollectivesLocal(Check):
         "nccl-tests-unreadable": "run nccl-tests' all_reduce_perf by hand and compare its table with the line quoted; "
                                  "report the nccl-tests version if preflight cannot read it",
         "nccl-tests-wrong": FIX_WRONG,
+        "no-floor": FIX_NO_FLOOR,
     }
     Params = Params
     timeout_s = 180.0
@@ -336,6 +340,10 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
             findings.append(CollectivesLocal.finding(
                 "slow-busbw", Status.FAIL, f"{label}: busbw {entry['busbw_gbps']:.2f} GB/s at "
                 f"{human_bytes(entry['bytes'])}, below {floor:g} GB/s", fix=None if backend == "nccl" else FIX_SLOW_GLOO))
+    if judged and floor is None:
+        findings.append(CollectivesLocal.finding(
+            "no-floor", Status.WARN, f"{label}: busbw {largest['busbw_gbps']:.2f} GB/s at {human_bytes(largest['bytes'])} "
+            "is reported, not judged: no min_busbw_gbps says what this node must reach (only the sums were checked)"))
     measurements.append(shared[-1])  # algbw at the largest size
     text = (f"{label}: sums exact, latency {latency_us:.0f} us, busbw {largest['busbw_gbps']:.2f} GB/s "
             f"at {human_bytes(largest['bytes'])}")

@@ -231,6 +231,10 @@ def measure_tensorflow(ctx: NodeContext, paths: list[str], params: Params, decod
 FIX_SLOW = ("raise DataLoader num_workers and prefetch_factor (persistent_workers=True, pin_memory=True), or "
             "tf.data num_parallel_calls=AUTOTUNE with prefetch; move decoding to the GPU (DALI) or pre-process "
             "offline; stage the dataset on local NVMe")
+FIX_NO_DEMAND = ("State what the GPUs consume, in the loader's samples per second for the whole node: "
+                 "`--set dataloader.throughput.required_samples_per_s=N` (or `required_samples_per_s_per_gpu`, "
+                 "under `[checks.\"dataloader.throughput\"]` in preflight.toml), measured from one training step of "
+                 "your model; or set scaling.workload to your model so scaling.multi_gpu measures it.")
 
 
 class DataloaderThroughput(Check):
@@ -255,6 +259,7 @@ class DataloaderThroughput(Check):
         "no-framework": "Install torch or tensorflow into the Python that runs preflight.",
         "no-figure": "Read the check's evidence: neither loader produced a figure.",
         "below-demand": FIX_SLOW,
+        "no-demand": FIX_NO_DEMAND,
         "below-margin": FIX_SLOW,
         "loader-failed": ("Run the dataset through the loader by hand to see the error; a dataset factory "
                           "(dataloader.dataset) must return a map-style torch Dataset."),
@@ -415,10 +420,12 @@ class DataloaderThroughput(Check):
                 findings.append(self.finding("below-margin", Status.WARN, f"{headline}: less than the {params.margin}x "
                                              f"margin ({need * params.margin:.1f} samples/s)"))
         elif loaders:
-            headline = ("no demand figure to compare (set dataloader.required_samples_per_s or "
-                        "required_samples_per_s_per_gpu, or scaling.workload to your model)")
-            details.append(headline)
-            if demand and demand.get("ignored"):
+            label, result = max(loaders.items(), key=lambda item: item[1]["samples_per_s"])
+            why = f" ({demand['ignored']})" if demand and demand.get("ignored") else ""
+            headline = (f"{label} supplies {result['samples_per_s']:.0f} samples/s, compared with nothing: no "
+                        f"figure says what the GPUs consume{why}")
+            findings.append(self.finding("no-demand", Status.WARN, headline))
+            if why:
                 details.append(demand["ignored"])
         return _outcome(findings, measurements, details, headline, loaders)
 

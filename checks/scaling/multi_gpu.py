@@ -423,7 +423,7 @@ class ScalingMultiGpu(Check):
         batch = result.get("batch_per_device", 0)
         out = [measure(f"throughput {on}", round(row["samples_per_s"], 1), "samples/s",
                        samples=[round(n * batch / t, 1) for t in result.get("step_samples_s", []) if t > 0],
-                       figure=FIGURE_SCALING, series="measured", at=n, better="higher")]
+                       figure=FIGURE_SCALING, series="torch", at=n, better="higher")]
         if n > 1 and "efficiency" in row:
             out.append(measure(f"efficiency {on}", round(row["efficiency"], 3), "",
                                at_least=params.min_efficiency if largest else None))

@@ -303,7 +303,7 @@ class ScalingMultiNode(Check):
             batch = result.get("batch_per_device", 0)
             measurements.append(measure(f"throughput on {label}", round(result["samples_per_s"], 1), "samples/s",
                                         samples=[round(devices * batch / t, 1) for t in result.get("step_samples_s", []) if t > 0],
-                                        figure=FIGURE_SCALING, series="measured", at=len(run["nodes"]),
+                                        figure=FIGURE_SCALING, series="torch", at=len(run["nodes"]),
                                         better="higher"))
             measurements.append(measure(f"step time on {label}", round(result["step_s"] * 1e3, 2), "ms",
                                         samples=[round(t * 1e3, 2) for t in result.get("step_samples_s", [])]))

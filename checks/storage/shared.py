@@ -47,6 +47,8 @@ WRITE_FIX = ("Make sure the mount is in /etc/fstab (or the pod spec) so it survi
 class StorageShared(Check):
     id = "storage.shared"
     title = "Checkpoint directory shared by all nodes"
+    # `[checkpoint] dir` (and --set checkpoint.dir=...) is the directory this check is about.
+    config_aliases = {"checkpoint.dir": "dir"}
     scope = Scope.CLUSTER
     tags = ("cluster", "storage")
     why = (

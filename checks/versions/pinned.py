@@ -228,7 +228,9 @@ class VersionsPinned(Check):
         return {**overrides, "pins": pins}
 
     def collect(self, ctx: NodeContext, params: Params) -> dict[str, Any]:
-        return {"stack": collect_stack(ctx, params.probe_timeout_s, params.probe_builds), **collect_pins(params)}
+        # Which stack entries are versions: what `preflight diff` lists as version changes (not builds_probed).
+        return {"stack": collect_stack(ctx, params.probe_timeout_s, params.probe_builds),
+                "stack_versions": [*STACK_FIELDS, "torch_hip"], **collect_pins(params)}
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         stack = facts.get("stack") or {}

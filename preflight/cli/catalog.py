@@ -11,25 +11,61 @@ from typing import Any
 
 import click
 
-from preflight.cli.options import UsageProblem, registry as _registry
+from preflight.cli.options import UsageProblem, json_option, registry as _registry
 
 
 @click.command("list")
-def list_checks() -> None:
-    """List the available checks with their scope and defaults."""
+@click.option("-v", "--verbose", is_flag=True, help="Also every parameter's default, wrapped to the terminal.")
+@click.option("--tag", "tag", default=None, metavar="TAG", help="Only the checks with this tag.")
+@json_option
+def list_checks(verbose: bool, tag: str | None, as_json: bool) -> None:
+    """List the available checks: id, scope, tags and title (-v: with their defaults; --json: all of it)."""
     import dataclasses
+    import json
+    import shutil
 
     registry = _registry()
-    for check in registry.ordered():
-        click.echo(f"{check.id:<24} {check.scope.value:<8} {check.title}")
-        if dataclasses.is_dataclass(check.Params):
-            defaults = ", ".join(f"{f.name}={_default_of(f)!r}" for f in dataclasses.fields(check.Params))
-            click.echo(f"{'':<33}timeout={check.timeout_s:g}s" + (f"; {defaults}" if defaults else ""))
+    checks = [c for c in registry.ordered() if tag is None or tag in c.tags]
+    if tag is not None and not checks:
+        from preflight.core.suggest import suggest
+
+        known = {t for c in registry.ordered() for t in c.tags}
+        raise UsageProblem(f"no check has the tag {tag!r}{suggest(tag, known)} (tags: {', '.join(sorted(known))})")
     from preflight.core.config import shipped_profiles
 
+    if as_json:
+        click.echo(json.dumps({"checks": [_check_dict(c, registry) for c in checks],
+                               "profiles": shipped_profiles(),
+                               "load_errors": [e.to_dict() for e in registry.errors]}, indent=2, allow_nan=False,
+                              default=str))
+        return
+    width = min(shutil.get_terminal_size((100, 24)).columns, 120)
+    for check in checks:
+        click.echo(click.wrap_text(f"{check.id:<24} {check.scope.value:<8} {check.title}", width,
+                                   subsequent_indent=" " * 34))
+        if verbose:
+            if check.tags:
+                click.echo(click.wrap_text(f"tags: {', '.join(check.tags)}", width, initial_indent=" " * 4,
+                                           subsequent_indent=" " * 4))
+            defaults = [f"timeout={check.timeout_s:g}s"]
+            if dataclasses.is_dataclass(check.Params):
+                defaults += [f"{f.name}={_default_of(f)!r}" for f in dataclasses.fields(check.Params)]
+            click.echo(click.wrap_text(", ".join(defaults), width, initial_indent=" " * 4, subsequent_indent=" " * 4))
     click.echo(f"\nprofiles (--profile): {', '.join(shipped_profiles())}")
+    if not verbose:
+        click.echo("`preflight list -v` adds each check's tags and defaults; `preflight explain ID` explains them.")
     for error in registry.errors:
         click.echo(f"failed to load {error.entry_point} ({error.distribution}): {error.error}", err=True)
+
+
+def _check_dict(check: Any, registry: Any) -> dict[str, Any]:
+    import dataclasses
+
+    params = {f.name: _default_of(f) for f in dataclasses.fields(check.Params)} \
+        if dataclasses.is_dataclass(check.Params) else {}
+    return {"id": check.id, "title": check.title, "scope": check.scope.value, "tags": list(check.tags),
+            "timeout_s": check.timeout_s, "params": params, "param_help": dict(check.param_help),
+            "levels": check.levels, "from": registry.origin.get(check.id, "")}
 
 
 def _default_of(f: Any) -> Any:
@@ -52,7 +88,10 @@ def explain(check_id: str) -> None:
 
     registry = _registry()
     if check_id not in registry.checks:
-        raise UsageProblem(f"unknown check id {check_id!r}; `preflight list` shows the known ones")
+        from preflight.core.suggest import suggest
+
+        raise UsageProblem(f"unknown check id {check_id!r}{suggest(check_id, registry.checks)}; `preflight list` "
+                           "shows the known ones")
     check = registry.checks[check_id]
     click.echo(f"{check.id}: {check.title}")
     click.echo(f"scope: {check.scope.value}; default timeout {check.timeout_s:g}s; from {registry.origin[check_id]}")

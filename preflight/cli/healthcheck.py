@@ -30,8 +30,8 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    FiniteFloat, UsageProblem, check_ids_known, checks_option, config_option, plugin_name, profile_option,
-    set_option, skip_option, split_ids,
+    Duration, UsageProblem, check_ids_known, checks_option, color_option, config_option, plugin_name,
+    profile_option, set_option, skip_option, split_ids,
 )
 from preflight.core.model import Scope
 
@@ -205,13 +205,14 @@ def run_healthcheck(config_file: str | None, settings: list[str], budget_s: floa
 @profile_option
 @checks_option
 @skip_option
-@click.option("--budget", type=FiniteFloat(min=1), default=DEFAULT_BUDGET_S, show_default=True,
-              help="Seconds all checks together may take (slurmd stops a HealthCheckProgram at 60); a check "
-                   "the budget cannot give its quick-level time does not run and is ERROR.")
+@click.option("--budget", type=Duration(minimum=0.999), default=DEFAULT_BUDGET_S, show_default=True,
+              help="Time all checks together may take: seconds, or 45s, 1m (slurmd stops a HealthCheckProgram at "
+                   "60 s); a check the budget cannot give its quick-level time does not run and is ERROR.")
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Also keep results.json here (default: nothing is written).")
 @click.option("--drain", is_flag=True, help="Drain this node in Slurm when it has a blocking finding.")
 @click.option("--resume", is_flag=True, help="Resume this node when preflight drained it and it now passes.")
+@color_option
 def healthcheck(config_file: str | None, settings: tuple[str, ...], profile: str | None, only: str | None,
                 skip: str | None, budget: float, out_dir: str | None, drain: bool, resume: bool) -> None:
     """The cheap node checks (node.environment, gpu.visibility, versions.*) on this node only, for a

@@ -111,7 +111,56 @@ def check_ids_known(found: Any, wanted: list[str], skipped: set[str]) -> None:
                 continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
             if broken:
                 hint = f" (its plugin failed to load: {broken[0].error})"
+            from preflight.core.suggest import suggest
+
+            hint = hint or suggest(check_id, found.checks)
             raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
+
+
+class Duration(click.ParamType):
+    """Seconds, written as `300`, `90s`, `5m`, `1h` or `1h30m`, for every time option."""
+
+    name = "duration"
+    UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+    def __init__(self, minimum: float = 0.0) -> None:
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        import re
+
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = float(value)
+            if not math.isfinite(seconds):
+                self.fail(f"{value!r} is not a finite duration", param, ctx)
+        else:
+            text = str(value).strip().lower()
+            parts = re.findall(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", text)
+            if not text or re.sub(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", "", text).strip() or not parts \
+                    or (len(parts) > 1 and any(not unit for _, unit in parts)):
+                self.fail(f"{value!r} is not a finite duration (e.g. 300, 90s, 5m, 1h30m)", param, ctx)
+            seconds = sum(float(n) * self.UNITS[unit or "s"] for n, unit in parts)
+        if not seconds > self.minimum:
+            self.fail(f"{value!r} must be more than {self.minimum:g} s", param, ctx)
+        return seconds
+
+
+def color_option(f: Callable) -> Callable:
+    """--no-color; NO_COLOR (https://no-color.org) in the environment does the same."""
+    def turn_off(ctx: click.Context, _param: Any, value: bool) -> bool:
+        if value or os.environ.get("NO_COLOR"):
+            ctx.color = False
+            root = ctx.find_root()
+            root.color = False
+        return value
+
+    return click.option("--no-color", is_flag=True, expose_value=False, is_eager=True, callback=turn_off,
+                        help="No colour in the output (also when NO_COLOR is set).")(f)
+
+
+def json_option(f: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print a machine-readable summary as JSON on stdout (everything else goes to stderr).")(f)
 
 
 def registry() -> Any:
@@ -161,10 +210,16 @@ def nonempty(flag: str, value: str) -> None:
                            f"{flag} out")
 
 
-def finish(report: Any, out: Path, formats: list[str], announce: bool = True) -> None:
+VERDICT_COLOURS = {"GO": {"fg": "green", "bold": True}, "NO-GO": {"fg": "red", "bold": True},
+                   "INCOMPLETE": {"fg": "yellow", "bold": True}}
+
+
+def finish(report: Any, out: Path, formats: list[str], announce: bool = True, keep: Path | None = None,
+           as_json: bool = False) -> None:
     """Write each report (through a temporary file and a rename: never through a link planted at its
     name) and print the summary. A report that cannot be written (disk full, a read-only directory)
-    is exit 2 naming it, after the others were tried; results.jsonl is never touched here."""
+    is exit 2 naming it, after the others were tried; results.jsonl is never touched here. `keep`: a
+    file never written over (the results `preflight report` reads)."""
     # The report is complete: keep the garbage collector from walking its objects (a million at
     # 1,000 nodes) again on every collection that the reporters' allocations trigger.
     from preflight.reporters import view
@@ -172,12 +227,13 @@ def finish(report: Any, out: Path, formats: list[str], announce: bool = True) ->
     gc.freeze()
     try:
         with view.shared():  # one view of the report for every reporter that draws one
-            _write_reports(report, out, formats, announce)
+            _write_reports(report, out, formats, announce, keep, as_json)
     finally:
         gc.unfreeze()
 
 
-def _write_reports(report: Any, out: Path, formats: list[str], announce: bool) -> None:
+def _write_reports(report: Any, out: Path, formats: list[str], announce: bool, keep: Path | None,
+                   as_json: bool) -> None:
     from preflight.core.files import FileWriteError, write_atomic
     from preflight.reporters import filename, renderer
     from preflight.reporters.terminal import render as render_terminal
@@ -185,16 +241,29 @@ def _write_reports(report: Any, out: Path, formats: list[str], announce: bool) -
     written, failed = [], []
     for fmt in formats:
         path = out / filename(fmt)
+        if keep is not None and path.resolve() == keep.resolve():
+            continue  # the input itself: it already holds this run
         try:
             write_atomic(path, renderer(fmt)(report))
             written.append(path)
         except FileWriteError as exc:
             failed.append(str(exc))
     if announce:
-        click.echo("")
-        click.echo(render_terminal(report), nl=False)
+        text = render_terminal(report)
+        verdict_line, _, rest = text.partition("\n")
+        click.echo("", err=as_json)
+        # The verdict line in the verdict's colour on a terminal; click drops the colour elsewhere.
+        click.secho(verdict_line, err=as_json, **VERDICT_COLOURS.get(verdict_line.split(" ", 2)[1], {}))
+        click.echo(rest, nl=False, err=as_json)
         if written:
-            click.echo("Reports: " + ", ".join(str(p) for p in written))
+            click.echo("Reports: " + ", ".join(str(p) for p in written), err=as_json)
+    if as_json:
+        import json
+
+        from preflight.reporters.json_report import summary
+
+        click.echo(json.dumps({**summary(report), "output_dir": str(out), "reports": [str(p) for p in written]},
+                              indent=2, allow_nan=False))
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         try:
@@ -205,6 +274,25 @@ def _write_reports(report: Any, out: Path, formats: list[str], announce: bool) -
     if failed:
         raise UsageProblem("; ".join(failed) + (f" (the results so far are in {out / 'results.jsonl'})"
                                                 if (out / "results.jsonl").is_file() else ""))
+
+
+def textfile_option(f: Callable) -> Callable:
+    return click.option("--textfile-dir", type=click.Path(file_okay=False), default=None,
+                        help="Also write preflight.prom into this directory, atomically and always by that name: "
+                             "node_exporter's --collector.textfile.directory.")(f)
+
+
+def write_textfile(report: Any, directory: str | None) -> None:
+    if not directory:
+        return
+    from preflight.core.files import FileWriteError, write_atomic
+    from preflight.reporters import renderer
+
+    path = Path(directory) / "preflight.prom"
+    try:
+        write_atomic(path, renderer("prometheus")(report))
+    except (FileWriteError, OSError) as exc:
+        raise UsageProblem(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def load_results(path: str) -> Any:

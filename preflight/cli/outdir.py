@@ -63,7 +63,8 @@ def run_directory(path: str | Path, *, per_run: bool, now: dt.datetime | None = 
     `inputs` are (flag, path) of the files the command reads; `writes` the file names it will write
     (a directory at one of those names is refused before anything runs).
     """
-    base = Path(path)
+    # Absolute: checks hand paths under it to programs that run in other working directories.
+    base = Path(path).absolute()
     names = owned_files()
     if not per_run:
         _refuse_inputs(base, names, inputs or [])

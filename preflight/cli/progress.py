@@ -1,7 +1,7 @@
 """What a run prints while it runs.
 
-On a terminal: one coloured line per result, and a live status that names the check running on
-each node with its elapsed time. Elsewhere (CI logs, a pipe): one plain line per result, and a line
+On a terminal: one coloured line per result, and a live table with one row per check running: the
+node set running it (`gpu[001-064]`) and how long it has been at it. Elsewhere (CI logs, a pipe): one plain line per result, and a line
 every `interval_s` for a check still running ("still running checkpoint.roundtrip on gpu03, 60 s of
 300 s"), so a log never sits silent for minutes.
 """
@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable
 
 from preflight.core.model import CLUSTER_NODE
+from preflight.core.nodeset import fold
 
 STILL_RUNNING_INTERVAL_S = 30.0
 
@@ -35,9 +36,11 @@ class Progress:
         self._console: Any = None
         if interactive:
             from rich.console import Console
+            from rich.live import Live
 
             self._console = Console()
-            self._status = self._console.status("starting agents ...")
+            # One row per check running and the node set running it, not one line listing every node.
+            self._status = Live(self._table(), console=self._console, refresh_per_second=4, transient=True)
             self._status.start()
         tick = 1.0 if interactive else max(0.01, min(1.0, interval_s / 10))
         self._ticker = threading.Thread(target=self._tick_loop, args=(tick,), name="progress", daemon=True)
@@ -85,15 +88,44 @@ class Progress:
                                  + _of(self.timeouts.get(check_id)))
         return lines
 
-    def status_text(self) -> str:
+    def status_rows(self) -> list[tuple[str, str, str]]:
+        """(check, where, elapsed) per check running: the nodes running it as one node set, and the
+        shortest and longest time they have been at it."""
         now = self.clock()
         with self._lock:
             items = list(self.running.items())
+        by_check: dict[str, list[tuple[str, float]]] = {}
+        for node, (check, started, _) in items:
+            by_check.setdefault(check, []).append((node, now - started))
+        rows = []
+        for check, running in by_check.items():
+            nodes = [node for node, _ in running]
+            where = _where(nodes[0]) if len(nodes) == 1 else f"on {fold(nodes)}"
+            low, high = min(e for _, e in running), max(e for _, e in running)
+            span = f"{high:.0f} s" if round(low) == round(high) else f"{low:.0f}-{high:.0f} s"
+            count = f"{len(nodes)} nodes, " if len(nodes) > 1 else ""
+            rows.append((check, where, count + span + _of(self.timeouts.get(check))))
+        return rows
+
+    def status_text(self) -> str:
+        with self._lock:
             done = self.done
-        shown = ", ".join(f"{check} {_where(node)} ({now - started:.0f} s{_of(self.timeouts.get(check))})"
-                          for node, (check, started, _) in items[:4])
-        more = f" and {len(items) - 4} more" if len(items) > 4 else ""
-        return f"[{done}/{self.total}] {shown or 'waiting ...'}{more}"
+        shown = ", ".join(f"{check} {where} ({elapsed})" for check, where, elapsed in self.status_rows())
+        return f"[{done}/{self.total}] {shown or 'waiting ...'}"
+
+    def _table(self) -> Any:
+        from rich.table import Table
+
+        with self._lock:
+            done = self.done
+        table = Table(box=None, show_header=False, padding=(0, 1), title=f"[{done}/{self.total}] results",
+                      title_justify="left")
+        rows = self.status_rows()
+        for check, where, elapsed in rows:
+            table.add_row(check, where, elapsed)
+        if not rows:
+            table.add_row("waiting ...", "", "")
+        return table
 
     def _refresh(self) -> None:
         if self._status is None:
@@ -101,14 +133,14 @@ class Progress:
         if self.done >= self.total:
             self._status.stop()
             return
-        self._status.update(self.status_text())
+        self._status.update(self._table())
 
     def _tick_loop(self, tick: float) -> None:
         while not self._stopped.wait(tick):
             if self.interactive:
-                text = self.status_text()
                 if self.done < self.total:
-                    self._status.update(text)
+                    with self._lock:
+                        self._status.update(self._table())
             else:
                 for line in self.still_running_lines():
                     self.echo(line)

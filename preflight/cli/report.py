@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import click
 
 from preflight.cli.options import (
-    DEFAULT_OUT, UsageProblem, check_formats, config_option, fail_on_option, finish, format_option, load_results, nonempty, out_option, profile_option, registry, set_option, writable_dir,
+    UsageProblem, check_formats, color_option, config_option, fail_on_option, finish, format_option, load_results,
+    nonempty, profile_option, registry, set_option, writable_dir,
 )
+
+
+def beside(results: Path) -> Path:
+    """RESULTS' own directory, if it can be written to; `latest` and the other files there stay as they are."""
+    out = results.resolve().parent
+    if not os.access(out, os.W_OK):
+        raise UsageProblem(f"cannot write beside {results}: {out} is not writable; give --out DIR")
+    return out
 
 
 @click.command()
 @click.argument("results", type=click.Path(dir_okay=False))
-@out_option
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="Directory for the re-rendered reports; it replaces the report files left there (default: "
+                   "beside RESULTS, rewriting only the formats asked for; with --rejudge, RESULTS' directory/"
+                   "rejudged/). `-` prints the one report asked for to standard output. Never moves latest.")
 @format_option
 @fail_on_option
 @click.option("--rejudge", is_flag=True, help="Judge the recorded facts again with today's code, touching no machine: "
@@ -22,6 +36,7 @@ from preflight.cli.options import (
 @profile_option
 @set_option
 @config_option
+@color_option
 def report(results: str, out_dir: str | None, formats: str, fail_on: str | None, rejudge: bool = False,
            profile: str | None = None, settings: tuple[str, ...] = (), config_file: str | None = None) -> None:
     """Re-render the reports of a past run from its results.json (or results.jsonl) without re-running.
@@ -43,9 +58,9 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
         from preflight.run.rejudge import rejudge_for_cli
 
         try:
-            past, rejudged_out = rejudge_for_cli(past, registry(), results, out_dir or DEFAULT_OUT, profile,
-                                                 list(settings), config_file)
-            out_dir = rejudged_out if out_dir is not None else None  # without --out: a new directory anyway
+            # Without --out: RESULTS' own directory, which rejudge_for_cli turns into its rejudged/.
+            past, out_dir = rejudge_for_cli(past, registry(), results, out_dir or str(Path(results).parent),
+                                            profile, list(settings), config_file)
             sources = (past.rejudged or {}).get("sources") or {}
             given = sorted(key for key, source in sources.items() if not source.startswith("the run") and key != "note")
             click.echo(f"preflight: re-judged with what the run recorded ({len(sources) - len(given)} values)"
@@ -63,10 +78,15 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
 
         click.echo(renderer(chosen[0])(past), nl=False)
         sys.exit(decide(past).exit_code)
-    # The results re-rendered are never replaced: an --out that holds them is refused (with --rejudge
-    # the re-judged report goes to <out>/rejudged/ instead).
-    out = writable_dir(out_dir, inputs=[("RESULTS", results), ("--config", config_file)], formats=chosen)
-    finish(past, out, chosen)
+    if out_dir is None:
+        # Beside the results: the formats asked for are rewritten, nothing else there is touched, and the
+        # results themselves are never overwritten.
+        out = beside(Path(results))
+    else:
+        # The results re-rendered are never replaced: an --out that holds them is refused (with --rejudge
+        # the re-judged report goes to <out>/rejudged/ instead).
+        out = writable_dir(out_dir, inputs=[("RESULTS", results), ("--config", config_file)], formats=chosen)
+    finish(past, out, chosen, keep=Path(results))
     sys.exit(decide(past).exit_code)
 
 

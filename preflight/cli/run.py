@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    FINITE, UsageProblem, check_formats, check_ids_known, checks_option, config_option, fail_on_option, finish,
-    format_option, load_baseline, nonempty, out_option, plugin_name, profile_option, registry, set_option,
-    skip_option, split_ids, writable_dir,
+    FINITE, Duration, UsageProblem, check_formats, check_ids_known, checks_option, color_option, config_option,
+    fail_on_option, finish, format_option, json_option, load_baseline, nonempty, out_option, plugin_name,
+    profile_option, registry, set_option, skip_option, split_ids, textfile_option, writable_dir, write_textfile,
 )
 from preflight.cli import k8s
 from preflight.cli.k8s import k8s_options
@@ -27,10 +27,14 @@ from preflight.core.verdict import EXIT_CODE_HELP
 @profile_option
 @checks_option
 @skip_option
+@click.option("--tag", "tags", multiple=True, metavar="TAG",
+              help="Run only the checks with this tag (repeatable or comma-separated: any of them); `preflight "
+                   "list` shows each check's tags.")
 @out_option
 @format_option
 @fail_on_option
-@click.option("--timeout", type=FINITE, default=None, help="Per-check timeout in seconds (overrides the config).")
+@click.option("--timeout", type=Duration(), default=None,
+              help="Per-check timeout: seconds, or 90s, 5m, 1h (overrides the config).")
 @set_option
 @click.option("--remote-python", default="python3", show_default=True,
               help="Interpreter with preflight installed on remote nodes (a hosts-file python= wins).")
@@ -59,12 +63,15 @@ from preflight.core.verdict import EXIT_CODE_HELP
 @k8s_options
 @click.option("--no-history", is_flag=True, help="Do not record this run in fleet history "
               "(default: $XDG_DATA_HOME/preflight/history.sqlite, or [history] url).")
+@textfile_option
+@json_option
+@color_option
 def run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None, out_dir: str | None,
         formats: str, fail_on: str | None, timeout: float | None, settings: tuple[str, ...], remote_python: str,
         ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int, baseline_file: str | None = None,
         baseline_tolerance: float = 0.1, fail_on_regression: bool = False, slurm: bool = False,
         slurm_step: str = "auto", drain: bool = False, resume: bool = False, level: str | None = None,
-        fail_fast: bool = False, **k8s_args: Any) -> None:
+        fail_fast: bool = False, **more: Any) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight.run.signals import INTERRUPTS
 
@@ -73,7 +80,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     with INTERRUPTS.handling():
         sys.exit(_run(nodes_file, config_file, profile, only, skip, out_dir, formats, fail_on, timeout, settings,
                       remote_python, ssh_options, ssh_accept_new, fanout, baseline_file, baseline_tolerance,
-                      fail_on_regression, slurm, slurm_step, drain, resume, level, fail_fast, k8s_args))
+                      fail_on_regression, slurm, slurm_step, drain, resume, level, fail_fast, more))
 
 
 def _run(nodes_file: str | None, config_file: str | None, profile: str | None, only: str | None, skip: str | None,
@@ -81,7 +88,8 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
          remote_python: str, ssh_options: tuple[str, ...], ssh_accept_new: bool, fanout: int,
          baseline_file: str | None, baseline_tolerance: float, fail_on_regression: bool, slurm: bool, slurm_step: str,
          drain: bool,
-         resume: bool, level: str | None, fail_fast: bool, k8s_args: dict[str, Any]) -> int:
+         resume: bool, level: str | None, fail_fast: bool, more: dict[str, Any]) -> int:
+    as_json = bool(more.get("as_json"))
     from preflight.core import config as config_mod
     from preflight.core.files import FileWriteError
     from preflight.run.judging import record_judging
@@ -93,6 +101,9 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
     from preflight.run import plan as plan_mod
 
     chosen_formats = check_formats(formats)
+    textfile_dir = more.get("textfile_dir")
+    if textfile_dir is not None and not (os.path.isdir(textfile_dir) and os.access(textfile_dir, os.W_OK)):
+        raise UsageProblem(f"--textfile-dir {textfile_dir}: not a directory this user can write to")
     if only is not None:
         nonempty("--checks", only)
     baseline = load_baseline(baseline_file, baseline_tolerance, fail_on_regression)
@@ -115,6 +126,7 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
 
     wanted = split_ids(only) or sorted(checks_found.checks)
     skipped = set(split_ids(skip))
+    wanted = _tagged(wanted, [t for value in more.get("tags") or () for t in split_ids(value)], checks_found.checks)
     check_ids_known(checks_found, wanted, skipped)
     try:
         selection = plan_mod.select(checks_found.checks, wanted, skipped, explicit=bool(split_ids(only)))
@@ -127,8 +139,8 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
     checks = checks_found.ordered(selection.ids)
 
     run_id = k8s.new_run_id()
-    if k8s.wanted(k8s_args):
-        nodes = k8s.nodes(k8s_args, remote_python, run_id, other_sources=bool(nodes_file or slurm or drain or resume))
+    if k8s.wanted(more):
+        nodes = k8s.nodes(more, remote_python, run_id, other_sources=bool(nodes_file or slurm or drain or resume))
     elif slurm or drain or resume:
         nodes = _slurm_nodes(nodes_file, slurm, remote_python)
     elif nodes_file:
@@ -154,7 +166,7 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
                    fail_fast=fail_fast, slurm_step=slurm_step,
                    judged_with=record_judging(config, checks_found.checks, profile=profile, config_file=config_file,
                                               settings=list(settings), flags={"--fail-on": fail_on, "--level": level}))
-    progress = _progress(plan, nodes)
+    progress = _progress(plan, nodes, to_stderr=as_json)
     try:
         try:
             runner = Runner(plan, on_event=progress)
@@ -167,8 +179,8 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
             close = getattr(node.transport, "close", None)
             if close:
                 close()
-        if k8s_args.get("k8s"):
-            k8s.sweep(k8s_args, run_id)
+        if more.get("k8s"):
+            k8s.sweep(more, run_id)
     if INTERRUPTS.received and not report.interrupted:
         mark_interrupted(report)  # a signal after the last check, before the reports: they say so
     if baseline is not None:
@@ -183,7 +195,8 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
             report.results.append(fleet)
     problem: UsageProblem | None = None
     try:
-        finish(report, out, chosen_formats)
+        finish(report, out, chosen_formats, as_json=as_json)
+        write_textfile(report, textfile_dir)
     except UsageProblem as exc:  # a report that cannot be written: exit 2 naming it, after the Slurm actions
         problem = exc
     if runner.write_error and problem is None:
@@ -192,9 +205,9 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
         from preflight.integrations.slurm import apply
 
         for action in apply(report, drain, resume):
-            click.echo(f"slurm: {action.describe()}", err=bool(action.error))
-    k8s.after_run(report, k8s_args)
-    _record_history(report, config, k8s_args.get("no_history", False))
+            click.echo(f"slurm: {action.describe()}", err=bool(action.error) or as_json)
+    k8s.after_run(report, more)
+    _record_history(report, config, more.get("no_history", False))
     if problem is not None:
         raise problem
     from preflight.core.verdict import decide
@@ -208,13 +221,22 @@ def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], acce
     from preflight.transport.ssh import SshTransport
 
     try:
-        hosts = nodes_from_arg(path)
+        hosts = without_ports(nodes_from_arg(path))
         return [NodeTarget(SshTransport.from_host(host, python=remote_python, options=ssh_options,
                                                   accept_new=accept_new), slots=host.slots) for host in hosts]
     except HostsFileError as exc:
         raise UsageProblem(str(exc)) from None
     except ValueError as exc:  # an --ssh-option that is not Key=Value
         raise UsageProblem(str(exc)) from None
+
+
+def without_ports(hosts: list[Any]) -> list[Any]:
+    """Hosts named by their address alone (`gpu01`, not `gpu01:2222`) in every report, unless two of
+    them share an address: then the port tells them apart."""
+    import dataclasses
+
+    shared = {h.hostname for h in hosts if sum(1 for o in hosts if o.hostname == h.hostname) > 1}
+    return [h if h.hostname in shared or h.port is None else dataclasses.replace(h, name=h.hostname) for h in hosts]
 
 
 def _slurm_nodes(nodes_file: str | None, slurm: bool, remote_python: str) -> list[Any]:
@@ -228,14 +250,30 @@ def _slurm_nodes(nodes_file: str | None, slurm: bool, remote_python: str) -> lis
         raise UsageProblem(str(exc)) from None
 
 
-def _progress(plan: Any, nodes: list[Any]) -> Any:
+def _tagged(wanted: list[str], tags: list[str], checks: dict[str, Any]) -> list[str]:
+    """The wanted checks that carry any of the tags; a tag no check has is a usage error."""
+    if not tags:
+        return wanted
+    from preflight.core.suggest import suggest
+
+    known = {t for c in checks.values() for t in c.tags}
+    for tag in tags:
+        if tag not in known:
+            raise UsageProblem(f"no check has the tag {tag!r}{suggest(tag, known)} (tags: {', '.join(sorted(known))})")
+    chosen = [cid for cid in wanted if set(checks[cid].tags) & set(tags)]
+    if not chosen:
+        raise UsageProblem(f"no check selected has the tag{'s' if len(tags) > 1 else ''} {', '.join(tags)}")
+    return chosen
+
+
+def _progress(plan: Any, nodes: list[Any], to_stderr: bool = False) -> Any:
     from preflight.cli.progress import STILL_RUNNING_INTERVAL_S, Progress
 
     interval = float(os.environ.get("PREFLIGHT_PROGRESS_INTERVAL_S") or STILL_RUNNING_INTERVAL_S)
     total = sum(len(nodes) if c.scope.value == "node" else 1 for c in plan.checks)  # results expected
     return Progress(total, {c.id: plan.config.timeout_for(c) for c in plan.checks},
                     interactive=sys.stdout.isatty() and not os.environ.get("CI"), interval_s=interval,
-                    echo=click.echo)
+                    echo=(lambda *a, **k: click.echo(*a, err=True, **k)) if to_stderr else click.echo)
 
 
 

@@ -272,6 +272,9 @@ class Check:
     # Transport kinds this check is about ("k8s": the node came from the Kubernetes API); empty: every run.
     # A run through none of them leaves the check out unless it was asked for by name.
     transports: ClassVar[tuple[str, ...]] = ()
+    # Settings of another area this check also takes, "area.key" -> its own parameter: storage.shared
+    # takes `[checkpoint] dir` (and `--set checkpoint.dir=...`) for its `dir`. Its own setting wins.
+    config_aliases: ClassVar[dict[str, str]] = {}
 
     def collect(self, ctx: Any, params: Any) -> dict[str, Any]:
         raise NotImplementedError

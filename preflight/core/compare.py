@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Scope, Status
 
 DEFAULT_TOLERANCE = 0.10
@@ -51,6 +52,7 @@ class StatusChange:
     new: str
     kind: str  # "regression", "improvement" or "info"
     summary: str = ""  # the new result's summary, or the old one's when it is gone
+    level_skip: bool = False  # one side is a SKIP because its run level leaves the check out
 
 
 @dataclass
@@ -89,6 +91,22 @@ class Diff:
     compared_results: int = 0
     compared_figures: int = 0
     versions_regress: bool = True
+    # How the two runs were made: (old, new) run level, profile and preflight version.
+    levels: list[str] = field(default_factory=lambda: ["", ""])
+    profiles: list[str] = field(default_factory=lambda: ["", ""])
+    preflight_versions: list[str] = field(default_factory=lambda: ["", ""])
+
+    @property
+    def context(self) -> list[str]:
+        """What differs in how the runs were made, one sentence each; a reader weighs the changes by it."""
+        said = []
+        for what, (old, new), empty in (("run level", self.levels, "standard"), ("profile", self.profiles, "none"),
+                                        ("preflight version", self.preflight_versions, "unknown")):
+            if (old or empty) != (new or empty):
+                said.append(f"the {what} differs: {old or empty} before, {new or empty} now")
+        if self.levels[0] != self.levels[1] and any(c.level_skip for c in self.statuses):
+            said.append("checks one level leaves out are listed as other changes, not as regressions or improvements")
+        return said
 
     @property
     def regressions(self) -> list[StatusChange | FigureChange | VersionChange]:
@@ -144,7 +162,9 @@ def compare(old: RunReport, new: RunReport, tolerance: float = DEFAULT_TOLERANCE
             versions_regress: bool = True) -> Diff:
     if tolerance < 0 or not math.isfinite(tolerance):
         raise ValueError(f"tolerance must be a non-negative number, not {tolerance!r}")
-    diff = Diff(old.started_at, new.started_at, tolerance, old_label, versions_regress=versions_regress)
+    diff = Diff(old.started_at, new.started_at, tolerance, old_label, versions_regress=versions_regress,
+                levels=[old.level or "", new.level or ""], profiles=[old.profile or "", new.profile or ""],
+                preflight_versions=[old.preflight_version or "", new.preflight_version or ""])
     old_results = {r.key: r for r in old.results if r.check_id != BASELINE_CHECK_ID}
     new_results = {r.key: r for r in new.results if r.check_id != BASELINE_CHECK_ID}
     order = list(dict.fromkeys([*old_results, *new_results]))
@@ -165,8 +185,14 @@ def compare(old: RunReport, new: RunReport, tolerance: float = DEFAULT_TOLERANCE
         diff.compared_results += 1
         if before.status is not after.status:
             worse = _RANK[after.status.value] > _RANK[before.status.value]
-            diff.statuses.append(StatusChange(key[0], key[1], before.status.value, after.status.value,
-                                              "regression" if worse else "improvement", after.summary))
+            # A SKIP because a run's level leaves the check out (--level quick) says nothing about the
+            # cluster: what changed is what was asked for.
+            level_skip = _skipped_at_level(before) or _skipped_at_level(after)
+            kind = "info" if level_skip else "regression" if worse else "improvement"
+            diff.statuses.append(StatusChange(key[0], key[1], before.status.value, after.status.value, kind,
+                                              after.summary, level_skip))
+            if level_skip:
+                continue
         diff.figures += _compare_figures(before, after, tolerance, diff)
     new_nodes = set(new.node_names)
     for node in old.node_names:
@@ -175,6 +201,11 @@ def compare(old: RunReport, new: RunReport, tolerance: float = DEFAULT_TOLERANCE
                                               "the node is not in the new run: nothing was measured on it"))
     diff.versions = _compare_versions(old, new, "regression" if versions_regress else "info")
     return diff
+
+
+def _skipped_at_level(result: CheckResult) -> bool:
+    return result.status is Status.SKIP and bool(result.findings) and \
+        all(f.id.endswith(SKIPPED_AT_LEVEL) for f in result.findings)
 
 
 def _figure_key(m: Measurement) -> tuple[str, str | None]:
@@ -239,11 +270,21 @@ def _noisy(m: Measurement, tolerance: float) -> bool:
 
 
 def _stacks(report: RunReport) -> dict[str, dict[str, Any]]:
-    """Per node, the software stack a check recorded (facts["stack"]: package -> version)."""
+    """Per node, the versions in the software stack a check recorded (facts["stack"]).
+
+    Only the entries the check declares as versions (facts["stack_versions"]) count; a stack recorded
+    without that declaration counts its text entries, never a flag such as `builds_probed`."""
     stacks: dict[str, dict[str, Any]] = {}
     for r in report.results:
-        if isinstance((r.facts or {}).get("stack"), dict):
-            stacks.setdefault(r.node, r.facts["stack"])
+        facts = r.facts or {}
+        stack = facts.get("stack")
+        if not isinstance(stack, dict) or r.node in stacks:
+            continue
+        declared = facts.get("stack_versions")
+        if isinstance(declared, list):
+            stacks[r.node] = {k: stack.get(k) for k in declared}
+        else:
+            stacks[r.node] = {k: v for k, v in stack.items() if v is None or isinstance(v, str)}
     return stacks
 
 

@@ -42,6 +42,8 @@ else:  # pragma: no cover - exercised on 3.10 only
 from preflight.core import levels
 from preflight.core.check import PARAM_AT_LEAST, PARAM_AT_MOST, PARAM_KIND, Check, Expect
 from preflight.core.values import is_number as _number, value_problem
+from preflight.core.silence import parse_silence
+from preflight.core.suggest import suggest
 
 RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
 FAIL_ON_CHOICES = ("fail", "warn")
@@ -77,6 +79,7 @@ class Config:
     level: str = levels.DEFAULT_LEVEL  # the run level (--level, [run] level)
     history_enabled: bool = True  # [history] enabled: record the run in fleet history
     history_url: str | None = None  # [history] url: another SQLite file, or a PostgreSQL URL
+    silence: dict[str, dict[str, str]] = field(default_factory=dict)  # [silence]: finding id -> reason, until
 
     def overrides_for(self, check: type[Check]) -> dict[str, Any]:
         """The parameters a check runs with beyond its defaults: the level's, then the user's."""
@@ -169,6 +172,9 @@ def parse(text: str, checks: dict[str, type[Check]], path: str = "preflight.toml
 
 def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path: str, allow_profile: bool) -> Config:
     config = Config(path=path)
+    # (check id, key) set in [checks."<id>"]: an alias never overrides them, whatever the file's order.
+    explicit = {(cid, key) for cid, body in (data.get("checks") or {}).items() if isinstance(body, dict)
+                for key in body}
 
     def fail(message: str, key: str) -> typing.NoReturn:
         raise ConfigError(message, path, key, _line_of(text, key))
@@ -182,7 +188,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
             _expect_table(body, "run", fail)
             for key, value in body.items():
                 if key not in RUN_KEYS:
-                    fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}", f"run.{key}")
+                    fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}{suggest(key, RUN_KEYS)}", f"run.{key}")
                 _expect_type(value, RUN_KEYS[key], f"run.{key}", fail)
                 check_value(TIMEOUT_SPEC if key == "timeout" else {}, value, f"run.{key}", fail)
             if "timeout" in body:
@@ -209,27 +215,45 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
         elif section == "expect":
             _expect_table(body, "expect", fail)
             config.expect = _parse_expect(body, fail)
+        elif section == "silence":
+            _expect_table(body, "silence", fail)
+            config.silence = parse_silence(body, checks, fail)  # preflight.core.silence
         elif section == "checks":
             _expect_table(body, "checks", fail)
             for check_id, overrides in body.items():
                 if check_id not in checks:
-                    fail(f"unknown check id; known: {', '.join(sorted(checks))}", f"checks.{check_id}")
+                    fail(f"unknown check id{suggest(check_id, checks) or '; known: ' + ', '.join(sorted(checks))}",
+                         f"checks.{check_id}")
                 _expect_table(overrides, f"checks.{check_id}", fail)
                 _apply_check_overrides(config, checks[check_id], overrides, f"checks.{check_id}", fail)
         else:
             # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
             area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
             if not area:
-                fail("unknown section; expected [run], [expect], [history], [checks.\"<id>\"] or a check area such as "
-                     f"[{sorted({cid.split('.', 1)[0] for cid in checks})[0]}]", section)
+                areas = {cid.split(".", 1)[0] for cid in checks}
+                fail("unknown section; expected [run], [expect], [history], [silence], [checks.\"<id>\"] or a check "
+                     f"area such as [{sorted(areas)[0]}]"
+                     + suggest(section, {"run", "expect", "history", "silence", "checks", *areas}), section)
             _expect_table(body, section, fail)
             for key, value in body.items():
                 takers = [c for c in area if key in _param_fields(c) or key in COMMON_CHECK_KEYS]
                 if not takers:
-                    fail(f"no {section}.* check has a parameter {key!r}", f"{section}.{key}")
+                    known = {k for c in area for k in _param_fields(c)}
+                    fail(f"no {section}.* check has a parameter {key!r}{suggest(key, known)}", f"{section}.{key}")
                 for check in takers:
                     _apply_check_overrides(config, check, {key: value}, f"{section}.{key}", fail)
+                _apply_aliases(config, checks, f"{section}.{key}", value, fail, explicit)
     return config
+
+
+def _apply_aliases(config: Config, checks: dict[str, type[Check]], setting: str, value: Any, fail: Any,
+                   explicit: set[tuple[str, str]]) -> None:
+    """`[checkpoint] dir` reaches storage.shared's `dir` too (Check.config_aliases), unless that check's
+    own setting says otherwise."""
+    for check in checks.values():
+        param = check.config_aliases.get(setting)
+        if param and (check.id, param) not in explicit:
+            _apply_check_overrides(config, check, {param: value}, setting, fail)
 
 
 def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, type[Check]]) -> None:
@@ -251,10 +275,17 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
             targets = [checks[check_id]]
         else:
             targets = [c for cid, c in checks.items() if cid.split(".", 1)[0] == check_id and param in _param_fields(c)]
-        if not targets:
-            raise ConfigError("no check has this parameter", "--set", key)
+        aliased = [c for c in checks.values() if key in c.config_aliases and c not in targets]
+        if not targets and not aliased:
+            known = [f"{cid}.{p}" for cid, c in checks.items() for p in _param_fields(c)]
+            raise ConfigError("no check has this parameter" + suggest(key, known), "--set", key)
         for check in targets:
             _apply_check_overrides(config, check, {param: value}, key, lambda m, k: _raise(ConfigError(m, "--set", k)))
+        for check in aliased:
+            own = f"{check.id}.{check.config_aliases[key]}"
+            if not any(s.split("=", 1)[0] == own for s in settings):
+                _apply_check_overrides(config, check, {check.config_aliases[key]: value}, key,
+                                       lambda m, k: _raise(ConfigError(m, "--set", k)))
 
 
 def _raise(exc: Exception) -> typing.NoReturn:
@@ -267,7 +298,7 @@ def _parse_expect(body: dict[str, Any], fail: Any) -> Expect:
     values = {}
     for key, value in body.items():
         if key not in hints:
-            fail(f"unknown key; [expect] accepts {', '.join(sorted(hints))}", f"expect.{key}")
+            fail(f"unknown key; [expect] accepts {', '.join(sorted(hints))}{suggest(key, hints)}", f"expect.{key}")
         if value is not None and not _matches(value, hints[key]):
             fail(f"expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}", f"expect.{key}")
         check_value(specs[key], value, f"expect.{key}", fail)
@@ -287,7 +318,8 @@ def _apply_check_overrides(config: Config, check: type[Check], overrides: dict[s
             continue
         if key not in fields:
             known = ", ".join(sorted(set(fields) | set(COMMON_CHECK_KEYS))) or "none"
-            fail(f"unknown parameter for {check.id}; known: {known}", name)
+            fail(f"unknown parameter for {check.id}"
+                 f"{suggest(key, set(fields) | set(COMMON_CHECK_KEYS)) or '; known: ' + known}", name)
         if not _matches(value, fields[key]):
             fail(f"expected {_type_name(fields[key])}, got {type(value).__name__} {value!r}", name)
         check_value(specs.get(key, {}), value, name, fail)

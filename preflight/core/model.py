@@ -239,6 +239,9 @@ class RunReport:
     # What the run was judged with beyond the checks' defaults, and where each value came from
     # (preflight/run/judging.py): `report --rejudge` starts from it. None in reports of older versions.
     judged_with: dict[str, Any] | None = None
+    # [silence] of preflight.toml: finding id -> {"reason": why, "until": "YYYY-MM-DD" or ""}. A silenced
+    # finding is an acknowledged note in every report and never blocks, until its date has passed.
+    silenced: dict[str, dict[str, str]] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def add(self, result: CheckResult) -> None:

@@ -27,8 +27,10 @@ from typing import Any
 from preflight.core.check import NEEDS_FRAMEWORK, NEEDS_GPU, ROLE_INVENTORY
 from preflight.core.compare import comparison_results
 from preflight.core.expectations import expectation_results
+from preflight.core.findings import Found, findings_of
 from preflight.core.levels import SKIPPED_AT_LEVEL
-from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, RunReport, Scope, Status
+from preflight.core.nodeset import fold
+from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, Finding, RunReport, Scope, Status
 
 
 class Verdict(str, enum.Enum):
@@ -66,6 +68,11 @@ class Decision:
     measured: int = 0  # checks with at least one result that measured (PASS, WARN or FAIL)
     total: int = 0  # checks planned or reported
     interrupted: bool = False  # stopped by SIGINT or SIGTERM: the exit code is 130, whatever the verdict
+    # The same run read per finding (preflight.core.findings): what every report lists.
+    blocking_findings: list[Found] = field(default_factory=list)  # headline ones first, then worst first
+    warning_findings: list[Found] = field(default_factory=list)  # WARN findings that do not block, in any check
+    skipped_findings: list[Found] = field(default_factory=list)  # what was not measured, and why
+    acknowledged_findings: list[Found] = field(default_factory=list)  # silenced in [silence]: shown, never blocking
 
     @property
     def exit_code(self) -> int:
@@ -133,14 +140,58 @@ def _load_error_text(errors: list[dict[str, Any]]) -> str:
             f"{'their' if len(errors) != 1 else 'its'} checks did not run")
 
 
-def _headline_finding(blocking: list[CheckResult], headlines: list[str]) -> str:
-    """The sentence of the first declared headline finding (`report.headlines`) that fired."""
-    for wanted in headlines:
-        for result in blocking:
-            for f in result.findings:
-                if f.id == wanted and f.level is not Status.PASS:
-                    return f.message
-    return ""
+def _first_blocking(found: Found, headlines: list[str]) -> tuple:
+    """Sort key: the declared headline findings (`report.headlines`) first, then FAIL, ERROR, blocking
+    SKIP, then by check and node."""
+    headline = headlines.index(found.id) if found.id in headlines else len(headlines)
+    rank = {Status.FAIL: 0, Status.ERROR: 1, Status.SKIP: 2, Status.WARN: 3}.get(found.level, 4)
+    return (headline, rank, found.result.check_id, found.node)
+
+
+def where_text(nodes: list[str]) -> str:
+    """'on gpu02', 'on gpu[01-03]', or 'across the cluster' for a cluster check's own result."""
+    if nodes == [CLUSTER_NODE]:
+        return "across the cluster"
+    return f"on {fold(n for n in nodes if n != CLUSTER_NODE)}"
+
+
+def blocking_text(found: list[Found], shown: int = 2) -> str:
+    """'2 blocking findings: SENTENCE (on gpu02); SENTENCE (across the cluster)': what blocks, in the
+    checks' own words, the first `shown` of them; one sentence found on several nodes is named once."""
+    sentences: dict[str, list[str]] = {}
+    for f in found:
+        # A cluster check's own result is told by its scope (a host may be called "cluster" too).
+        sentences.setdefault(f.finding.message, []).append(
+            CLUSTER_NODE if f.result.scope is Scope.CLUSTER else f.node)
+    parts = [f"{message} ({where_text(nodes)})" for message, nodes in list(sentences.items())[:shown]]
+    more = len(sentences) - len(parts)
+    n = len(found)
+    return (f"{n} blocking finding{'s' if n != 1 else ''}: " + "; ".join(parts)
+            + (f"; and {more} more" if more else ""))
+
+
+SILENCE_CHECK = "preflight.silence"
+
+
+def active_silences(report: RunReport) -> tuple[dict[str, dict[str, str]], list[CheckResult]]:
+    """The silences in force on the day the run started, and one WARN result per silence past its date.
+
+    An expired silence silences nothing and says so: what it hid counts again, and a warning names it."""
+    day = (report.started_at or "")[:10]
+    active, expired = {}, []
+    for finding_id, silence in sorted((report.silenced or {}).items()):
+        until = silence.get("until") or ""
+        if until and day and until < day:
+            message = (f"the silence of {finding_id} expired on {until} ({silence.get('reason', '')}): it counts "
+                       "again")
+            expired.append(CheckResult(
+                SILENCE_CHECK, CLUSTER_NODE, Status.WARN, message, title="Silenced findings", scope=Scope.CLUSTER,
+                findings=[Finding(f"{SILENCE_CHECK}.expired", Status.WARN, message,
+                                  f"Fix what {finding_id} found, or set a later `until` for it under [silence] in "
+                                  "preflight.toml.")]))
+        else:
+            active[finding_id] = silence
+    return active, expired
 
 
 def derived_results(report: RunReport) -> list[CheckResult]:
@@ -156,13 +207,37 @@ def decide(report: RunReport) -> Decision:
         blocking_statuses.add(Status.WARN)
 
     with_gpus = gpu_nodes(report)
+    unreachable = {n.name for n in report.nodes if n.reachable is False}
     results = [*report.results, *derived_results(report)]
     skipped = [r for r in report.results if r.status is Status.SKIP]
     slots: dict[str, int | None] = {}
     for node in report.nodes:
         slots.setdefault(node.name, node.slots)  # the first of a name, as a search from the front finds
-    skipped_expected = [r for r in skipped if skip_blocks(r, report, with_gpus, slots)]
-    blocking = [r for r in results if r.status in blocking_statuses] + skipped_expected
+    skip_reasons = {id(r): skip_blocks(r, report, with_gpus, slots) for r in skipped}
+    skipped_expected = [r for r in skipped if skip_reasons[id(r)]]
+    blocking_found: list[Found] = []
+    warning_found: list[Found] = []
+    skipped_found: list[Found] = []
+    acknowledged: list[Found] = []
+    silences, expired = active_silences(report)
+    for result in [*results, *expired]:
+        for finding in findings_of(result, result.node in unreachable):
+            stand_in = all(f.id != finding.id for f in result.findings)
+            if finding.id in silences:
+                acknowledged.append(Found(result, finding, "", stand_in))
+            elif finding.level in blocking_statuses:
+                blocking_found.append(Found(result, finding, f"{finding.level.value} blocks", stand_in))
+            elif finding.level is Status.WARN:
+                warning_found.append(Found(result, finding, "", stand_in))
+            elif finding.level is Status.SKIP and skip_reasons.get(id(result)):
+                blocking_found.append(Found(result, finding, skip_reasons[id(result)], stand_in))
+            elif finding.level is Status.SKIP:
+                skipped_found.append(Found(result, finding, "", stand_in))
+    headlines = list(report.headlines or [])
+    blocking_found.sort(key=lambda found: _first_blocking(found, headlines))
+    blocked = {id(f.result) for f in blocking_found}
+    results += expired
+    blocking = [r for r in results if id(r) in blocked]
     blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))
     blocking_ids = {id(r) for r in blocking}
     warnings = [r for r in results if r.status is Status.WARN and id(r) not in blocking_ids]
@@ -171,10 +246,7 @@ def decide(report: RunReport) -> Decision:
 
     if blocking:
         verdict = Verdict.NO_GO
-        reason = f"{len(blocking)} blocking finding{'s' if len(blocking) != 1 else ''}"
-        first = _headline_finding(blocking, report.headlines)
-        if first:
-            reason = f"{first} ({reason})"
+        reason = blocking_text(blocking_found)
     elif report.load_errors:
         verdict = Verdict.INCOMPLETE
         reason = ""  # the load errors below say it
@@ -194,21 +266,27 @@ def decide(report: RunReport) -> Decision:
         reason = "no check measured anything (every result is SKIP): nothing here was shown to be ready"
     else:
         verdict = Verdict.GO
-        reason = "every check passed" if not warnings else \
-            f"no blocking findings ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})"
+        n, checks = len(warning_found), len({f.result.check_id for f in warning_found})
+        reason = "every check passed" if not warning_found else \
+            f"no blocking findings ({n} warning{'s' if n != 1 else ''} from {checks} check{'s' if checks != 1 else ''})"
     if report.stopped_early:
         reason += f"; the run was stopped early ({report.stopped_early})"
     if report.load_errors:
         # Named first in every report: its checks are missing from everything below.
         reason = _load_error_text(report.load_errors) + (f"; {reason}" if reason else "")
     decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total,
-                        interrupted=report.interrupted)
+                        interrupted=report.interrupted, blocking_findings=blocking_found,
+                        warning_findings=warning_found, skipped_findings=skipped_found,
+                        acknowledged_findings=acknowledged)
     decision.reason = f"{reason}. {decision.measured_text}"
     return decision
 
 
 def _missing_text(missing: list[tuple[str, str]], cluster_checks: list[str], shown: int = 5) -> str:
-    names = [cid if cid in cluster_checks else f"{cid} on {node}" for cid, node in missing]
+    by_check: dict[str, list[str]] = {}
+    for cid, node in missing:
+        by_check.setdefault(cid, []).append(node)
+    names = [cid if cid in cluster_checks else f"{cid} on {fold(nodes)}" for cid, nodes in by_check.items()]
     text = ", ".join(names[:shown])
     return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
 

@@ -2,9 +2,16 @@
 
     from preflight.integrations.monitor import instrument_ddp
     ddp = DistributedDataParallel(model)
-    monitor = instrument_ddp(ddp, port=9400)          # http://127.0.0.1:9400/metrics (this host only)
-    monitor = instrument_ddp(ddp, port=9400, addr="0.0.0.0")  # every interface, for a remote Prometheus
+    monitor = instrument_ddp(ddp)                     # http://127.0.0.1:18400+LOCAL_RANK/metrics (this host only)
+    monitor = instrument_ddp(ddp, addr="0.0.0.0")     # every interface, for a remote Prometheus
     monitor = instrument_ddp(ddp, textfile="/var/lib/node_exporter/textfile/allreduce.prom")
+
+Every process on a node serves its own port, `port + LOCAL_RANK` (torchrun sets LOCAL_RANK), so the
+8 ranks of an 8-GPU node bind 18400-18407 and never each other's. The default base port, 18400, lies
+outside 9100-9999 (Prometheus's exporter range, all allocated: 9400 is dcgm-exporter's), outside
+torchrun's 29400/29500 and outside Linux's ephemeral range. A textfile is likewise one per local
+rank when the node runs several (`allreduce-rank3.prom`, or `{local_rank}` in the name), each written
+atomically: node_exporter reads every `*.prom` in its directory and never a half-written one.
 
 `instrument_ddp` registers a DDP communication hook that does what DDP's default hook does (divide
 each gradient bucket by the world size and all-reduce it) and times every bucket's all-reduce: with
@@ -42,6 +49,40 @@ LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 TEXTFILE_INTERVAL_S = 15.0
 _NO_LOCK = contextlib.nullcontext()
 _IDLE = -1.0  # a slot whose all-reduce has not completed (or was already counted)
+
+DEFAULT_PORT = 18400  # base port: each local rank serves DEFAULT_PORT + LOCAL_RANK (see the module docstring)
+
+
+def local_rank() -> int:
+    """This process's rank on its node: LOCAL_RANK as torchrun (and Slurm through it) sets it, else 0."""
+    import os
+
+    try:
+        return max(0, int(os.environ.get("LOCAL_RANK", "0")))
+    except ValueError:
+        return 0
+
+
+def local_world_size() -> int:
+    import os
+
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def rank_textfile(path: str, rank: int, ranks_on_node: int) -> str:
+    """One file per local rank: `{local_rank}` in the name is filled in; without it, and with several ranks
+    on the node, `-rank<N>` goes before the extension (two ranks never write one file)."""
+    if "{local_rank}" in path:
+        return path.replace("{local_rank}", str(rank))
+    if ranks_on_node <= 1:
+        return path
+    import os
+
+    stem, ext = os.path.splitext(path)
+    return f"{stem}-rank{rank}{ext or '.prom'}"
 
 
 @dataclass
@@ -276,20 +317,26 @@ class _PollOnScrape:
 
 def instrument_ddp(model: Any, port: int | None = None, textfile: str | None = None, *, addr: str = "127.0.0.1",
                    rank: int | None = None, process_group: Any = None,
-                   textfile_interval_s: float = TEXTFILE_INTERVAL_S) -> Monitor:
+                   textfile_interval_s: float = TEXTFILE_INTERVAL_S, local: int | None = None) -> Monitor:
     """Time every all-reduce bucket of a DistributedDataParallel `model` and export the histogram.
 
-    port: serve http://addr:port/metrics (port=0 binds a free port; Monitor.port says which). addr is
+    port: the base port; this process serves http://addr:(port + local rank)/metrics (port=0 binds a
+    free port; Monitor.port says which). Neither port nor textfile given: DEFAULT_PORT. addr is
     127.0.0.1 unless given: the histogram names ranks and timings, and a training job opens no port to
     the network unless asked to (addr="0.0.0.0", or the node's address on the monitoring network).
-    textfile: write the node_exporter textfile format to this path every `textfile_interval_s` and on
-    close() (use a name ending in .prom in the collector's directory). One of the two, or both.
+    textfile: write the node_exporter textfile format there every `textfile_interval_s` and on close(),
+    one file per local rank (rank_textfile), atomically. `local`: the local rank (default LOCAL_RANK).
     """
     import torch.distributed as dist
     from prometheus_client import CollectorRegistry
 
     if port is None and textfile is None:
-        raise ValueError("instrument_ddp needs port= (serve /metrics) or textfile= (node_exporter textfile)")
+        port = DEFAULT_PORT
+    local = local_rank() if local is None else local
+    if textfile:
+        textfile = rank_textfile(textfile, local, local_world_size())
+    if port:
+        port += local
     if rank is None:
         rank = dist.get_rank(process_group) if dist.is_initialized() else 0
     counts = LatencyCounts()

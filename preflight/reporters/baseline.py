@@ -10,6 +10,7 @@ from typing import Any
 
 from preflight.core.compare import NODE_ENTRY, Diff, FigureChange, StatusChange, VersionChange
 from preflight.core.model import CLUSTER_NODE
+from preflight.core.nodeset import fold
 from preflight.reporters.markdown_text import md_escape
 from preflight.reporters.safe_text import single_line
 from preflight.reporters.numbers import change as signed, count, percent, quantity
@@ -30,6 +31,8 @@ def _where(node: str) -> str:
 def headline(diff: Diff) -> str:
     """One sentence for the first screen of a report."""
     against = f"against the baseline run of {day(diff.old_started_at)}"
+    if diff.context:
+        against += f" ({'; '.join(diff.context)})"
     regressions = diff.regressions
     if not regressions:
         extra = f" ({len(diff.improvements)} improved)" if diff.improvements else ""
@@ -49,6 +52,10 @@ def headline(diff: Diff) -> str:
     return f"{_join(parts)} {against}; first: {describe(regressions[0])}"
 
 
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _value(value: Any, unit: str) -> str:
     return "not measured" if value is None else quantity(value, unit)
 
@@ -61,6 +68,8 @@ def describe(change: StatusChange | FigureChange | VersionChange) -> str:
         old = change.old or "no result"
         new = change.new or "no result"
         text = f"{change.check_id} {_where(change.node)}: {old} -> {new}"
+        if change.level_skip:
+            return text + " (the run levels differ: not run at one of them)"
         lost = not change.new and change.kind == "regression"
         return text + (f" ({change.summary})" if change.summary and (lost or change.new in ("FAIL", "ERROR", "WARN"))
                        else "")
@@ -73,13 +82,13 @@ def describe(change: StatusChange | FigureChange | VersionChange) -> str:
         if change.noisy:
             text += " [noisy]"
         return text
-    nodes = "all nodes" if not change.nodes else ", ".join(change.nodes[:4]) + (
-        f" and {len(change.nodes) - 4} more" if len(change.nodes) > 4 else "")
+    nodes = "all nodes" if not change.nodes else fold(change.nodes)
     return f"{change.package} {change.old or 'absent'} -> {change.new or 'absent'} on {nodes}"
 
 
 def sections(diff: Diff) -> list[tuple[str, list[str]]]:
     return [
+        ("How the runs differ", [_capital(sentence) for sentence in diff.context]),
         ("Regressions", [describe(c) for c in diff.regressions]),
         ("Improvements", [describe(c) for c in diff.improvements]),
         ("Other changes", [describe(c) for c in [*diff.statuses, *diff.figures, *diff.versions] if c.kind == "info"]),

@@ -32,6 +32,8 @@ from preflight.reporters.numbers import number, percent, quantity, size
 MAX_SERIES = 8
 MAX_GROUPS = 16
 MAX_ANNOTATED_NODES = 12
+MAX_HEATMAP_NODES = 48  # more nodes than this: the worst links as bars, not a grid
+MAX_WORST_LINKS = 24
 
 COLOURS = {"ideal": "#8c959f", "bad": "#cf222e"}
 SERIES_COLOURS = ["#0969da", "#bc4c00", "#1a7f37", "#8250df", "#cf222e", "#1b7c83", "#9a6700", "#57606a"]
@@ -123,6 +125,36 @@ def _colour(i: int) -> str:
     return SERIES_COLOURS[i % len(SERIES_COLOURS)]
 
 
+def _draw_worst_links(group: FigureGroup, name: str, title: str, grid: figures.LinkGrid) -> tuple[str, str]:
+    """Past MAX_HEATMAP_NODES a sender x receiver grid is a smear: the slowest links as bars instead."""
+    higher = group.higher_is_better
+    ranked = sorted(grid.points, key=lambda item: (item[2].value if higher else -item[2].value, item[0], item[1]))
+    shown = ranked[:MAX_WORST_LINKS]
+    threshold = grid.threshold
+
+    def draw(fig: Any) -> None:
+        ax = fig.subplots()
+        ax.grid(axis="y", visible=False)
+        labels = [f"{src} -> {dst}" for src, dst, _ in shown]
+        values = [p.value for _, _, p in shown]
+        short = [threshold is not None and (v < threshold if higher else v > threshold) for v in values]
+        ax.barh(range(len(shown)), values, color=[COLOURS["bad"] if s else SERIES_COLOURS[0] for s in short])
+        ax.set_yticks(range(len(shown)), labels)
+        ax.invert_yaxis()
+        if threshold is not None:
+            ax.axvline(threshold, color="#1f2328", linewidth=1.5, label=f"{quantity(threshold, group.unit)} needed")
+            ax.legend(loc="lower right")
+        ax.set_xlabel(group.quantity_label)
+        ax.set_xlim(left=0)
+
+    all_values = [p.value for _, _, p in grid.points]
+    median = sorted(all_values)[len(all_values) // 2]
+    caption = (f"The {len(shown)} {'slowest' if higher else 'worst'} of {len(grid.points)} links between "
+               f"{len(grid.nodes)} nodes (the median link: {quantity(median, group.unit)}); red bars miss "
+               f"{'the ' + quantity(threshold, group.unit) + ' needed' if threshold is not None else 'nothing'}.")
+    return caption, _svg(name, title, (6.5, 1.2 + 0.22 * len(shown)), draw)
+
+
 def _draw_link(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
     import numpy as np
     from matplotlib.colors import Normalize, TwoSlopeNorm
@@ -131,6 +163,8 @@ def _draw_link(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
     grid = figures.link_grid(group)
     assert grid is not None
     n = len(grid.nodes)
+    if n > MAX_HEATMAP_NODES:
+        return _draw_worst_links(group, name, title, grid)
     values = np.array([[np.nan if v is None else v for v in row] for row in grid.values], dtype=float)
     peak = float(np.nanmax(values))
     threshold = grid.threshold
@@ -310,6 +344,10 @@ def _draw_rate(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
 
     caption = f"{group.quantity_label} side by side: {', '.join(series)}"
     caption += "; red dashes are what each bar must reach." if judged else "."
+    unjudged = [g.label for g in ordered if all(p.threshold is None for p in g.bars.values())]
+    if judged and unjudged:
+        # Bars beside judged ones with no mark of their own: say so rather than leave a reader to guess.
+        caption += f" {', '.join(unjudged)}: reported, not judged (no threshold applies to {'it' if len(unjudged) == 1 else 'them'})."
     if len(all_groups) > len(ordered):
         caption += f" The {len(ordered)} worst of {len(all_groups)} groups are shown."
     return caption, _svg(name, title, (max(6.0, min(11.0, 2.5 + 0.9 * len(ordered) * len(series))), 3.6), draw)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from preflight.core.model import (
@@ -57,7 +58,9 @@ class Point:
 
 @dataclass
 class FigureGroup:
-    """Every declared measurement of one kind and unit from one check, over all nodes."""
+    """Every declared measurement of one kind and unit from one check, over all nodes.
+
+    Its derived lists are computed once, when first read: read them only after every point is in."""
 
     kind: str
     check_id: str
@@ -65,15 +68,15 @@ class FigureGroup:
     unit: str
     points: list[Point] = field(default_factory=list)
 
-    @property
+    @cached_property
     def names(self) -> list[str]:
         return list(dict.fromkeys(p.m.name for p in self.points))
 
-    @property
+    @cached_property
     def nodes(self) -> list[str]:
         return list(dict.fromkeys(p.node for p in self.points))
 
-    @property
+    @cached_property
     def higher_is_better(self) -> bool:
         directions = [p.m.direction for p in self.points if p.m.direction]
         return not directions or directions[0] != "lower"
@@ -139,9 +142,10 @@ def link_grid(group: FigureGroup) -> LinkGrid | None:
     if len(pairs) < 2:
         return None
     nodes = list(dict.fromkeys(n for src, dst, _ in pairs for n in (src, dst)))
+    index = {n: i for i, n in enumerate(nodes)}
     values: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
     for src, dst, p in pairs:
-        values[nodes.index(src)][nodes.index(dst)] = p.value
+        values[index[src]][index[dst]] = p.value
     thresholds = [p.threshold for _, _, p in pairs if p.threshold is not None]
     return LinkGrid(nodes, values, thresholds[0] if thresholds else None, pairs)
 

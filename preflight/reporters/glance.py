@@ -11,6 +11,7 @@ from typing import Any
 
 from preflight.core.levels import level_text
 from preflight.core.model import CheckResult, RunReport
+from preflight.core.nodeset import fold
 from preflight.reporters.numbers import duration
 
 
@@ -84,9 +85,9 @@ def at_a_glance(report: RunReport) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     nodes = report.node_names
     unreachable = [n.name for n in report.nodes if n.reachable is False]
-    text = f"{len(nodes)}: {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''}"
+    text = f"{len(nodes)}: {fold(nodes)}"
     if unreachable:
-        text += f" ({len(unreachable)} unreachable)"
+        text += f" ({len(unreachable)} unreachable: {fold(unreachable)})"
     rows.append(("Nodes", text))
 
     per_node: dict[str, list[str]] = {}
@@ -104,7 +105,10 @@ def at_a_glance(report: RunReport) -> list[tuple[str, str]]:
         if len(per_node) > 1 and len(counts) == 1:
             text += f" ({counts.pop()} per node)"
         elif len(per_node) > 1:
-            text += " (" + ", ".join(f"{node}: {len(names)}" for node, names in per_node.items()) + ")"
+            by_count: dict[int, list[str]] = {}
+            for node, names in per_node.items():
+                by_count.setdefault(len(names), []).append(node)
+            text += " (" + ", ".join(f"{n} on {fold(on)}" for n, on in sorted(by_count.items(), reverse=True)) + ")"
         rows.append(("GPUs", text))
     elif per_node:
         rows.append(("GPUs", "none found"))

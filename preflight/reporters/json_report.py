@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from preflight.core.finite import finite
 from preflight.core.model import RunReport, json_text
 from preflight.core.results_file import dumps
-from preflight.core.verdict import decide
+from preflight.reporters.view import build_view
 
 FILENAME = "results.json"  # what this reporter writes in the output directory
 PRETTY_DEPTH = 2  # containers at depths 0 and 1 get one member per line; deeper ones are compact
@@ -31,14 +31,9 @@ def render(report: RunReport) -> str:
 def write(report: RunReport, out: TextIO) -> None:
     """Write results.json to `out`, one top-level item at a time."""
     data: dict[str, Any] = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
-    decision = decide(report)
-    # Derived, for consumers that do not want to re-implement the verdict; ignored on load.
-    data["verdict"] = {
-        "verdict": decision.verdict.value,
-        "exit_code": decision.exit_code,
-        "reason": decision.reason,
-        "blocking": [{"check_id": r.check_id, "node": r.node, "status": r.status.value} for r in decision.blocking],
-    }
+    # Derived, for consumers that do not want to re-implement the verdict; ignored on load. `findings`
+    # lists the same findings as every other report, in the same order, each with its own fix.
+    data["verdict"] = verdict_of(build_view(report))
     buffer = io.StringIO()
     try:
         _write_value(buffer, data, 0)
@@ -51,6 +46,30 @@ def write(report: RunReport, out: TextIO) -> None:
     out.write("\n")
 
 
+def summary(report: RunReport) -> dict:
+    """What `preflight run --json` prints: the verdict, its findings, the counts, the level."""
+    view = build_view(report)
+    return {"schema_version": report.schema_version, "preflight_version": report.preflight_version,
+            "started_at": report.started_at, "finished_at": report.finished_at, "level": report.level,
+            "nodes": view.nodes, "counts": view.counts, "measured": view.decision.measured,
+            "checks": view.decision.total, **verdict_of(view)}
+
+
+def verdict_of(view) -> dict:
+    decision = view.decision
+    return {
+        "verdict": decision.verdict.value,
+        "exit_code": decision.exit_code,
+        "reason": decision.reason,
+        "blocking": [{"check_id": r.check_id, "node": r.node, "status": r.status.value} for r in decision.blocking],
+        "findings": {
+            "blocking": [row.to_dict() for row in view.blocking],
+            "warnings": [row.to_dict() for row in view.warnings],
+            "not_measured": [row.to_dict() for row in view.skipped],
+            "acknowledged": [row.to_dict() for row in view.acknowledged],
+            "skipped_at_level": view.level_skips.check_ids if view.level_skips else [],
+        },
+    }
 def _write_value(out: TextIO, value: Any, depth: int) -> None:
     if depth >= PRETTY_DEPTH or not isinstance(value, (dict, list, tuple)) or not value:
         out.write(json_text(value, sort_keys=True, allow_nan=False))

@@ -1,9 +1,11 @@
 """preflight.prom: the run's statuses and figures as metrics, in node_exporter's textfile format.
 
-    preflight run --format prometheus --out /var/lib/node_exporter/textfile_collector/preflight
+    preflight run --textfile-dir /var/lib/node_exporter/textfile_collector
 
-Point node_exporter's --collector.textfile.directory at the file's directory (or copy the file
-there) and the run's outcome lands in Prometheus beside the GPU telemetry:
+`--textfile-dir` writes preflight.prom (always that name) into node_exporter's
+--collector.textfile.directory atomically, so node_exporter never reads half a file, and the run's
+outcome lands in Prometheus beside the GPU telemetry (`--format prometheus` also writes it into the
+run's own directory):
 
     preflight_check_status{check, node, status}      1 for the status the check had, 0 for the others
     preflight_check_duration_seconds{check, node}    how long the check took
@@ -13,7 +15,8 @@ there) and the run's outcome lands in Prometheus beside the GPU telemetry:
     preflight_exit_code                              the exit code of the run (130 when it was interrupted)
     preflight_run_finished_timestamp_seconds         when the run ended (Unix time)
 
-Figures that are not numbers ("not measured: no GPU") are left out, and so are the points of a
+Label values never hold a path or a timestamp (each would start a new series every run): those
+parts read `<path>` and `<time>`. Figures that are not numbers ("not measured: no GPU") are left out, and so are the points of a
 per-step chart (figure "step": their median and p95 are figures of their own); a figure a cluster check files
 under a node or link is labelled with that node. The text is made by prometheus_client, which escapes
 label values as the format requires.
@@ -22,12 +25,24 @@ label values as the format requires.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any, Iterator
 
 from preflight.core.model import FIGURE_STEP, RunReport, Status
 from preflight.core.verdict import Verdict, decide
 
 FILENAME = "preflight.prom"  # what this reporter writes in the output directory
+
+
+# Label values name a series for good: a path (a run directory) or a time in one would start a new
+# series every run. Both are replaced by a placeholder; figures that then share a name are numbered.
+_PATH = re.compile(r"(?<![\w.])(?:~|\.{1,2})?/[^\s,;()\[\]]+")
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}[:-]\d{2}(?:[:-]\d{2})?(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
+
+
+def stable_label(text: str) -> str:
+    """A label value without paths or timestamps: 'free disk at /x/2026-12-01T09-00-00Z' -> 'free disk at <path>'."""
+    return _PATH.sub("<path>", _TIME.sub("<time>", text))
 
 
 def _number(value: Any) -> float | None:
@@ -59,9 +74,14 @@ class _RunCollector:
             duration.add_metric([result.check_id, result.node], float(result.duration_s or 0.0))
             for m in result.measurements:
                 value = _number(m.value)
-                key = (result.check_id, m.node or result.node, m.name, m.unit or "")
-                if value is None or key in seen or m.figure == FIGURE_STEP:
+                if value is None or m.figure == FIGURE_STEP:
                     continue
+                name = stable_label(m.name)
+                key = (result.check_id, stable_label(m.node or result.node), name, m.unit or "")
+                n = 1
+                while key in seen:  # two figures whose names differed only in a path
+                    n += 1
+                    key = (key[0], key[1], f"{name} ({n})", key[3])
                 seen.add(key)
                 figure.add_metric(list(key), value)
                 limit = _number(m.threshold)

@@ -8,6 +8,7 @@ from functools import lru_cache
 import jinja2
 import markupsafe
 
+from preflight.core.nodeset import fold
 from preflight.reporters import view
 from preflight.reporters.markdown_text import md_code_block, md_escape
 from preflight.reporters.numbers import change, count, duration, percent, quantity
@@ -26,6 +27,13 @@ def html_text(text: object) -> markupsafe.Markup:
 @lru_cache(maxsize=8192)  # the same summaries and fixes come back once per node of a large run
 def _html_text(text: str) -> markupsafe.Markup:
     return markupsafe.Markup(_CODE_SPAN.sub(r"<code>\1</code>", str(markupsafe.escape(text))))
+
+
+def breakable(text: object) -> markupsafe.Markup:
+    """Escaped text that a narrow column may break after a dot or an underscore only (an id such as
+    `dataloader.throughput` breaks as `dataloader.` / `throughput`, never inside a word)."""
+    escaped = str(markupsafe.escape(text if text is not None else ""))
+    return markupsafe.Markup(re.sub(r"([._])", r"\1<wbr>", escaped))
 
 
 @lru_cache(maxsize=2)
@@ -47,5 +55,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env.filters["change"] = change
     env.filters["duration"] = duration
     env.filters["text"] = html_text
+    env.filters["nodeset"] = fold
+    env.filters["breakable"] = breakable
     env.globals["count"] = count
     return env

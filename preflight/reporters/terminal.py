@@ -21,7 +21,8 @@ def result_line(result: CheckResult) -> str:
 
 
 def render(report: RunReport) -> str:
-    """The closing summary as plain text."""
+    """The closing summary as plain text: the verdict, then what blocks it with each finding's own fix,
+    then warnings, then what was not measured, then the key figures."""
     view = build_view(report)
     reason = view.reason[:1].upper() + view.reason[1:]
     lines = [f"preflight: {view.verdict} - {view.headline} {reason}."]
@@ -29,26 +30,32 @@ def render(report: RunReport) -> str:
     if view.report.incomplete:
         lines.append(f"  incomplete: {view.report.incomplete_reason}")
     lines.append(f"  level {level_text(view.report)}")
-    if view.key_findings:
-        lines.append("Findings:")
-        for k in view.key_findings:
-            lines.append(f"  {'BLOCKS' if k.blocking else k.status:<6} {k.text}")
+    for error in view.report.load_errors:
+        lines.append(f"  plugin failed to load: {error['entry_point']} ({error['distribution']}): {error['error']}")
     for name, error in view.unreachable:
         lines.append(f"  unreachable: {name}: {error}")
-    if view.blocking:
-        lines.append("Blocking:")
-        for f in view.blocking:
-            lines.append(f"  {f.status:<5} {f.check_id} {f.where}: {f.summary}")
-            for hint in f.remediation:  # the fix of each finding that fired, once
-                lines.append(f"        fix: {hint}")
-    if view.warnings:
-        lines.append("Warnings:")
-        for f in view.warnings:
-            lines.append(f"  WARN  {f.check_id} {f.where}: {f.summary}")
-    if view.skipped:
-        lines.append("Skipped:")
+    for heading, found in (("Blocking", view.blocking), ("Warnings", view.warnings)):
+        if found:
+            lines.append(f"{heading} ({len(found)}):")
+            for f in found:
+                lines.append(f"  {f.level:<5} {f.check_id} {f.where}: {f.message}")
+                if f.fix:
+                    lines.append(f"        fix: {f.fix}")
+    if view.acknowledged:
+        lines.append(f"Acknowledged ({len(view.acknowledged)}, silenced in preflight.toml, not blocking):")
+        for f in view.acknowledged:
+            lines.append(f"  {f.level:<5} {f.check_id} {f.where}: {f.message} (silenced {f.silenced})")
+    if view.skipped or view.level_skips:
+        lines.append(f"Not measured ({len(view.skipped) + len(view.level_skips.check_ids if view.level_skips else [])}):")
         for f in view.skipped:
-            lines.append(f"  SKIP  {f.check_id} {f.where}: {f.summary}")
+            lines.append(f"  SKIP  {f.check_id} {f.where}: {f.message}")
+        if view.level_skips:
+            lines.append(f"  SKIP  at --level {view.level_skips.level}: {', '.join(view.level_skips.check_ids)}"
+                         + (f" ({view.level_skips.fix})" if view.level_skips.fix else ""))
+    if view.key_findings:
+        lines.append("Key figures:")
+        for k in view.key_findings:
+            lines.append(f"  {'BLOCKS' if k.blocking else k.status:<6} {k.text}")
     if view.baseline is not None:
         lines.append("Baseline:")
         lines.append(f"  {view.baseline_headline}")

@@ -12,9 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from preflight.core.compare import BASELINE_CHECK_ID, Diff, baseline_of
-from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Scope, Status
+from preflight.core.findings import UNREACHABLE_FIX, findings_of  # noqa: F401 - UNREACHABLE_FIX: part of the view's API
+from preflight.core.model import CLUSTER_NODE, FIGURE_STEP, CheckResult, Measurement, RunReport, Scope, Status
 from preflight.reporters import figures
 from preflight.reporters.baseline import headline as baseline_headline
+from preflight.reporters.finding_rows import FindingRow, LevelSkips, finding_lists
+from preflight.reporters.folding import MatrixRow, ResultGroup, matrix_rows, result_groups
 from preflight.reporters.glance import at_a_glance, run_duration, when  # noqa: F401 - when: part of the view's API
 from preflight.reporters.numbers import count, percent, quantity, spread
 from preflight.core.verdict import Decision, Verdict, decide
@@ -25,36 +28,16 @@ HEADLINES = {
     Verdict.INCOMPLETE: "No verdict.",  # the decision's reason says why (not finished, missing, nothing measured)
 }
 
-# The advice for a node that could not be reached, whatever check was to run there.
-UNREACHABLE_FIX = ("Check that the node's name resolves from this machine (`getent hosts NAME`) and that "
-                   "`ssh NAME true` succeeds without a prompt; then run preflight again.")
-
 # A figure whose samples spread more than this, (max - min) / median, is flagged as noisy: it is
 # judged on the median like any other, but a reader should not trust a narrow pass or fail on it.
 NOISY_SPREAD = 0.20
+# A result's own table of figures stops here; the rest are in results.json.
+MAX_TABLE_ROWS = 40
 
 
 def where(node: str) -> str:
     """'on gpu01', or 'across the cluster' for the one result of a cluster-scope check."""
     return "across the cluster" if node == CLUSTER_NODE else f"on {node}"
-
-
-@dataclass
-class Finding:
-    """One blocking or warning result, phrased for a reader who will act on it."""
-
-    check_id: str
-    title: str
-    node: str
-    status: str
-    summary: str
-    remediation: list[str]
-    expected_skip: bool = False
-    cluster: bool = False  # the one result of a cluster-scope check (a host may be called "cluster" too)
-
-    @property
-    def where(self) -> str:
-        return "across the cluster" if self.cluster else f"on {self.node}"
 
 
 @dataclass
@@ -84,6 +67,7 @@ class CheckSection:
     why: str
     status: str  # worst over nodes
     results: list[CheckResult] = field(default_factory=list)
+    groups: list[ResultGroup] = field(default_factory=list)  # the results, identical ones folded with their nodes
 
 
 @dataclass
@@ -94,13 +78,14 @@ class ReportView:
     headline: str
     reason: str
     exit_code: int
-    blocking: list[Finding]
-    warnings: list[Finding]
-    skipped: list[Finding]
+    blocking: list[FindingRow]  # what blocks the verdict, each with its own fix
+    warnings: list[FindingRow]  # WARN findings that do not block, also those inside a failing check
+    skipped: list[FindingRow]  # what was not measured, and why (the run level's SKIPs apart)
     nodes: list[str]
     unreachable: list[tuple[str, str]]
     matrix_checks: list[tuple[str, str]]  # (id, title) of node-scope checks, in plan order
     matrix: dict[str, dict[str, str]]  # node -> check id -> status
+    matrix_rows: list[MatrixRow]  # nodes with the same status in every check share a row
     cluster_results: list[CheckResult]
     sections: list[CheckSection]
     at_a_glance: list[tuple[str, str]]
@@ -112,9 +97,31 @@ class ReportView:
     baseline: Diff | None = None  # when the run was compared with a baseline (run --baseline)
     baseline_headline: str = ""
     unreachable_names: frozenset[str] = frozenset()
+    level_skips: LevelSkips | None = None  # the checks the run level left out, in one line
+    acknowledged: list[FindingRow] = field(default_factory=list)  # silenced in [silence]: noted, never blocking
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
+
+    def table_rows(self, result: CheckResult, limit: int = MAX_TABLE_ROWS) -> tuple[list[Measurement], str]:
+        """The figures a result's table lists, and a note on those it leaves out: per-step figures are
+        drawn in their chart, not listed; past `limit` rows the ones that miss or are noisy come first."""
+        steps = [m for m in result.measurements if m.figure == FIGURE_STEP]
+        rows = [m for m in result.measurements if m.figure != FIGURE_STEP]
+        left_out = 0
+        if len(rows) > limit:
+            notable = {id(m) for m in rows if m.ok is False or self.is_noisy(m)}
+            keep = {id(m) for m in ([m for m in rows if id(m) in notable] + [m for m in rows if id(m) not in notable])[:limit]}
+            left_out = len(rows) - len(keep)
+            rows = [m for m in rows if id(m) in keep]
+        notes = []
+        if steps:
+            notes.append(f"{count(len(steps), 'per-step figure')} {'is' if len(steps) == 1 else 'are'} drawn in "
+                         "the chart above")
+        if left_out:
+            notes.append(f"{count(left_out, 'more figure')} {'is' if left_out == 1 else 'are'} in results.json "
+                         "(the ones that miss their threshold or are noisy are listed first)")
+        return rows, "; ".join(notes)
 
     def fixes(self, result: CheckResult) -> list[str]:
         return fixes(result, self.unreachable_names)
@@ -147,29 +154,9 @@ def headline(decision: Decision, total: int) -> str:
 
 
 def fixes(result: CheckResult, unreachable: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """The advice a report shows for one result: the fixes of the findings that fired, nothing else.
-
-    A result that states findings shows their fixes (PASS findings have nothing to fix). An ERROR on
-    a node that could not be reached shows how to reach it, not the check's own hints. A result
-    without findings (an older or third-party check) shows its remediation when it did not pass.
-    """
-    fired = [f.fix for f in result.findings if f.fix and f.level is not Status.PASS]
-    if result.node in unreachable and result.status is Status.ERROR:
-        return list(dict.fromkeys(fired)) or [UNREACHABLE_FIX]
-    if result.findings:
-        return list(dict.fromkeys(fired))
-    if result.status in (Status.PASS, Status.SKIP):
-        return []
-    return list(result.remediation)
-
-
-def finding(result: CheckResult, expected_skip: bool = False,
-            unreachable: set[str] | frozenset[str] = frozenset()) -> Finding:
-    summary = result.summary
-    if expected_skip:
-        summary = f"skipped, but the configuration expects it to run: {result.summary}"
-    return Finding(result.check_id, result.title or result.check_id, result.node, result.status.value, summary,
-                   fixes(result, unreachable), expected_skip, cluster=result.scope is Scope.CLUSTER)
+    """The advice the check's own section shows for one result: the fixes of its findings that fired
+    (preflight.core.findings: a result stating none gets one that fits how it went wrong)."""
+    return list(dict.fromkeys(f.fix for f in findings_of(result, result.node in unreachable) if f.fix))
 
 
 # While `shared()` is active: (id(report), noisy_spread) -> (report, its view), for reporters run one after another.
@@ -200,7 +187,7 @@ def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportV
 
 def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
     decision = decide(report)
-    expected_skips = {id(r) for r in decision.skipped_expected}
+    lists = finding_lists(decision, report.level, report.silenced)
     cluster_ids = set(report.cluster_checks) | {r.check_id for r in report.results if r.scope is Scope.CLUSTER}
     node_check_ids = [c for c in report.check_ids if c not in cluster_ids]
     titles = {r.check_id: r.title or r.check_id for r in report.results}
@@ -215,7 +202,8 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         if not results:
             continue
         worst = max((r.status for r in results), key=lambda s: s.severity)
-        sections.append(CheckSection(cid, titles.get(cid, cid), results[0].why, worst.value, results))
+        sections.append(CheckSection(cid, titles.get(cid, cid), results[0].why, worst.value, results,
+                                     result_groups(results)))
     counts = {s.value: sum(1 for r in report.results if r.status is s) for s in Status}
     noisy = noisy_figures(report, noisy_spread)
     baseline = baseline_of(report)  # None as well when written by another version: the JSON still carries it
@@ -227,13 +215,14 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         headline=headline(decision, len(report.results)),
         reason=decision.reason,
         exit_code=decision.exit_code,
-        blocking=[finding(r, id(r) in expected_skips, unreachable) for r in decision.blocking],
-        warnings=[finding(r, unreachable=unreachable) for r in decision.warnings],
-        skipped=[finding(r) for r in decision.skipped if id(r) not in expected_skips],
+        blocking=lists.blocking,
+        warnings=lists.warnings,
+        skipped=lists.not_measured,
         nodes=nodes,
         unreachable=[(n.name, n.error) for n in report.nodes if n.reachable is False],
         matrix_checks=[(cid, titles.get(cid, cid)) for cid in node_check_ids],
         matrix=matrix,
+        matrix_rows=matrix_rows(nodes, matrix, node_check_ids),
         cluster_results=[r for r in report.results if r.check_id in cluster_ids],
         sections=sections,
         at_a_glance=at_a_glance(report),
@@ -245,6 +234,8 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         baseline=baseline,
         baseline_headline=_capital(baseline_headline(baseline)) if baseline else "",
         unreachable_names=unreachable,
+        level_skips=lists.level_skips,
+        acknowledged=lists.acknowledged,
     )
 
 

@@ -89,7 +89,9 @@ def rejudge_report(report: RunReport, registry: Any, config: Any, *, source: str
     rejudged.needs = {**needs, **rejudged.needs}
     rejudged.profile = config.profile
     rejudged.profile_sources = list(config.profile_sources)
-    rejudged.fail_on = config.fail_on
+    rejudged.fail_on = config.fail_on if how.get("config") else report.fail_on
+    if how.get("config"):
+        rejudged.silenced = {**report.silenced, **config.silence}  # the [silence] of the --config given
     rejudged.rejudged = {"at": now_iso(), "from": source, "preflight_version": _version(),
                          "recorded_with": report.preflight_version, **how, "changed": changed, "kept": kept}
     return rejudged

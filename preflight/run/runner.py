@@ -129,6 +129,7 @@ class Runner:
             level=plan.config.level,
             level_budget_s=levels.BUDGET_S.get(plan.config.level),
             judged_with=plan.judged_with,
+            silenced={k: dict(v) for k, v in plan.config.silence.items()},
         )
         plan.output_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = plan.output_dir / "results.jsonl"

@@ -1,6 +1,6 @@
 """One rank of a real DDP job instrumented with preflight.integrations.monitor.instrument_ddp (run by a test).
 
-    python -m tests.integration.ddp_monitor_job --steps 7 --textfile-dir DIR
+    python -m tests.integration.ddp_monitor_job --steps 7 --textfile-dir DIR [--base-port PORT]
 
 A one-layer model, so DDP makes exactly one gradient bucket per step. Each rank serves its
 histogram on 127.0.0.1 (a free port), trains, scrapes its own /metrics over HTTP, closes the
@@ -28,8 +28,13 @@ def body(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
     store, _ = join(env, args.join_timeout_s, tag="monitor-test")
     init_group(store, env, "gloo", args.pg_timeout_s)
     ddp = DistributedDataParallel(torch.nn.Linear(32, 32))
-    textfile = str(Path(args.textfile_dir) / f"rank{env.rank}.prom")
-    monitor = instrument_ddp(ddp, port=0, addr="127.0.0.1", textfile=textfile)
+    if args.base_port:
+        # As the README writes it: every rank asks for the same base port and the same textfile name.
+        monitor = instrument_ddp(ddp, port=args.base_port, addr="127.0.0.1",
+                                 textfile=str(Path(args.textfile_dir) / "allreduce.prom"))
+    else:
+        monitor = instrument_ddp(ddp, port=0, addr="127.0.0.1", textfile=str(Path(args.textfile_dir) / "r{local_rank}.prom"))
+    textfile = monitor.textfile  # where this rank writes: one file per local rank
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
     for _ in range(args.steps):
         optimizer.zero_grad()
@@ -49,6 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=7)
     parser.add_argument("--textfile-dir", required=True)
+    parser.add_argument("--base-port", type=int, default=0, help="instrument with this base port (and one textfile name)")
     add_dist_arguments(parser)
     run_worker(body, parser.parse_args())
 

@@ -85,3 +85,25 @@ def test_every_bucket_of_every_step_is_counted_through_callbacks_made_once_per_b
     assert all(r.seconds >= 0 and r.nbytes > 0 for r in timer.records)
     # Each bucket's completion callback is made once and reused, not made again on every call.
     assert len(timer._callbacks) == buckets and all(a is b for a, b in zip(timer._callbacks, callbacks))
+
+
+def test_two_ranks_given_one_port_and_one_textfile_name_each_get_their_own(tmp_path):
+    """`instrument_ddp(ddp, port=P, textfile=NAME)` in every rank of a 2-rank job: rank r serves P + r and
+    writes NAME-rank<r>.prom; before, both bound P and the second crashed."""
+    pytest.importorskip("torch")
+    import socket
+
+    with socket.socket() as probe:  # a base port free now, with the next one
+        probe.bind(("127.0.0.1", 0))
+        base = probe.getsockname()[1]
+    argv = [sys.executable, "-m", "tests.integration.ddp_monitor_job", "--steps", str(STEPS), "--base-port", str(base),
+            "--textfile-dir", str(tmp_path), "--join-timeout-s", "30", "--pg-timeout-s", "30"]
+    launch = launch_local(argv, 2, timeout_s=120, cwd=str(ROOT),
+                          env={"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": loopback_interface()})
+    outcome = interpret_launch(launch)
+    assert outcome["ok"], (outcome["error"], [r.stderr[-2000:] for r in launch.ranks])
+    ranks = outcome["result"]["ranks"]
+    assert [r["port"] for r in ranks] == [base, base + 1]
+    assert sorted(Path(r["textfile"]).name for r in ranks) == ["allreduce-rank0.prom", "allreduce-rank1.prom"]
+    for r in ranks:
+        assert sample(Path(r["textfile"]).read_text(), "preflight_allreduce_latency_seconds_count", r["rank"]) == STEPS

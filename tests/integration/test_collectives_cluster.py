@@ -27,7 +27,7 @@ from tests.conftest import pids_alive
 pytestmark = pytest.mark.torch
 pytest.importorskip("torch")
 
-SMALL = {"iters": 5, "warmup": 2, "check_elements": 4096, "sizes_bytes": [8, 65536, 1 << 20]}
+SMALL = {"iters": 5, "warmup": 2, "check_elements": 4096, "sizes_bytes": [8, 65536, 1 << 20], "min_busbw_gbps": 1e-6}
 LEFTOVER_MARKS = ("torch.distributed.run", "preflight.workers", "never-joins", "preflight-torchrun")
 
 

@@ -35,9 +35,14 @@ def run_check(tmp_path: Path, earlier: dict | None = None, expect: Expect | None
     return execute(CHECK, ctx, params, expect or Expect(), node="test")
 
 
+def fired(result) -> list[str]:
+    return [f.id for f in result.findings if f.level is not Status.PASS]
+
+
 def test_synthetic_set_is_read_and_reported(tmp_path):
     result = run_check(tmp_path)
-    assert result.status is Status.PASS, (result.summary, result.details)
+    # Measured, but compared with nothing: a warning naming the setting to add, not a PASS.
+    assert fired(result) == ["dataloader.throughput.no-demand"], (result.summary, result.details)
     facts = result.facts
     assert facts["source"] == "synthetic" and facts["synthetic"]["files"] == 300
     assert facts["files"]["count"] == 300 and facts["files"]["median_bytes"] == 12 + 3 * 32 * 32
@@ -48,7 +53,6 @@ def test_synthetic_set_is_read_and_reported(tmp_path):
         timed = 300 - one_pass["warmup_batches"] * 32
         assert one_pass["samples"] == timed and one_pass["bytes"] == timed * (12 + 3 * 32 * 32)
     assert torch_facts["samples_per_s"] > 0 and torch_facts["mb_per_s"] > 0
-    assert "no demand figure to compare" in result.summary
     assert any("synthetic dataset" in d for d in result.details)
     assert list((tmp_path / "scratch").iterdir()) == [], "the synthetic set must be removed"
 
@@ -56,7 +60,7 @@ def test_synthetic_set_is_read_and_reported(tmp_path):
 @pytest.mark.tensorflow
 def test_tf_data_is_measured_in_its_own_process(tmp_path):
     pytest.importorskip("tensorflow")
-    result = run_check(tmp_path, tensorflow=True)
+    result = run_check(tmp_path, tensorflow=True, required_samples_per_s=1e-3)
     assert result.status is Status.PASS, (result.summary, result.details)
     tf = result.facts["tensorflow"]
     assert "error" not in tf, tf
@@ -98,12 +102,13 @@ def test_demand_from_scaling_is_used(tmp_path):
         assert "of what the GPUs consume" in result.summary
     reference = {SCALING_CHECK: {"training_samples_per_s": 1e9, "device_kind": "cuda", "model": {"workload": None}}}
     result = run_check(tmp_path, earlier=reference)
-    assert result.status is Status.PASS and "no demand figure to compare" in result.summary
+    assert fired(result) == ["dataloader.throughput.no-demand"], result.summary
 
 
 def test_team_dataset_factory_is_timed(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(DATA))
-    result = run_check(tmp_path, dataset="tiny_dataset:make", dataset_kwargs={"count": 200, "size": 16})
+    result = run_check(tmp_path, dataset="tiny_dataset:make", dataset_kwargs={"count": 200, "size": 16},
+                       required_samples_per_s=1e-3)
     assert result.status is Status.PASS, (result.summary, result.details)
     assert result.facts["dataset_length"] == 200
     assert all(p["samples"] > 0 for p in result.facts["torch"]["passes"])

@@ -163,7 +163,7 @@ def test_a_synthesised_cluster_report_with_every_chart(tmp_path):
 
     page, console = open_report(path, tmp_path)
     assert console == []
-    assert page.text("verdict").startswith("NO-GO Not ready to train. 2 blocking findings.")
+    assert page.text("verdict").startswith("NO-GO Not ready to train. 2 blocking findings: ")
     findings = page.text("findings")
     assert "BLOCKS The slowest link, gpu02 -> gpu03, carries 4.2 Gbit/s, below the 10 Gbit/s the cluster needs." \
         in findings
@@ -171,7 +171,7 @@ def test_a_synthesised_cluster_report_with_every_chart(tmp_path):
     assert "8 devices deliver the throughput of 6.9 (86% efficiency)" in findings
     assert "-&gt;" not in findings and "(spread 36% over 3 runs)" in findings
     assert "24 x NVIDIA H100 80GB HBM3 (8 per node)" in page.text("glance")
-    assert "TCP bandwidth between nodes (iperf3) across the cluster" in page.text("blocking")
+    assert "net.bandwidth across the cluster" in page.text("blocking")
     assert "pip install" not in page.text("charts")
     assert page.tags.get("svg") == 5 and page.tags.get("figure") == 5
     for title in ("Data-parallel scaling across the node's devices", "TCP bandwidth between nodes (iperf3)",
@@ -179,7 +179,7 @@ def test_a_synthesised_cluster_report_with_every_chart(tmp_path):
                   "Checkpoints: exact round trip, write/read speed, resume after a kill",
                   "All-reduce among the node's devices (NCCL, gloo)"):
         assert title in page.text("charts")
-    assert page.ids.index("verdict") < page.ids.index("findings") < page.ids.index("blocking") \
+    assert page.ids.index("verdict") < page.ids.index("blocking") < page.ids.index("findings") \
         < page.ids.index("charts") < page.ids.index("matrix") < page.ids.index("checks")
 
     assert_banner(screenshot(path, tmp_path, "cluster-report.png"), "NO-GO")
@@ -282,3 +282,25 @@ def test_advice_follows_the_findings_that_fired(tmp_path):
     assert "ssh NAME true" in blocking and "Reseat" not in blocking
     assert "Make hostname -f resolve." in blocking and "/dev/shm" not in blocking  # a code span, no backticks
     assert "1 warning ·" in page.text("verdict") and "1 error ·" in page.text("verdict")
+
+
+def test_the_report_of_a_synthesised_1000_node_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_cluster_run", DATA / "reports" / "build_cluster_run.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    path = tmp_path / "report.html"
+    path.write_text(html.render(builder.build_large(1000)))
+    assert path.stat().st_size < 5_000_000
+
+    page, console = open_report(path, tmp_path)
+    assert console == []
+    assert page.text("verdict").startswith("NO-GO Not ready to train. 11 blocking findings: ")
+    blocking = page.text("blocking")
+    # The same finding on ten nodes is one entry naming them as a node set.
+    assert "on gpu[0097,0194,0291,0388,0485,0582,0679,0776,0873,0970] (10 nodes)" in blocking
+    assert "1000: gpu[0001-1000]" in page.text("glance")
+    assert page.tags.get("tr", 0) < 400  # folded: not 7,000 results in 1,000-row tables
+    assert_banner(screenshot(path, tmp_path, "report-1000-nodes.png"), "NO-GO")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from typing import Any
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -230,3 +231,79 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def ring_net_facts(names: list[str]) -> dict:
+    """net.bandwidth's facts for the ring of `names` (each node to the next), links from LINKS."""
+    addresses = {n: f"10.1.{i // 250}.{i % 250 + 1}" for i, n in enumerate(names)}
+    after = dict(zip(names, names[1:] + names[:1]))
+    probe = {n: {"iperf3": "/usr/bin/iperf3", "version": "iperf 3.12 (cJSON 1.7.15)", "forceflush": True,
+                 "own_address_bindable": True,
+                 "targets": {addresses[after[n]]: {"local": False, "why": None, "addresses": [addresses[after[n]]],
+                                                   "error": None, "route": {"dst": addresses[after[n]], "dev": "bond0",
+                                                                            "prefsrc": addresses[n]}}}}
+             for n in names}
+    links, matrix = [], {n: {} for n in names}
+    for (src, dst), values in LINKS.items():
+        samples = [{"per_process_gbps": [v / 4] * 4, "connected": [[addresses[src], addresses[dst]]], "gbps": v}
+                   for v in values]
+        links.append({"src": src, "dst": dst, "dst_address": addresses[dst], "local": False, "why_local": None,
+                      "route": probe[src]["targets"][addresses[dst]]["route"], "samples": samples})
+        matrix[src][dst] = round(statistics.median(values), 3)
+    return {"pattern": "ring", "nodes": names, "unreachable": [], "addresses": addresses, "streams": 4,
+            "duration_s": 5, "repeats": 3, "probe": probe, "links": links,
+            "rounds": [[pair] for pair in ([a, b] for a, b in LINKS)], "matrix_gbps": matrix}
+
+
+def build_large(count: int = 1000) -> RunReport:
+    """A run of `count` nodes, every result from the real evaluate() on synthesised facts: most nodes
+    are gpu01 of the 3-node run, every 97th writes checkpoints slowly like gpu03, node 17 has gpu02's
+    slow loader; net.bandwidth measures the ring of links, one of them slow. Facts are not measured."""
+    global NODES, LINKS
+    names = [f"gpu{i:04d}" for i in range(1, count + 1)]
+    template = {name: "gpu02" if i == 17 else "gpu03" if i % 97 == 0 else "gpu01" for i, name in enumerate(names, 1)}
+    saved = NODES, LINKS, dict(SCALING), dict(LOADER), dict(CHECKPOINT)
+    try:
+        for table in (SCALING, LOADER, CHECKPOINT):
+            for name in names:
+                table[name] = table[template[name]]
+        NODES = names
+        LINKS = {(a, b): ([4.1, 4.2, 4.3] if i == 500 else [93.1 - (i % 7) * 0.3, 94.0, 93.6])
+                 for i, (a, b) in enumerate(zip(names, names[1:] + names[:1]))}
+        report = RunReport(started_at="2026-11-29T10:00:00+00:00", finished_at="2026-11-29T10:31:12+00:00",
+                           preflight_version="0.1.0",
+                           nodes=[NodeInfo(name=n, address=f"10.1.{i // 250}.{i % 250 + 1}", slots=8, reachable=True)
+                                  for i, n in enumerate(names)],
+                           fail_on="fail", command="preflight run --slurm", config_path="preflight.toml")
+        expect = Expect(gpus_per_node=8, nodes=count, frameworks=["torch"])
+        checks = [(node_environment.NodeEnvironment, node_environment_facts, None),
+                  (gpu_visibility.GpuVisibility, lambda node: gpu_facts(), None),
+                  (versions_pinned.VersionsPinned, lambda node: {"stack": stack()}, None),
+                  (scaling_multi_gpu.ScalingMultiGpu, scaling_facts, None),
+                  (dataloader_throughput.DataloaderThroughput, loader_facts, None),
+                  (checkpoint_roundtrip.CheckpointRoundtrip, checkpoint_facts, None),
+                  (collectives_local.CollectivesLocal, lambda node: collectives_facts(template[node]),
+                   {"min_busbw_gbps": 460.0})]
+        for check, facts_for, overrides in checks:
+            report.planned.append(check.id)
+            params = check.Params(**(overrides or {}))
+            outcomes: dict[str, Any] = {}
+            for node in names:
+                facts = facts_for(node)
+                key = template[node]
+                if key not in outcomes or check is node_environment.NodeEnvironment:
+                    outcomes[key] = check().evaluate(facts, params, expect)
+                report.add(result_from_outcome(check, outcomes[key], node=node, facts=facts, duration_s=12.5,
+                                               started_at="2026-11-29T10:01:00+00:00"))
+        report.planned.append(net_bandwidth.NetBandwidth.id)
+        report.cluster_checks.append(net_bandwidth.NetBandwidth.id)
+        facts = ring_net_facts(names)
+        outcome = net_bandwidth.NetBandwidth().evaluate(facts, net_bandwidth.Params(pattern="ring"), expect)
+        report.add(result_from_outcome(net_bandwidth.NetBandwidth, outcome, node="cluster", facts=facts,
+                                       duration_s=310.0, started_at="2026-11-29T10:25:00+00:00"))
+        return report
+    finally:
+        NODES, LINKS = saved[0], saved[1]
+        for table, old in zip((SCALING, LOADER, CHECKPOINT), saved[2:]):
+            table.clear()
+            table.update(old)

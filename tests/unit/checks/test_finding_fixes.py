@@ -29,7 +29,6 @@ SAME_CAUSE = {
     "checkpoint.roundtrip": [
         ({"storage-other", "not-exact", "tensorflow-failed", "tensorflow-not-exact", "tensorflow-stale-latest"},
          "the checkpoint filesystem itself: point checkpoint.dir at a working one"),
-        ({"slow-write", "slow-read"}, "one remedy for a slow checkpoint path, both directions"),
         ({"resume-no-checkpoint", "resume-not-exact"}, "a checkpoint that does not hold the whole training state"),
     ],
     "collectives.cluster": [

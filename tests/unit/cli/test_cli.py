@@ -25,7 +25,13 @@ def test_help_documents_exit_codes(runner):
 def test_list_shows_ids_scope_and_defaults(runner):
     result = runner.invoke(cli, ["list"])
     assert result.exit_code == 0
-    assert "node.environment" in result.output and "min_shm_gib=1.0" in result.output
+    assert "node.environment" in result.output and "min_shm_gib=1.0" not in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 120  # no 700-character lines
+    verbose = runner.invoke(cli, ["list", "-v"])
+    assert "min_shm_gib=1.0" in verbose.output and max(len(line) for line in verbose.output.splitlines()) <= 120
+    data = json.loads(runner.invoke(cli, ["list", "--json"]).output)
+    env = next(c for c in data["checks"] if c["id"] == "node.environment")
+    assert env["params"]["min_shm_gib"] == 1.0 and env["scope"] == "node" and "os" in env["tags"]
 
 
 def test_explain_shows_why_and_parameters(runner):
@@ -55,7 +61,7 @@ def test_init_writes_a_file_and_refuses_to_overwrite(runner, tmp_path):
     (["--skip", "nope.nope"], "unknown check id 'nope.nope'"),
     (["--format", "pdf"], "unknown report format pdf"),
     (["--set", "node.environment.min_shm_gib=lots"], "expected a number"),
-    (["--timeout", "0"], "--timeout must be positive"),
+    (["--timeout", "0"], "must be more than 0 s"),
     (["--checks", ""], "--checks is empty"),
     (["--checks", " , "], "--checks is empty"),
     (["--set", "scaling.multi_gpu.warn_efficiency=0.95"], "scaling.multi_gpu.warn_efficiency"),

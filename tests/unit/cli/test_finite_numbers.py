@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from preflight.cli.main import cli
-from preflight.cli.options import FiniteFloat
+from preflight.cli.options import Duration, FiniteFloat
 from preflight.integrations import alerts
 
 
@@ -27,7 +27,7 @@ def _float_options(group: click.Group):
             continue
         for param in command.params:
             if isinstance(param, click.Option) and isinstance(param.type, (click.types.FloatParamType,
-                                                                           click.FloatRange)):
+                                                                           click.FloatRange, Duration)):
                 yield name, param
 
 
@@ -36,7 +36,9 @@ def test_every_float_option_of_every_command_is_finite():
     assert {f"{name} {option.opts[0]}" for name, option in found} >= {
         "run --timeout", "run --baseline-tolerance", "diff --tolerance", "healthcheck --budget",
         "alerts --gpu-util-floor", "alerts --comm-latency-ceiling"}
-    plain = [f"{name} {option.opts[0]}" for name, option in found if not isinstance(option.type, FiniteFloat)]
+    # A duration option (90s, 5m) takes seconds too, and refuses nan and inf the same way.
+    plain = [f"{name} {option.opts[0]}" for name, option in found
+             if not isinstance(option.type, (FiniteFloat, Duration))]
     assert not plain, f"float options that accept nan/inf: {plain}"
 
 

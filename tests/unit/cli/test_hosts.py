@@ -194,3 +194,13 @@ def test_nodes_takes_a_node_set_or_a_file_and_refuses_what_is_neither(tmp_path):
         result = runner.invoke(cli, ["run", "--nodes", value, "--out", str(tmp_path / "out")])
         assert result.exit_code == 2, (value, result.output)
         assert named in result.output and "Traceback" not in result.output
+
+
+def test_nodes_are_named_without_their_port_unless_two_share_an_address(tmp_path):
+    from preflight.cli.hosts import load_hosts
+    from preflight.cli.run import without_ports
+
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("gpu01:2222\nubuntu@10.0.0.7:2200\n127.0.0.1:2201\n127.0.0.1:2202\n[fd00::7]:22\ngpu02\n")
+    assert [h.name for h in without_ports(load_hosts(hosts))] == [
+        "gpu01", "10.0.0.7", "127.0.0.1:2201", "127.0.0.1:2202", "fd00::7", "gpu02"]

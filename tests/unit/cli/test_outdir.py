@@ -54,12 +54,26 @@ def test_report_rerenders_into_a_directory_without_leaving_other_formats_behind(
     assert sorted(p.name for p in out.iterdir()) == ["report.md"]  # no html or json of the earlier run beside it
 
 
-def test_report_without_out_writes_a_new_directory_per_run(tmp_path, sample_report, monkeypatch):
+def test_report_without_out_writes_beside_its_input_and_never_moves_latest(tmp_path, sample_report, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "results.json").write_text(json_report.render(sample_report))
-    CliRunner().invoke(cli, ["report", "results.json", "--format", "json"])
+    from preflight.cli.outdir import run_directory
+
+    run = run_directory("preflight-report", per_run=True)
+    (run / "results.json").write_text(json_report.render(sample_report))
+    (run / "results.jsonl").write_text("kept\n")
+    later = run_directory("preflight-report", per_run=True)  # a newer run: latest points at it
     latest = tmp_path / "preflight-report" / "latest"
-    assert latest.is_symlink() and json.loads((latest / "results.json").read_text())["verdict"]["verdict"] == "NO-GO"
+    before = sorted(p.name for p in (tmp_path / "preflight-report").iterdir())
+    done = CliRunner().invoke(cli, ["report", str(run / "results.json"), "--format", "md,json"])
+    assert done.exit_code == 1, done.output
+    assert sorted(p.name for p in (tmp_path / "preflight-report").iterdir()) == before  # no new run directory
+    assert latest.resolve() == later.resolve()
+    assert sorted(p.name for p in run.iterdir()) == ["report.md", "results.json", "results.jsonl"]
+    assert (run / "results.jsonl").read_text() == "kept\n"
+    # --rejudge without --out: into the run's own rejudged/, latest untouched again.
+    done = CliRunner().invoke(cli, ["report", str(run / "results.json"), "--rejudge", "--format", "json"])
+    assert (run / "rejudged" / "results.json").exists(), done.output
+    assert latest.resolve() == later.resolve()
 
 
 def test_report_prints_markdown_to_standard_output(tmp_path, sample_report):
@@ -132,3 +146,12 @@ def make_report_go():
 
     return make_report([make_result("node.environment", "n1", Status.PASS,
                                     measurements=[Measurement("free", 5.0, "GiB", 1.0, ">=", True)])])
+
+
+def test_the_run_directory_is_absolute_whatever_the_working_directory(tmp_path, monkeypatch):
+    # A check hands paths under it to programs started in other working directories (the GPU probe).
+    from preflight.cli.outdir import run_directory
+
+    monkeypatch.chdir(tmp_path)
+    assert run_directory("preflight-report", per_run=True).is_absolute()
+    assert run_directory("out", per_run=False) == tmp_path / "out"

@@ -97,3 +97,37 @@ def test_the_terminal_display_takes_events_without_blocking():
     thread = threading.Thread(target=drive, daemon=True)
     thread.start()
     assert done.wait(20), "the live display blocked on its own lock"
+
+
+def test_the_live_status_is_one_row_per_check_with_its_node_set():
+    clock = FakeClock()
+    progress = Progress(200, {"gpu.visibility": 20.0}, interactive=False, echo=lambda _: None, clock=clock)
+    try:
+        for n in range(1, 65):
+            if n != 17:
+                progress(("start", f"gpu{n:03d}", "gpu.visibility"))
+            clock.now += 0.05
+        progress(("start", "gpu017", "node.environment"))
+        rows = progress.status_rows()
+        text = progress.status_text()
+    finally:
+        progress.stop()
+    assert rows == [("gpu.visibility", "on gpu[001-016,018-064]", "63 nodes, 0-3 s of 20 s"),
+                    ("node.environment", "on gpu017", "0 s")]
+    assert text.startswith("[0/200] gpu.visibility on gpu[001-016,018-064] (63 nodes, 0-3 s of 20 s)")
+
+
+def test_the_live_table_renders_one_row_per_check():
+    from rich.console import Console
+
+    clock = FakeClock()
+    progress = Progress(4, {}, interactive=False, echo=lambda _: None, clock=clock)
+    try:
+        for node in ("a1", "a2", "a3"):
+            progress(("start", node, "gpu.visibility"))
+        console = Console(width=100, record=True)
+        console.print(progress._table())
+    finally:
+        progress.stop()
+    lines = [line for line in console.export_text().splitlines() if line.strip()]
+    assert lines[0].startswith("[0/4] results") and len(lines) == 2 and "on a[1-3]" in lines[1]

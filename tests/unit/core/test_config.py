@@ -241,3 +241,49 @@ def test_a_warn_level_stricter_than_the_pass_level_is_an_error(tmp_path):
     cfg.apply_cli_settings(config, ["scaling.multi_gpu.warn_efficiency=0.95"], ALL)
     with pytest.raises(cfg.ConfigError):
         cfg.validate(config, ALL)
+
+
+def test_the_checkpoint_dir_is_the_directory_storage_shared_checks():
+    from preflight_checks.checkpoint.roundtrip import CheckpointRoundtrip
+    from preflight_checks.storage.shared import StorageShared
+
+    checks = {"checkpoint.roundtrip": CheckpointRoundtrip, "storage.shared": StorageShared}
+    config = cfg.parse('[checkpoint]\ndir = "/shared/checkpoints"\n', checks)
+    assert config.params_for(StorageShared).dir == "/shared/checkpoints"
+    assert config.params_for(CheckpointRoundtrip).dir == "/shared/checkpoints"
+    # Its own setting wins, whichever comes first in the file.
+    for text in ('[checks."storage.shared"]\ndir = "/other"\n[checkpoint]\ndir = "/shared/checkpoints"\n',
+                 '[checkpoint]\ndir = "/shared/checkpoints"\n[checks."storage.shared"]\ndir = "/other"\n'):
+        assert cfg.parse(text, checks).params_for(StorageShared).dir == "/other"
+    config = cfg.parse("", checks)
+    cfg.apply_cli_settings(config, ["checkpoint.dir=/mnt/ckpt"], checks)
+    assert config.params_for(StorageShared).dir == "/mnt/ckpt"
+    cfg.apply_cli_settings(config, ["checkpoint.dir=/a", "storage.shared.dir=/b"], checks)
+    assert config.params_for(StorageShared).dir == "/b" and config.params_for(CheckpointRoundtrip).dir == "/a"
+
+
+def test_silence_needs_a_finding_id_of_a_known_check_a_reason_and_a_date():
+    text = ('[silence]\n"node.environment.memlock-limited" = {reason = "no RDMA on this pool", until = 2027-01-31}\n'
+            '"node.environment.nofile-low" = {reason = "raised by the job script"}\n')
+    config = cfg.parse(text, CHECKS)
+    assert config.silence == {"node.environment.memlock-limited": {"reason": "no RDMA on this pool", "until": "2027-01-31"},
+                              "node.environment.nofile-low": {"reason": "raised by the job script", "until": ""}}
+    for bad, words in (('"node.enviroment.x" = {reason = "r"}', "did you mean 'node.environment'"),
+                       ('"node.environment.x" = {until = 2027-01-01}', "needs a reason"),
+                       ('"node.environment.x" = {reason = "r", until = "soon"}', "must be a date"),
+                       ('"node.environment.x" = {reason = "r", untill = 2027-01-01}', "did you mean 'until'")):
+        with pytest.raises(cfg.ConfigError, match=words.replace("(", r"\(")):
+            cfg.parse(f"[silence]\n{bad}\n", CHECKS)
+
+
+def test_unknown_names_get_a_did_you_mean():
+    with pytest.raises(cfg.ConfigError, match="did you mean 'min_shm_gib'"):
+        cfg.parse('[checks."node.environment"]\nmin_shm_gb = 2\n', CHECKS)
+    with pytest.raises(cfg.ConfigError, match="did you mean 'expect'"):
+        cfg.parse("[expcet]\nnodes = 2\n", CHECKS)
+    with pytest.raises(cfg.ConfigError, match="did you mean 'node.environment'"):
+        cfg.parse('[checks."node.enviroment"]\nmin_shm_gib = 2\n', CHECKS)
+    with pytest.raises(cfg.ConfigError, match="did you mean 'min_shm_gib'"):
+        cfg.apply_cli_settings(cfg.parse("", CHECKS), ["node.environment.min_shm_gb=2"], CHECKS)
+    with pytest.raises(cfg.ConfigError, match="did you mean 'node.environment.min_shm_gib'"):
+        cfg.apply_cli_settings(cfg.parse("", CHECKS), ["node.enviroment.min_shm_gib=2"], CHECKS)

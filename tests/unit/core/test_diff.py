@@ -132,7 +132,7 @@ def test_a_version_change_is_found_and_grouped_by_nodes(old, new):
         ("nccl", "2.20.5", "2.21.5", ["gpu03"], "regression"),
     ]
     assert result.exit_code == 1
-    assert words.describe(result.versions[0]) == "torch 2.4.1 -> 2.5.0 on gpu01, gpu02, gpu03"
+    assert words.describe(result.versions[0]) == "torch 2.4.1 -> 2.5.0 on gpu[01-03]"
     relaxed = compare(old, new, versions_regress=False)
     assert [c.kind for c in relaxed.versions] == ["info", "info"] and relaxed.exit_code == 0
 
@@ -294,3 +294,60 @@ def test_run_report_with_a_comparison_matches_the_schema():
 def test_change_records_are_plain_data():
     assert StatusChange("a", "n", "PASS", "FAIL", "regression").kind == "regression"
     assert VersionChange("torch", "1", "2").kind == "regression"
+
+
+# -- runs made differently ---------------------------------------------------------------------------
+
+def _at_level_quick(report: RunReport, check_id: str) -> None:
+    from preflight.core.model import Finding
+
+    report.level = "quick"
+    for result in report.results_for(check_id):
+        result.status, result.measurements = Status.SKIP, []
+        result.findings = [Finding(f"{check_id}.skipped-at-level", Status.SKIP, "not run at --level quick: slow",
+                                   "run with --level standard to include it")]
+
+
+def test_a_skip_the_run_level_made_is_neither_regression_nor_improvement(old, new):
+    _at_level_quick(new, "checkpoint.roundtrip")  # standard PASS/WARN -> quick SKIP
+    result = compare(old, new)
+    changes = [c for c in result.statuses if c.check_id == "checkpoint.roundtrip"]
+    assert changes and all(c.kind == "info" and c.level_skip for c in changes)
+    assert result.regressions == [] and result.improvements == [] and result.exit_code == 0
+    assert result.context[0] == "the run level differs: standard before, quick now"
+    back = compare(new, old)  # quick -> standard: SKIP -> WARN is no improvement either
+    assert back.improvements == [] and back.regressions == []
+
+
+def test_different_profiles_and_versions_are_said(old, new):
+    new.profile, new.preflight_version = "h100-8x", "0.2.0"
+    said = compare(old, new).context
+    assert "the profile differs: none before, h100-8x now" in said
+    assert "the preflight version differs: 0.1.0 before, 0.2.0 now" in said
+    assert compare(old, copy.deepcopy(old)).context == []
+
+
+def test_only_declared_versions_are_version_changes(old, new):
+    for report, probed in ((old, True), (new, False)):
+        for result in report.results_for("versions.pinned"):
+            result.facts["stack"]["builds_probed"] = probed
+    assert compare(old, new).versions == []  # a flag, not a version (no declaration: text entries only)
+    for report in (old, new):
+        for result in report.results_for("versions.pinned"):
+            result.facts["stack_versions"] = ["torch"]
+    new.result_for("versions.pinned", "gpu01").facts["stack"]["numpy"] = "2.0.0"
+    new.result_for("versions.pinned", "gpu01").facts["stack"]["torch"] = "2.5.0"
+    assert [c.package for c in compare(old, new).versions] == ["torch"]  # numpy is not declared here
+
+
+def test_every_rendering_says_how_the_runs_differ(old, new):
+    _at_level_quick(new, "checkpoint.roundtrip")
+    result = compare(old, new)
+    text = words.render_text(result)
+    assert "How the runs differ:\n  The run level differs: standard before, quick now" in text
+    other = text.split("Other changes:")[1]
+    assert "checkpoint.roundtrip on gpu01: WARN -> SKIP (the run levels differ" in other or \
+        "checkpoint.roundtrip on gpu01: PASS -> SKIP (the run levels differ" in other
+    assert "Regressions:" not in text
+    assert "the run level differs" in words.headline(result)
+    assert "The run level differs" in words.render_markdown(result)

@@ -146,7 +146,7 @@ def test_noisy_threshold_is_configurable_and_shown_in_html_and_markdown():
 
 def test_cluster_at_a_glance():
     rows = dict(build_view(cluster_run()).at_a_glance)
-    assert rows["Nodes"] == "3: gpu01, gpu02, gpu03"
+    assert rows["Nodes"] == "3: gpu[01-03]"
     assert rows["GPUs"] == "24 x NVIDIA H100 80GB HBM3 (8 per node)"
     assert rows["Frameworks"] == "torch 2.4.1 (CUDA 12.4, cuDNN 90100, NCCL 2.20.5)"
     assert rows["Software"].startswith("Python 3.11.9, numpy 1.26.4, NVIDIA driver 550.54.15")

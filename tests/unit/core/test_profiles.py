@@ -54,7 +54,9 @@ def test_healthy_fixtures_pass_under_every_profile(profile):
     judged = [m for m in collectives.measurements if m.threshold is not None and "busbw" in m.name]
     assert len(judged) == 1 and judged[0].ok
     loader = json.loads((DATA / "dataloader" / "synthetic.json").read_text())["facts"]
-    assert judge(profile, "dataloader.throughput", loader).status is Status.PASS
+    # A profile describes the node, not the team's model: what the GPUs consume stays to be stated.
+    fired = [f.id for f in judge(profile, "dataloader.throughput", loader).findings if f.level is not Status.PASS]
+    assert fired == ["dataloader.throughput.no-demand"]
 
 
 @pytest.mark.parametrize("profile", PROFILES)

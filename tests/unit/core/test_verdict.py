@@ -162,9 +162,10 @@ def test_a_declared_headline_finding_is_the_headline():
     results = [other, _env("n1", status=Status.FAIL, findings=[finding])]
     decision = decide(make_report(results, headlines=[f"{INVENTORY}.no-framework"]))
     assert decision.verdict is Verdict.NO_GO
-    assert decision.reason.startswith("neither PyTorch nor TensorFlow is installed: nothing here can train")
-    # Not declared a headline by the run: the reason only counts.
-    assert decide(make_report(results)).reason.startswith("2 blocking findings")
+    assert decision.reason.startswith("2 blocking findings: neither PyTorch nor TensorFlow is installed: nothing here "
+                                      "can train (on n1)")
+    # Not declared a headline by the run: the blocking findings in their usual order, worst and by check.
+    assert decide(make_report(results)).reason.startswith("2 blocking findings: x (on n1)")
 
 
 def test_the_built_in_declarations_reach_the_report_and_the_verdict():
@@ -183,6 +184,52 @@ def test_the_built_in_declarations_reach_the_report_and_the_verdict():
     fill_declarations(old, checks)
     assert old.roles == {inventory[0]: ROLE_INVENTORY} and old.needs == {"gpu.visibility": ["gpu"]}
     assert decide(old).verdict is Verdict.NO_GO
+
+
+def test_the_headline_names_the_blocking_findings_in_plain_words():
+    finding = Finding("node.environment.no-framework", Status.FAIL,
+                      "neither PyTorch nor TensorFlow is installed: nothing here can train")
+    memlock = Finding("node.environment.memlock-limited", Status.WARN, "locked-memory limit is 8192 KiB", "Set memlock.")
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    decision = decide(make_report([_env("n1", status=Status.FAIL, findings=[memlock, shm, finding])],
+                                  headlines=["node.environment.no-framework"]))
+    assert decision.verdict is Verdict.NO_GO
+    assert decision.reason.startswith("2 blocking findings: neither PyTorch nor TensorFlow is installed: nothing here "
+                                      "can train (on n1); /dev/shm is 64 MiB (on n1)")
+    assert [f.id for f in decision.blocking_findings] == ["node.environment.no-framework", "node.environment.shm-small"]
+
+
+def test_warn_findings_inside_a_failing_check_are_warnings():
+    findings = [Finding("node.environment.no-framework", Status.FAIL, "no framework", "Install torch."),
+                Finding("node.environment.memlock-limited", Status.WARN, "memlock", "Set memlock."),
+                Finding("node.environment.hostname-loopback", Status.WARN, "loopback", "Fix /etc/hosts."),
+                Finding("node.environment.shm-ok", Status.PASS, "shm fine")]
+    decision = decide(make_report([_env("n1", status=Status.FAIL, findings=findings)]))
+    assert [f.id for f in decision.blocking_findings] == ["node.environment.no-framework"]
+    assert [f.id for f in decision.warning_findings] == ["node.environment.memlock-limited",
+                                                         "node.environment.hostname-loopback"]
+    assert [f.finding.fix for f in decision.warning_findings] == ["Set memlock.", "Fix /etc/hosts."]
+
+
+def test_results_without_findings_get_one_that_stands_for_them():
+    report = make_report([make_result("acme.a", status=Status.FAIL, summary="broken", remediation=["Mend it."]),
+                          make_result("acme.b", status=Status.ERROR, summary="timed out after 60s; the check was killed",
+                                      remediation=["Reseat the GPU."]),
+                          make_result("acme.c", status=Status.SKIP, summary="not here")])
+    decision = decide(report)
+    assert [(f.id, f.level) for f in decision.blocking_findings] == [("acme.a.fail", Status.FAIL),
+                                                                     ("acme.b.timed-out", Status.ERROR)]
+    assert decision.blocking_findings[0].finding.fix == "Mend it."
+    assert "Reseat" not in decision.blocking_findings[1].finding.fix  # a timeout's fix, not the check's hints
+    assert [f.id for f in decision.skipped_findings] == ["acme.c.skip"]
+
+
+def test_a_finding_is_never_worse_than_its_result():
+    noted = make_result("scaling.multi_gpu", status=Status.SKIP, summary="reported, not judged",
+                        findings=[Finding("scaling.multi_gpu.cpu-sharing", Status.WARN, "CPU processes share cores")])
+    decision = decide(make_report([make_result(), noted]))
+    assert decision.verdict is Verdict.GO and decision.warning_findings == []
+    assert [(f.id, f.level) for f in decision.skipped_findings] == [("scaling.multi_gpu.cpu-sharing", Status.SKIP)]
 
 
 # -- plugins -----------------------------------------------------------------------------------------
@@ -206,3 +253,25 @@ def test_a_check_pulled_in_for_another_does_not_count_as_measured():
                          needs={"gpu.visibility": ["gpu"]}, pulled_in={"node.environment": "gpu.visibility"})
     decision = decide(report)
     assert decision.verdict is Verdict.INCOMPLETE and (decision.measured, decision.total) == (0, 1)
+
+
+# -- [silence] ---------------------------------------------------------------------------------------
+
+def test_a_silenced_finding_is_acknowledged_never_blocking_until_its_date():
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    nofile = Finding("node.environment.nofile-low", Status.WARN, "nofile 1024", "Raise nofile.")
+    report = make_report([_env("n1", status=Status.FAIL, findings=[shm, nofile])])
+    assert decide(report).verdict is Verdict.NO_GO
+    report.silenced = {"node.environment.shm-small": {"reason": "containers of this pool share /dev/shm",
+                                                      "until": "2027-01-31"}}
+    decision = decide(report)
+    assert decision.verdict is Verdict.GO and decision.blocking == []
+    assert [f.id for f in decision.acknowledged_findings] == ["node.environment.shm-small"]
+    assert [f.id for f in decision.warning_findings] == ["node.environment.nofile-low"]
+    # Past its date it silences nothing, and says so.
+    report.started_at = "2027-02-01T08:00:00+00:00"
+    decision = decide(report)
+    assert decision.verdict is Verdict.NO_GO
+    assert [f.id for f in decision.blocking_findings] == ["node.environment.shm-small"]
+    assert "preflight.silence.expired" in [f.id for f in decision.warning_findings]
+    assert decision.acknowledged_findings == []

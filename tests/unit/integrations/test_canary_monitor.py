@@ -81,12 +81,6 @@ def test_counts_match_what_prometheus_clients_own_histogram_exposes():
     assert samples(ours) == samples(theirs)
 
 
-def test_instrument_ddp_needs_a_port_or_a_textfile():
-    pytest.importorskip("torch")
-    with pytest.raises(ValueError):
-        instrument_ddp(object())
-
-
 def test_the_metrics_server_listens_on_loopback_unless_an_address_is_given(tmp_path):
     torch = pytest.importorskip("torch")
     import urllib.request
@@ -107,3 +101,17 @@ def test_the_metrics_server_listens_on_loopback_unless_an_address_is_given(tmp_p
             monitor.close()
     finally:
         dist.destroy_process_group()
+
+
+def test_each_local_rank_gets_its_own_port_and_textfile(monkeypatch):
+    from preflight.integrations import monitor
+
+    assert not 9100 <= monitor.DEFAULT_PORT <= 9999  # Prometheus's exporter range (9400: dcgm-exporter)
+    assert monitor.DEFAULT_PORT + 7 < 29400  # below torchrun's rendezvous and master ports
+    assert monitor.rank_textfile("/t/allreduce.prom", 3, 8) == "/t/allreduce-rank3.prom"
+    assert monitor.rank_textfile("/t/allreduce.prom", 0, 1) == "/t/allreduce.prom"
+    assert monitor.rank_textfile("/t/ar-{local_rank}.prom", 2, 8) == "/t/ar-2.prom"
+    monkeypatch.setenv("LOCAL_RANK", "5")
+    assert monitor.local_rank() == 5
+    monkeypatch.setenv("LOCAL_RANK", "x")
+    assert monitor.local_rank() == 0

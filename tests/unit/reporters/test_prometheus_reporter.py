@@ -52,3 +52,37 @@ def test_numeric_figures_become_gauges_with_their_thresholds_and_the_rest_is_lef
     assert got[key("preflight_figure", check="canary.training", node="gpu02 -> gpu03", name='odd "name"\\', unit="x")] == 1.0
     names = {dict(k[1]).get("name") for k in got if k[0] == "preflight_figure"}
     assert "GPU utilisation" not in names and "step time at step 0" not in names
+
+
+def test_label_values_hold_no_paths_or_timestamps():
+    from preflight.reporters.prometheus import stable_label
+
+    run_dir = "/work/preflight-report/2026-12-01T09-07-59Z/scratch"
+    report = make_report([make_result("node.environment", "n1", Status.PASS, measurements=[
+        measure(f"free disk at {run_dir}", 120.0, "GiB", at_least=50.0),
+        measure("free disk at /datasets", 900.0, "GiB", at_least=50.0),
+        measure("checkpoint written 2026-12-01T09:07:59+00:00", 1.0, "GB/s")])])
+    labels = [dict(s.labels) for family in text_string_to_metric_families(renderer("prometheus")(report))
+              for s in family.samples if family.name == "preflight_figure"]
+    names = sorted(label["name"] for label in labels)
+    assert names == ["checkpoint written <time>", "free disk at <path>", "free disk at <path> (2)"]
+    assert not any("/" in v or "2026" in v for label in labels for k, v in label.items() if k != "unit")
+    assert stable_label("gpu01 -> gpu02") == "gpu01 -> gpu02"  # a link is no path
+
+
+def test_textfile_dir_gets_preflight_prom_atomically(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from preflight.cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    textfiles = tmp_path / "textfile_collector"
+    textfiles.mkdir()
+    done = CliRunner().invoke(cli, ["run", "--checks", "node.environment", "--out", "out", "--format", "json",
+                                    "--textfile-dir", str(textfiles)])
+    assert done.exit_code in (0, 1), done.output
+    assert sorted(p.name for p in textfiles.iterdir()) == ["preflight.prom"]  # no temporary file left beside it
+    assert any(k[0] == "preflight_verdict" for k in samples((textfiles / "preflight.prom").read_text()))
+    bad = CliRunner().invoke(cli, ["run", "--checks", "node.environment", "--out", "out2",
+                                   "--textfile-dir", str(tmp_path / "missing")])
+    assert bad.exit_code == 2 and "--textfile-dir" in bad.output

@@ -174,7 +174,7 @@ def test_html_of_a_cluster_run_is_self_contained_with_every_chart():
     page = html.render(RunReport.from_dict(data))
     assert page.count('<figure class="chart">') == 5 and page.count("<svg ") == 5
     assert "<script" not in page and "http://" not in page and "https://" not in page
-    assert page.index('id="verdict"') < page.index('id="findings"') < page.index('id="blocking"') \
+    assert page.index('id="verdict"') < page.index('id="blocking"') < page.index('id="findings"') \
         < page.index('id="charts"') < page.index('id="matrix"') < page.index('id="checks"')
     assert page.count("<details>") >= 1 and 'class="noisy"' in page
 
@@ -190,8 +190,19 @@ def test_markdown_of_a_large_cluster_fits_a_pull_request_comment():
     results[-1].measurements[-1].value, results[-1].measurements[-1].ok = 12.0, False
     text = markdown.render(make_report(results))
     assert len(text) < 65536
-    assert sum(line.startswith("| collectives.local |") for line in text.splitlines()) == MAX_MEASUREMENT_ROWS
+    # 63 nodes that measured the same are one row per figure, with their node set; the failing node its own.
+    assert sum(line.startswith("| collectives.local |") for line in text.splitlines()) == 20
+    assert "| collectives.local | node\\[000-062\\] | busbw at 512 MiB | 409 GB/s |" in text
     assert "| node063 | busbw at 512 MiB | 12 GB/s ❌ |" in text  # the failing figure is kept
+    assert "| node\\[000-062\\] (63 nodes) | ✅ PASS |" in text and "| node063 | ❌ FAIL |" in text
+    # Figures that differ on every node still fit: capped, the failing ones first.
+    for n, result in enumerate(results):
+        for m in result.measurements:
+            m.value = float(m.value) + n / 100
+    text = markdown.render(make_report(results))
+    assert len(text) < 65536
+    assert sum(line.startswith("| collectives.local |") for line in text.splitlines()) == MAX_MEASUREMENT_ROWS
+    assert "| node063 | busbw at 512 MiB | 12.6 GB/s ❌ |" in text
     assert f"{640 - MAX_MEASUREMENT_ROWS} more figures are in report.html and results.json." in text
 
 

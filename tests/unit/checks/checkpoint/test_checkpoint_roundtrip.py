@@ -321,3 +321,14 @@ def test_findings_have_ids_and_rates_declare_their_figure():
     assert (resumed.comparison, resumed.threshold, resumed.ok) == ("==", "yes", True)
     slow = judge(facts, CHECK.params_from({**vars(params), "min_write_gbps": 1e9}))
     assert "checkpoint.roundtrip.slow-write" in {f.id for f in slow.findings}
+
+
+def test_slow_reads_and_slow_writes_each_get_their_own_fix():
+    facts, params = fixture("pass_cpu")
+    params = passing_params(facts, params)
+    reads = judge(facts, CHECK.params_from({**vars(params), "min_read_gbps": 1e9}))
+    writes = judge(facts, CHECK.params_from({**vars(params), "min_write_gbps": 1e9}))
+    read_fixes = {f.fix for f in reads.findings if f.id == "checkpoint.roundtrip.slow-read"}
+    write_fixes = {f.fix for f in writes.findings if f.id == "checkpoint.roundtrip.slow-write"}
+    assert len(read_fixes) == 1 and len(write_fixes) == 1 and read_fixes != write_fixes
+    assert "Slow writes" not in read_fixes.pop()

@@ -60,7 +60,7 @@ def by_name(outcome, fragment: str):
 
 def test_two_local_nodes_pass_with_the_measured_figures():
     facts = facts_of("local_2nodes_pass.json")
-    outcome = evaluate(facts)
+    outcome = evaluate(facts, min_busbw_gbps=0.001)
     assert outcome.status is Status.PASS, outcome.summary
     sizes = sorted(facts["run"]["result"]["sizes"], key=lambda s: s["bytes"])
     latency = by_name(outcome, "latency at 8 B")[0]
@@ -78,7 +78,7 @@ def test_two_local_nodes_pass_with_the_measured_figures():
 
 def test_testbed_pass_explains_host_names_that_resolve_to_loopback():
     facts = facts_of("testbed_3nodes_pass.json")
-    outcome = evaluate(facts)
+    outcome = evaluate(facts, min_busbw_gbps=0.001)
     assert outcome.status is Status.PASS, outcome.summary
     trap = next(d for d in outcome.details if "resolves only to" in d)
     hostname = facts["probes"]["n1"]["hostname"]
@@ -176,7 +176,7 @@ def test_gpu_nodes_pass_and_the_busbw_floor_is_judged_when_set():
 
 def test_wrong_sums_fail_naming_the_rank_and_its_node():
     outcome = evaluate(facts_of("gpu_2nodes_wrong_sums_built.json"))
-    assert outcome.status is Status.FAIL and fired(outcome) == [("wrong-sums", Status.FAIL)]
+    assert outcome.status is Status.FAIL and fired(outcome) == [("wrong-sums", Status.FAIL), ("no-floor", Status.WARN)]
     assert "rank 11 (gpu02): 4096 elements" in outcome.findings[0].message
 
 
@@ -197,7 +197,7 @@ def test_a_slow_pair_is_named_when_both_nodes_are_fine_with_others():
 def test_a_latency_ceiling_is_judged_when_set():
     facts = facts_of("gpu_2nodes_8x_h100_nccl_built.json")
     outcome = evaluate(facts, max_latency_us=20)
-    assert outcome.status is Status.FAIL and fired(outcome) == [("slow-latency", Status.FAIL)]
+    assert outcome.status is Status.FAIL and fired(outcome) == [("slow-latency", Status.FAIL), ("no-floor", Status.WARN)]
 
 
 # -- node counts, reachability, missing torch ------------------------------------------------------
@@ -221,9 +221,9 @@ def test_only_one_reachable_node_is_error_naming_the_unreachable():
 def test_unreachable_nodes_are_noted_and_the_others_measured():
     facts = facts_of("local_2nodes_pass.json")
     facts["unreachable"] = ["gamma"]
-    outcome = evaluate(facts)
-    assert outcome.status is Status.PASS and fired(outcome) == []
-    assert "gamma unreachable, not measured" in outcome.summary  # a PASS across fewer nodes says so
+    outcome = evaluate(facts, min_busbw_gbps=0.001)
+    assert outcome.status is Status.PASS
+    assert "gamma unreachable, not measured" in outcome.summary
     assert any(d.startswith("not measured, unreachable: gamma") for d in outcome.details)
 
 
@@ -451,14 +451,22 @@ def test_the_network_nccl_used_is_read_from_its_info_lines():
 def test_nccl_over_sockets_is_a_warning_and_the_network_is_reported():
     facts = copy.deepcopy(facts_of("gpu_2nodes_8x_h100_nccl_built.json"))
     facts["nccl_network"] = {"gpu01": "IB", "gpu02": "IB"}
-    outcome = evaluate(facts)
+    outcome = evaluate(facts, min_busbw_gbps=100.0)
     assert outcome.status is Status.PASS
     assert any(d.startswith("NCCL between nodes ran over IB on gpu01, gpu02") for d in outcome.details)
     facts["nccl_network"] = {"gpu01": "IB", "gpu02": "Socket"}
-    outcome = evaluate(facts)
+    outcome = evaluate(facts, min_busbw_gbps=100.0)
     assert outcome.status is Status.WARN
     assert fired(outcome) == [("nccl-over-sockets", Status.WARN)]
     assert "gpu02" in outcome.findings[0].message and "gpu01" not in outcome.findings[0].message
+
+
+def test_without_a_floor_only_the_sums_are_judged_and_it_says_so():
+    outcome = evaluate(copy.deepcopy(facts_of("gpu_2nodes_8x_h100_nccl_built.json")))
+    assert outcome.status is Status.WARN
+    fired = [f for f in outcome.findings if f.level is not Status.PASS]
+    assert [f.id for f in fired] == ["collectives.cluster.no-floor"]
+    assert "--set collectives.cluster.min_busbw_gbps=" in fired[0].fix
 
 
 def test_both_backends_get_the_probed_interface():

@@ -54,11 +54,15 @@ def test_recorded_and_built_figures_follow_the_nccl_tests_definitions(fixture):
             assert len(entry["time_samples_s"]) == run["result"].get("samples", run["result"]["iters"])
 
 
-def test_cpu_run_passes_and_reports_its_figures_without_a_threshold():
+def test_cpu_run_without_a_floor_warns_that_only_the_sums_were_judged():
     facts = load_facts(CPU)
     run = facts["runs"][0]
     outcome = evaluate(facts)
-    assert outcome.status is Status.PASS, outcome.details
+    # Nothing compared is no PASS: the busbw is reported, and the warning names the setting to add.
+    assert outcome.status is Status.WARN, outcome.details
+    raised = [f for f in outcome.findings if f.level is not Status.PASS]
+    assert [f.id for f in raised] == ["collectives.local.no-floor"]
+    assert "--set collectives.local.min_busbw_gbps=" in raised[0].fix
     busbw = by_name(outcome, f"busbw at {human_bytes(largest(run)['bytes'])}")[0]
     assert busbw.value == pytest.approx(largest(run)["busbw_gbps"], rel=1e-3)
     assert busbw.unit == "GB/s" and busbw.threshold is None
@@ -69,7 +73,7 @@ def test_cpu_run_passes_and_reports_its_figures_without_a_threshold():
     wrong = by_name(outcome, "wrong elements")[0]
     assert wrong.value == 0 and wrong.ok
     assert any("no GPUs" in d and "gloo among 2 CPU processes" in d for d in outcome.details)
-    assert fired(outcome) == []
+    assert fired(outcome) == [("no-floor", Status.WARN)]
 
 
 def test_busbw_threshold_is_judged_at_the_largest_message():
@@ -86,9 +90,9 @@ def test_busbw_threshold_is_judged_at_the_largest_message():
 def test_latency_threshold():
     facts = load_facts(CPU)
     latency_us = smallest(facts["runs"][0])["time_s"] * 1e6
-    assert evaluate(facts, max_latency_us=latency_us * 2).status is Status.PASS
+    assert evaluate(facts, max_latency_us=latency_us * 2, min_busbw_gbps=0.001).status is Status.PASS
     outcome = evaluate(facts, max_latency_us=latency_us / 2)
-    assert outcome.status is Status.FAIL and fired(outcome) == [("latency", Status.FAIL)]
+    assert outcome.status is Status.FAIL and fired(outcome) == [("latency", Status.FAIL), ("no-floor", Status.WARN)]
 
 
 def test_healthy_8_gpu_node_passes_with_nccl_and_the_gloo_fallback():
@@ -116,7 +120,7 @@ def test_a_wrong_known_sum_fails_naming_rank_and_size():
     entry = largest(facts["runs"][0])
     entry["known_sum_wrong_by_rank"][5] = 4096
     outcome = evaluate(facts)
-    assert outcome.status is Status.FAIL and fired(outcome) == [("wrong-sums", Status.FAIL)]
+    assert outcome.status is Status.FAIL and fired(outcome) == [("wrong-sums", Status.FAIL), ("no-floor", Status.WARN)]
     assert "256 MiB on rank 5: 4096 elements" in outcome.findings[0].message
     assert by_name(outcome, "nccl (8 GPUs): wrong elements")[0].ok is False
 
@@ -125,7 +129,7 @@ def test_random_data_mismatch_fails_naming_the_rank():
     facts = load_facts(CPU)
     facts["runs"][0]["result"]["random_check"]["wrong_by_rank"] = [0, 17]
     outcome = evaluate(facts)
-    assert outcome.status is Status.FAIL and fired(outcome) == [("wrong-sums", Status.FAIL)]
+    assert outcome.status is Status.FAIL and fired(outcome) == [("wrong-sums", Status.FAIL), ("no-floor", Status.WARN)]
     assert "rank 1: 17 elements" in outcome.findings[0].message
 
 
@@ -169,8 +173,8 @@ def test_an_error_outranks_a_failure_and_both_are_in_the_details():
                              "missing_ranks": [3]})
     outcome = evaluate(facts)
     assert outcome.status is Status.ERROR
-    assert fired(outcome) == [("wrong-sums", Status.FAIL), ("run-failed", Status.ERROR)]
-    assert outcome.details[:2] == [f.message for f in outcome.findings if f.level is not Status.PASS]
+    assert fired(outcome) == [("wrong-sums", Status.FAIL), ("no-floor", Status.WARN), ("run-failed", Status.ERROR)]
+    assert {f.message for f in outcome.findings if f.level is not Status.PASS} <= set(outcome.details)
 
 
 def test_default_sizes_and_bus_factor():

@@ -58,7 +58,7 @@ def test_nccl_tests_argv_covers_the_sweep():
 
 
 def test_both_figures_side_by_side_as_size_figures():
-    outcome = evaluate(load_facts("collectives/gpu_8x_h100_nccl_built.json"))
+    outcome = evaluate(load_facts("collectives/gpu_8x_h100_nccl_built.json"), min_busbw_gbps=300.0)
     assert outcome.status is Status.PASS, outcome.details
     series = {}
     for m in outcome.measurements:
@@ -80,7 +80,8 @@ def test_nccl_tests_that_failed_to_run_warn():
     facts = load_facts("collectives/gpu_8x_h100_nccl_built.json")
     facts["nccl_tests"] = {"argv": ["all_reduce_perf"], "returncode": 1, "error": "exit status 1, no result table",
                            "rows": []}
-    assert fired(evaluate(facts)) == {"collectives.local.nccl-tests-failed"}
+    assert fired(evaluate(facts, min_busbw_gbps=300.0)) == {"collectives.local.nccl-tests-failed"}
+    assert fired(evaluate(facts)) == {"collectives.local.nccl-tests-failed", "collectives.local.no-floor"}
 
 
 def test_one_gpu_gloo_is_never_judged_against_an_nccl_floor():

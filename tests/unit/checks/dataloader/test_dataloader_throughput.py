@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from preflight.core.check import CannotMeasure, Expect
-from preflight.core.model import Status
+from preflight.core.model import Finding, Status
 from preflight.workers.dataloader_files import percentile, size_distribution
 from preflight_checks.dataloader.throughput import (
     SCALING_CHECK,
@@ -46,11 +46,19 @@ def with_demand(facts: dict, samples_per_s: float, source: str = "dataloader.req
     return facts
 
 
-def test_synthetic_run_without_demand_passes_and_says_so():
+def no_demand(outcome) -> Finding:
+    """A loader measured against nothing is no PASS: a WARN whose fix is the exact setting to add."""
+    assert outcome.status is Status.WARN, outcome.summary
+    found = [f for f in outcome.findings if f.id == "dataloader.throughput.no-demand"]
+    assert len(found) == 1 and found[0].level is Status.WARN
+    assert "--set dataloader.throughput.required_samples_per_s=" in found[0].fix
+    return found[0]
+
+
+def test_synthetic_run_without_demand_warns_with_the_setting_to_add():
     facts, params = fixture("synthetic")
     outcome = judge(facts, params)
-    assert outcome.status is Status.PASS
-    assert "no demand figure to compare" in outcome.summary
+    no_demand(outcome)
     assert any(d.startswith("synthetic dataset") for d in outcome.details)
     rate = next(m for m in outcome.measurements if m.name == "torch DataLoader samples/s")
     assert rate.value == round(facts["torch"]["samples_per_s"], 1)
@@ -62,7 +70,7 @@ def test_synthetic_run_without_demand_passes_and_says_so():
 def test_small_files_pattern_is_warn_with_the_remedy():
     facts, params = fixture("small_files")
     outcome = judge(facts, params)
-    assert outcome.status is Status.WARN and finding_ids(outcome) == ["dataloader.throughput.small-files"]
+    assert outcome.status is Status.WARN and finding_ids(outcome) == ["dataloader.throughput.small-files", "dataloader.throughput.no-demand"]
     assert "WebDataset" in outcome.remediation[0] and "TFRecord" in outcome.remediation[0]  # the remedy is its fix
     text = next(d for d in outcome.details if d.startswith("files:"))
     assert "p10" in text and "p90" in text
@@ -71,10 +79,15 @@ def test_small_files_pattern_is_warn_with_the_remedy():
 def test_small_files_thresholds_are_parameters():
     facts, params = fixture("small_files")
     params.small_files_count = facts["files"]["count"]  # "more than", so exactly this many is fine
-    assert judge(facts, params).status is Status.PASS
+    assert "dataloader.throughput.small-files" not in fired(judge(facts, params))
+    assert "dataloader.throughput.small-files" in fired(judge(facts, CHECK.params_from({})))
     params = CHECK.params_from({})
     params.small_files_median_bytes = facts["files"]["median_bytes"]
-    assert judge(facts, params).status is Status.PASS
+    assert "dataloader.throughput.small-files" not in fired(judge(facts, params))
+
+
+def fired(outcome) -> list[str]:
+    return [f.id for f in outcome.findings if f.level is not Status.PASS]
 
 
 def test_demand_met_with_margin_is_pass_and_states_the_percentage():
@@ -123,7 +136,7 @@ def test_frameworks_the_team_uses_decide_which_loader_is_judged():
 def test_factory_dataset_has_no_file_facts_and_no_tf():
     facts, params = fixture("factory")
     outcome = judge(facts, params)
-    assert outcome.status is Status.PASS
+    assert fired(outcome) == ["dataloader.throughput.no-demand"]
     assert facts["files"] is None and facts["torch"]["mb_per_s"] is None
     assert any("tiny_dataset:make" in d for d in outcome.details)
     assert not any(m.name.startswith("tf.data") for m in outcome.measurements)
@@ -134,7 +147,7 @@ def test_tf_failure_is_warn_and_torch_still_judged():
     facts = copy.deepcopy(facts)
     facts["tensorflow"] = {"error": "the tf.data worker exited with -11 without a result"}
     outcome = judge(facts, params)
-    assert outcome.status is Status.WARN and finding_ids(outcome) == ["dataloader.throughput.loader-failed"]
+    assert outcome.status is Status.WARN and finding_ids(outcome) == ["dataloader.throughput.loader-failed", "dataloader.throughput.no-demand"]
     assert any(m.name == "torch DataLoader samples/s" for m in outcome.measurements)
 
 
@@ -180,8 +193,7 @@ def test_reference_model_rate_is_never_gpu_demand():
     facts["scaling"] = scaling_facts({SCALING_CHECK: recorded})
     facts["gpu_count"] = 8
     outcome = judge(facts, params, Expect(gpus_per_node=8))
-    assert outcome.status is Status.PASS, outcome.summary
-    assert "no demand figure to compare" in outcome.summary
+    no_demand(outcome)
     assert any("reference model" in d for d in outcome.details)
     # Stated per GPU in the loader's own samples, the same facts are judged.
     params.required_samples_per_s_per_gpu = best_rate(facts)  # x 8 GPUs: far more than the loader gives
@@ -196,7 +208,7 @@ def test_facts_of_older_runs_with_a_reference_model_demand_are_not_judged_by_it(
     facts, params = fixture("synthetic")
     facts = copy.deepcopy(facts)
     facts["demand"] = {"samples_per_s": 2126046.0, "source": f"{SCALING_CHECK} (training throughput measured on this node)"}
-    assert judge(facts, params).status is Status.PASS
+    assert fired(judge(facts, params)) == ["dataloader.throughput.no-demand"]  # not below-demand
 
 
 def test_tf_data_worker_runs_with_the_gpus_hidden(tmp_path):
@@ -271,8 +283,7 @@ def test_cpu_only_scaling_figure_is_not_taken_as_gpu_demand():
     facts = copy.deepcopy(facts)
     facts["scaling"] = {"training_samples_per_s": 1e9, "device_kind": "cpu"}
     outcome = judge(facts, params)
-    assert outcome.status is Status.PASS
-    assert "no demand figure to compare" in outcome.summary
+    no_demand(outcome)
     assert any("timed CPU processes, not GPUs" in d for d in outcome.details)
 
 

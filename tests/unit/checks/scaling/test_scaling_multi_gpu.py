@@ -194,7 +194,7 @@ def test_evaluate_is_pure():
 def test_throughput_declares_its_scaling_figure():
     outcome = evaluate(load_facts(HEALTHY))
     figures = [(m.series, m.at, m.value) for m in outcome.measurements if m.figure == "scaling"]
-    torch_points = [(at, value) for series, at, value in figures if series == "measured"]
+    torch_points = [(at, value) for series, at, value in figures if series == "torch"]
     assert [at for at, _ in torch_points] == [1, 2, 4, 8]
     assert torch_points[-1][1] == measurement(outcome, "throughput on 8 GPUs").value
     assert all(m.better == "higher" for m in outcome.measurements if m.figure == "scaling")

@@ -149,5 +149,5 @@ def test_efficiency_is_a_finding_and_throughput_declares_the_scaling_figure():
     efficiency_finding = next(f for f in outcome.findings if f.id == "scaling.multi_node.efficiency")
     assert efficiency_finding.level is outcome.status and efficiency_finding.fix
     throughput = [m for m in outcome.measurements if m.figure == "scaling"]
-    assert sorted(m.at for m in throughput) == [1, 4] and {m.series for m in throughput} == {"measured"}
+    assert sorted(m.at for m in throughput) == [1, 4] and {m.series for m in throughput} == {"torch"}
     assert evaluate(facts, min_efficiency=0.0, warn_efficiency=0.0).status is Status.PASS

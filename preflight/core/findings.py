@@ -1,0 +1,104 @@
+"""Findings as the verdict weighs them and every report lists them: one entry per thing found.
+
+A result carries the findings its check stated. Some results state none: a third-party check that
+returns an Outcome with a status and a summary, or an ERROR the runner filed (a timeout, a crash, a
+node that could not be reached). For those, one finding stands for the result itself, with an id
+under the check's id and the fix that fits how it went wrong, so that every report and the verdict
+read findings only.
+
+A finding is never worse than the result it belongs to: a SKIP result ("reported, not judged")
+whose check noted a WARN finding does not warn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from preflight.core.model import CheckResult, Finding, Status
+
+# Suffixes of the ids of findings that stand for a result without findings of its status.
+TIMED_OUT = ".timed-out"
+CRASHED = ".crashed"
+COULD_NOT_MEASURE = ".could-not-measure"
+UNREACHABLE = ".unreachable"
+ERROR = ".error"
+
+# The advice for a node that could not be reached, whatever check was to run there.
+UNREACHABLE_FIX = ("Check that the node's name resolves from this machine (`getent hosts NAME`) and that "
+                   "`ssh NAME true` succeeds without a prompt; then run preflight again.")
+
+
+@dataclass(frozen=True)
+class Found:
+    """One finding of one result, as the reports list it.
+
+    `blocks` says why it blocks the verdict ("" when it does not); `synthesised` is True for the
+    finding that stands for a result stating none of its status.
+    """
+
+    result: CheckResult
+    finding: Finding
+    blocks: str = ""
+    synthesised: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.finding.id
+
+    @property
+    def level(self) -> Status:
+        return self.finding.level
+
+    @property
+    def node(self) -> str:
+        """Where it was found: the node or link a cluster check's finding names, else the result's node."""
+        return self.finding.node or self.result.node
+
+
+def _error_finding(result: CheckResult, unreachable: bool) -> Finding:
+    cid, summary = result.check_id, result.summary
+    rerun = f"`preflight run --checks {cid}`"
+    if unreachable:
+        return Finding(cid + UNREACHABLE, Status.ERROR, summary, UNREACHABLE_FIX)
+    if summary.startswith(("timed out", "did not finish")):
+        return Finding(cid + TIMED_OUT, Status.ERROR, summary,
+                       f"See where it stopped in the check's evidence (report.html); if it only needs longer on "
+                       f"this node, raise its limit with `--set {cid}.timeout=SECONDS` or `timeout = SECONDS` "
+                       f"under `[checks.\"{cid}\"]` in preflight.toml.")
+    if summary.startswith("crashed"):
+        return Finding(cid + CRASHED, Status.ERROR, summary,
+                       f"The check itself failed: its traceback is in the evidence (report.html, results.json). "
+                       f"Run {rerun} again, and report the traceback if it repeats.")
+    if summary.startswith("could not measure"):
+        return Finding(cid + COULD_NOT_MEASURE, Status.ERROR, summary,
+                       f"Provide what the message names on this node, then run {rerun} again.")
+    fix = " ".join(result.remediation) or f"See the check's evidence in report.html, then run {rerun} again."
+    return Finding(cid + ERROR, Status.ERROR, summary, fix)
+
+
+def findings_of(result: CheckResult, unreachable: bool = False) -> list[Finding]:
+    """The findings of one result that a report lists: every one that is not PASS, capped at the
+    result's own status, plus one standing for the result when none carries that status.
+
+    `unreachable`: the result's node could not be reached, so an ERROR there is about reaching it.
+    """
+    fired = []
+    for f in result.findings:
+        if f.level is Status.PASS:
+            continue
+        if f.level.severity > result.status.severity:
+            f = Finding(f.id, result.status, f.message, f.fix, f.node)
+        fired.append(f)
+    if result.status is Status.PASS or any(f.level is result.status for f in fired):
+        return fired
+    if result.status is Status.ERROR:
+        stand_in = _error_finding(result, unreachable)
+    else:
+        fix = " ".join(result.remediation) if result.status is not Status.SKIP else ""
+        stand_in = Finding(f"{result.check_id}.{result.status.value.lower()}", result.status, result.summary, fix)
+    return [stand_in, *fired]
+
+
+def is_stand_in(result: CheckResult, finding: Finding) -> bool:
+    """True for the finding findings_of() made up for a result (it is not among the result's own)."""
+    return all(f.id != finding.id for f in result.findings)
