@@ -21,7 +21,7 @@ TENSORFLOW_SPEC="${TENSORFLOW_SPEC:-tensorflow-cpu==2.21.0}"
 # name that node. 2.14.1 is a CUDA build (about 5 GB) that runs on the CPU too.
 DRIFT_VENV="${PREFLIGHT_DRIFT_VENV:-.venv-test-drift}"
 TORCH_DRIFT_SPEC="${TORCH_DRIFT_SPEC:-torch==2.14.1}"
-APT_PACKAGES=(iperf3 openssh-server openssh-client iproute2 procps chromium prometheus slurm-wlm munge)
+APT_PACKAGES=(iperf3 openssh-server openssh-client iproute2 procps chromium prometheus slurm-wlm munge postgresql)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()
