@@ -24,7 +24,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import preflight
 from preflight.run.agent import HELLO, MORE, STOP
@@ -32,9 +32,6 @@ from preflight.run.agent_stream import AgentStream, unreachable_words
 from preflight.transport.process import EXIT_MARKER, GUARD_MODULE, PID_MARKER, TIMEOUT, RemoteProcess, \
     command_identity, run_command
 from preflight.transport.slurm import SRUN_ERROR_EXIT, SlurmStep, split_label, srun_message
-
-if TYPE_CHECKING:
-    from preflight.run.runner import NodeTarget, Runner
 
 STEP_KEY = "<slurm job step>"  # the step's entry among the runner's agents (never a node name: it has spaces)
 POLL_S = 0.5  # how often silence and srun's own messages are looked at while the step runs
@@ -62,7 +59,7 @@ def use_single_step(mode: str, transports: list[Any]) -> bool:
 class StepDriver:
     """Runs in one of the runner's pool threads: starts the step and turns its output into events."""
 
-    def __init__(self, runner: Runner, nodes: list[NodeTarget], stop_grace_s: float, kill_wait_s: float,
+    def __init__(self, runner: Any, nodes: list[Any], stop_grace_s: float, kill_wait_s: float,
                  line_grace_s: float, retries: int = RETRIES) -> None:
         self.runner = runner
         self.retries = retries
