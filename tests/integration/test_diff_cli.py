@@ -48,7 +48,7 @@ def test_diff_finds_each_planted_regression_and_exits_1(tmp_path, runs):
     regressions = proc.stdout.split("Regressions:\n")[1]
     assert "gpu.visibility on gpu02: PASS -> FAIL" in regressions
     assert "net.bandwidth gpu01 -> gpu02: 93.6 Gbit/s -> 70 Gbit/s (-25%)" in regressions
-    assert "torch 2.4.1 -> 2.5.0 on gpu01, gpu02, gpu03" in regressions
+    assert "torch 2.4.1 -> 2.5.0 on gpu[01-03]" in regressions
 
 
 def test_each_regression_alone_is_enough(tmp_path):

@@ -51,12 +51,13 @@ def test_an_unrelated_broken_plugin_does_not_make_every_node_incomplete(tmp_path
     assert asked.returncode == 2 and "its plugin failed to load" in asked.stderr
 
 
-def test_a_broken_hook_plugin_is_named_but_drains_nothing(tmp_path, broken_plugins):
+def test_a_broken_third_party_plugin_is_not_this_nodes_problem(tmp_path, broken_plugins):
+    # A plugin that did not load cannot declare itself a hook check (Check.hook), so without --checks
+    # naming it, healthcheck neither counts it nor drains for it; preflight's own broken checks count.
     run, data = healthcheck(tmp_path, "--skip", "gpu.visibility", *ROOMY, env=broken_plugins)
-    assert data["verdict"]["verdict"] == "INCOMPLETE"
-    assert [e["entry_point"].split(" =")[0] for e in data["load_errors"]] == ["versions.acme"]
+    assert data["load_errors"] == []
+    assert data["verdict"]["verdict"] != "INCOMPLETE"
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "not drained" in run.stdout or "INCOMPLETE" in run.stdout
 
 
 def test_what_it_measured_on_this_node_drains(tmp_path):
