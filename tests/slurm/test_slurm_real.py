@@ -42,7 +42,9 @@ def assert_nothing_left(bed, jobid: str) -> None:
 
 def test_three_node_allocation_is_go_with_every_node_named_by_slurm(make_slurm_bed, tmp_path):
     bed = make_slurm_bed(3)
-    config = bed_config(tmp_path, **{"scaling.multi_node": "min_efficiency = 0.05\nwarn_efficiency = 0.01"})
+    # A floor for the all-reduce, so that it is judged (without one it WARNs that only the sums were).
+    config = bed_config(tmp_path, **{"scaling.multi_node": "min_efficiency = 0.05\nwarn_efficiency = 0.01",
+                                     "collectives.cluster": "min_busbw_gbps = 0.01"})
     out = tmp_path / "out"
     # salloc runs the command here with the allocation's environment, as a user would type it.
     proc = subprocess.run(["salloc", "-N3", sys.executable, "-m", "preflight", "run", "--slurm", "--config", str(config),
