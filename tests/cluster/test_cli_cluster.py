@@ -104,9 +104,9 @@ def test_nodes_lost_before_and_during_the_run_are_named_and_the_rest_completes(t
                             text=True, env={**os.environ, "CI": "1"})
     try:
         deadline = time.monotonic() + 60
-        # A check's own process ("python -m preflight.run.check_process"), not the guard ("-m preflight.workers.guard"),
+        # A check's own process (preflight.run.check_process), not the guard ("-m preflight.workers.guard"),
         # which starts before the agent has said hello.
-        checking = re.compile(r"example\.sleep|-m preflight\.worker(\s|$)")
+        checking = re.compile(r"example\.sleep|preflight\.run\.check_process")
         while not any(checking.search(cmd) for cmd in preflight_processes(testbed3, during)):
             assert time.monotonic() < deadline, "the run never reached the node"
             assert proc.poll() is None, proc.communicate()
