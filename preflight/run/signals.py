@@ -27,7 +27,10 @@ class Interrupts:
 
     @contextmanager
     def handling(self) -> Iterator[Interrupts]:
-        """Take over SIGINT and SIGTERM for the block (main thread only); the old handlers come back after."""
+        """Take over SIGINT and SIGTERM for the block (main thread only); the old handlers come back after,
+        unless a signal was received: then the command is ending with exit 130, and a later signal
+        (a CI runner sends several, seconds apart) must not turn that exit into a death by signal
+        while the interpreter shuts down, so the handler stays, and only counts."""
         self.count, self.raised, self._armed = 0, False, False
         if threading.current_thread() is not threading.main_thread():
             yield self
@@ -38,9 +41,13 @@ class Interrupts:
         try:
             yield self
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            self.count, self.raised = 0, False
+            self._armed = False
+            if self.count:
+                self.raised = True  # nothing raises any more: the handler only counts
+            else:
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
+                self.count, self.raised = 0, False
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.count += 1

@@ -1,0 +1,55 @@
+"""Interrupts: the first signal in the armed window stops the run; none after it can kill the process."""
+
+import os
+import signal
+
+import pytest
+
+from preflight.run.signals import SIGNALS, Interrupts
+
+
+@pytest.fixture
+def restored_handlers():
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+def test_without_a_signal_the_old_handlers_come_back(restored_handlers):
+    before = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    interrupts = Interrupts()
+    with interrupts.handling():
+        assert all(signal.getsignal(signum) != before[signum] for signum in SIGNALS)
+    assert {signum: signal.getsignal(signum) for signum in SIGNALS} == before
+
+
+def test_after_an_interrupted_block_later_signals_are_only_counted(restored_handlers):
+    interrupts = Interrupts()
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.handling():
+            with interrupts.armed():
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(1000):  # the handler runs at the next bytecode boundary
+                    pass
+    # The command is ending with exit 130: a CI runner's second and third SIGTERM arrive now.
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):
+        pass
+    assert interrupts.count == 3 and interrupts.received
+
+
+def test_a_signal_before_the_window_is_raised_when_it_opens(restored_handlers):
+    interrupts = Interrupts()
+    with interrupts.handling():
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts.armed():
+                pass
+        os.kill(os.getpid(), signal.SIGINT)  # a second one: counted, never raised again
+        for _ in range(1000):
+            pass
+        assert interrupts.count == 2
