@@ -116,3 +116,24 @@ def test_kill_node_ends_everything_on_it(testbed3):
         time.sleep(0.05)
     assert [p for p in _netns_pids(node.netns) if _alive(p)] == []
     assert transport.run(["true"], timeout=30).returncode == 255
+
+
+def test_a_broken_link_refuses_only_that_pair(testbed3):
+    n1, n2, n3 = testbed3.node(1), testbed3.node(2), testbed3.node(3)
+    probe = ("import socket, sys\n"
+             "for address in sys.argv[1:]:\n"
+             "    try:\n"
+             "        socket.create_connection((address, 22), timeout=3).close(); print(address, 'ok')\n"
+             "    except OSError as exc:\n"
+             "        print(address, 'refused', type(exc).__name__)\n")
+    testbed3.break_link(n1, n2)
+    try:
+        from_1 = testbed3.transport(1).run([testbed3.python, "-c", probe, n2.address, n3.address], timeout=30)
+        from_2 = testbed3.transport(2).run([testbed3.python, "-c", probe, n1.address, n3.address], timeout=30)
+        assert from_1.returncode == 0 and from_2.returncode == 0, from_1.stderr + from_2.stderr
+        assert [line.split()[1] for line in from_1.stdout.splitlines()] == ["refused", "ok"]
+        assert [line.split()[1] for line in from_2.stdout.splitlines()] == ["refused", "ok"]
+    finally:
+        testbed3.mend_link(n1, n2)
+    again = testbed3.transport(1).run([testbed3.python, "-c", probe, n2.address], timeout=30)
+    assert again.stdout.split()[1] == "ok"

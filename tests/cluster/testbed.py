@@ -391,6 +391,17 @@ class TestBed:
         _run(["tc", "qdisc", "del", "dev", node.host_if, "root"], check=False)
         node.rate = None
 
+    def break_link(self, a: BedNode, b: BedNode) -> None:
+        """Traffic between `a` and `b` only is refused (a prohibit route on each side, as a bad cable
+        or switch port between two particular nodes); each still reaches every other node and the
+        coordinator."""
+        self.exec(a, ["ip", "route", "replace", "prohibit", f"{b.address}/32"])
+        self.exec(b, ["ip", "route", "replace", "prohibit", f"{a.address}/32"])
+
+    def mend_link(self, a: BedNode, b: BedNode) -> None:
+        self.exec(a, ["ip", "route", "del", "prohibit", f"{b.address}/32"], check=False)
+        self.exec(b, ["ip", "route", "del", "prohibit", f"{a.address}/32"], check=False)
+
     def sshd_pid(self, node: BedNode) -> int | None:
         try:
             return int(node.pid_file.read_text().split()[0])
