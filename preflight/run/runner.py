@@ -33,6 +33,7 @@ from preflight.core.model import CLUSTER_NODE, CheckResult, Evidence, Finding, N
 from preflight.core.files import FileWriteError, open_log
 from preflight.core.finite import make_finite
 from preflight.run.plan import write_header
+from preflight.run.fail_fast import Pacer
 from preflight.run.signals import INTERRUPTS
 from preflight.transport.process import TIMEOUT, RemoteProcess
 from preflight.run.child import run_json_child
@@ -113,6 +114,8 @@ class Runner:
         self.agents: dict[str, RemoteProcess] = {}
         self.cluster_child: RemoteProcess | None = None
         self.stop = threading.Event()
+        self.pacer = Pacer()  # --fail-fast's judging of the verdict, kept to a share of the run's time
+        self.unjudged = False  # a result has arrived that --fail-fast has not judged yet
         self.report = RunReport(
             started_at=now_iso(),
             preflight_version=preflight.__version__,
@@ -159,8 +162,26 @@ class Runner:
             if self.events.empty():
                 self.sync()  # else the results waiting behind this one are synced with it
         self.on_event(("result", result, None))
-        if self.plan.fail_fast and not self.stop.is_set() and decide(self.report).verdict is Verdict.NO_GO:
-            self.report.stopped_early = (f"--fail-fast: stopped once {result.check_id} on {result.node} made the "
+        self._judge_fail_fast()
+
+    def _judge_fail_fast(self, now: bool = False) -> None:
+        """--fail-fast: stop the run once the verdict is NO-GO. Judged after a result when
+        preflight.run.fail_fast.Pacer allows (at once, in a small run), else on the next idle tick
+        (`now`), so a result that made it NO-GO is never left waiting for the next one."""
+        if not self.plan.fail_fast or self.stop.is_set() or (now and not self.unjudged):
+            return
+        if not now and not self.pacer.due():
+            self.unjudged = True
+            return
+        self.unjudged = False
+        started = self.pacer.clock()
+        try:
+            decision = decide(self.report)
+        finally:
+            self.pacer.done(started)
+        if decision.verdict is Verdict.NO_GO:
+            first = decision.blocking[0] if decision.blocking else self.report.results[-1]
+            self.report.stopped_early = (f"--fail-fast: stopped once {first.check_id} on {first.node} made the "
                                          "verdict NO-GO; the checks still planned did not run")
             self.stop.set()
             self._stop_everything()
@@ -199,6 +220,7 @@ class Runner:
             with INTERRUPTS.armed():  # the first SIGINT or SIGTERM lands here; later ones are only counted
                 self._record_level_skips()
                 self._run_node_checks()
+                self._judge_fail_fast(now=True)
                 if not self.stop.is_set():
                     self._run_cluster_checks()
         except KeyboardInterrupt:
@@ -246,6 +268,7 @@ class Runner:
                     kind, payload = self.events.get(timeout=0.2)
                 except queue.Empty:
                     self.sync()
+                    self._judge_fail_fast(now=True)
                     pending = self._still_driving(pending)
                     continue
                 if kind == "result":
