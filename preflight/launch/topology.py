@@ -31,11 +31,12 @@ LABELS_KEY = "topology_labels"
 
 # Node labels that name the part of the network a node hangs off, tightest first. Only labels whose
 # meaning the provider documents:
-# - NVIDIA Topograph (docs.nvidia.com/topograph, "Node Labels and Annotations"): the leaf switch,
-#   and in its 1.x label family the fabric tier closest to the node;
-# - Amazon EKS ("Place distributed AI/ML workloads with network topology labels"): layer 3 of the
-#   AWS network hierarchy, the bottom layer for most supported instance types;
-# - GKE (AI Hypercomputer, physical topology of GKE nodes): the sub-block of a reserved block.
+# - NVIDIA Topograph (https://docs.nvidia.com/topograph/reference/node-labels-and-annotations): the
+#   leaf switch, and in its 1.x label family the fabric tier closest to the node;
+# - Amazon EKS (https://docs.aws.amazon.com/eks/latest/userguide/ml-workload-topology.html): layer 3
+#   of the AWS network hierarchy, the bottom layer for most supported instance types;
+# - GKE (https://cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas, the
+#   cluster's topology): the sub-block of a reserved block.
 # topology.kubernetes.io/zone is left out on purpose: a whole zone is one group, which tells the
 # isolation pass nothing.
 TOPOLOGY_LABELS = (
