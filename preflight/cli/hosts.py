@@ -10,6 +10,8 @@ One host per line; `#` starts a comment; blank lines are ignored.
     node[1-4,7]                ranges and single numbers, comma-separated
     rack[1-2]-gpu[1-4]         several ranges expand to every combination
     gpu17 python=/opt/venv/bin/python    the interpreter that runs preflight on that node
+    gpu[01-08] group=leaf1     the node's topology group (a leaf switch, a rack); `rack=` is the
+                               same column under another name
 
 A host name is data that ends up on an ssh command line, so it is validated strictly: anything that
 is not a host name, an IPv4 address or a bracketed IPv6 address (`a;touch /tmp/x`, `$(reboot)`,
@@ -26,6 +28,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from preflight.launch.topology import valid_group_name
+
 # A range such as [1-1000000] would expand into a million hosts; no real hosts file needs more than
 # this per line, and a typo should fail loudly instead of exhausting memory.
 MAX_HOSTS_PER_LINE = 10000
@@ -37,7 +41,7 @@ _LABEL = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 _RANGE_BODY = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
 _IPV6_ZONE = re.compile(r"^[A-Za-z0-9_.-]+$")
-_KNOWN_OPTIONS = ("slots", "python")
+_KNOWN_OPTIONS = ("slots", "python", "group", "rack")
 
 
 class HostsFileError(ValueError):
@@ -59,6 +63,7 @@ class Host:
     port: int | None = None
     slots: int | None = None  # GPUs this node is expected to have
     python: str | None = None  # interpreter for preflight on this node; None: the run's default
+    group: str | None = None  # topology group (`group=` or `rack=`): a leaf switch, a rack; None: not given
     line_no: int = 0
 
     @property
@@ -135,10 +140,27 @@ def _parse_line(line: str, line_no: int, path: str | Path) -> list[Host]:
     python = options.get("python")
     if python is not None and any(ord(c) < 32 or ord(c) == 127 for c in python):
         raise fail("python= holds a control character")
+    group = _group(options, fail)
     return [
-        Host(name=name, hostname=hostname, user=user, port=port, slots=slots, python=python, line_no=line_no)
+        Host(name=name, hostname=hostname, user=user, port=port, slots=slots, python=python, group=group,
+             line_no=line_no)
         for name, hostname, port in endpoints
     ]
+
+
+def _group(options: dict[str, str], fail) -> str | None:
+    """The node's topology group from `group=` or `rack=` (one of them), checked as a name."""
+    given = [key for key in ("group", "rack") if key in options]
+    if len(given) > 1:
+        raise fail("group= and rack= name the same thing: give one of them")
+    if not given:
+        return None
+    key = given[0]
+    value = options[key]
+    if not valid_group_name(value):
+        raise fail(f"{key}= must be a name of letters, digits and '_ . : / -' starting with a letter or digit, "
+                   f"at most 64 characters; got {value!r}")
+    return value
 
 
 def _endpoint(written: str, fail) -> tuple[str, str, int | None]:

@@ -68,8 +68,16 @@ def nodes(args: dict[str, Any], remote_python: str, run_id: str, other_sources: 
     return [NodeTarget(K8sTransport(n.name, n.address, remote_python, namespace=namespace, image=args["image"],
                                     run_id=run_id, context=args.get("context"), gpus=n.gpu_allocatable,
                                     start_timeout_s=args.get("k8s_start_timeout") or 120.0),
-                       slots=n.gpu_allocatable or None)
+                       slots=n.gpu_allocatable or None, topology=_topology(n.labels))
             for n in found]
+
+
+def _topology(labels: dict[str, str]) -> dict[str, Any]:
+    """The node's network-locality labels, for its spec (preflight.launch.topology)."""
+    from preflight.launch.topology import LABELS_KEY, topology_labels
+
+    found = topology_labels(labels)
+    return {LABELS_KEY: found} if found else {}
 
 
 def after_run(report: Any, args: dict[str, Any]) -> None:

@@ -21,8 +21,8 @@ from preflight.core.verdict import EXIT_CODE_HELP
 
 @click.command(epilog=EXIT_CODE_HELP)
 @click.option("--nodes", "nodes_file", default=None, metavar="FILE|NODESET",
-              help="Hosts file (one node per line: user@host:port slots=N), or a node set such as gpu[001-064,070]. "
-                   "Without it, checks this machine.")
+              help="Hosts file (one node per line: user@host:port slots=N group=LEAF), or a node set such as "
+                   "gpu[001-064,070]. Without it, checks this machine.")
 @config_option
 @profile_option
 @checks_option
@@ -223,7 +223,8 @@ def _nodes_from_file(path: str, remote_python: str, ssh_options: list[str], acce
     try:
         hosts = without_ports(nodes_from_arg(path))
         return [NodeTarget(SshTransport.from_host(host, python=remote_python, options=ssh_options,
-                                                  accept_new=accept_new), slots=host.slots) for host in hosts]
+                                                  accept_new=accept_new), slots=host.slots,
+                           topology={"group": host.group} if host.group else {}) for host in hosts]
     except HostsFileError as exc:
         raise UsageProblem(str(exc)) from None
     except ValueError as exc:  # an --ssh-option that is not Key=Value

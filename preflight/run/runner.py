@@ -52,10 +52,18 @@ AGENT_KILL_WAIT_S = 2.0
 class NodeTarget:
     transport: Transport
     slots: int | None = None
+    # Where the node sits in the network, as its source says (preflight.launch.topology): `group`
+    # from the hosts file, `switch` from Slurm, `topology_labels` from Kubernetes.
+    topology: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.transport.name
+
+    def spec(self) -> dict[str, Any]:
+        """The node as the cluster checks see it (ClusterContext.nodes): its transport's spec, its
+        slots and its topology facts."""
+        return {**self.transport.to_spec(), "slots": self.slots, **self.topology}
 
 
 @dataclass
@@ -418,7 +426,7 @@ class Runner:
                 "scratch_dir": str(self.scratch),
                 "timeout_s": timeout, "params": self.plan.config.overrides_for(check),
                 "expect": self.plan.config.expect.to_dict(),
-                "nodes": [{**n.transport.to_spec(), "slots": n.slots} for n in reachable],
+                "nodes": [n.spec() for n in reachable],
                 "node_facts": node_facts, "unreachable": unreachable,
             }
             outcome = run_json_child("preflight.run.check_process", job, timeout=timeout,
