@@ -17,7 +17,7 @@ from hypothesis import given, strategies as st
 from preflight.core.check import CannotMeasure, Expect
 from preflight.core.model import Status
 from preflight.launch.isolation import round_bound
-from preflight.launch.isolation_sim import Fault, FaultModel
+from preflight.launch.isolation_sim import Fault, FaultModel, racks
 from preflight.launch.pairs import ring_rounds
 from preflight_checks.net.bandwidth import NetBandwidth, Params
 from preflight_checks.net.isolation import (
@@ -45,10 +45,10 @@ def simulated(model: FaultModel):
 
 
 def facts_for(faults: list[Fault], *, isolated_by: list[Fault] | None = None, budget_s: float = 300.0,
-              seed: int = 3) -> dict:
+              seed: int = 3, topology: dict[str, str] | None = None) -> dict:
     """The facts of a ring run over NODES with `faults`, and its isolation pass (over a cluster with
     `isolated_by` in place of `faults` when given: a fault that has gone by then)."""
-    screen = simulated(FaultModel(NODES, faults, seed=seed, times=False))
+    screen = simulated(FaultModel(NODES, faults, topology=topology, seed=seed, times=False))
     links = []
     for pairs in ring_rounds(NODES):
         for (src, dst), sample in screen(pairs).items():
@@ -58,9 +58,10 @@ def facts_for(faults: list[Fault], *, isolated_by: list[Fault] | None = None, bu
              "links": links, "rounds": [[list(p) for p in r] for r in ring_rounds(NODES)]}
     reason = screen_reason(links, FLOOR)
     assert reason, "the screen was expected to find something"
-    model = FaultModel(NODES, faults if isolated_by is None else isolated_by, seed=seed + 1, times=False)
+    model = FaultModel(NODES, faults if isolated_by is None else isolated_by, topology=topology, seed=seed + 1,
+                       times=False)
     facts["isolation"] = adaptive_pass(NODES, simulated(model), min_gbps=FLOOR, budget_s=budget_s, round_s=0.0,
-                                       reason=reason, max_rounds=32)
+                                       reason=reason, max_rounds=32, topology=topology)
     return json.loads(json.dumps(facts, allow_nan=False))  # what results.jsonl would hold
 
 
@@ -188,3 +189,30 @@ def test_rejudged_with_a_floor_nothing_misses_the_isolation_is_not_reported():
     outcome = evaluate(facts, min_gbps=1.0)
     assert outcome.status is Status.PASS and ids(outcome) == []
     assert any("isolation pass ran" in d for d in outcome.details)
+
+
+def test_a_slow_path_between_two_racks_is_named_as_their_boundary():
+    topology = racks(NODES, 4)  # n1-n4 in rack00, n5-n8 in rack01: the ring crosses at n4 -> n5 and n8 -> n1
+    facts = facts_for([Fault("boundary", ("rack00", "rack01"), 0.3)], topology=topology)
+    outcome = evaluate(facts)
+    assert ids(outcome) == ["isolated-boundary", "slow-link"]
+    named = [a for a in attributions(facts) if not a["ambiguous"]]
+    assert [(a["kind"], a["members"]) for a in named] == [("boundary", ["rack00", "rack01"])]
+
+
+def test_a_slow_node_is_named_with_racks_too():
+    facts = facts_for([Fault("slow-node", ("n6",), 0.3)], topology=racks(NODES, 4))
+    assert ids(evaluate(facts)) == ["isolated-node", "slow-link"]
+    assert [a["members"] for a in attributions(facts) if not a["ambiguous"]] == [["n6"]]
+
+
+def test_the_screen_calls_for_isolation_on_slow_or_failed_links_only():
+    def link(src, dst, local=False, **sample):
+        return {"src": src, "dst": dst, "local": local, "samples": [sample] if sample else []}
+
+    fast = [link("n1", "n2", gbps=9.0), link("n2", "n3", gbps=9.5)]
+    assert screen_reason(fast, FLOOR) is None
+    # A route local to the sender is a configuration error, reported as such, not a fault to isolate.
+    assert screen_reason(fast + [link("n3", "n1", local=True, gbps=50.0)], FLOOR) is None
+    assert screen_reason(fast + [link("n3", "n1", gbps=1.0)], FLOOR) == "1 ring link below 8 Gbit/s"
+    assert "1 ring link failed" in screen_reason(fast + [link("n3", "n1", error="Connection refused")], FLOOR)
