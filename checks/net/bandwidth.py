@@ -268,8 +268,9 @@ class NetBandwidth(Check):
                 out[pair] = samples[-1] if samples else {"error": "no result"}
             return out
 
-        budget = min(params.isolation_timeout_s, ctx.time_left() - 5)
-        round_s = params.duration_s + params.omit_s + 3
+        round_s = params.duration_s + params.omit_s + 3  # a round as the schedule's estimate has it
+        # The last round starts with at least round_s left, and may run over it: keep that much spare.
+        budget = min(params.isolation_timeout_s, ctx.time_left() - 5 - round_s)
         return adaptive_pass(nodes, measure_links, min_gbps=params.min_gbps, budget_s=budget, round_s=round_s,
                              reason=reason, max_rounds=params.isolation_max_rounds, topology=topology_of(ctx))
 
