@@ -18,6 +18,12 @@ their receiver-side figures (`end.sum_received.bits_per_second`) are summed: ipe
 single-threaded and one process cannot fill a fast link. The whole schedule is repeated and each
 link is judged on the median.
 
+When the ring finds links below the floor or failed, `isolation = "adaptive"` (the default) names
+what is at fault: a node, the link between two nodes, or a topology boundary, or says that the
+evidence is ambiguous. Groups of nodes measure their own rings at once, bad groups are split and
+searched, and each suspect is confirmed against nodes already measured good (preflight.launch.isolation,
+through preflight_checks.net.isolation): a few rounds where the full matrix takes 2(N-1).
+
 A link whose route is local to the sender (the target is one of the sender's own addresses, or
 loopback) would measure memory bandwidth, not the network, so it is ERROR and never measured.
 Servers and clients (preflight.workers.iperf) run on the nodes through their transports'
@@ -45,6 +51,10 @@ from preflight.launch.torchrun import run_probe
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
 from preflight.core.model import FIGURE_LINK, Finding, Measurement, Scope, Status
 from preflight.launch.pairs import full_rounds, ring_rounds
+from preflight_checks.net.isolation import (
+    ISOLATION_METHODS, adaptive_pass, isolation_method, screen_reason, topology_of,
+)
+from preflight_checks.net.isolation_findings import judge_isolation, round_lines
 from preflight.transport.process import RemoteProcess
 
 INSTALL_HINT = "install iperf3 on every node (Debian/Ubuntu: apt-get install iperf3; RHEL/Fedora: dnf install iperf3)"
@@ -76,6 +86,13 @@ class Params:
                            help="first TCP port iperf3 listens on; a link uses base_port .. base_port + streams - 1")
     server_start_timeout_s: float = param(15.0, kind="duration",
                                           help="time allowed for the iperf3 server to start (seconds)")
+    # The adaptive pass after a ring with slow or failed links: a few rounds of group rings.
+    isolation: str = param("adaptive", kind="choice", choices=ISOLATION_METHODS,
+                           help=('when the ring finds slow or failed links, name the node or link at fault by '
+                                 'measuring groups of nodes: "adaptive" or "off"'))
+    isolation_timeout_s: float = param(120.0, kind="duration",
+                                       help="time allowed for the isolation pass, within the check's timeout (seconds)")
+    isolation_max_rounds: int = param(32, kind="count", minimum=1, help="most rounds of the isolation pass (count)")
 
 
 def schedule(names: list[str], pattern: str) -> list[list[tuple[str, str]]]:
@@ -101,6 +118,18 @@ def failure(job: RemoteProcess, node: str, what: str, limit: float) -> str:
     if job.transport_failed():
         return job.transport.unreachable(code, text)
     return f"{what} exited {job.exit_code if job.exit_code is not None else code}: {text}"
+
+
+def link_entry(pair: tuple[str, str], probes: dict[str, Any], addresses: dict[str, str]) -> dict[str, Any]:
+    """A link as the facts hold it, before it is measured: whether its route is local to the sender,
+    or its address did not resolve there (either: never measured)."""
+    src, dst = pair
+    target = probes[src].get("targets", {}).get(addresses[dst], {})
+    entry = {"src": src, "dst": dst, "dst_address": addresses[dst], "local": bool(target.get("local")),
+             "why_local": target.get("why"), "route": target.get("route"), "samples": []}
+    if target.get("error"):
+        entry["error"] = f"{addresses[dst]} {target['error']} on {src}"
+    return entry
 
 
 def _is_ip(text: str) -> bool:
@@ -136,12 +165,26 @@ class NetBandwidth(Check):
                          "the attempts' errors in the evidence."),
         "slow-link": f"{FIX_LINK} {FIX_ROUTE}",
         "nothing-measured": "Run with at least two reachable nodes, each with iperf3 installed.",
+        # The adaptive isolation pass (preflight_checks.net.isolation): what it names, and when it cannot.
+        "isolated-node": ("The node named is slow with every partner: check its NIC's negotiated speed and errors "
+                          "(ethtool <iface>; ethtool -S <iface>), its MTU and offloads against its peers', and the "
+                          "traffic shaping or firewall rules on it (tc qdisc show; nft list ruleset)."),
+        "isolated-link": ("The path between the two nodes named, and no other: check the route and firewall rules "
+                          "each has for the other's address (ip route get <peer>), then the cable, transceiver and "
+                          "switch ports between them if they share one."),
+        "isolated-boundary": ("The path between the two topology groups named: check the trunk or uplinks between "
+                              "their switches (error counters, oversubscription, a failed member of a LAG)."),
+        "isolation-ambiguous": ('The evidence names several candidates: run again with pattern = "full" on just those '
+                                "nodes (--nodes), which measures every ordered pair among them."),
+        "isolation-not-reproduced": ("The ring was slow but no group reproduced it: a transient fault, or one that "
+                                     "shows only under the whole ring's load; run again, and watch the switches' "
+                                     "error and drop counters."),
     }
     Params = Params
     timeout_s = 300.0
     # quick: one 3 s measurement per ring link; thorough: every ordered pair, five 10 s measurements.
     levels = {
-        "quick": {"timeout": 30, "repeats": 1, "duration_s": 3, "pattern": "ring"},
+        "quick": {"timeout": 30, "repeats": 1, "duration_s": 3, "pattern": "ring", "isolation": "off"},
         "thorough": {"timeout": 1800, "pattern": "full", "repeats": 5, "duration_s": 10},
     }
 
@@ -155,6 +198,7 @@ class NetBandwidth(Check):
             raise CannotMeasure(f"pattern must be one of {', '.join(PATTERNS)}, not {params.pattern!r}")
         if params.streams < 1 or params.repeats < 1 or params.duration_s < 1:
             raise CannotMeasure("streams, repeats and duration_s must each be at least 1")
+        isolation_method(params.isolation)
         names = ctx.node_names
         addresses = {spec["name"]: spec.get("address") or spec["name"] for spec in ctx.nodes}
         facts: dict[str, Any] = {
@@ -172,16 +216,7 @@ class NetBandwidth(Check):
         rounds = schedule(usable, params.pattern)
         facts["rounds"] = [[list(pair) for pair in r] for r in rounds]
 
-        links: dict[tuple[str, str], dict[str, Any]] = {}
-        for pair in (p for r in rounds for p in r):
-            src, dst = pair
-            target = probes[src].get("targets", {}).get(addresses[dst], {})
-            links[pair] = {
-                "src": src, "dst": dst, "dst_address": addresses[dst], "local": bool(target.get("local")),
-                "why_local": target.get("why"), "route": target.get("route"), "samples": [],
-            }
-            if target.get("error"):
-                links[pair]["error"] = f"{addresses[dst]} {target['error']} on {src}"
+        links = {pair: link_entry(pair, probes, addresses) for r in rounds for pair in r}
 
         # A local route or an unresolvable address is reported, never measured.
         to_run = [[p for p in r if not links[p]["local"] and "error" not in links[p]] for r in rounds]
@@ -210,7 +245,34 @@ class NetBandwidth(Check):
             values = [s["gbps"] for s in link["samples"] if "gbps" in s]
             matrix[link["src"]][link["dst"]] = round(statistics.median(values), 3) if values else None
         facts["matrix_gbps"] = matrix
+        reason = screen_reason(facts["links"], params.min_gbps) if params.pattern == "ring" else None
+        if reason and params.isolation == "adaptive" and len(usable) >= 3:
+            facts["isolation"] = self._isolation(ctx, params, usable, probes, addresses, reason)
         return facts
+
+    def _isolation(self, ctx: ClusterContext, params: Params, nodes: list[str], probes: dict[str, Any],
+                   addresses: dict[str, str], reason: str) -> dict[str, Any]:
+        """The adaptive pass: each round, every group's ring at once, one measurement per link."""
+        def measure_links(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+            entries = {pair: link_entry(pair, probes, addresses) for pair in pairs}
+            out: dict[tuple[str, str], dict[str, Any]] = {}
+            for pair, entry in entries.items():
+                if entry["local"] or "error" in entry:
+                    out[pair] = {"error": entry.get("error") or f"the route is local ({entry['why_local']})",
+                                 "unmeasurable": True}
+            runnable = [p for p in pairs if p not in out]
+            if runnable:
+                self._run_round(ctx, params, runnable, probes, addresses, entries)
+            for pair in runnable:
+                samples = entries[pair]["samples"]
+                out[pair] = samples[-1] if samples else {"error": "no result"}
+            return out
+
+        round_s = params.duration_s + params.omit_s + 3  # a round as the schedule's estimate has it
+        # The last round starts with at least round_s left, and may run over it: keep that much spare.
+        budget = min(params.isolation_timeout_s, ctx.time_left() - 5 - round_s)
+        return adaptive_pass(nodes, measure_links, min_gbps=params.min_gbps, budget_s=budget, round_s=round_s,
+                             reason=reason, max_rounds=params.isolation_max_rounds, topology=topology_of(ctx))
 
     @staticmethod
     def _probe(ctx: ClusterContext, node: str, names: list[str], addresses: dict[str, str]) -> dict[str, Any]:
@@ -226,6 +288,8 @@ class NetBandwidth(Check):
         server_life = int(params.server_start_timeout_s + client_life + 10)
         servers: dict[str, RemoteProcess] = {}
         ready: dict[str, str | None] = {}
+        sender = {pair[1]: pair for pair in pairs}  # each node receives from one sender a round
+        before = {pair: len(links[pair]["samples"]) for pair in pairs}
         try:
             for _, dst in pairs:
                 flush = ["--forceflush"] if probes[dst].get("forceflush") else []
@@ -261,9 +325,14 @@ class NetBandwidth(Check):
                                        + job.stderr_lines + [json.dumps(sample)])
                     self._stop(ctx, job, self._keep_evidence("error" in sample), digest)
         finally:
+            until = time.monotonic() + 5  # one grace period for all of them, not one each
             for dst, job in servers.items():
-                # Servers run one test each and exit; any that did not (its client failed) is stopped.
-                job.wait_until(lambda job=job: "@@done" in job.lines or not job.running(), 5)
+                # Servers run one test each and exit; any that did not is stopped. One whose client
+                # failed gets no test, so it is not waited for.
+                mine = links[sender[dst]]["samples"][before[sender[dst]]:]
+                if not any("error" in sample for sample in mine):
+                    job.wait_until(lambda job=job: "@@done" in job.lines or not job.running(),
+                                   max(0.0, until - time.monotonic()))
                 self._stop(ctx, job, self._keep_evidence(ready.get(dst) is not None if ready else True))
 
     @staticmethod
@@ -381,6 +450,18 @@ class NetBandwidth(Check):
                   f"{listed}{more} Gbit/s; slowest {slow[0][1]}")
         if not measured and not findings:
             found("nothing-measured", Status.ERROR, "no link was measured")
+        isolation = facts.get("isolation")
+        floor = ((isolation or {}).get("thresholds") or {}).get("min_gbps")
+        if isolation and (slow or any(f.id.endswith(".not-measured") for f in findings)):
+            for kind, level, text in judge_isolation(isolation):
+                findings.append(self.finding(kind, level, text))
+            details += round_lines(isolation)
+            if floor is not None and floor != params.min_gbps:
+                details.append(f"the isolation pass judged its groups against {floor:g} Gbit/s, not "
+                               f"{params.min_gbps:g}")
+        elif isolation:
+            details.append(f"an isolation pass ran against {floor} Gbit/s; judged against {params.min_gbps:g} no "
+                           "ring link is slow or failed, so what it named is not reported")
 
         passed = ""
         if measured:

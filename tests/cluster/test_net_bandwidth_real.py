@@ -53,6 +53,10 @@ def test_one_shaped_node_fails_naming_its_links_and_no_other(make_testbed, clust
     assert {m.node: m.value for m in result.measurements}["n1 -> n2"] <= 2.0  # never above the shaper
     matrix = result.facts["matrix_gbps"]
     assert matrix["n1"]["n2"] is not None and matrix["n1"]["n3"] is None  # ring: successors only
+    # The isolation pass (three nodes: their three pairs) names the shaped node, and no other.
+    attributions = result.facts["isolation"]["isolation"]["attributions"]
+    assert [(a["kind"], a["members"]) for a in attributions if not a["ambiguous"]] == [("node", ["n2"])]
+    assert "net.bandwidth.isolated-node" in {f.id for f in result.findings}
     assert all(leftovers(bed, node) == [] for node in bed.nodes)
 
 

@@ -1,0 +1,131 @@
+"""net.bandwidth's adaptive isolation on real iperf3 between eight namespace nodes.
+
+One eight-node bed serves both tests: one shapes a node's link slow with tbf, the other refuses
+traffic between two nodes only (`break_link`); each undoes its fault when it ends, passed or failed.
+The ring screen finds the slow or failed links, and the isolation pass must name the node, or the
+link (both nodes, neither alone). Beside each pass's rounds and wall time, the full matrix (every
+ordered pair, round-robin) is measured once on the same faulted bed; the figures are printed, and
+written to $PREFLIGHT_BENCH_RESULTS/net_bandwidth_isolation_bed.json when that is set. The tests
+assert on what is named, never on the timings.
+
+Loads are bounded: 1-second measurements, one iperf3 process per link, one repeat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from preflight.core.model import Status
+from preflight.run.execute import execute
+from preflight_checks.net.bandwidth import NetBandwidth, Params
+from tests.cluster.testbed import TestBed, unavailable_reason
+
+pytestmark = pytest.mark.root
+
+NODES = 8
+SLOW = "200mbit"
+# Three times the shaped rate: shaped links run near 0.19 Gbit/s; unshaped veth links, four or
+# eight at once on a loaded two-core machine, run at several Gbit/s.
+MIN_GBPS = 0.6
+SLOW_NODE = 5
+BROKEN = (3, 4)  # neighbours in the ring: the ring screen measures n3 -> n4
+RESULTS = "net_bandwidth_isolation_bed.json"
+
+
+def quick(**overrides) -> Params:
+    values = dict(min_gbps=MIN_GBPS, streams=1, duration_s=1, omit_s=0, repeats=1, isolation_timeout_s=150)
+    values.update(overrides)
+    return Params(**values)
+
+
+@pytest.fixture(scope="module")
+def bed8():
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"multi-node test bed unavailable: {reason}")
+    bed = TestBed(NODES)
+    records: dict[str, dict] = {}
+    try:
+        bed.start()
+        bed.records = records
+        yield bed
+    finally:
+        bed.stop()
+        if records:
+            print("\n" + json.dumps(records, indent=2))
+            where = os.environ.get("PREFLIGHT_BENCH_RESULTS")
+            if where:
+                path = Path(where) / RESULTS
+                path.parent.mkdir(parents=True, exist_ok=True)
+                old = json.loads(path.read_text()) if path.exists() else {}
+                path.write_text(json.dumps({**old, **records}, indent=2, allow_nan=False) + "\n")
+
+
+def timed(ctx, params):
+    start = time.monotonic()
+    result = execute(NetBandwidth(), ctx, params, ctx.expect, node="cluster")
+    return result, round(time.monotonic() - start, 1)
+
+
+def figures(result, wall_s: float) -> dict:
+    facts = result.facts
+    iso = facts.get("isolation") or {}
+    out = {"pattern": facts["pattern"], "check_wall_s": wall_s, "rounds": len(facts["rounds"]) * facts["repeats"],
+           "pairs": sum(len(r) for r in facts["rounds"])}
+    if iso:
+        out.update(isolation_rounds=iso["isolation"]["round_count"], isolation_wall_s=iso["wall_s"],
+                   isolation_links=sum(len(r) for r in iso["links"]))
+    return out
+
+
+def named(result) -> list[tuple[str, list[str]]]:
+    iso = result.facts["isolation"]["isolation"]
+    return [(a["kind"], sorted(a["members"])) for a in iso["attributions"] if not a["ambiguous"]]
+
+
+def ids(result) -> set[str]:
+    return {f.id.removeprefix("net.bandwidth.") for f in result.findings if f.level is not Status.PASS}
+
+
+def leftovers(bed, node) -> list[str]:
+    return [cmd for _, cmd in bed.processes(node) if not cmd.startswith("sshd")]
+
+
+def test_a_node_shaped_slow_is_named_and_no_other(bed8, cluster_context):
+    node = bed8.node(SLOW_NODE)
+    bed8.shape(node, SLOW)
+    try:
+        ctx = cluster_context(bed8, timeout_s=300)
+        result, wall = timed(ctx, quick())
+        assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
+        assert named(result) == [("node", [node.name])], "\n".join(result.details)
+        assert ids(result) == {"slow-link", "isolated-node"}
+        assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
+        record = {"fault": f"{node.name} shaped to {SLOW}", "adaptive": figures(result, wall)}
+        # The full matrix, once, on the same faulted bed: every ordered pair, one round-robin round at a time.
+        full, full_wall = timed(cluster_context(bed8, timeout_s=300), quick(pattern="full"))
+        assert full.status is Status.FAIL and "isolation" not in full.facts
+        assert {m.node for m in full.measurements if m.ok is False} == {
+            f"{x.name} -> {y.name}" for x in bed8.nodes for y in bed8.nodes if x is not y and node in (x, y)}
+        bed8.records["slow-node"] = record
+        bed8.records["full"] = {"fault": record["fault"], **figures(full, full_wall)}
+    finally:
+        bed8.unshape(node)
+
+
+def test_a_broken_pair_is_named_as_the_link_and_neither_node_alone(bed8, cluster_context):
+    a, b = bed8.node(BROKEN[0]), bed8.node(BROKEN[1])
+    bed8.break_link(a, b)
+    try:
+        result, wall = timed(cluster_context(bed8, timeout_s=300), quick())
+        assert named(result) == [("link", sorted([a.name, b.name]))], "\n".join(result.details)
+        assert "isolated-link" in ids(result) and "isolated-node" not in ids(result)
+        assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
+        bed8.records["broken-link"] = {"fault": f"{a.name} - {b.name} refused", "adaptive": figures(result, wall)}
+    finally:
+        bed8.mend_link(a, b)

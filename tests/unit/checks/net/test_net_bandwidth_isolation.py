@@ -1,0 +1,218 @@
+"""net.bandwidth judging its adaptive isolation pass (isolation="adaptive", the default).
+
+The facts are made the way the check makes them: the ring screen and then
+preflight_checks.net.isolation.adaptive_pass run to its end, with every link measured by the fault
+simulator (preflight.launch.isolation_sim: each link a burst of two nodes, its figure times a nominal
+rate) in place of iperf3. What the pass decides (which rings, which links, good or bad) is the
+check's own code; only the figures are simulated.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, strategies as st
+
+from preflight.core.check import CannotMeasure, Expect
+from preflight.core.model import Status
+from preflight.launch.isolation import round_bound
+from preflight.launch.isolation_sim import Fault, FaultModel, racks
+from preflight.launch.pairs import ring_rounds
+from preflight_checks.net.bandwidth import NetBandwidth, Params
+from preflight_checks.net.isolation import (
+    adaptive_pass, group_links, group_result, isolation_method, screen_reason,
+)
+
+NODES = [f"n{i}" for i in range(1, 9)]
+NOMINAL_GBPS = 10.0
+FLOOR = 8.0  # the simulator's own threshold (0.8) at the nominal rate
+check = NetBandwidth()
+
+
+def simulated(model: FaultModel):
+    """measure_links over the simulator: one round, each link a group of its two nodes."""
+    def measure_links(pairs):
+        results = model.measure([list(p) for p in pairs])
+        out = {}
+        for pair, result in zip(pairs, results):
+            if result.figure is None:
+                out[pair] = {"error": result.note or "no result"}
+            else:
+                out[pair] = {"gbps": round(result.figure * NOMINAL_GBPS, 3)}
+        return out
+    return measure_links
+
+
+def facts_for(faults: list[Fault], *, isolated_by: list[Fault] | None = None, budget_s: float = 300.0,
+              seed: int = 3, topology: dict[str, str] | None = None) -> dict:
+    """The facts of a ring run over NODES with `faults`, and its isolation pass (over a cluster with
+    `isolated_by` in place of `faults` when given: a fault that has gone by then)."""
+    screen = simulated(FaultModel(NODES, faults, topology=topology, seed=seed, times=False))
+    links = []
+    for pairs in ring_rounds(NODES):
+        for (src, dst), sample in screen(pairs).items():
+            links.append({"src": src, "dst": dst, "dst_address": dst, "local": False, "samples": [sample]})
+    facts = {"pattern": "ring", "nodes": NODES, "unreachable": [], "addresses": {n: n for n in NODES},
+             "streams": 1, "duration_s": 1, "repeats": 1, "probe": {n: {"iperf3": True} for n in NODES},
+             "links": links, "rounds": [[list(p) for p in r] for r in ring_rounds(NODES)]}
+    reason = screen_reason(links, FLOOR)
+    assert reason, "the screen was expected to find something"
+    model = FaultModel(NODES, faults if isolated_by is None else isolated_by, topology=topology, seed=seed + 1,
+                       times=False)
+    facts["isolation"] = adaptive_pass(NODES, simulated(model), min_gbps=FLOOR, budget_s=budget_s, round_s=0.0,
+                                       reason=reason, max_rounds=32, topology=topology)
+    return json.loads(json.dumps(facts, allow_nan=False))  # what results.jsonl would hold
+
+
+def evaluate(facts: dict, min_gbps: float = FLOOR):
+    return check.evaluate(facts, Params(min_gbps=min_gbps), Expect())
+
+
+def ids(outcome) -> list[str]:
+    return sorted(f.id.removeprefix("net.bandwidth.") for f in outcome.findings if f.level is not Status.PASS)
+
+
+def attributions(facts: dict) -> list[dict]:
+    return facts["isolation"]["isolation"]["attributions"]
+
+
+# -- the group rings ---------------------------------------------------------------------------------
+
+
+def test_a_pair_is_measured_both_ways_and_a_bigger_group_as_a_ring_in_node_order():
+    order = {n: i for i, n in enumerate(NODES)}
+    assert group_links(["n4", "n2"], order) == [("n2", "n4"), ("n4", "n2")]
+    assert group_links(["n7", "n1", "n3"], order) == [("n1", "n3"), ("n3", "n7"), ("n7", "n1")]
+    assert group_links(["n1"], order) == []
+
+
+@given(st.sets(st.sampled_from(NODES), min_size=2))
+def test_every_link_of_the_screen_is_measured_by_every_group_holding_both_its_ends(members):
+    order = {n: i for i, n in enumerate(NODES)}
+    links = set(group_links(sorted(members), order))
+    screened = [(NODES[i], NODES[(i + 1) % len(NODES)]) for i in range(len(NODES))]
+    for src, dst in screened:
+        if src in members and dst in members:
+            assert (src, dst) in links
+
+
+def test_a_group_is_bad_with_one_slow_or_failed_link_and_unknown_when_one_cannot_be_measured():
+    links = [("n1", "n2"), ("n2", "n3"), ("n3", "n1")]
+    fast = {p: {"gbps": 9.0} for p in links}
+    assert group_result(links, fast, FLOOR).ok is True
+    slow = {**fast, ("n2", "n3"): {"gbps": 1.0}}
+    result = group_result(links, slow, FLOOR)
+    assert result.ok is False and result.figure == 1.0 and result.note.index("n2 -> n3") < result.note.index("n1 -> n2")
+    assert group_result(links, {**fast, ("n3", "n1"): {"error": "Connection refused"}}, FLOOR).ok is False
+    local = {**fast, ("n3", "n1"): {"error": "local route", "unmeasurable": True}}
+    assert group_result(links, local, FLOOR).ok is None
+
+
+def test_adaptive_is_the_default_and_unknown_methods_are_refused():
+    assert Params().isolation == "adaptive"
+    assert isolation_method("off") == "off"
+    with pytest.raises(CannotMeasure):
+        isolation_method("bisect")
+
+
+# -- what the pass names -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_a_slow_node_is_named_and_no_other(node):
+    facts = facts_for([Fault("slow-node", (node,), 0.3)])
+    outcome = evaluate(facts)
+    assert outcome.status is Status.FAIL
+    assert ids(outcome) == ["isolated-node", "slow-link"]
+    named = [a for a in attributions(facts) if not a["ambiguous"]]
+    assert [(a["kind"], a["members"]) for a in named] == [("node", [node])]
+    assert facts["isolation"]["isolation"]["round_count"] <= round_bound(len(NODES))
+
+
+@pytest.mark.parametrize("index", range(len(NODES)))
+def test_a_broken_ring_link_is_named_as_the_link_and_neither_node_alone(index):
+    pair = (NODES[index], NODES[(index + 1) % len(NODES)])
+    facts = facts_for([Fault("bad-link", pair, 0.05)])
+    outcome = evaluate(facts)
+    assert ids(outcome) == ["isolated-link", "slow-link"]
+    named = [a for a in attributions(facts) if not a["ambiguous"]]
+    assert [(a["kind"], sorted(a["members"])) for a in named] == [("link", sorted(pair))]
+
+
+def test_a_link_that_fails_outright_is_named_too():
+    facts = facts_for([Fault("dead-rank", ("n6",))])  # every burst holding n6 fails, with no figure
+    outcome = evaluate(facts)
+    assert outcome.status is Status.ERROR  # the ring's links through n6 were never measured
+    assert "isolated-node" in ids(outcome) and "not-measured" in ids(outcome)
+    assert [a["members"] for a in attributions(facts)] == [["n6"]]
+
+
+def test_every_link_slow_is_ambiguous_not_a_guess():
+    facts = facts_for([Fault("slow-node", (n,), 0.3) for n in NODES])
+    outcome = evaluate(facts)
+    assert ids(outcome) == ["isolation-ambiguous", "slow-link"]
+    assert all(a["ambiguous"] for a in attributions(facts))
+    assert outcome.status is Status.FAIL  # the slow links themselves are measured facts
+
+
+def test_a_fault_gone_by_the_isolation_is_not_reproduced():
+    facts = facts_for([Fault("slow-node", ("n3",), 0.3)], isolated_by=[])
+    outcome = evaluate(facts)
+    assert ids(outcome) == ["isolation-not-reproduced", "slow-link"]
+
+
+def test_a_pass_out_of_time_stops_and_says_so():
+    facts = facts_for([Fault("slow-node", ("n3",), 0.3)], budget_s=0.0)
+    assert facts["isolation"]["isolation"]["stopped"] and facts["isolation"]["isolation"]["round_count"] == 0
+    outcome = evaluate(facts)
+    assert ids(outcome) == ["isolation-ambiguous", "slow-link"]
+
+
+def test_every_round_is_in_the_facts_and_the_details():
+    facts = facts_for([Fault("slow-node", ("n5",), 0.3)])
+    result = facts["isolation"]["isolation"]
+    assert len(result["rounds"]) == result["round_count"] == len(facts["isolation"]["links"])
+    for entry, measured in zip(result["rounds"], facts["isolation"]["links"]):
+        members = [g["members"] for g in entry["groups"]]
+        flat = [n for g in members for n in g]
+        assert len(flat) == len(set(flat))  # the groups of a round are disjoint
+        assert all(g["note"].startswith("Gbit/s: ") for g in entry["groups"] if g["ok"] is not None)
+        assert {link["src"] for link in measured} <= set(flat) and all("gbps" in link for link in measured)
+    details = evaluate(facts).details
+    assert [d for d in details if d.startswith("isolation round ")][0].startswith("isolation round 1: ")
+    assert sum(d.startswith("isolation round ") for d in details) == result["round_count"]
+
+
+def test_rejudged_with_a_floor_nothing_misses_the_isolation_is_not_reported():
+    facts = facts_for([Fault("slow-node", ("n5",), 0.3)])
+    outcome = evaluate(facts, min_gbps=1.0)
+    assert outcome.status is Status.PASS and ids(outcome) == []
+    assert any("isolation pass ran" in d for d in outcome.details)
+
+
+def test_a_slow_path_between_two_racks_is_named_as_their_boundary():
+    topology = racks(NODES, 4)  # n1-n4 in rack00, n5-n8 in rack01: the ring crosses at n4 -> n5 and n8 -> n1
+    facts = facts_for([Fault("boundary", ("rack00", "rack01"), 0.3)], topology=topology)
+    outcome = evaluate(facts)
+    assert ids(outcome) == ["isolated-boundary", "slow-link"]
+    named = [a for a in attributions(facts) if not a["ambiguous"]]
+    assert [(a["kind"], a["members"]) for a in named] == [("boundary", ["rack00", "rack01"])]
+
+
+def test_a_slow_node_is_named_with_racks_too():
+    facts = facts_for([Fault("slow-node", ("n6",), 0.3)], topology=racks(NODES, 4))
+    assert ids(evaluate(facts)) == ["isolated-node", "slow-link"]
+    assert [a["members"] for a in attributions(facts) if not a["ambiguous"]] == [["n6"]]
+
+
+def test_the_screen_calls_for_isolation_on_slow_or_failed_links_only():
+    def link(src, dst, local=False, **sample):
+        return {"src": src, "dst": dst, "local": local, "samples": [sample] if sample else []}
+
+    fast = [link("n1", "n2", gbps=9.0), link("n2", "n3", gbps=9.5)]
+    assert screen_reason(fast, FLOOR) is None
+    # A route local to the sender is a configuration error, reported as such, not a fault to isolate.
+    assert screen_reason(fast + [link("n3", "n1", local=True, gbps=50.0)], FLOOR) is None
+    assert screen_reason(fast + [link("n3", "n1", gbps=1.0)], FLOOR) == "1 ring link below 8 Gbit/s"
+    assert "1 ring link failed" in screen_reason(fast + [link("n3", "n1", error="Connection refused")], FLOOR)
