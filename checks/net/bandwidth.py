@@ -51,8 +51,9 @@ from preflight.launch.torchrun import run_probe
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
 from preflight.core.model import FIGURE_LINK, Finding, Measurement, Scope, Status
 from preflight.launch.pairs import full_rounds, ring_rounds
+from preflight.launch.topology import topology_of
 from preflight_checks.net.isolation import (
-    ISOLATION_METHODS, adaptive_pass, isolation_method, screen_reason, topology_of,
+    ISOLATION_METHODS, adaptive_pass, isolation_method, screen_reason,
 )
 from preflight_checks.net.isolation_findings import judge_isolation, round_lines
 from preflight.transport.process import RemoteProcess

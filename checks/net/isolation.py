@@ -37,7 +37,6 @@ from typing import Any, Callable
 
 from preflight.core.check import CannotMeasure
 from preflight.launch.isolation import GroupResult, IsolationParams, Stop, isolate
-from preflight.run.context import ClusterContext
 
 ISOLATION_METHODS = ("adaptive", "off")
 # Links named in a group's note; a bigger group's note says how many more there are.
@@ -55,13 +54,6 @@ def isolation_method(value: str) -> str:
     if value not in ISOLATION_METHODS:
         raise CannotMeasure(f"isolation must be one of {', '.join(ISOLATION_METHODS)}, not {value!r}")
     return value
-
-
-def topology_of(ctx: ClusterContext) -> dict[str, str] | None:
-    """node -> topology group, from a `group` or `rack` key in the nodes' specs; None when none has one."""
-    found = {spec["name"]: str(spec.get("group") or spec.get("rack")) for spec in ctx.nodes
-             if spec.get("group") or spec.get("rack")}
-    return found or None
 
 
 def group_links(group: list[str], order: dict[str, int]) -> list[Pair]:
