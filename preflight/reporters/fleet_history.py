@@ -185,10 +185,13 @@ def change_lines(changes: list[dict[str, Any]], limit: int = MAX_CHANGES) -> lis
 
 
 def build(history: dict[str, Any] | None) -> HistoryView | None:
-    """The view of RunReport.history; None when the run read no history."""
+    """The view of RunReport.history; None when the run read no history, or it has nothing to show
+    (no headline figure, no image change)."""
     if not isinstance(history, dict):
         return None
     entries = [e for e in history.get("figures") or [] if isinstance(e, dict)]
+    if not entries and not history.get("image_changes"):
+        return None
     placed = [e for e in entries if _finite(e.get("percentile")) is not None]
     kinds = list(dict.fromkeys(str(e.get("kind") or "") for e in placed))
     rows = []

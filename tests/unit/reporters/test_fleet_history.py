@@ -106,3 +106,9 @@ def test_figures_that_never_moved_are_one_line_and_two_node_types_are_named_per_
     assert any("(8 x NVIDIA H100 80GB HBM3)" in r for r in view_rows)
     steady = next(p for p in section.split("<p") if "The same as in every earlier run" in p)
     assert "/dev/shm size" in steady  # the same on every synthesised node and run
+
+
+def test_a_history_with_nothing_to_show_draws_no_section(sample_report):
+    sample_report.history = {"history_runs": 0, "min_runs": 3, "figures": [], "image_changes": []}
+    assert 'id="history"' not in html.render(sample_report)
+    assert "fleet history" not in markdown.render(sample_report)
