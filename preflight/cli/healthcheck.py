@@ -7,7 +7,8 @@ exactly when this node has a blocking finding of its own (what --drain drains), 
 GO or not. What it could not measure (a check ERROR: a probe short of time, a plugin that did not
 load, a timeout) is printed with the verdict and drains nothing. Nothing leaves the node: the checks
 run here through the local transport, no report is written unless --out asks for one, and the only
-message that leaves is the optional `scontrol update` of --drain and --resume for this node itself.
+message that leaves is the optional `scontrol update` of --drain and --resume for this node itself
+(and, with --history, the run recorded in the fleet history store, which may be a shared database).
 
 Each check gets its run-level `quick` timeout (its floor: what it needs to finish) out of --budget,
 in run order; a check the budget can no longer give its floor does not run and is ERROR, so a small
@@ -121,8 +122,9 @@ def drain_worthy(report: Any, node: str) -> list[tuple[str, str]]:
 
 def run_healthcheck(config_file: str | None, settings: list[str], budget_s: float, out_dir: str | None,
                     drain: bool, resume: bool, echo: Callable[..., None], command: str = "", profile: str | None = None,
-                    only: str | None = None, skip: str | None = None) -> int:
-    """Run the hook checks under `budget_s` in all; print one line per finding; return the exit code."""
+                    only: str | None = None, skip: str | None = None, history: bool = False) -> int:
+    """Run the hook checks under `budget_s` in all; print one line per finding; return the exit code.
+    `history`: record the run in fleet history, as `preflight run` does (a store problem is a warning)."""
     from preflight.core import config as config_mod
     from preflight.core.registry import discover
     from preflight.core.verdict import decide
@@ -193,6 +195,10 @@ def run_healthcheck(config_file: str | None, settings: list[str], budget_s: floa
 
             for action in apply(report, drain, resume):
                 echo(single_line(f"slurm: {action.describe()}"))
+        if history:
+            from preflight.cli.history_context import record
+
+            record(report, config)  # [history] url or $PREFLIGHT_HISTORY_URL; the flag asks, whatever `enabled` says
         return EXIT_DRAIN if own else EXIT_HEALTHY
     finally:
         if not out_dir:
@@ -212,9 +218,13 @@ def run_healthcheck(config_file: str | None, settings: list[str], budget_s: floa
               help="Also keep results.json here (default: nothing is written).")
 @click.option("--drain", is_flag=True, help="Drain this node in Slurm when it has a blocking finding.")
 @click.option("--resume", is_flag=True, help="Resume this node when preflight drained it and it now passes.")
+@click.option("--history", is_flag=True, help="Record this healthcheck in fleet history, as `preflight run` does "
+              "([history] url, $PREFLIGHT_HISTORY_URL, or $XDG_DATA_HOME/preflight/history.sqlite); off by default. "
+              "A store that cannot be written is a warning, never the exit code.")
 @color_option
 def healthcheck(config_file: str | None, settings: tuple[str, ...], profile: str | None, only: str | None,
-                skip: str | None, budget: float, out_dir: str | None, drain: bool, resume: bool) -> None:
+                skip: str | None, budget: float, out_dir: str | None, drain: bool, resume: bool,
+                history: bool = False) -> None:
     """The cheap node checks (node.environment, gpu.visibility, versions.*) on this node only, for a
     Slurm Prolog or HealthCheckProgram: bounded time, exit 1 only for a blocking finding measured here,
     nothing leaves the node."""
@@ -223,7 +233,7 @@ def healthcheck(config_file: str | None, settings: tuple[str, ...], profile: str
     try:
         code = run_healthcheck(config_file, list(settings), budget, out_dir, drain, resume, click.echo,
                                command=shlex.join(["preflight", *sys.argv[1:]]), profile=profile, only=only,
-                               skip=skip)
+                               skip=skip, history=history)
     except ConfigError as exc:
         raise UsageProblem(str(exc)) from None
     sys.exit(code)

@@ -61,8 +61,9 @@ from preflight.core.verdict import EXIT_CODE_HELP
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
 @click.option("--fail-fast", is_flag=True, help="Stop the run as soon as the verdict is NO-GO.")
 @k8s_options
-@click.option("--no-history", is_flag=True, help="Do not record this run in fleet history "
-              "(default: $XDG_DATA_HOME/preflight/history.sqlite, or [history] url).")
+@click.option("--no-history", is_flag=True, help="Leave fleet history alone: do not show this run's figures "
+              "against earlier runs, nor record it (default: $XDG_DATA_HOME/preflight/history.sqlite, or "
+              "[history] url).")
 @textfile_option
 @json_option
 @color_option
@@ -193,6 +194,11 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
         fleet = outlier_result(report.to_dict())  # a node that lags its identical peers, though it passes
         if fleet is not None:
             report.results.append(fleet)
+    from preflight.cli import history_context
+
+    keep_history = history_context.wanted(config, more.get("no_history", False))
+    if keep_history:
+        history_context.attach_context(report, config)  # this run among the earlier ones, for its reports
     problem: UsageProblem | None = None
     try:
         finish(report, out, chosen_formats, as_json=as_json)
@@ -207,7 +213,8 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
         for action in apply(report, drain, resume):
             click.echo(f"slurm: {action.describe()}", err=bool(action.error) or as_json)
     k8s.after_run(report, more)
-    _record_history(report, config, more.get("no_history", False))
+    if keep_history:
+        history_context.record(report, config)
     if problem is not None:
         raise problem
     from preflight.core.verdict import decide
@@ -275,16 +282,3 @@ def _progress(plan: Any, nodes: list[Any], to_stderr: bool = False) -> Any:
     return Progress(total, {c.id: plan.config.timeout_for(c) for c in plan.checks},
                     interactive=sys.stdout.isatty() and not os.environ.get("CI"), interval_s=interval,
                     echo=(lambda *a, **k: click.echo(*a, err=True, **k)) if to_stderr else click.echo)
-
-
-
-
-def _record_history(report: Any, config: Any, off: bool) -> None:
-    """Best effort: a store that is locked, full or unreachable is a warning, never the verdict."""
-    if off or not config.history_enabled:
-        return
-    from preflight.history import record_run
-
-    warning = record_run(report.to_dict(), config.history_url or os.environ.get("PREFLIGHT_HISTORY_URL") or None)
-    if warning:
-        click.echo(f"preflight: warning: {warning}", err=True)

@@ -242,6 +242,10 @@ class RunReport:
     # [silence] of preflight.toml: finding id -> {"reason": why, "until": "YYYY-MM-DD" or ""}. A silenced
     # finding is an acknowledged note in every report and never blocks, until its date has passed.
     silenced: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Where the headline figures stand among earlier runs of the same node type, and the image changes
+    # since the nodes' previous runs (preflight.history.context), when the run read fleet history.
+    # Data for the reports only: it judges nothing. None when history is off or could not be read.
+    history: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def add(self, result: CheckResult) -> None:
@@ -277,7 +281,10 @@ class RunReport:
         return ids
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_jsonable(self)
+        data = _to_jsonable(self)
+        if data["history"] is None:
+            del data["history"]  # present only in runs that read fleet history, as in results.json
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
@@ -323,7 +330,10 @@ def _plain(obj: Any) -> Any:
     if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         names = _field_names(type(obj))
     if names is not None:
-        return {name: getattr(obj, name) for name in names}
+        out = {name: getattr(obj, name) for name in names}
+        if type(obj) is RunReport and out["history"] is None:
+            del out["history"]  # as to_dict() leaves it out
+        return out
     if isinstance(obj, enum.Enum):
         return obj.value
     return str(obj)

@@ -31,7 +31,7 @@ def dumps(data: Any, **options: Any) -> str:
 
 # What the run-plan header leaves out, as a plan has it: known only when the run ends.
 PLAN_LEFT_OUT: dict[str, Any] = {"finished_at": "", "baseline": None, "incomplete": False, "incomplete_reason": "",
-                                 "interrupted": False}
+                                 "interrupted": False, "history": None}
 
 
 def plan_header(report: RunReport) -> dict[str, Any]:

@@ -15,6 +15,7 @@ are called, so that `import preflight.history` costs a run nothing:
     warning = record_run(report.to_dict(), url=None)   # None, or one line to show as a warning
     findings = outlier_findings(report.to_dict())      # preflight.core.model.Finding, id fleet.outlier
     context = context_for_report(store, report_dict)   # percentile per headline figure, image changes
+    context, warning = report_context(report_dict, url=None)   # the same, from the store at url; never raises
 """
 
 from __future__ import annotations
@@ -56,4 +57,15 @@ def context_for_report(store: Any, report: dict[str, Any], **options: Any) -> di
     return context(store, report, **options)
 
 
-__all__ = ["context_for_report", "open_store", "outlier_findings", "outlier_result", "record_run"]
+def report_context(report: dict[str, Any], url: str | Path | None = None,
+                   **options: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """Where this run's headline figures stand among the earlier runs in the store at `url`, for its
+    report; never raises. Returns (context, None), or (None, the warning to show)."""
+    try:
+        from preflight.history.context import report_context as context
+    except Exception as exc:  # noqa: BLE001 - a missing database driver must not cost the run its reports
+        return None, f"fleet history left out of the report: {type(exc).__name__}: {exc}"
+    return context(report, url, **options)
+
+
+__all__ = ["context_for_report", "open_store", "outlier_findings", "outlier_result", "record_run", "report_context"]

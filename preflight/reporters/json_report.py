@@ -31,6 +31,8 @@ def render(report: RunReport) -> str:
 def write(report: RunReport, out: TextIO) -> None:
     """Write results.json to `out`, one top-level item at a time."""
     data: dict[str, Any] = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
+    if data["history"] is None:
+        del data["history"]  # written only by a run that read fleet history
     # Derived, for consumers that do not want to re-implement the verdict; ignored on load. `findings`
     # lists the same findings as every other report, in the same order, each with its own fix.
     data["verdict"] = verdict_of(build_view(report))

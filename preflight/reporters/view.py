@@ -15,6 +15,7 @@ from preflight.core.compare import BASELINE_CHECK_ID, Diff, baseline_of
 from preflight.core.findings import UNREACHABLE_FIX, findings_of  # noqa: F401 - UNREACHABLE_FIX: part of the view's API
 from preflight.core.model import CLUSTER_NODE, FIGURE_STEP, CheckResult, Measurement, RunReport, Scope, Status
 from preflight.reporters import figures
+from preflight.reporters.fleet_history import HistoryView, build as build_history
 from preflight.reporters.baseline import headline as baseline_headline
 from preflight.reporters.finding_rows import FindingRow, LevelSkips, finding_lists
 from preflight.reporters.folding import MatrixRow, ResultGroup, matrix_rows, result_groups
@@ -99,6 +100,7 @@ class ReportView:
     unreachable_names: frozenset[str] = frozenset()
     level_skips: LevelSkips | None = None  # the checks the run level left out, in one line
     acknowledged: list[FindingRow] = field(default_factory=list)  # silenced in [silence]: noted, never blocking
+    history: HistoryView | None = None  # against fleet history, when the run read it (RunReport.history)
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
@@ -236,6 +238,7 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         unreachable_names=unreachable,
         level_skips=lists.level_skips,
         acknowledged=lists.acknowledged,
+        history=build_history(report.history),
     )
 
 

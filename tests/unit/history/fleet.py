@@ -57,6 +57,9 @@ def gpu_facts(image: dict[str, str], factor: float) -> dict[str, Any]:
     facts["nvml"]["driver_version"] = image["driver"]
     facts["torch"]["nccl"] = image["nccl"]
     facts["torch"]["version"] = image["torch"]
+    if image.get("gpu_model"):  # another node type: the same GPUs under another name
+        for gpu in facts["nvml"]["gpus"]:
+            gpu["name"] = image["gpu_model"]
     for device in facts["torch"]["devices"]:
         copies = device["host_device"]
         copies["h2d_gbps_samples"] = [round(v * factor, 2) for v in copies["h2d_gbps_samples"]]
