@@ -145,6 +145,7 @@ class NodeEnvironment(Check):
             "nofile_soft": _limit(nofile[0]),
             "nofile_hard": _limit(nofile[1]),
             "disks": disks,
+            "output_dir": str(ctx.output_dir),
             "cpu_count": os.cpu_count(),
             "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "memory_total_bytes": psutil.virtual_memory().total,
@@ -198,7 +199,10 @@ class NodeEnvironment(Check):
                 found("disk-unreadable", Status.FAIL, f"cannot read free space of {path}: {disk['error']}",
                       f"Create {path} or fix its permissions, or point the setting that names it elsewhere.")
                 continue
-            m = measure(f"free disk at {path}", round(disk["free_bytes"] / GIB, 1), "GiB", at_least=params.min_free_disk_gib)
+            # The output directory is a new path on many runs (a dated --out): named by its role, so
+            # fleet history sees one figure across runs; a configured disk path is its own name.
+            where = "the output directory" if path == facts.get("output_dir") else path
+            m = measure(f"free disk at {where}", round(disk["free_bytes"] / GIB, 1), "GiB", at_least=params.min_free_disk_gib)
             measurements.append(m)
             if not m.ok:
                 found("disk-low", Status.WARN, f"only {disk['free_bytes'] / GIB:.1f} GiB free at {path}, below "

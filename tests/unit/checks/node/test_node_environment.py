@@ -143,3 +143,16 @@ def test_findings_carry_their_own_fixes():
     outcome = evaluate(load_facts("node_environment/docker_defaults.json"))
     assert {"node.environment.shm-small", "node.environment.memlock-limited", "node.environment.nofile-low"} <= _ids(outcome)
     assert not any("hostname" in fix for fix in outcome.remediation)
+
+
+def test_the_output_directory_is_one_figure_whatever_its_path():
+    """A dated --out is a new path each run: the figure is named by its role, so fleet history sees
+    one figure across runs; a configured disk path keeps its own name."""
+    names = []
+    for out in ("/data/runs/2026-12-01T09-00-00Z", "/data/runs/2026-12-02T09-00-00Z"):
+        facts = load_facts("node_environment/healthy_gpu_node.json")
+        facts["output_dir"] = out
+        facts["disks"] = {out: {"free_bytes": 200 * 2**30, "total_bytes": 500 * 2**30},
+                          "/scratch": {"free_bytes": 900 * 2**30, "total_bytes": 1000 * 2**30}}
+        names.append(sorted(m.name for m in evaluate(facts).measurements if m.name.startswith("free disk")))
+    assert names[0] == names[1] == ["free disk at /scratch", "free disk at the output directory"]
