@@ -56,7 +56,7 @@ from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, probe_problems, processes_text, shared_machine_findings, unique,
 )
 from preflight.launch.isolation_findings import judge_isolation
-from preflight.launch.isolation_launch import adaptive_pass, isolation_method, judged_group, node_times
+from preflight.launch.isolation_launch import adaptive_pass, isolation_method, judged_group, node_times, pinned
 from preflight_checks.collectives.isolation import topology_of
 from preflight.launch.pairs import attribute, round_robin
 from preflight.launch.torchrun_log import nccl_by_node, rank_text
@@ -100,7 +100,7 @@ def pairwise_reason(run: dict[str, Any], params: Params, node_count: int) -> str
     if node_count < 3:
         return None  # with two nodes the only pair is the run itself
     if not run.get("ok"):
-        if run.get("fault_nodes"):
+        if pinned(run):
             return None  # already pinned on a node
         return "the all-reduce across all nodes failed"
     problems = shortfalls(run_figures(run["result"]), params)

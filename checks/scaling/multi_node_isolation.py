@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from preflight.launch.isolation_launch import adaptive_pass, judged_group, node_times
+from preflight.launch.isolation_launch import adaptive_pass, judged_group, node_times, pinned
 from preflight.run.context import ClusterContext
 from preflight_checks.collectives.isolation import topology_of
 
@@ -52,7 +52,7 @@ def isolation_reason(everyone: dict[str, Any], efficiency: float | None, min_eff
     if node_count < 3:
         return None  # with two nodes the only pair is the run itself
     if not everyone.get("ok"):
-        return None if everyone.get("fault_nodes") else "the DDP run across all nodes failed"
+        return None if pinned(everyone) else "the DDP run across all nodes failed"
     if efficiency is not None and efficiency < min_efficiency:
         return f"efficiency {efficiency:.2f} below {min_efficiency:.2f}"
     return None

@@ -40,6 +40,18 @@ def isolation_method(value: str, methods: tuple[str, ...] = ISOLATION_METHODS) -
     return value
 
 
+# Launch phases whose fault_nodes are certain: the nodes that never joined or were lost. A rank that
+# went silent inside a collective ("stopped") is a guess when several did (gloo connects every pair
+# at start, so one broken link silences ranks on many nodes): the pass runs, and confirms or clears it.
+PINNED_PHASES = ("launch", "rendezvous", "roll call")
+
+
+def pinned(run: dict[str, Any]) -> bool:
+    """Whether a failed run's fault is already pinned on its nodes, so no pass is needed. Pure."""
+    nodes = run.get("fault_nodes") or []
+    return bool(nodes) and (run.get("phase") in PINNED_PHASES or len(nodes) == 1)
+
+
 def node_times(rank_times_s: list[float] | None, rank_nodes: dict[Any, str] | None) -> dict[str, float] | None:
     """node -> the slowest of its ranks' times, from a worker's per-rank times and the launch's
     rank -> node map; None when either is missing. Pure."""

@@ -68,7 +68,8 @@ def test_the_pass_runs_only_on_a_bad_run_of_three_nodes_or_more():
     assert isolation_reason(good, 0.5, 0.9, 8) == "efficiency 0.50 below 0.90"
     assert isolation_reason(good, 0.5, 0.9, 2) is None
     assert isolation_reason({"ok": False, "fault_nodes": []}, None, 0.9, 4) == "the DDP run across all nodes failed"
-    assert isolation_reason({"ok": False, "fault_nodes": ["n3"]}, None, 0.9, 4) is None  # already pinned
+    assert isolation_reason({"ok": False, "phase": "rendezvous", "fault_nodes": ["n3"]}, None, 0.9, 4) is None
+    assert isolation_reason({"ok": False, "phase": "stopped", "fault_nodes": ["n1", "n2", "n4"]}, None, 0.9, 4)
 
 
 def test_unknown_isolation_methods_are_refused_before_anything_runs():
