@@ -5,11 +5,14 @@ tc, a pair of nodes that cannot reach each other) and takes it out again, passed
 process per node and small sizes: the eight nodes share this machine's cores. The tests assert on
 what was named; the rounds and wall time of each pass (and once of the pairwise round-robin on the
 same faulted bed) are printed, and written as JSON to $PREFLIGHT_BED_RECORD when it is set, so the
-figures can be compared (bench/results/isolation_bed.json holds a recorded set).
+figures can be compared (bench/results/isolation_bed.json holds a recorded set, from
+`PREFLIGHT_BED_RECORD=bench/results/isolation_bed.json pytest tests/cluster/test_isolation_bed.py -k NAME`,
+one test at a time).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -26,6 +29,9 @@ pytest.importorskip("torch")
 
 COUNT = 8
 SLOW_RATE = "200mbit"  # 0.025 GB/s: far below what unshaped veth pairs reach here
+# For DDP steps a slower link: on two shared cores a healthy group of seven spends up to ~85% of its
+# step in gloo's all-reduce already (compute / step down to ~0.13), so the slowed node must cost more.
+SLOWER_RATE = "20mbit"
 ALLREDUCE = {"iters": 5, "warmup": 2, "check_elements": 4096, "sizes_bytes": [8, 1 << 20], "pairwise_iters": 4,
              "pg_timeout_s": 30.0, "join_timeout_s": 45.0, "rdzv_timeout_s": 45.0, "pairwise_timeout_s": 420.0}
 DDP = {"steps": 4, "warmup": 1, "hidden_size": 512, "layers": 2, "batch_per_device": 32, "isolation_timeout_s": 420.0,
@@ -47,21 +53,36 @@ def bed() -> Iterator[TestBed]:
         built.stop()
         if RECORD:
             print("\nisolation on the bed: " + json.dumps(RECORD, indent=1))
-            if os.environ.get("PREFLIGHT_BED_RECORD"):
-                with open(os.environ["PREFLIGHT_BED_RECORD"], "w", encoding="utf-8") as out:
-                    json.dump({"nodes": COUNT, "runs": RECORD}, out, indent=1, allow_nan=False)
+            path = os.environ.get("PREFLIGHT_BED_RECORD")
+            if path:  # merged into what earlier runs (one test at a time) recorded there
+                kept = json.loads(open(path, encoding="utf-8").read()) if os.path.exists(path) else {}
+                kept.update(nodes=COUNT, runs={**kept.get("runs", {}), **RECORD})
+                with open(path, "w", encoding="utf-8") as out:
+                    json.dump(kept, out, indent=1, allow_nan=False)
                     out.write("\n")
 
 
-@pytest.fixture
-def slowed(bed):
-    """Node 5's link shaped to SLOW_RATE for the test."""
+@contextlib.contextmanager
+def slowed_node(bed, rate: str) -> Iterator[str]:
+    """Node 5's link shaped to `rate` while it lasts."""
     node = bed.node(5)
-    bed.shape(node, SLOW_RATE)
+    bed.shape(node, rate)
     try:
         yield node.name
     finally:
         bed.unshape(node)
+
+
+@pytest.fixture
+def slowed(bed):
+    with slowed_node(bed, SLOW_RATE) as name:
+        yield name
+
+
+@pytest.fixture
+def slower(bed):
+    with slowed_node(bed, SLOWER_RATE) as name:
+        yield name
 
 
 @pytest.fixture
@@ -94,11 +115,15 @@ def record(name: str, result, elapsed: float) -> None:
         iso = facts["isolation"]
         entry.update(method="adaptive", rounds=iso["isolation"]["round_count"], wall_s=iso.get("wall_s"),
                      launches=len(iso.get("launches", [])),
-                     named=[[a["kind"], a["members"]] for a in iso["isolation"]["attributions"]])
+                     named=[[a["kind"], a["members"]] for a in iso["isolation"]["attributions"]],
+                     groups=[[r["round"], [[g["members"], g["ok"], g["figure"]] for g in r["groups"]]]
+                             for r in iso["isolation"]["rounds"]])
     if facts.get("pairwise"):
         pw = facts["pairwise"]
         entry.update(method="pairs", rounds=pw.get("rounds_run"), wall_s=pw.get("wall_s"),
-                     launches=len(pw.get("pairs", [])))
+                     launches=len(pw.get("pairs", [])),
+                     failed_pairs=[p["nodes"] for p in pw.get("pairs", []) if not p.get("ok")],
+                     findings=[f.id for f in result.findings])
     RECORD[name] = entry
 
 
@@ -136,18 +161,21 @@ def test_collectives_adaptive_names_a_broken_pair_as_a_link(bed, broken, cluster
 def test_collectives_pairs_on_the_broken_pair_for_comparison(bed, broken, cluster_context):
     result, elapsed = collectives(cluster_context(bed, timeout_s=TIMEOUT_S), min_busbw_gbps=0.01, isolation="pairs")
     record("collectives.cluster, one pair broken, pairwise round-robin", result, elapsed)
-    assert "collectives.cluster.pairwise-pair" in [f.id for f in result.findings], "\n".join(result.details)
-    assert f"{broken[0]} <-> {broken[1]}" in result.summary
+    ids = [f.id for f in result.findings]
+    assert "collectives.cluster.pairwise-pair" in ids, (ids, RECORD)
+    failed = [sorted(p["nodes"]) for p in result.facts["pairwise"]["pairs"] if not p.get("ok")]
+    assert failed == [sorted(broken)], failed
     assert leftovers(bed) == []
 
 
-def test_scaling_adaptive_names_a_slowed_node(bed, slowed, cluster_context):
+def test_scaling_adaptive_names_a_slowed_node(bed, slower, cluster_context):
     from preflight_checks.scaling.multi_node import ScalingMultiNode
 
-    # 2 x 512 x 512 weights are 2 MiB of gradients a step: tens of milliseconds over the slowed
-    # link against a few of compute, so a group with it spends most of its step communicating.
+    slowed = slower
+    # 2 x 512 x 512 weights are 2 MiB of gradients a step: over a second over the slowed link
+    # against tens of milliseconds of compute, so a group with it computes a few percent of its step.
     result, elapsed = run(ScalingMultiNode(), cluster_context(bed, timeout_s=TIMEOUT_S),
-                          {**DDP, "isolation_min_step_efficiency": 0.3})
+                          {**DDP, "isolation_min_step_efficiency": 0.06})
     record("scaling.multi_node, one node slowed", result, elapsed)
     assert result.facts["all_nodes"]["ok"], result.summary
     assert named(result) == [("node", [slowed])], "\n".join(result.details)
