@@ -52,9 +52,12 @@ from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import (
     MIN_LAUNCH_S, SLACK_S, launch, launch_and_wait, node_plan, pick_port, probe_usable, run_launch, worker_timeouts,
 )
-from preflight.launch.nodes import choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings, unique
-from preflight_checks.collectives.isolation import adaptive_pass, isolation_method, judged_group, topology_of
-from preflight_checks.collectives.isolation_findings import judge_isolation
+from preflight.launch.nodes import (
+    choose_backend, loopback_findings, names_text, probe_problems, processes_text, shared_machine_findings, unique,
+)
+from preflight.launch.isolation_findings import judge_isolation
+from preflight.launch.isolation_launch import adaptive_pass, isolation_method, judged_group, node_times, pinned
+from preflight_checks.collectives.isolation import topology_of
 from preflight.launch.pairs import attribute, round_robin
 from preflight.launch.torchrun_log import nccl_by_node, rank_text
 from preflight.core.model import Finding, Measurement, Scope, Status, worst
@@ -97,7 +100,7 @@ def pairwise_reason(run: dict[str, Any], params: Params, node_count: int) -> str
     if node_count < 3:
         return None  # with two nodes the only pair is the run itself
     if not run.get("ok"):
-        if run.get("fault_nodes"):
+        if pinned(run):
             return None  # already pinned on a node
         return "the all-reduce across all nodes failed"
     problems = shortfalls(run_figures(run["result"]), params)
@@ -196,7 +199,8 @@ class CollectivesCluster(Check):
         sizes = sorted({min(choice["sizes"]), max(choice["sizes"])})
         out: dict[str, Any] = {"reason": reason, "rounds": [[list(p) for p in r] for r in rounds], "pairs": [],
                                "not_run": [], "budget_s": round(budget_s, 1)}
-        deadline = time.monotonic() + budget_s
+        began = time.monotonic()
+        deadline = began + budget_s
         for index, pairs in enumerate(rounds):
             left = deadline - time.monotonic()
             share = left / (len(rounds) - index)
@@ -219,6 +223,8 @@ class CollectivesCluster(Check):
                 batches.append((specs, facts))
             for result in run_launch(ctx, batches, share) if batches else []:
                 out["pairs"].append(pair_facts(result))
+            out["rounds_run"] = index + 1
+        out["wall_s"] = round(time.monotonic() - began, 1)
         return out
 
     def _isolation(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
@@ -231,7 +237,8 @@ class CollectivesCluster(Check):
             judge=lambda result: judged_group(judge_pair(pair_facts(result), params)), budget_s=budget_s,
             timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s), port=params.rdzv_port,
             topology=topology_of(ctx), thresholds={"min_busbw_gbps": params.min_busbw_gbps,
-                                                   "max_latency_us": params.max_latency_us})
+                                                   "max_latency_us": params.max_latency_us},
+            screen_times_s=run_node_times(run) if run.get("ok") else None)
 
     # -- evaluate ------------------------------------------------------------------------------
 
@@ -252,19 +259,9 @@ class CollectivesCluster(Check):
             findings.append(self.finding(kind, level, message))
 
         probes = facts.get("probes", {})
-        without_torch = []
-        for node in names:
-            probe = probes.get(node, {})
-            if "error" in probe:
-                found("probe-failed", Status.ERROR, probe["error"])
-            elif probe.get("torch") is None:
-                without_torch.append(node)
-            elif not probe.get("distributed", True):
-                found("no-distributed", Status.FAIL, f"the torch on {node} has no torch.distributed")
-            elif not probe.get("ip"):
-                why = probe.get("route_error") or "no interface carries its address and no route to a peer was found"
-                found("no-interface", Status.ERROR,
-                      f"could not find the interface {node} reaches the others through: {why}")
+        problems, without_torch = probe_problems(names, probes)
+        for _, cause, text in problems:
+            found(cause, Status.FAIL if cause == "no-distributed" else Status.ERROR, text)
         if without_torch:
             everywhere = len(without_torch) == len(names)
             text = (f"torch is not installed for the Python preflight runs on {names_text(without_torch)}"
@@ -363,7 +360,17 @@ def pair_facts(launch_result: dict[str, Any]) -> dict[str, Any]:
     figures = run_figures(launch_result["result"])
     pair.update({k: figures.get(k) for k in PAIR_FIGURES})
     pair["busbw_samples_gbps"] = sorted(launch_result["result"]["sizes"], key=lambda s: s["bytes"])[-1]["busbw_samples_gbps"]
+    times = run_node_times(launch_result)
+    if times:
+        pair["node_times_s"] = times
     return pair
+
+
+def run_node_times(launch_result: dict[str, Any]) -> dict[str, float] | None:
+    """node -> its slowest rank's median time per all-reduce at the largest size, from the worker's
+    per-rank times (`rank_time_s`); None from a worker that did not report them. Pure."""
+    sizes = sorted((launch_result.get("result") or {}).get("sizes", []), key=lambda s: s["bytes"])
+    return node_times(sizes[-1].get("rank_time_s"), launch_result.get("rank_nodes")) if sizes else None
 
 
 def judge_pair(pair: dict[str, Any], params: Params) -> dict[str, Any]:

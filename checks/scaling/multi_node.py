@@ -15,6 +15,13 @@ K is the GPUs per node with NCCL, `cpu_ranks_per_node` CPU processes with gloo. 
 one named in the parameters, else the one scaling.multi_gpu ran on the baseline node in this run,
 else scaling.multi_gpu's default for the device kind. Judged on E like scaling.multi_gpu: PASS at
 min_efficiency and above, WARN down to warn_efficiency, FAIL below.
+
+When E is below min_efficiency, or the all-node run fails without being pinned on a node, and
+there are three nodes or more, an adaptive isolation pass (`isolation = "adaptive"`, within
+`isolation_timeout_s`; preflight.launch.isolation_launch, as collectives.cluster runs it) trains
+groups of the nodes at once, split and confirmed, and names the node, link or topology boundary
+that makes a group's step slow (judged on compute / step, see
+preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times.
 """
 
 from __future__ import annotations
@@ -27,11 +34,16 @@ from preflight.core.check import (
 )
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch_and_wait, node_plan, pick_port, probe_usable
+from preflight.launch.isolation_findings import judge_isolation
+from preflight.launch.isolation_launch import isolation_method
 from preflight.launch.nodes import (
-    choose_backend, loopback_findings, names_text, processes_text, shared_machine_findings,
+    choose_backend, loopback_findings, names_text, probe_problems, processes_text, shared_machine_findings,
 )
-from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Scope, Status
+from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Scope, Status, worst
 from preflight_checks.scaling.multi_gpu import CPU_MODEL, GPU_MODEL
+from preflight_checks.scaling.multi_node_isolation import (
+    ISOLATION_FIXES, ISOLATION_METHODS, isolation_reason, run_isolation,
+)
 from preflight.run.faults import fault
 
 SOURCE_CHECK = "scaling.multi_gpu"
@@ -92,6 +104,21 @@ class Params:
                                             "unset: found on each node"))
     env: dict[str, str] = param(kind="table", factory=dict,
                                 help="extra environment variables for torchrun on every node")
+    isolation: str = param("adaptive", kind="choice", choices=ISOLATION_METHODS,
+                           help=('when the all-node run fails or scales below min_efficiency: "adaptive" trains '
+                                 'groups of nodes to name the node or link at fault; "off"'))
+    isolation_timeout_s: float = param(180.0, kind="duration", help="time allowed for the isolation pass (seconds)")
+    # A group's compute / step (its no_sync step over its full step): the share of a step that is
+    # not exposed communication. Unset: warn_efficiency.
+    isolation_min_step_efficiency: float | None = param(
+        None, kind="fraction", help="lowest compute / step time of a group in the isolation pass (fraction, 0-1); "
+                                    "unset: warn_efficiency")
+
+
+def group_floor(params: Params) -> float:
+    """The step efficiency below which a group of the isolation pass is bad."""
+    chosen = params.isolation_min_step_efficiency
+    return params.warn_efficiency if chosen is None else chosen
 
 
 def efficiency(one: float, all_nodes: float, nodes: int) -> dict[str, float]:
@@ -161,6 +188,7 @@ class ScalingMultiNode(Check):
         "collective": FIX_NETWORK,
         "timeout": FIX_NETWORK,
         "efficiency": " ".join((FIX_NETWORK, FIX_NCCL, FIX_STRAGGLER)),
+        **ISOLATION_FIXES,
     }
     Params = Params
     timeout_s = 300.0
@@ -175,6 +203,7 @@ class ScalingMultiNode(Check):
     # -- collect -------------------------------------------------------------------------------
 
     def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
+        isolation_method(params.isolation, ISOLATION_METHODS)  # an unknown method fails here, before anything runs
         facts = probe_usable(ctx)
         names = facts["nodes"]
         if len(names) < 2:
@@ -199,19 +228,41 @@ class ScalingMultiNode(Check):
         plan = node_plan(ctx, probes, usable, socket_ifname=params.socket_ifname, extra_env=params.env, threads=threads)
         facts["plan"] = plan
 
-        budget = max(MIN_LAUNCH_S, (ctx.time_left() - SLACK_S) / 2)
+        # Time kept for the isolation pass, which only runs when the all-node run goes wrong.
+        isolating = params.isolation != "off" and len(usable) >= 3
+        reserve = min(params.isolation_timeout_s, 0.4 * ctx.time_left()) if isolating else 0.0
+        budget = max(MIN_LAUNCH_S, (ctx.time_left() - SLACK_S - reserve) / 2)
         facts["one_node"] = self._launch(ctx, params, [baseline], plan, choice, model, threads, budget,
                                          params.rdzv_port or probes[baseline].get("free_port"))
-        budget = max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S)
+        budget = max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S - reserve)
         host = usable[0]
         port = params.rdzv_port or pick_port(ctx, host, plan[host]["ip"])
-        facts["all_nodes"] = self._launch(ctx, params, usable, plan, choice, model, threads, budget, port,
-                                          absent_node=fault("scaling.multi_node", "absent_node"))
+        everyone = facts["all_nodes"] = self._launch(ctx, params, usable, plan, choice, model, threads, budget, port,
+                                                     absent_node=fault("scaling.multi_node", "absent_node"))
+        one = facts["one_node"]
+        e = efficiency(one["result"]["samples_per_s"], everyone["result"]["samples_per_s"], len(usable)) \
+            if one.get("ok") and everyone.get("ok") else None
+        reason = isolation_reason(everyone, e and e["efficiency"], params.min_efficiency, len(usable)) \
+            if isolating else None
+        if reason:
+            facts["isolation"] = run_isolation(
+                ctx, nodes=usable, plan=plan, nproc=choice["nproc_per_node"],
+                worker_args=self._worker_args(params, choice, model, threads), reason=reason, run=everyone,
+                floor=group_floor(params), budget_s=min(params.isolation_timeout_s, ctx.time_left() - SLACK_S),
+                timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s), port=params.rdzv_port)
         return facts
 
     def _launch(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
                 choice: dict[str, Any], model: dict[str, Any], threads: int, budget_s: float, port: int | None,
                 absent_node: str | None = None) -> dict[str, Any]:
+        return launch_and_wait(
+            ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="ddp_scaling",
+            worker_args=self._worker_args(params, choice, model, threads),
+            budget_s=budget_s, timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s),
+            port=port, absent_node=absent_node)
+
+    @staticmethod
+    def _worker_args(params: Params, choice: dict[str, Any], model: dict[str, Any], threads: int) -> Any:
         def worker_args(join_s: float, pg_s: float) -> list[str]:
             args = ["--backend", choice["backend"], "--device", choice["device"],
                     "--hidden", str(model["hidden"]), "--layers", str(model["layers"]), "--batch", str(model["batch"]),
@@ -219,10 +270,7 @@ class ScalingMultiNode(Check):
                     "--join-timeout-s", f"{join_s:.1f}", "--pg-timeout-s", f"{pg_s:.1f}"]
             return args + (["--workload", model["workload"]] if model.get("workload") else [])
 
-        return launch_and_wait(
-            ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="ddp_scaling", worker_args=worker_args,
-            budget_s=budget_s, timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s),
-            port=port, absent_node=absent_node)
+        return worker_args
 
     # -- evaluate ------------------------------------------------------------------------------
 
@@ -242,17 +290,12 @@ class ScalingMultiNode(Check):
             problems.append(self.finding(kind, level, message))
 
         probes = facts.get("probes", {})
-        without_torch = []
-        for node in names:
-            probe = probes.get(node, {})
-            if "error" in probe:
-                found("probe-failed", Status.ERROR, probe["error"])
-            elif probe.get("torch") is None:
-                without_torch.append(node)
-            elif not probe.get("distributed", True) or not probe.get("ip"):
-                found("cannot-take-part", Status.ERROR, f"{node} cannot take part: "
-                      + ("its torch has no torch.distributed" if not probe.get("distributed", True)
-                         else "no interface towards the other nodes was found"))
+        causes, without_torch = probe_problems(names, probes)
+        for node, cause, text in causes:
+            if cause == "probe-failed":
+                found(cause, Status.ERROR, text)
+            else:
+                found("cannot-take-part", Status.ERROR, f"{node} cannot take part: {text}")
         if without_torch:
             everywhere = len(without_torch) == len(names)
             text = f"torch is not installed for the Python preflight runs on {names_text(without_torch)}"
@@ -291,7 +334,7 @@ class ScalingMultiNode(Check):
                 status = Status.FAIL if phase == "collective" else Status.ERROR
                 found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}")
         if not (one.get("ok") and everyone.get("ok")):
-            return self._outcome(problems, details, measurements)
+            return self._outcome(problems + self._isolated(facts, problems, details), details, measurements)
 
         x_one = one["result"]["samples_per_s"]
         x_all = everyone["result"]["samples_per_s"]
@@ -340,7 +383,16 @@ class ScalingMultiNode(Check):
         if kind == "cpu":
             summary += " [CPU only: gloo among CPU processes]"
         found("efficiency", status, summary)
-        return self._outcome(problems, details, measurements)
+        return self._outcome(problems + self._isolated(facts, problems, details), details, measurements)
+
+    def _isolated(self, facts: dict[str, Any], problems: list[Finding], details: list[str]) -> list[Finding]:
+        """The isolation pass's attributions, at the level of what made the run bad; its rounds join `details`."""
+        bad = [f.level for f in problems if f.level is not Status.PASS]
+        out = []
+        for kind, text, _, more in judge_isolation(facts.get("isolation")):
+            details += more
+            out.append(self.finding(kind, worst(bad) if bad else Status.PASS, text))
+        return out
 
     @staticmethod
     def _outcome(findings: list[Finding], details: list[str], measurements: list[Measurement]) -> Outcome:

@@ -414,6 +414,9 @@ def straggler_task(e: Any, node: str) -> Iterator[list[Probe]]:
             return
         if probes >= 3:
             break
+        if len(e.good - {node}) < p.straggler_min_group - 1 and e.searching():
+            yield []  # slow in the screen, before any node is known good: wait for the searches to find some
+            continue
         probes += 1
         (outcome,) = yield [Probe((node,), partners=(e.topo(node),) * p.straggler_partners,
                                   at_least=p.straggler_min_group - 1,

@@ -120,3 +120,27 @@ def processes_text(count: int, device: str | None) -> str:
     if device == "cuda":
         return f"{count} GPU" + ("" if count == 1 else "s")
     return f"{count} process" + ("" if count == 1 else "es")
+
+
+def probe_problems(names: list[str], probes: dict[str, dict[str, Any]]) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """What the per-node probes before a launch say about the nodes that cannot take part. Pure.
+
+    Returns (problems, without_torch): problems as (node, cause, sentence), cause one of
+    `probe-failed` (the probe itself failed: ERROR), `no-distributed` (a torch without
+    torch.distributed), `no-interface` (no interface towards the others was found); and the nodes
+    whose Python has no torch, for the check to say in one sentence (it knows whether torch is expected)."""
+    problems: list[tuple[str, str, str]] = []
+    without_torch = []
+    for node in names:
+        probe = probes.get(node, {})
+        if "error" in probe:
+            problems.append((node, "probe-failed", probe["error"]))
+        elif probe.get("torch") is None:
+            without_torch.append(node)
+        elif not probe.get("distributed", True):
+            problems.append((node, "no-distributed", f"the torch on {node} has no torch.distributed"))
+        elif not probe.get("ip"):
+            why = probe.get("route_error") or "no interface carries its address and no route to a peer was found"
+            problems.append((node, "no-interface", f"could not find the interface {node} reaches the others through: "
+                                                   f"{why}"))
+    return problems, without_torch

@@ -17,6 +17,12 @@ between its operations; on CPUs (gloo) on the host clock around the group. A sam
 group's time over its operations, the slowest rank's, since the collective is not done before every
 rank is. algbw = bytes / time, busbw = algbw * 2(n-1)/n, in GB/s (1e9 bytes/s).
 
+Per rank, as well: each rank's own median time per operation at each size (`rank_time_s`, indexed
+by global rank), gathered to rank 0. A collective ends on every rank at about the same time, so
+on a healthy group these are close together; a rank that finishes its part later than the others
+(a host too busy to drive its share, a slow path into it) stands out, and the cross-node checks'
+straggler search reads them per node.
+
 Prints (rank 0) one JSON line; see preflight.workers.process_group for the protocol and --absent-rank.
 """
 
@@ -155,12 +161,14 @@ def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
     del data, result, reference
 
     per_size = []
+    own = torch.zeros(len(args.sizes), n, dtype=torch.float64, device=device)
     samples, ops = samples_and_ops(args.iters, args.samples)
-    for size in args.sizes:
+    for index, size in enumerate(args.sizes):
         buf = buffers[size].zero_()
         for _ in range(args.warmup):
             dist.all_reduce(buf)
         times = [timed_group(lambda: dist.all_reduce(buf), ops, device) for _ in range(samples)]
+        own[index, env.rank] = median(times)
         slowest = torch.tensor(times, dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         per_size.append((size, buf.numel() * DTYPE_BYTES, ops, slowest.cpu().tolist()))
@@ -168,7 +176,9 @@ def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
         del buf
 
     dist.all_reduce(wrong)  # every rank filled its own column
+    dist.all_reduce(own)
     wrong_rows = wrong.cpu().tolist()
+    own_rows = own.cpu().tolist()
     finish_group()
     if env.rank != 0:
         return {}
@@ -189,6 +199,7 @@ def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
             "algbw_samples_gbps": algbw,
             "busbw_samples_gbps": busbw,
             "known_sum_wrong_by_rank": wrong_rows[index],
+            "rank_time_s": own_rows[index],
         })
     return {
         "backend": args.backend,

@@ -14,6 +14,11 @@ after a barrier, and its time is the slowest rank's. The full step's median give
 the no_sync median is the compute-only time, and their difference is the communication that the
 backward pass did not hide.
 
+Per rank, as well (gathered to rank 0, indexed by global rank): each rank's own median step time
+(`rank_step_s`) and its own median no_sync step time (`rank_compute_s`). The no_sync step does
+not wait for the other ranks, so a rank whose compute is slower than its peers' (a throttled GPU,
+a busy host) shows there, and the cross-node checks' straggler search reads it per node.
+
 The model is a reference MLP built from torch.nn alone (--hidden, --layers), or the team's own:
 
     --workload package.module:factory
@@ -152,6 +157,9 @@ def measure_scaling(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
         order = (True, False) if index % 2 == 0 else (False, True)
         for all_reduce in order:
             (full if all_reduce else compute).append(timed(all_reduce))
+    own = torch.zeros(2, env.world_size, dtype=torch.float64, device=device)
+    own[0, env.rank], own[1, env.rank] = median(full), median(compute)
+    dist.all_reduce(own)  # every rank filled its own column
     slowest = torch.tensor(full + compute, dtype=torch.float64, device=device)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     times = slowest.cpu().tolist()
@@ -177,6 +185,8 @@ def measure_scaling(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
         "step_samples_s": full,
         "compute_s": median(compute),
         "compute_samples_s": compute,
+        "rank_step_s": own[0].cpu().tolist(),
+        "rank_compute_s": own[1].cpu().tolist(),
         "samples_per_s": env.world_size * args.batch / step_s,
         "torch_version": torch.__version__,
         "members": {str(r): m for r, m in members.items()},

@@ -311,6 +311,10 @@ def test_pairwise_runs_only_when_it_can_tell_something():
     assert pairwise_reason(named, params, 3) is None
     unnamed = {"ok": False, "fault_nodes": [], "error": "hang"}
     assert pairwise_reason(unnamed, params, 3) == "the all-reduce across all nodes failed"
+    # Several ranks silent inside a collective (what one broken link does to gloo's start): a guess, not a pin.
+    silent = {"ok": False, "phase": "stopped", "fault_nodes": ["n1", "n3", "n4"], "error": "stopped"}
+    assert pairwise_reason(silent, params, 4) == "the all-reduce across all nodes failed"
+    assert pairwise_reason({**silent, "fault_nodes": ["n3"]}, params, 4) is None  # one hung rank is a pin
 
 
 def raw(name: str) -> dict:

@@ -13,7 +13,8 @@ import pytest
 
 from preflight.core.check import CannotMeasure, Expect
 from preflight.launch.isolation import GroupResult, isolate
-from preflight_checks.collectives.isolation import isolation_method, judged_group, topology_of
+from preflight.launch.isolation_launch import isolation_method, judged_group
+from preflight_checks.collectives.isolation import topology_of
 from preflight.launch.isolation_sim import Fault, FaultModel
 from preflight.core.model import Status
 from preflight_checks.collectives.cluster import CollectivesCluster, Params, pairwise_reason

@@ -1,7 +1,9 @@
-"""What an adaptive isolation pass found (preflight_checks.collectives.isolation facts), as findings. Pure.
+"""What an adaptive isolation pass found (preflight.launch.isolation_launch facts), as findings. Pure.
 
 `judge_isolation` gives one (kind, sentence, measurements, details) per attribution, in the shape
-collectives.cluster's pairwise pass uses; the kinds become finding ids under the check's id:
+collectives.cluster's pairwise pass uses; the kinds become finding ids under the id of the check
+that ran the pass (collectives.cluster, scaling.multi_node), and each such check declares a fix for
+every kind in ISOLATION_KINDS:
 - `isolated-node`: a node at fault (bad with several known-good partners);
 - `isolated-link`: the link between two nodes (bad together, each good with others);
 - `isolated-boundary`: the path between two topology groups (a trunk, an uplink);
@@ -19,6 +21,9 @@ from preflight.launch.nodes import names_text
 from preflight.core.model import Measurement
 
 Judged = tuple[str, str, list[Measurement], list[str]]
+
+ISOLATION_KINDS = ("isolated-node", "isolated-link", "isolated-boundary", "straggler", "isolation-ambiguous",
+                   "isolation-not-reproduced")
 
 
 def judge_isolation(facts: dict[str, Any] | None) -> list[Judged]:
