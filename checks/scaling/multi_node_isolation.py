@@ -17,7 +17,7 @@ from typing import Any
 
 from preflight.launch.isolation_launch import adaptive_pass, judged_group, node_times, pinned
 from preflight.run.context import ClusterContext
-from preflight_checks.collectives.isolation import topology_of
+from preflight.launch.topology import topology_of
 
 ISOLATION_METHODS = ("adaptive", "off")
 

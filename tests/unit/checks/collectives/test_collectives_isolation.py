@@ -1,7 +1,7 @@
 """collectives.cluster judging an adaptive isolation pass (isolation="adaptive", the default).
 
 The pass's facts are made the way the check makes them: preflight.launch.isolation run to its end, here
-against the fault simulator in place of torchrun launches, in the shape preflight_checks.collectives.isolation
+against the fault simulator in place of torchrun launches, in the shape preflight.launch.isolation_launch
 records; the rest of the facts is a recorded four-node run that missed its busbw floor.
 """
 
@@ -14,7 +14,7 @@ import pytest
 from preflight.core.check import CannotMeasure, Expect
 from preflight.launch.isolation import GroupResult, isolate
 from preflight.launch.isolation_launch import isolation_method, judged_group
-from preflight_checks.collectives.isolation import topology_of
+from preflight.launch.topology import topology_of
 from preflight.launch.isolation_sim import Fault, FaultModel
 from preflight.core.model import Status
 from preflight_checks.collectives.cluster import CollectivesCluster, Params, pairwise_reason
