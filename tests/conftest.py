@@ -147,3 +147,16 @@ def _fleet_history_of_the_tests(tmp_path_factory):
         os.environ.pop("XDG_DATA_HOME", None)
     else:
         os.environ["XDG_DATA_HOME"] = previous
+
+
+@pytest.fixture(autouse=True)
+def _fleet_history_of_each_test(_fleet_history_of_the_tests, tmp_path_factory):
+    """And a store of each test's own: what a test's report shows never depends on which tests ran
+    before it (a run's HTML report places its figures among the earlier runs in the store)."""
+    session = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data-test"))
+    yield
+    if session is None:
+        os.environ.pop("XDG_DATA_HOME", None)
+    else:
+        os.environ["XDG_DATA_HOME"] = session

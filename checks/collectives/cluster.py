@@ -53,7 +53,8 @@ from preflight.launch.torchrun import (
     MIN_LAUNCH_S, SLACK_S, launch, launch_and_wait, node_plan, pick_port, probe_usable, run_launch, worker_timeouts,
 )
 from preflight.launch.nodes import (
-    choose_backend, loopback_findings, names_text, probe_problems, processes_text, shared_machine_findings, unique,
+    choose_backend, loopback_findings, names_text, probe_problems, processes_text, share_a_machine,
+    shared_machine_findings, unique,
 )
 from preflight.launch.isolation_findings import judge_isolation
 from preflight.launch.isolation_launch import adaptive_pass, isolation_method, judged_group, node_times, pinned
@@ -169,7 +170,8 @@ class CollectivesCluster(Check):
             if params.isolation == "pairs":
                 facts["pairwise"] = self._pairwise(ctx, params, usable, plan, choice, reason, budget)
             else:
-                facts["isolation"] = self._isolation(ctx, params, usable, plan, choice, reason, budget, facts["run"])
+                facts["isolation"] = self._isolation(ctx, params, usable, plan, choice, reason, budget, facts["run"],
+                                                     shared_machine=share_a_machine(probes, usable))
         return facts
 
     def _allreduce(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
@@ -228,7 +230,8 @@ class CollectivesCluster(Check):
         return out
 
     def _isolation(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
-                   choice: dict[str, Any], reason: str, budget_s: float, run: dict[str, Any]) -> dict[str, Any]:
+                   choice: dict[str, Any], reason: str, budget_s: float, run: dict[str, Any],
+                   shared_machine: bool = False) -> dict[str, Any]:
         """The adaptive pass: groups of nodes at once (preflight.isolation), each judged as a pair is."""
         sizes = sorted({min(choice["sizes"]), max(choice["sizes"])})
         return adaptive_pass(
@@ -238,7 +241,7 @@ class CollectivesCluster(Check):
             timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s), port=params.rdzv_port,
             topology=topology_of(ctx), thresholds={"min_busbw_gbps": params.min_busbw_gbps,
                                                    "max_latency_us": params.max_latency_us},
-            screen_times_s=run_node_times(run) if run.get("ok") else None)
+            screen_times_s=run_node_times(run) if run.get("ok") else None, shared_machine=shared_machine)
 
     # -- evaluate ------------------------------------------------------------------------------
 

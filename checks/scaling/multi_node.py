@@ -37,7 +37,8 @@ from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch_and_wait, no
 from preflight.launch.isolation_findings import judge_isolation
 from preflight.launch.isolation_launch import isolation_method
 from preflight.launch.nodes import (
-    choose_backend, loopback_findings, names_text, probe_problems, processes_text, shared_machine_findings,
+    choose_backend, loopback_findings, names_text, probe_problems, processes_text, share_a_machine,
+    shared_machine_findings,
 )
 from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Scope, Status, worst
 from preflight_checks.scaling.multi_gpu import CPU_MODEL, GPU_MODEL
@@ -249,7 +250,8 @@ class ScalingMultiNode(Check):
                 ctx, nodes=usable, plan=plan, nproc=choice["nproc_per_node"],
                 worker_args=self._worker_args(params, choice, model, threads), reason=reason, run=everyone,
                 floor=group_floor(params), budget_s=min(params.isolation_timeout_s, ctx.time_left() - SLACK_S),
-                timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s), port=params.rdzv_port)
+                timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s), port=params.rdzv_port,
+                shared_machine=share_a_machine(probes, usable))
         return facts
 
     def _launch(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],

@@ -92,11 +92,12 @@ def judge_group(group: dict[str, Any], floor: float) -> dict[str, Any]:
 
 def run_isolation(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any], nproc: int,
                   worker_args: Any, floor: float, reason: str, run: dict[str, Any], budget_s: float,
-                  timeouts_s: tuple[float, float, float], port: int | None) -> dict[str, Any]:
+                  timeouts_s: tuple[float, float, float], port: int | None,
+                  shared_machine: bool = False) -> dict[str, Any]:
     """The adaptive pass over `nodes`, each group a DDP run judged on its step efficiency."""
     return adaptive_pass(
         ctx, nodes=nodes, plan=plan, nproc=nproc, module="ddp_scaling", worker_args=worker_args,
         judge=lambda result: judged_group(judge_group(group_facts(result), floor), figure="step_efficiency"),
         budget_s=budget_s, timeouts_s=timeouts_s, port=port, reason=reason, run=run,
         topology=topology_of(ctx), thresholds={"min_step_efficiency": floor},
-        screen_times_s=run_node_times(run) if run.get("ok") else None)
+        screen_times_s=run_node_times(run) if run.get("ok") else None, shared_machine=shared_machine)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Callable
 
 from preflight.core.check import CannotMeasure
@@ -74,14 +75,27 @@ def judged_group(judged: dict[str, Any], figure: str = "busbw_gbps") -> tuple[Gr
     return GroupResult(ok, figure=judged.get(figure), note=note, times_s=judged.get("node_times_s")), judged
 
 
+SHARED_MACHINE_NOTE = ("no straggler was looked for: some of these nodes run on one machine (the same kernel boot "
+                       "id), so their ranks share its CPUs and a rank's time is not its node's")
+
+
+def without_node_times(result: GroupResult) -> GroupResult:
+    """A group's result without its per-node times (nodes that share a machine). Pure."""
+    return replace(result, times_s=None) if result.times_s else result
+
+
 def adaptive_pass(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any], nproc: int, module: str,
                   worker_args: Callable[[float, float], list[str]], judge: Judge, budget_s: float,
                   timeouts_s: tuple[float, float, float], port: int | None, reason: str, run: dict[str, Any],
                   topology: dict[str, str] | None = None, thresholds: dict[str, Any] | None = None,
-                  screen_times_s: dict[str, float] | None = None) -> dict[str, Any]:
+                  screen_times_s: dict[str, float] | None = None, shared_machine: bool = False) -> dict[str, Any]:
     """Isolate what made `run` over `nodes` bad (`reason`: why; it is the screen, which saves the
     first round, with `screen_times_s` as its per-node times), in rounds of concurrent launches
     within `budget_s`.
+
+    `shared_machine`: some of the nodes are one kernel (network namespaces, containers on one host).
+    Their ranks then share CPUs, so a rank's time says how the scheduler treated it, not how fast its
+    node is: per-node times are left out and no straggler is named (the facts say so).
 
     `worker_args(join_s, pg_s)`: the worker's arguments for timeouts cut to a round's share;
     `judge(launch_result)`: the group's GroupResult and the facts to keep of its launch. A round
@@ -118,12 +132,17 @@ def adaptive_pass(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any]
             batches.append((index, specs, facts))
         outcomes = run_launch(ctx, [(specs, facts) for _, specs, facts in batches], share) if batches else []
         for (index, _, _), outcome in zip(batches, outcomes):
-            results[index], kept = judge(outcome)
+            judged, kept = judge(outcome)
+            results[index] = without_node_times(judged) if shared_machine else judged
             launches.append({"round": done[0], **kept})
         return [r if r is not None else GroupResult(None, note="not run") for r in results]
 
+    if shared_machine:
+        screen_times_s = None
     result = isolate(nodes, measure, topology=topology,
                      screen=GroupResult(False, note=reason, times_s=screen_times_s or None))
+    if shared_machine:
+        result.notes.append(SHARED_MACHINE_NOTE)
     return {"method": "adaptive", "reason": reason, "budget_s": round(budget_s, 1), "thresholds": thresholds or {},
             "isolation": result.to_dict(), "launches": launches, "wall_s": round(time.monotonic() - began, 1),
             **({"screen_times_s": screen_times_s} if screen_times_s else {})}

@@ -84,6 +84,13 @@ def shared_machine_findings(probes: dict[str, dict[str, Any]]) -> list[str]:
             for nodes in groups.values() if len(nodes) > 1]
 
 
+def share_a_machine(probes: dict[str, dict[str, Any]], nodes: list[str]) -> bool:
+    """Whether two of `nodes` are one kernel (the same boot id). Pure."""
+    boots = [probes.get(n, {}).get("boot_id") for n in nodes]
+    known = [b for b in boots if b]
+    return len(set(known)) < len(known)
+
+
 def unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 

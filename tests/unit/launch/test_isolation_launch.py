@@ -74,3 +74,27 @@ def test_without_per_rank_times_no_straggler_is_named():
 
     result = isolate(NODES, measure, screen=GroupResult(False, note="busbw below its floor"))
     assert result.named("straggler") == []
+
+
+def test_nodes_on_one_machine_give_no_node_times_and_no_straggler():
+    """Network namespaces or containers on one host share its CPUs: a rank's time says how the
+    scheduler treated it, so the pass drops the times and names no straggler (the same worker
+    output with a slow rank names one above)."""
+    from preflight.launch.isolation_launch import without_node_times
+    from preflight.launch.nodes import share_a_machine
+
+    probes = {n: {"boot_id": "b-1"} for n in NODES}
+    assert share_a_machine(probes, NODES) and share_a_machine(probes, ["n1", "n2"])
+    assert not share_a_machine({n: {"boot_id": f"b-{n}"} for n in NODES}, NODES)
+    assert not share_a_machine({n: {} for n in NODES}, NODES)  # not known: no reason to drop anything
+    params = Params()
+
+    def measure(groups: list[list[str]]) -> list[GroupResult]:
+        return [without_node_times(judged_group(judge_pair(pair_facts(allreduce_launch(g)), params))[0])
+                for g in groups]
+
+    screen = without_node_times(GroupResult(False, note="busbw below its floor",
+                                            times_s=run_node_times(allreduce_launch(NODES))))
+    assert screen.times_s is None
+    result = isolate(NODES, measure, screen=screen)
+    assert result.named("straggler") == []
