@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -137,26 +139,31 @@ def pytest_make_collect_report(collector):
                            f"({REQUIRE_ALL}=1): {_skip_reason(report)}")
 
 
+@contextlib.contextmanager
+def _data_home(path: Path) -> Iterator[None]:
+    """XDG_DATA_HOME (where fleet history is recorded) set to `path` for the block, then put back."""
+    previous = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("XDG_DATA_HOME", None)
+        else:
+            os.environ["XDG_DATA_HOME"] = previous
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _fleet_history_of_the_tests(tmp_path_factory):
-    """Runs the tests start record into a store of the test session's own, never the user's."""
-    previous = os.environ.get("XDG_DATA_HOME")
-    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
-    yield
-    if previous is None:
-        os.environ.pop("XDG_DATA_HOME", None)
-    else:
-        os.environ["XDG_DATA_HOME"] = previous
+    """Runs the tests start record into a store of the test session's own, never the user's (this
+    one serves module- and session-scoped fixtures, set up before any test's own)."""
+    with _data_home(tmp_path_factory.mktemp("xdg-data")):
+        yield
 
 
 @pytest.fixture(autouse=True)
 def _fleet_history_of_each_test(_fleet_history_of_the_tests, tmp_path_factory):
     """And a store of each test's own: what a test's report shows never depends on which tests ran
     before it (a run's HTML report places its figures among the earlier runs in the store)."""
-    session = os.environ.get("XDG_DATA_HOME")
-    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data-test"))
-    yield
-    if session is None:
-        os.environ.pop("XDG_DATA_HOME", None)
-    else:
-        os.environ["XDG_DATA_HOME"] = session
+    with _data_home(tmp_path_factory.mktemp("xdg-data-test")):
+        yield
