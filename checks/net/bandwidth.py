@@ -51,9 +51,10 @@ from preflight.launch.torchrun import run_probe
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
 from preflight.core.model import FIGURE_LINK, Finding, Measurement, Scope, Status
 from preflight.launch.pairs import full_rounds, ring_rounds
+from preflight.launch.isolation_launch import isolation_method
 from preflight.launch.topology import topology_of
 from preflight_checks.net.isolation import (
-    ISOLATION_METHODS, adaptive_pass, isolation_method, screen_reason,
+    ISOLATION_METHODS, adaptive_pass, screen_reason,
 )
 from preflight_checks.net.isolation_findings import judge_isolation, round_lines
 from preflight.transport.process import RemoteProcess
@@ -199,7 +200,7 @@ class NetBandwidth(Check):
             raise CannotMeasure(f"pattern must be one of {', '.join(PATTERNS)}, not {params.pattern!r}")
         if params.streams < 1 or params.repeats < 1 or params.duration_s < 1:
             raise CannotMeasure("streams, repeats and duration_s must each be at least 1")
-        isolation_method(params.isolation)
+        isolation_method(params.isolation, ISOLATION_METHODS)
         names = ctx.node_names
         addresses = {spec["name"]: spec.get("address") or spec["name"] for spec in ctx.nodes}
         facts: dict[str, Any] = {

@@ -35,7 +35,6 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from preflight.core.check import CannotMeasure
 from preflight.launch.isolation import GroupResult, IsolationParams, Stop, isolate
 
 ISOLATION_METHODS = ("adaptive", "off")
@@ -47,13 +46,6 @@ Pair = tuple[str, str]
 # pairs -> per pair one sample: {"gbps": x} or {"error": why}, with "unmeasurable": True when the
 # link cannot be measured at all (a route local to the sender, an address that does not resolve).
 MeasureLinks = Callable[[list[Pair]], dict[Pair, dict[str, Any]]]
-
-
-def isolation_method(value: str) -> str:
-    """`value` when it is a known method; CannotMeasure otherwise."""
-    if value not in ISOLATION_METHODS:
-        raise CannotMeasure(f"isolation must be one of {', '.join(ISOLATION_METHODS)}, not {value!r}")
-    return value
 
 
 def group_links(group: list[str], order: dict[str, int]) -> list[Pair]:

@@ -17,11 +17,12 @@ from hypothesis import given, strategies as st
 from preflight.core.check import CannotMeasure, Expect
 from preflight.core.model import Status
 from preflight.launch.isolation import round_bound
+from preflight.launch.isolation_launch import isolation_method
 from preflight.launch.isolation_sim import Fault, FaultModel, racks
 from preflight.launch.pairs import ring_rounds
 from preflight_checks.net.bandwidth import NetBandwidth, Params
 from preflight_checks.net.isolation import (
-    adaptive_pass, group_links, group_result, isolation_method, screen_reason,
+    ISOLATION_METHODS, adaptive_pass, group_links, group_result, screen_reason,
 )
 
 NODES = [f"n{i}" for i in range(1, 9)]
@@ -111,9 +112,9 @@ def test_a_group_is_bad_with_one_slow_or_failed_link_and_unknown_when_one_cannot
 
 def test_adaptive_is_the_default_and_unknown_methods_are_refused():
     assert Params().isolation == "adaptive"
-    assert isolation_method("off") == "off"
+    assert isolation_method("off", ISOLATION_METHODS) == "off"
     with pytest.raises(CannotMeasure):
-        isolation_method("bisect")
+        isolation_method("bisect", ISOLATION_METHODS)
 
 
 # -- what the pass names -----------------------------------------------------------------------------
