@@ -15,7 +15,10 @@ cd "$(dirname "$0")/.."
 
 VENV="${PREFLIGHT_VENV:-.venv-test}"
 PYTHON="${PYTHON:-python3}"
-TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
+# The CPU build of torch (+cpu): where the default index serves only the CUDA build (several GB), point
+# pip at PyTorch's CPU index with PIP_EXTRA_INDEX_URL (pytorch.org's install selector names it); a
+# machine with the +cpu wheel on disk or in its index needs nothing.
+TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0+cpu}"
 TENSORFLOW_SPEC="${TENSORFLOW_SPEC:-tensorflow-cpu==2.21.0}"
 # A second environment with another torch: one test-bed node runs it, and versions.consistency must
 # name that node. 2.14.1 is a CUDA build (about 5 GB) that runs on the CPU too.
@@ -41,20 +44,53 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 "$VENV/bin/python" -m pip uninstall -q -y preflight >/dev/null 2>&1 || true  # renamed preflight-cluster
-"$VENV/bin/python" -m pip install -q "$TORCH_SPEC" "$TENSORFLOW_SPEC" -e '.[test]'
+if ! "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" "$TENSORFLOW_SPEC" -e '.[test]'; then
+    echo "scripts/test.sh: could not install $TORCH_SPEC $TENSORFLOW_SPEC: for torch's CPU build, set" \
+         "PIP_EXTRA_INDEX_URL to PyTorch's CPU index, or choose another with TORCH_SPEC" >&2
+    exit 1
+fi
 "$VENV/bin/python" -m pip install -q --no-deps -e tests/plugins/preflight-example
 
-if [ ! -x "$DRIFT_VENV/bin/python" ]; then
-    "$PYTHON" -m venv "$DRIFT_VENV"
-fi
-"$DRIFT_VENV/bin/python" -m pip install -q "$TORCH_DRIFT_SPEC" -e .
+# The two slow parts of a fresh machine's set-up run in the background while the tests run: the
+# second torch (a download of several GB) and the kube-apiserver, built from Debian's kubernetes
+# source package (about 17 minutes the first time on 2 cores; cached outside the repository by
+# version). The tests that need them run last and wait for them (tests/setup_state.py); each job
+# writes NAME.out, NAME.log and, when it ends, NAME.done with its exit status.
+SETUP_DIR="$(mktemp -d "${TMPDIR:-/tmp}/preflight-test-setup.XXXXXX")"
+export PREFLIGHT_TEST_SETUP_DIR="$SETUP_DIR"
+background() {  # background NAME SCRIPT: a bash script in a session of its own, at the lowest CPU priority
+    local name="$1"
+    touch "$SETUP_DIR/$name.started"
+    setsid nice -n 19 bash -c "set -euo pipefail; $2" >"$SETUP_DIR/$name.out" 2>"$SETUP_DIR/$name.log" \
+        </dev/null && echo 0 >"$SETUP_DIR/$name.done" || echo $? >"$SETUP_DIR/$name.done" &
+    BACKGROUND_JOBS+=("$name")
+}
+BACKGROUND_JOBS=()
+cleanup() {  # a job the tests did not wait for (a partial run) is ended with its whole session
+    local name pid
+    for name in "${BACKGROUND_JOBS[@]}"; do
+        [ -f "$SETUP_DIR/$name.done" ] && continue
+        for pid in $(pgrep -f "^bash -c set -euo pipefail; # preflight-setup $name" || true); do
+            kill -- "-$pid" 2>/dev/null || true
+        done
+    done
+    rm -rf "$SETUP_DIR"
+}
+trap cleanup EXIT
+
 export PREFLIGHT_DRIFT_PYTHON="$PWD/$DRIFT_VENV/bin/python"
-
-# The Kubernetes tests run against a real kube-apiserver built from Debian's kubernetes source
-# package (about 17 minutes the first time on 2 cores; cached outside the repository by version).
-if [ -z "${PREFLIGHT_KUBE_APISERVER:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    PREFLIGHT_KUBE_APISERVER="$(bash scripts/k8s/build-apiserver.sh)"
-    export PREFLIGHT_KUBE_APISERVER
+if [ -x "$DRIFT_VENV/bin/python" ] && "$DRIFT_VENV/bin/python" -m pip show -q torch >/dev/null 2>&1; then
+    "$DRIFT_VENV/bin/python" -m pip install -q --no-deps -e . >/dev/null
+else
+    background drift "# preflight-setup drift
+        [ -x '$DRIFT_VENV/bin/python' ] || '$PYTHON' -m venv '$DRIFT_VENV'
+        '$DRIFT_VENV/bin/python' -m pip install -q '$TORCH_DRIFT_SPEC' -e ."
 fi
 
-exec "$VENV/bin/python" -m pytest -rs "$@"
+if [ -z "${PREFLIGHT_KUBE_APISERVER:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    background apiserver "# preflight-setup apiserver
+        bash scripts/k8s/build-apiserver.sh"
+fi
+
+# Not exec: the trap above ends the background jobs and removes their state when the tests end.
+"$VENV/bin/python" -m pytest -rs "$@"

@@ -167,3 +167,17 @@ def _fleet_history_of_each_test(_fleet_history_of_the_tests, tmp_path_factory):
     before it (a run's HTML report places its figures among the earlier runs in the store)."""
     with _data_home(tmp_path_factory.mktemp("xdg-data-test")):
         yield
+
+
+# scripts/test.sh prepares the kube-apiserver and the second torch in the background while the
+# first tests run (tests/setup_state.py): the tests that wait for them run last.
+WAITS_FOR_SETUP = "waits_for_setup"
+
+
+def pytest_collection_modifyitems(config, items):
+    k8s = TESTS / "k8s"
+    late = [item for item in items
+            if item.get_closest_marker(WAITS_FOR_SETUP) is not None or Path(str(item.fspath)).is_relative_to(k8s)]
+    if late:
+        chosen = set(map(id, late))
+        items[:] = [item for item in items if id(item) not in chosen] + late

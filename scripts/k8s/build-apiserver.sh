@@ -15,13 +15,15 @@ SRC_LIST=/etc/apt/sources.list.d/preflight-deb-src.sources
 export DEBIAN_FRONTEND=noninteractive
 
 if [ ! -f "$SRC_LIST" ]; then
-    cat > "$SRC_LIST" <<'LIST'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-LIST
+    # Source packages from the same archive the machine installs its packages from: each `deb` entry of
+    # its own sources list for the release it runs (deb822 stanzas and one-line entries alike) gets a
+    # `deb-src` twin. No archive is named here.
+    codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
+    [ -n "$codename" ] || { echo "no VERSION_CODENAME in /etc/os-release" >&2; exit 1; }
+    python3 scripts/k8s/deb_src.py "$codename" /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+        /etc/apt/sources.list.d/*.sources > "$SRC_LIST.tmp"
+    [ -s "$SRC_LIST.tmp" ] || { rm -f "$SRC_LIST.tmp"; echo "no deb entry for $codename in the apt sources" >&2; exit 1; }
+    mv "$SRC_LIST.tmp" "$SRC_LIST"
     apt-get update -q >&2
 fi
 need=()

@@ -137,7 +137,12 @@ def test_nodes_lost_before_and_during_the_run_are_named_and_the_rest_completes(t
         time.sleep(0.5)
 
 
+@pytest.mark.waits_for_setup
 def test_a_node_with_a_different_torch_fails_version_consistency_naming_it(testbed3, tmp_path):
+    from tests import setup_state
+
+    if setup_state.started("drift"):
+        setup_state.wait_for("drift")
     if not Path(DRIFT_PYTHON).exists():
         pytest.skip(f"no second environment with another torch at {DRIFT_PYTHON} (scripts/test.sh makes it)")
     drifted = testbed3.node(3)

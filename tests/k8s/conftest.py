@@ -31,7 +31,9 @@ def _node_status(gpus: int) -> dict:
 
 @pytest.fixture(scope="session")
 def kube():
-    binary = apiserver_binary()
+    from tests import setup_state
+
+    binary = setup_state.wait_for("apiserver") if setup_state.started("apiserver") else apiserver_binary()
     if binary is None:
         pytest.skip("no kube-apiserver: run scripts/k8s/build-apiserver.sh (CI does) or set PREFLIGHT_KUBE_APISERVER")
     bed = ApiServer().start(binary)

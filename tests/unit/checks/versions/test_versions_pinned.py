@@ -51,7 +51,7 @@ def test_requirements_syntax(tmp_path, monkeypatch):
         "torch==${TORCH_PIN}  # pinned for the cluster",
         "numpy>=1.26 \\",
         "    --hash=sha256:0123",
-        "--extra-index-url https://download.pytorch.org/whl/cu124",
+        "--extra-index-url https://index.example/whl/cu124",
         "-e ./vendored/tool",
         "https://files.example.org/tensorflow_cpu-2.17.0-cp311-cp311-manylinux_2_17_x86_64.whl",
         "mylib @ git+https://example.org/mylib.git@v1",
@@ -242,17 +242,17 @@ requires-python = ">=3.10"
 [[package]]
 name = "numpy"
 version = "1.26.4"
-source = { registry = "https://pypi.org/simple" }
+source = { registry = "https://index.example/simple" }
 
 [[package]]
 name = "torch"
 version = "2.5.1"
-source = { registry = "https://pypi.org/simple" }
+source = { registry = "https://index.example/simple" }
 
 [[package]]
 name = "torch"
 version = "2.5.0"
-source = { registry = "https://pypi.org/simple" }
+source = { registry = "https://index.example/simple" }
 
 [[package]]
 name = "trainer"
