@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from preflight.machine.frameworks import installed
-from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, param
+from preflight.core.check import Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.machine.filesystems import filesystem_type
 from preflight.core.model import FIGURE_RATE, Finding, Measurement, Status
@@ -64,9 +64,13 @@ class Params:
     # Single-stream write floor. A parallel filesystem (Lustre, GPFS, Weka) or local NVMe gives one
     # writer several GB/s; NFS on 10 GbE tops out near 1 GB/s. Below 1 GB/s one node saving a 100 GB
     # checkpoint stalls training for over a minute and a half each time.
-    min_write_gbps: float = param(1.0, kind="threshold", help="lowest single-writer write speed (GB/s)")
+    min_write_gbps: float = param(1.0, kind="threshold", help="lowest single-writer write speed (GB/s)",
+                                  learn=Learnable("floor", "checkpoint write rate", figure="rate", series="write",
+                                                  unit="GB/s"))
     # Read matters at restart, after a failure, when the whole job waits. Same reasoning as writing.
-    min_read_gbps: float = param(1.0, kind="threshold", help="lowest single-reader read speed (GB/s)")
+    min_read_gbps: float = param(1.0, kind="threshold", help="lowest single-reader read speed (GB/s)",
+                                 learn=Learnable("floor", "checkpoint read rate", figure="rate", series="read",
+                                                 unit="GB/s"))
     # Each format is written and read this many times; the median is judged.
     repeats: int = param(3, kind="count", minimum=1,
                          help="times each format is written and read; the median is judged (count)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from preflight.core.check import TOO_FEW_NODES_FIXES, param
+from preflight.core.check import TOO_FEW_NODES_FIXES, Learnable, param
 from preflight_checks.collectives.figures import MIB
 
 # The sizes collectives.local uses: on GPUs 256 MiB is where inter-node busbw reaches its plateau
@@ -22,7 +22,10 @@ class Params:
     # run below it also starts the pairwise pass that names the node or pair at fault.
     min_busbw_gbps: float | None = param(None, kind="threshold",
                                          help=("lowest all-reduce bus bandwidth across nodes at the largest size "
-                                               "(GB/s); unset: reported, not judged"))
+                                               "(GB/s); unset: reported, not judged"),
+                                         learn=Learnable("floor", "all-reduce bus bandwidth across the nodes at the "
+                                                         "largest message size", figure="size", name_has="busbw",
+                                                         unit="GB/s", not_prefix="pair ", narrow="largest-at"))
     max_latency_us: float | None = param(None, kind="threshold",
                                          help=("highest all-reduce time at the smallest size (microseconds); "
                                                "unset: reported, not judged"))

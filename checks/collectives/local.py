@@ -23,7 +23,9 @@ from preflight_checks.collectives import nccl_tests
 from preflight_checks.collectives.nccl_tests import row_at as row_at_size
 from preflight.core.expectations import gpus_short
 from preflight_checks.collectives.figures import MIB, allreduce_findings, human_bytes
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
+from preflight.core.check import (
+    CannotMeasure, Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param,
+)
 from preflight.run.context import NodeContext
 from preflight.core.model import FIGURE_SIZE, Finding, Measurement, Status
 from preflight.run.faults import fault
@@ -46,7 +48,11 @@ class Params:
     # nccl-tests, PCIe-only nodes tens). Set it from a known-good node of the same kind.
     min_busbw_gbps: float | None = param(None, kind="threshold",
                                          help=("lowest all-reduce bus bandwidth across this node's GPUs (GB/s); "
-                                               "unset: reported, not judged"))
+                                               "unset: reported, not judged"),
+                                         learn=Learnable("floor", "all-reduce bus bandwidth across the node's GPUs at "
+                                                         "the largest message size", figure="size", name_has="busbw",
+                                                         unit="GB/s", narrow="largest-at",
+                                                         size_param="busbw_size_bytes"))
     # The message size min_busbw_gbps holds at, in bytes: the size its source measured it at. The
     # check adds it to the main backend's sweep. Unset: the largest size of the sweep.
     busbw_size_bytes: int | None = param(None, kind="size",
@@ -58,7 +64,9 @@ class Params:
     # Unset likewise: small-message latency (8 B) is reported, judged only when this is set.
     max_latency_us: float | None = param(None, kind="threshold",
                                          help=("highest all-reduce time at the smallest size (microseconds); "
-                                               "unset: reported, not judged"))
+                                               "unset: reported, not judged"),
+                                         learn=Learnable("ceiling", "small-message all-reduce latency",
+                                                         name_has="latency at", unit="us"))
     # Message sizes of the main backend; the smallest gives the latency, the largest the busbw that
     # min_busbw_gbps judges. None: GPU_SIZES with NCCL, CPU_SIZES with gloo on a CPU node.
     sizes_bytes: list[int] | None = param(None, kind="size",

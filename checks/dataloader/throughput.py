@@ -290,57 +290,13 @@ class DataloaderThroughput(Check):
             # Nothing could read a synthetic set (and writing one needs numpy, which comes with the
             # frameworks): evaluate() says SKIP. A real dataset path is still listed for the small-files check.
             return facts
-        from preflight.workers.dataloader_files import (
-            list_files,
-            size_distribution,
-            write_synthetic,
-        )
-
         deadline = time.monotonic() + max(5.0, ctx.time_left() - 30)
         Path(ctx.scratch_dir).mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="dataloader-", dir=ctx.scratch_dir))
         try:
-            paths: list[str] = []
-            decode = False
-            if params.path:
-                root = Path(params.path)
-                if not root.is_dir():
-                    raise CannotMeasure(f"dataloader.path {params.path} is not a directory"
-                                        + ("" if root.exists() else " (it does not exist)"))
-                start = time.monotonic()
-                paths, sizes, truncated = list_files(root, params.glob, params.max_files_listed)
-                facts["files"] = {**size_distribution(sizes), "truncated": truncated,
-                                  "list_seconds": round(time.monotonic() - start, 3)}
-                if not paths and not params.dataset:
-                    raise CannotMeasure(f"no files match {params.glob!r} under {params.path}")
-            elif not params.dataset:
-                shape = tuple(int(v) for v in params.synthetic_shape)
-                if len(shape) != 3:
-                    raise CannotMeasure("dataloader.synthetic_shape must be [channels, height, width]")
-                start = time.monotonic()
-                written = write_synthetic(scratch / "synthetic", params.synthetic_files, shape, params.seed)
-                os.sync()  # so the passes read from storage, not from dirty pages
-                paths = [str(p) for p in written]
-                sizes = [os.path.getsize(p) for p in paths]
-                facts["synthetic"] = {"files": len(paths), "shape": list(shape), "dir": str(scratch / "synthetic"),
-                                      "write_seconds": round(time.monotonic() - start, 3)}
-                facts["files"] = {**size_distribution(sizes), "truncated": False}
-                decode = True
-
-            if not has_torch and not has_tf:
-                return facts
+            paths, decode = self._files(params, facts, scratch)
             if has_torch:
-                from preflight.workers.dataloader_files import FileDataset, collate_raw
-
-                if params.dataset:
-                    dataset = load_factory(params.dataset, params.dataset_kwargs)
-                    facts["dataset_length"] = len(dataset)
-                    facts["torch"] = self._torch_or_error(
-                        dataset, params, num_workers, None, False, None, deadline)
-                else:
-                    dataset = FileDataset(paths, decode=decode)
-                    collate = _collate_decoded if decode else collate_raw
-                    facts["torch"] = self._torch_or_error(dataset, params, num_workers, collate, True, paths, deadline)
+                facts["torch"] = self._measure_torch(params, facts, num_workers, paths, decode, deadline)
             if has_tf and params.tensorflow and paths and not params.dataset:
                 facts["tensorflow"] = measure_tensorflow(ctx, paths, params, decode, scratch)
             elif has_tf and params.dataset:
@@ -350,10 +306,53 @@ class DataloaderThroughput(Check):
         return facts
 
     @staticmethod
-    def _torch_or_error(dataset: Any, params: Params, num_workers: int, collate: Any, counts_bytes: bool,
-                        paths: list[str] | None, deadline: float) -> dict[str, Any]:
+    def _files(params: Params, facts: dict[str, Any], scratch: Path) -> tuple[list[str], bool]:
+        """(the files the passes read, whether they are to be decoded): the dataset path's files, listed,
+        or a synthetic set written to scratch; none for a dataset factory. Records what it found in facts."""
+        from preflight.workers.dataloader_files import list_files, size_distribution, write_synthetic
+
+        if params.path:
+            root = Path(params.path)
+            if not root.is_dir():
+                raise CannotMeasure(f"dataloader.path {params.path} is not a directory"
+                                    + ("" if root.exists() else " (it does not exist)"))
+            start = time.monotonic()
+            paths, sizes, truncated = list_files(root, params.glob, params.max_files_listed)
+            facts["files"] = {**size_distribution(sizes), "truncated": truncated,
+                              "list_seconds": round(time.monotonic() - start, 3)}
+            if not paths and not params.dataset:
+                raise CannotMeasure(f"no files match {params.glob!r} under {params.path}")
+            return paths, False
+        if params.dataset:
+            return [], False
+        shape = tuple(int(v) for v in params.synthetic_shape)
+        if len(shape) != 3:
+            raise CannotMeasure("dataloader.synthetic_shape must be [channels, height, width]")
+        start = time.monotonic()
+        written = write_synthetic(scratch / "synthetic", params.synthetic_files, shape, params.seed)
+        os.sync()  # so the passes read from storage, not from dirty pages
+        paths = [str(p) for p in written]
+        sizes = [os.path.getsize(p) for p in paths]
+        facts["synthetic"] = {"files": len(paths), "shape": list(shape), "dir": str(scratch / "synthetic"),
+                              "write_seconds": round(time.monotonic() - start, 3)}
+        facts["files"] = {**size_distribution(sizes), "truncated": False}
+        return paths, True
+
+    @staticmethod
+    def _measure_torch(params: Params, facts: dict[str, Any], num_workers: int, paths: list[str], decode: bool,
+                       deadline: float) -> dict[str, Any]:
+        """The torch DataLoader's passes over the dataset factory's Dataset, or over the files."""
+        from preflight.workers.dataloader_files import FileDataset, collate_raw
+
+        if params.dataset:
+            dataset = load_factory(params.dataset, params.dataset_kwargs)
+            facts["dataset_length"] = len(dataset)
+            loader_args = (dataset, params, num_workers, None, False, None, deadline)
+        else:
+            loader_args = (FileDataset(paths, decode=decode), params, num_workers,
+                           _collate_decoded if decode else collate_raw, True, paths, deadline)
         try:
-            return measure_torch(dataset, params, num_workers, collate, counts_bytes, paths, deadline)
+            return measure_torch(*loader_args)
         except Exception as exc:  # noqa: BLE001 - the loader's failure is what we report
             first = str(exc).strip().splitlines()
             raise CannotMeasure(f"the torch DataLoader failed: {type(exc).__name__}: {first[0] if first else ''}") from exc

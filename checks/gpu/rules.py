@@ -131,3 +131,28 @@ def thermal_slowdown_text(gpu: dict[str, Any]) -> str:
     if temp is not None and slowdown and temp >= slowdown:
         return f"{temp} C, at its slowdown threshold of {slowdown} C"
     return ""
+
+
+# --------------------------------------------------------------------------- the node's image
+
+
+def device_image(facts: dict[str, Any]) -> dict[str, Any]:
+    """The image fields gpu.visibility's facts hold (see Check.image): what NVML and the frameworks
+    report at run time. The GPU model is the most common name (models joined by "+" on a mixed node)."""
+    from collections import Counter
+
+    nvml = facts.get("nvml") if isinstance(facts.get("nvml"), dict) else {}
+    torch = facts.get("torch") if isinstance(facts.get("torch"), dict) else {}
+    tf = facts.get("tensorflow") if isinstance(facts.get("tensorflow"), dict) else {}
+    gpus = [g for g in nvml.get("gpus") or [] if isinstance(g, dict)]
+    names = [str(g["name"]) for g in gpus if g.get("name")] or \
+        [str(d["name"]) for d in torch.get("devices") or [] if isinstance(d, dict) and d.get("name")]
+    vbios = sorted({str(g.get("vbios_version") or g.get("vbios")) for g in gpus
+                    if g.get("vbios_version") or g.get("vbios")})
+    count = nvml.get("device_count") if isinstance(nvml.get("device_count"), int) else None
+    return {"driver": nvml.get("driver_version"), "cuda": torch.get("cuda") or tf.get("cuda"),
+            "cuda_driver": nvml.get("cuda_driver_version"), "nccl": torch.get("nccl"),
+            "torch": torch.get("version"), "tensorflow": tf.get("version"),
+            "gpu_model": "+".join(n for n, _ in Counter(names).most_common()) if names else None,
+            "gpu_count": count if count is not None else (len(names) if names else None),
+            "vbios": ",".join(vbios) if vbios else None}

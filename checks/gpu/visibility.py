@@ -12,8 +12,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.core.check import Check, Expect, Outcome, param
+from preflight.core.check import Check, Expect, Learnable, Outcome, param
 from preflight.run.context import NodeContext
+from preflight.run.faults import fault
 from preflight_checks.gpu.judging import (  # noqa: F401 - re-exported: part of this check's interface
     FIXES,
     Judgement,
@@ -21,6 +22,7 @@ from preflight_checks.gpu.judging import (  # noqa: F401 - re-exported: part of 
     runtime_vs_driver,
     visible_gpu_indices,
 )
+from preflight_checks.gpu.rules import device_image
 
 
 def _default_fail_throttle() -> list[str]:
@@ -59,7 +61,11 @@ class Params:
     # generation and width: healthy GPUs copy at 80-90% of it, half means a slow or shared path.
     min_host_device_gbps: float | None = param(None, kind="threshold",
                                                help=("lowest pinned host<->device copy speed per GPU, each "
-                                                     "direction (GB/s); unset: a share of the link"))
+                                                     "direction (GB/s); unset: a share of the link"),
+                                               learn=Learnable("floor", "pinned host<->device copy bandwidth, the "
+                                                               "slower direction",
+                                                               names=("slowest host-to-device copy",
+                                                                      "slowest device-to-host copy")))
     min_host_device_link_fraction: float = param(0.5, kind="fraction",
                                                  help=("lowest copy speed as a share of what the GPU's PCIe link "
                                                        "carries (fraction, 0-1)"))
@@ -169,7 +175,7 @@ class GpuVisibility(Check):
         torch_options = device_options + ["--copy-mib", str(params.host_device_copy_mib),
                                           "--copy-repeats", str(params.host_device_repeats)]
         if framework_installed("torch"):
-            facts["torch"] = run_probe(ctx, "torch", torch_options, budget())
+            facts["torch"] = run_probe(ctx, "torch", torch_options, budget(), hang=fault(self.id, "probe_hangs"))
         else:
             facts["torch"] = {"framework": "torch", "installed": False}
         torch_products = [d for d in facts["torch"].get("devices") or [] if "max_rel_error" in d or "error" in d]
@@ -181,11 +187,18 @@ class GpuVisibility(Check):
         else:
             # The products run with torch when it can; tensorflow only counts, unless torch could not.
             options = device_options[:] + ([] if torch_products else ["--matmul"])
-            facts["tensorflow"] = run_probe(ctx, "tensorflow", options, budget())
+            facts["tensorflow"] = run_probe(ctx, "tensorflow", options, budget(),
+                                            hang=fault(self.id, "probe_hangs"))
         facts["params"] = {"matmul_size": params.matmul_size}
         return facts
 
     # ---------------------------------------------------------------------------------- evaluate
+
+    image_source = "device"
+
+    def image(self, facts: dict[str, Any]) -> dict[str, Any]:
+        """What NVML and the frameworks report: the GPUs' model, count and VBIOS, driver and CUDA."""
+        return device_image(facts)
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         return Judgement(type(self), facts, params, expect).outcome()

@@ -48,7 +48,6 @@ STALE_INTERVALS = 3
 STALE_MIN_S = 60.0
 # Utilisation rules whose expression is asked for its series; a Prometheus with more is told in a note.
 MAX_RULE_QUERIES = 10
-NEVER = "0001-01-01T00:00:00Z"  # Prometheus' zero time: the rule was never evaluated
 FIX_RULE = ("fix the rule's expression (Prometheus' error says what fails), run `promtool check rules` on the file, "
             "then reload Prometheus; `preflight alerts` writes rules that evaluate")
 FIX_STALE = ("look at Prometheus' rule manager: /rules shows each group's last evaluation, and the server log its "

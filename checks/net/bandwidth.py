@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import (
-    TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param, too_few_nodes,
+    TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param,
+    too_few_nodes,
 )
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import run_probe
@@ -73,7 +74,8 @@ EVIDENCE_JOBS = 24
 class Params:
     # 10 GbE is the least a data-parallel job across nodes can live with; gradient all-reduce over
     # anything slower leaves GPUs idle. Raise it to what the fabric is sold as (25/100/200 Gbit/s).
-    min_gbps: float = param(10.0, kind="threshold", help="lowest TCP bandwidth of each link between nodes (Gbit/s)")
+    min_gbps: float = param(10.0, kind="threshold", help="lowest TCP bandwidth of each link between nodes (Gbit/s)",
+                            learn=Learnable("floor", "iperf3 bandwidth of each link", figure="link", unit="Gbit/s"))
     pattern: str = param("ring", kind="choice", choices=PATTERNS,
                          help='"ring" (each node to the next) or "full" (every ordered pair)')
     # iperf3 processes per link: one iperf3 before 3.16 is one thread and tops out well below

@@ -155,6 +155,13 @@ class NodeEnvironment(Check):
             "frameworks": importable(list(dict.fromkeys([*FRAMEWORKS, *(ctx.expect.frameworks or [])]))),
         }
 
+    image_source = "bus"
+
+    def image(self, facts: dict[str, Any]) -> dict[str, Any]:
+        """How many NVIDIA GPUs the PCI bus shows, driver or not."""
+        pci = facts.get("nvidia_gpus")
+        return {"gpu_count": len(pci)} if isinstance(pci, list) and pci else {}
+
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         findings: list[Finding] = []
         measurements = []

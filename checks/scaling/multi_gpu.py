@@ -27,7 +27,9 @@ from typing import Any
 
 from preflight.machine.frameworks import installed
 from preflight.core.expectations import gpus_short
-from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
+from preflight.core.check import (
+    CannotMeasure, Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param,
+)
 from preflight.run.context import NodeContext
 from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Status
 from preflight.core.jsonlines import last_json
@@ -54,7 +56,9 @@ class Params:
     # compute-bound data-parallel step; below 75% the fabric (PCIe fallback, a lost NVLink, P2P off)
     # or a straggler GPU costs a quarter of the node.
     min_efficiency: float = param(0.90, kind="fraction",
-                                  help="lowest scaling efficiency at the largest device count (fraction, 0-1)")
+                                  help="lowest scaling efficiency at the largest device count (fraction, 0-1)",
+                                  learn=Learnable("floor", "training scaling efficiency at the most GPUs",
+                                                  name_prefix="efficiency on ", narrow="largest-count"))
     warn_efficiency: float = param(0.75, kind="fraction", at_most="min_efficiency",
                                    help=("efficiency below which it fails; between this and min_efficiency it "
                                          "warns (fraction, 0-1)"))

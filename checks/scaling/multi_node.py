@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import (
-    TOO_FEW_NODES_FIXES, Check, Expect, Outcome, measure, outcome_from_findings, param, too_few_nodes,
+    TOO_FEW_NODES_FIXES, Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param, too_few_nodes,
 )
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch_and_wait, node_plan, pick_port, probe_usable
@@ -57,7 +57,9 @@ class Params:
     # quarter of the cluster is paid for and idle (a slow link, a straggler node, gradients over the
     # management network).
     min_efficiency: float = param(0.90, kind="fraction",
-                                  help="lowest scaling efficiency with all nodes (fraction, 0-1)")
+                                  help="lowest scaling efficiency with all nodes (fraction, 0-1)",
+                                  learn=Learnable("floor", "training scaling efficiency at the most nodes",
+                                                  name_prefix="efficiency on ", narrow="largest-count"))
     warn_efficiency: float = param(0.75, kind="fraction", at_most="min_efficiency",
                                    help=("efficiency below which it fails; between this and min_efficiency it "
                                          "warns (fraction, 0-1)"))

@@ -160,51 +160,11 @@ class StorageShared(Check):
         if too_few:
             return too_few
 
-        writes = facts.get("writes", {})
-        seen = facts.get("seen", {})
-        read_errors = facts.get("read_errors", {})
-        problems: list[Finding] = []
-        details: list[str] = []
-
-        def found(kind: str, level: Status, message: str) -> None:
-            problems.append(self.finding(kind, level, message))
-
-        write_errors: dict[str, list[str]] = {}
-        for node in names:
-            entry = writes.get(node, {})
-            if entry.get("unreachable"):
-                found("unreachable", Status.ERROR, f"could not write the token on {node}: {entry.get('error')}")
-            elif not entry.get("written"):
-                write_errors.setdefault(entry.get("error", "no result"), []).append(node)
-        for error, nodes in write_errors.items():
-            found("cannot-write", Status.FAIL, f"{', '.join(nodes)} cannot write to {directory}: {error}")
-        for node, error in read_errors.items():
-            found("read-failed", Status.ERROR, f"could not read the tokens back on {node}: {error}")
+        writes, seen, read_errors = facts.get("writes", {}), facts.get("seen", {}), facts.get("read_errors", {})
+        problems = self._write_findings(names, writes, read_errors, directory)
         written = [n for n in names if writes.get(n, {}).get("written")]
-
-        measurements = []
-        missing_by_reader: dict[str, list[str]] = {}
-        for reader in names:
-            if reader in read_errors:
-                continue
-            row = seen.get(reader, {})
-            visible = [w for w in written if row.get(w)]
-            missing_by_reader[reader] = [w for w in written if not row.get(w)]
-            measurements.append(measure("tokens visible", len(visible), "", at_least=len(written), node=reader))
-        pairs = [(reader, writer) for reader, writers in missing_by_reader.items() for writer in writers]
-        if pairs:
-            groups = _partition(names, seen, written)
-            for reader, writers in missing_by_reader.items():
-                if writers:
-                    details.append(f"{reader} does not see the token{'s' if len(writers) > 1 else ''} written by "
-                                   f"{', '.join(writers)}")
-            if groups and len(groups) > 1:
-                where = "; ".join(", ".join(g) for g in groups)
-                text = f"{directory} is not one filesystem: {len(groups)} separate views ({where})"
-            else:
-                text = f"{directory} is not fully shared: " + "; ".join(
-                    f"{r} does not see {', '.join(w)}" for r, w in missing_by_reader.items() if w)
-            found("not-shared", Status.FAIL, text)
+        measurements, details, not_shared = self._visibility(names, seen, read_errors, written, directory)
+        problems += not_shared
         fstypes = {n: writes.get(n, {}).get("fstype") for n in names if writes.get(n, {}).get("fstype")}
         if len(set(fstypes.values())) > 1:
             details.append("filesystem types differ: " + ", ".join(f"{n} {t}" for n, t in fstypes.items()))
@@ -213,11 +173,57 @@ class StorageShared(Check):
         for node, error in facts.get("cleanup_errors", {}).items():
             details.append(f"could not remove the token on {node}: {error}")
         if not written and not problems:
-            found("nothing-written", Status.ERROR, "no token was written")
+            problems.append(self.finding("nothing-written", Status.ERROR, "no token was written"))
 
         kind = next(iter(fstypes.values()), "")
         passed = f"all {len(names)} nodes see each other's files in {directory}" + (f" ({kind})" if kind else "")
         return outcome_from_findings(problems, measurements, passed=passed, notes=details)
+
+    def _write_findings(self, names: list[str], writes: dict[str, Any], read_errors: dict[str, str],
+                        directory: str) -> list[Finding]:
+        """What went wrong writing and reading the tokens: unreachable nodes, refused writes, failed reads."""
+        problems: list[Finding] = []
+        write_errors: dict[str, list[str]] = {}
+        for node in names:
+            entry = writes.get(node, {})
+            if entry.get("unreachable"):
+                problems.append(self.finding("unreachable", Status.ERROR,
+                                             f"could not write the token on {node}: {entry.get('error')}"))
+            elif not entry.get("written"):
+                write_errors.setdefault(entry.get("error", "no result"), []).append(node)
+        for error, nodes in write_errors.items():
+            problems.append(self.finding("cannot-write", Status.FAIL,
+                                         f"{', '.join(nodes)} cannot write to {directory}: {error}"))
+        for node, error in read_errors.items():
+            problems.append(self.finding("read-failed", Status.ERROR, f"could not read the tokens back on {node}: {error}"))
+        return problems
+
+    def _visibility(self, names: list[str], seen: dict[str, dict[str, bool]], read_errors: dict[str, str],
+                    written: list[str], directory: str) -> tuple[list[Any], list[str], list[Finding]]:
+        """(tokens visible per reader, details, the not-shared finding if some reader misses a token)."""
+        measurements, details = [], []
+        missing_by_reader: dict[str, list[str]] = {}
+        for reader in names:
+            if reader in read_errors:
+                continue
+            row = seen.get(reader, {})
+            missing_by_reader[reader] = [w for w in written if not row.get(w)]
+            measurements.append(measure("tokens visible", sum(1 for w in written if row.get(w)), "",
+                                        at_least=len(written), node=reader))
+        if not any(missing_by_reader.values()):
+            return measurements, details, []
+        for reader, writers in missing_by_reader.items():
+            if writers:
+                details.append(f"{reader} does not see the token{'s' if len(writers) > 1 else ''} written by "
+                               f"{', '.join(writers)}")
+        groups = _partition(names, seen, written)
+        if groups and len(groups) > 1:
+            where = "; ".join(", ".join(g) for g in groups)
+            text = f"{directory} is not one filesystem: {len(groups)} separate views ({where})"
+        else:
+            text = f"{directory} is not fully shared: " + "; ".join(
+                f"{r} does not see {', '.join(w)}" for r, w in missing_by_reader.items() if w)
+        return measurements, details, [self.finding("not-shared", Status.FAIL, text)]
 
 
 def _partition(names: list[str], seen: dict[str, dict[str, bool]], written: list[str]) -> list[list[str]] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -231,6 +231,15 @@ class VersionsPinned(Check):
         # Which stack entries are versions: what `preflight diff` lists as version changes (not builds_probed).
         return {"stack": collect_stack(ctx, params.probe_timeout_s, params.probe_builds),
                 "stack_versions": [*STACK_FIELDS, "torch_hip"], **collect_pins(params)}
+
+    image_source = "installed"
+
+    def image(self, facts: dict[str, Any]) -> dict[str, Any]:
+        """The software stack as installed: driver, CUDA, NCCL, kernel, OS and framework versions."""
+        stack = facts.get("stack") if isinstance(facts.get("stack"), dict) else {}
+        return {"driver": stack.get("driver"), "cuda": stack.get("torch_cuda") or stack.get("tensorflow_cuda"),
+                "cuda_driver": stack.get("cuda_driver"), "nccl": stack.get("nccl"), "kernel": stack.get("kernel"),
+                "os": stack.get("os"), "torch": stack.get("torch"), "tensorflow": stack.get("tensorflow")}
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
         stack = facts.get("stack") or {}

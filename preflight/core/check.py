@@ -46,20 +46,69 @@ ROLE_INVENTORY = "inventory"
 #   table      a table of names to values (environment variables, keyword arguments)
 PARAM_KINDS = ("threshold", "count", "fraction", "duration", "size", "choice", "flag", "path", "text", "list",
                "table")
-PARAM_KIND, PARAM_HELP, PARAM_CHOICES, PARAM_MINIMUM, PARAM_AT_MOST, PARAM_AT_LEAST = (
+PARAM_KIND, PARAM_HELP, PARAM_CHOICES, PARAM_MINIMUM, PARAM_AT_MOST, PARAM_AT_LEAST, PARAM_LEARN = (
     "preflight.kind", "preflight.help", "preflight.choices", "preflight.minimum", "preflight.at_most",
-    "preflight.at_least")
+    "preflight.at_least", "preflight.learn")
+
+# Where a check reads a node's image from (Check.image_source), most trusted first: what is installed
+# (package metadata, the system's own records), what the driver or a framework reports at run time,
+# what the PCI bus shows. When two checks state the same field, the earlier source's value is kept.
+IMAGE_SOURCES = ("installed", "device", "bus")
+# The fields of a node's image (what fleet history fingerprints a node by), which Check.image fills.
+IMAGE_FIELDS = ("driver", "cuda", "cuda_driver", "nccl", "kernel", "os", "torch", "tensorflow", "gpu_model",
+                "gpu_count", "vbios")
+
+
+@dataclass(frozen=True)
+class Learnable:
+    """What `preflight baseline learn` may learn a threshold from: declared on the parameter it sets.
+
+    `bound` is "floor" (a figure must be at least the parameter) or "ceiling" (at most). A recorded
+    figure feeds it when it matches every criterion given: its `figure` kind, `series` and `unit`,
+    its name containing `name_has`, starting with `name_prefix` and not with `not_prefix`, or being
+    one of `names`. `narrow` keeps only some of the matches: "largest-at" the figures at the largest
+    recorded condition (message size; `size_param` then names the parameter that says at which),
+    "largest-count" those of the largest device or node count their name ends with. `what` says in
+    words what is learned, for the profile's comments.
+    """
+
+    bound: str
+    what: str
+    figure: str | None = None
+    series: str | None = None
+    unit: str | None = None
+    name_has: str | None = None
+    name_prefix: str | None = None
+    not_prefix: str | None = None
+    names: tuple[str, ...] = ()
+    narrow: str = ""
+    size_param: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.bound not in ("floor", "ceiling"):
+            raise ValueError(f"a learnable bound is 'floor' or 'ceiling', not {self.bound!r}")
+        if self.narrow not in ("", "largest-at", "largest-count"):
+            raise ValueError(f"narrow is '', 'largest-at' or 'largest-count', not {self.narrow!r}")
+
+    def matches(self, figure: str, series: str, unit: str, name: str) -> bool:
+        """True when a recorded figure of these kinds and this name feeds the parameter."""
+        return ((self.figure is None or figure == self.figure) and (self.series is None or series == self.series)
+                and (self.unit is None or unit == self.unit) and (self.name_has is None or self.name_has in name)
+                and (self.name_prefix is None or name.startswith(self.name_prefix))
+                and (self.not_prefix is None or not name.startswith(self.not_prefix))
+                and (not self.names or name in self.names))
 
 
 def param(default: Any = None, *, kind: str, help: str, choices: tuple[str, ...] | list[str] | None = None,
           minimum: int | float | None = None, factory: Any = None, at_most: str | None = None,
-          at_least: str | None = None) -> Any:
+          at_least: str | None = None, learn: Learnable | None = None) -> Any:
     """A Params field with its kind and its meaning declared: `dataclasses.field` with metadata.
 
     `kind` is one of PARAM_KINDS; `help` one line for `preflight explain` and `preflight init`, with
     the unit. `minimum` raises a count's floor (1 where zero makes no sense). `at_most` / `at_least`
     name another parameter this one's value must not exceed / fall below (a WARN level between the
-    PASS level and failing). A list, dict or other mutable default is given by `factory`.
+    PASS level and failing). A list, dict or other mutable default is given by `factory`. `learn`
+    says which recorded figures fleet history may learn this threshold from (Learnable).
     """
     if kind not in PARAM_KINDS:
         raise ValueError(f"param kind must be one of {', '.join(PARAM_KINDS)}, not {kind!r}")
@@ -67,7 +116,7 @@ def param(default: Any = None, *, kind: str, help: str, choices: tuple[str, ...]
         raise ValueError("a choice parameter declares its choices")
     metadata: dict[str, Any] = {PARAM_KIND: kind, PARAM_HELP: help}
     for key, value in ((PARAM_CHOICES, tuple(choices) if choices else None), (PARAM_MINIMUM, minimum),
-                       (PARAM_AT_MOST, at_most), (PARAM_AT_LEAST, at_least)):
+                       (PARAM_AT_MOST, at_most), (PARAM_AT_LEAST, at_least), (PARAM_LEARN, learn)):
         if value is not None:
             metadata[key] = value
     if factory is not None:
@@ -272,6 +321,8 @@ class Check:
     # Transport kinds this check is about ("k8s": the node came from the Kubernetes API); empty: every run.
     # A run through none of them leaves the check out unless it was asked for by name.
     transports: ClassVar[tuple[str, ...]] = ()
+    # Where this check's image() reads a node's image from: one of IMAGE_SOURCES; "" when it states none.
+    image_source: ClassVar[str] = ""
     # Settings of another area this check also takes, "area.key" -> its own parameter: storage.shared
     # takes `[checkpoint] dir` (and `--set checkpoint.dir=...`) for its `dir`. Its own setting wins.
     config_aliases: ClassVar[dict[str, str]] = {}
@@ -314,6 +365,19 @@ class Check:
     @classmethod
     def params_from(cls, overrides: dict[str, Any] | None = None) -> Any:
         return cls.Params(**(overrides or {}))
+
+    @classmethod
+    def learnable(cls) -> dict[str, Learnable]:
+        """Parameter name -> what fleet history may learn it from (`param(learn=...)`)."""
+        if not dataclasses.is_dataclass(cls.Params):
+            return {}
+        return {f.name: f.metadata[PARAM_LEARN] for f in dataclasses.fields(cls.Params) if PARAM_LEARN in f.metadata}
+
+    def image(self, facts: dict[str, Any]) -> dict[str, Any]:
+        """What of this check's facts on a node fingerprints the node's image (IMAGE_FIELDS: driver,
+        CUDA, NCCL, kernel, OS, framework versions, GPU model and count, VBIOS), for fleet history;
+        fields it does not know are left out. Pure: it reads recorded facts, old ones too."""
+        return {}
 
     @classmethod
     def param_docs(cls) -> dict[str, str]:

@@ -97,8 +97,3 @@ def findings_of(result: CheckResult, unreachable: bool = False) -> list[Finding]
         fix = " ".join(result.remediation) if result.status is not Status.SKIP else ""
         stand_in = Finding(f"{result.check_id}.{result.status.value.lower()}", result.status, result.summary, fix)
     return [stand_in, *fired]
-
-
-def is_stand_in(result: CheckResult, finding: Finding) -> bool:
-    """True for the finding findings_of() made up for a result (it is not among the result's own)."""
-    return all(f.id != finding.id for f in result.findings)

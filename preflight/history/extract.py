@@ -4,29 +4,29 @@ Nothing here touches a database. `extract(report)` reads a report as `preflight 
 (RunReport.to_dict() plus the derived `verdict`) and returns the rows the store records:
 - the run itself (when, verdict, level, profile, version, command, a digest of what judged it);
 - the image of each node: driver, CUDA, NCCL, kernel, OS, torch, tensorflow, GPU model and count,
-  VBIOS where recorded, read from the facts of versions.pinned, gpu.visibility and
-  node.environment, and a digest of them, so that runs on the same software can be grouped;
+  VBIOS where recorded, read from the facts of the checks that declare what of them fingerprints a
+  node (Check.image), and a digest of them, so that runs on the same software can be grouped;
 - every numeric figure (value, unit, threshold, its declaration, the spread of its samples);
 - every finding (check, node, id, level) and every result's status.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
+from preflight.core.check import IMAGE_FIELDS as CHECK_IMAGE_FIELDS
 from preflight.history.stats import relative_spread
 
 CLUSTER = "cluster"  # preflight.core.model.CLUSTER_NODE: where a cluster check files its one result
 
-# The image fingerprint, in the order the digest and the reports use.
-IMAGE_FIELDS = ("driver", "cuda", "cuda_driver", "nccl", "kernel", "os", "torch", "tensorflow",
-                "gpu_model", "gpu_count", "vbios")
+# The image fingerprint, in the order the digest and the reports use (checks fill it: Check.image).
+IMAGE_FIELDS = CHECK_IMAGE_FIELDS
 
 
 class FigureKey(NamedTuple):
@@ -88,51 +88,60 @@ class NotAReport(ValueError):
     """The data is not a preflight run report."""
 
 
+class _Figures:
+    """The figures of one report as rows, each under its key (a key is made once per way it is written)."""
+
+    def __init__(self) -> None:
+        self.rows: list[FigureRow] = []
+        self.keys: dict[FigureKey, KeyInfo] = {}
+        self.thresholds: set[tuple[Any, ...]] = set()
+        self._cache: dict[tuple[Any, ...], FigureKey | None] = {}  # (check, name, series, at, unit) -> key
+
+    def _key(self, check_id: str, m: dict[str, Any]) -> FigureKey | None:
+        raw = (check_id, m.get("name"), m.get("series"), m.get("at"), m.get("unit"))
+        try:
+            return self._cache[raw]
+        except (KeyError, TypeError):  # TypeError: a condition that is no scalar, never cached
+            key = figure_key(check_id, m) if m.get("name") else None
+            if isinstance(raw[3], (str, int, float, type(None))):
+                self._cache[raw] = key
+            if key is not None and key not in self.keys:
+                self.keys[key] = KeyInfo(str(m.get("figure") or ""), direction(m), str(m.get("comparison") or ""))
+            return key
+
+    def add(self, check_id: str, node: str, m: Any) -> None:
+        if not isinstance(m, dict):
+            return
+        value = number(m.get("value"))
+        key = self._key(check_id, m) if value is not None else None
+        if key is None:
+            return
+        threshold = m.get("threshold")
+        if threshold is not None:
+            self.thresholds.add((key, m.get("comparison"), str(threshold)))
+        ok = m.get("ok")
+        samples = [x for x in map(number, m.get("samples") or ()) if x is not None]
+        self.rows.append(FigureRow(key, str(m.get("node") or node), value, number(threshold),
+                                   ok if ok is True or ok is False else None, len(samples),
+                                   relative_spread(samples) if samples else None))
+
+
 def extract(report: dict[str, Any]) -> Extracted:
     if not isinstance(report, dict) or not isinstance(report.get("results"), list) or "started_at" not in report:
         raise NotAReport("not a preflight run report (expected an object with started_at and results)")
     results = [r for r in report["results"] if isinstance(r, dict) and r.get("check_id") and r.get("node")]
     nodes = node_names(report)
     facts = facts_by_node(results)
-    rows: list[FigureRow] = []
-    keys: dict[FigureKey, KeyInfo] = {}
+    figures = _Figures()
     findings: list[tuple[str, str, str, str]] = []
     statuses: list[tuple[str, str, str, float | None]] = []
-    thresholds: set[tuple[Any, ...]] = set()
-    cache: dict[tuple[Any, ...], FigureKey | None] = {}  # (check, name, series, at, unit) as written -> key
     for result in results:
         check_id, node = str(result["check_id"]), str(result["node"])
         statuses.append((check_id, node, str(result.get("status", "")), number(result.get("duration_s"))))
         for m in result.get("measurements") or ():
-            if not isinstance(m, dict):
-                continue
-            value = number(m.get("value"))
-            if value is None:
-                continue
-            raw = (check_id, m.get("name"), m.get("series"), m.get("at"), m.get("unit"))
-            try:
-                key = cache[raw]
-            except (KeyError, TypeError):  # TypeError: a condition that is no scalar, never cached
-                key = figure_key(check_id, m) if m.get("name") else None
-                if isinstance(raw[3], (str, int, float, type(None))):
-                    cache[raw] = key
-                if key is not None and key not in keys:
-                    keys[key] = KeyInfo(str(m.get("figure") or ""), direction(m), str(m.get("comparison") or ""))
-            if key is None:
-                continue
-            threshold = m.get("threshold")
-            if threshold is not None:
-                thresholds.add((key, m.get("comparison"), str(threshold)))
-            ok = m.get("ok")
-            samples = m.get("samples")
-            if samples:
-                samples = [x for x in map(number, samples) if x is not None]
-            rows.append(FigureRow(key, str(m.get("node") or node), value, number(threshold),
-                                  ok if ok is True or ok is False else None, len(samples or ()),
-                                  relative_spread(samples) if samples else None))
-        for f in result.get("findings") or ():
-            if isinstance(f, dict) and f.get("id"):
-                findings.append((check_id, str(f.get("node") or node), str(f["id"]), str(f.get("level", ""))))
+            figures.add(check_id, node, m)
+        findings += [(check_id, str(f.get("node") or node), str(f["id"]), str(f.get("level", "")))
+                     for f in result.get("findings") or () if isinstance(f, dict) and f.get("id")]
     started = parse_time(report.get("started_at"))
     warnings = [] if started else [f"started_at {report.get('started_at')!r} is not a time; recorded as now"]
     return Extracted(
@@ -144,13 +153,13 @@ def extract(report: dict[str, Any]) -> Extracted:
         profile=str(report.get("profile") or ""),
         preflight_version=str(report.get("preflight_version") or ""),
         command=str(report.get("command") or ""),
-        config_digest=config_digest(report, {(k.check_id, k.name, str(c), t) for k, c, t in thresholds}),
+        config_digest=config_digest(report, {(k.check_id, k.name, str(c), t) for k, c, t in figures.thresholds}),
         report_schema=report.get("schema_version") if isinstance(report.get("schema_version"), int) else None,
         nodes=nodes,
         images={n: image_of(facts.get(n, {})) for n in nodes},
         results=statuses,
-        figures=rows,
-        keys=keys,
+        figures=figures.rows,
+        keys=figures.keys,
         findings=findings,
         warnings=warnings,
     )
@@ -228,10 +237,9 @@ def config_digest(report: dict[str, Any], thresholds: set[tuple[str, str, str, s
 
 
 def verdict_of(report: dict[str, Any]) -> str:
-    """The verdict results.json carries; recomputed from the report when it is missing."""
-    verdict = report.get("verdict")
-    if isinstance(verdict, dict) and verdict.get("verdict"):
-        return str(verdict["verdict"])
+    """The verdict of the report's own results, judged again here: a recorded verdict is not taken on
+    trust (a hand-edited file saying GO over a FAIL is recorded as what its results say). UNKNOWN when
+    the results cannot be judged, never the recorded verdict alone."""
     try:
         from preflight.core.model import RunReport
         from preflight.core.verdict import decide
@@ -241,26 +249,35 @@ def verdict_of(report: dict[str, Any]) -> str:
         return "UNKNOWN"
 
 
+def recorded_verdict(report: dict[str, Any]) -> str | None:
+    """The verdict the file itself states, if any (to say when it disagrees with its results)."""
+    verdict = report.get("verdict")
+    return str(verdict["verdict"]) if isinstance(verdict, dict) and verdict.get("verdict") else None
+
+
 # ---------------------------------------------------------------------------------------------------
 # The image of a node
 # ---------------------------------------------------------------------------------------------------
 
-IMAGE_CHECKS = ("versions.pinned", "gpu.visibility", "node.environment")
+@functools.lru_cache(maxsize=1)
+def image_checks() -> tuple[Any, ...]:
+    """One instance of each installed check that reads a node's image (Check.image_source), most
+    trusted source first (IMAGE_SOURCES), then by id."""
+    from preflight.core.check import IMAGE_SOURCES
+    from preflight.core.registry import discover
+
+    found = [c for c in discover().checks.values() if c.image_source in IMAGE_SOURCES]
+    return tuple(c() for c in sorted(found, key=lambda c: (IMAGE_SOURCES.index(c.image_source), c.id)))
 
 
 def facts_by_node(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """node -> check id -> facts, for the checks the image is read from."""
+    ids = {c.id for c in image_checks()}
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for r in results:
-        if isinstance(r, dict) and r.get("check_id") in IMAGE_CHECKS:
+        if isinstance(r, dict) and r.get("check_id") in ids:
             out.setdefault(str(r.get("node")), {})[r["check_id"]] = r.get("facts") or {}
     return out
-
-
-def images_of_report(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every node's image (see image_of)."""
-    facts = facts_by_node(report.get("results") or [])
-    return {n: image_of(facts.get(n, {})) for n in node_names(report)}
 
 
 def node_image(report: dict[str, Any], node: str) -> dict[str, Any]:
@@ -268,41 +285,21 @@ def node_image(report: dict[str, Any], node: str) -> dict[str, Any]:
 
 
 def image_of(facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The node's software and GPU fingerprint, from the facts its checks recorded; "digest" is None
-    when no check recorded any of it."""
-    return image_from_facts(facts.get("versions.pinned") or {}, facts.get("gpu.visibility") or {},
-                            facts.get("node.environment") or {})
-
-
-def image_from_facts(pinned: dict[str, Any], gpu: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
-    stack = pinned.get("stack") if isinstance(pinned.get("stack"), dict) else {}
-    nvml = gpu.get("nvml") if isinstance(gpu.get("nvml"), dict) else {}
-    torch = gpu.get("torch") if isinstance(gpu.get("torch"), dict) else {}
-    tf = gpu.get("tensorflow") if isinstance(gpu.get("tensorflow"), dict) else {}
-    gpus = [g for g in nvml.get("gpus") or [] if isinstance(g, dict)]
-    names = [str(g["name"]) for g in gpus if g.get("name")] or \
-        [str(d["name"]) for d in torch.get("devices") or [] if isinstance(d, dict) and d.get("name")]
-    vbios = sorted({str(g.get("vbios_version") or g.get("vbios")) for g in gpus
-                    if g.get("vbios_version") or g.get("vbios")})
-    pci = env.get("nvidia_gpus") if isinstance(env.get("nvidia_gpus"), list) else []
-    count = nvml.get("device_count") if isinstance(nvml.get("device_count"), int) else None
-    if count is None and names:
-        count = len(names)
-    if count is None and pci:
-        count = len(pci)
-    image = {
-        "driver": stack.get("driver") or nvml.get("driver_version"),
-        "cuda": stack.get("torch_cuda") or torch.get("cuda") or stack.get("tensorflow_cuda") or tf.get("cuda"),
-        "cuda_driver": stack.get("cuda_driver") or nvml.get("cuda_driver_version"),
-        "nccl": stack.get("nccl") or torch.get("nccl"),
-        "kernel": stack.get("kernel"),
-        "os": stack.get("os"),
-        "torch": stack.get("torch") or torch.get("version"),
-        "tensorflow": stack.get("tensorflow") or tf.get("version"),
-        "gpu_model": "+".join(f"{n}" for n, _ in Counter(names).most_common()) if names else None,
-        "gpu_count": count,
-        "vbios": ",".join(vbios) if vbios else None,
-    }
+    """The node's software and GPU fingerprint from the facts its checks recorded (check id -> facts):
+    each field from the most trusted check that states it (Check.image); "digest" is None when no
+    check recorded any of it."""
+    image: dict[str, Any] = dict.fromkeys(IMAGE_FIELDS)
+    for check in image_checks():
+        own = facts.get(check.id)
+        if not isinstance(own, dict):
+            continue
+        try:
+            stated = check.image(own)
+        except Exception:  # noqa: BLE001 - facts of another version of the check: its image is unknown
+            continue
+        for key in IMAGE_FIELDS:
+            if image[key] is None and stated.get(key) not in (None, ""):
+                image[key] = stated[key]
     image = {k: (None if v in (None, "") else (v if k == "gpu_count" else str(v))) for k, v in image.items()}
     image["digest"] = image_digest(image)
     return image

@@ -8,9 +8,11 @@ the median over the node results. A ceiling (a latency) is the high percentile p
 text has the shape of the shipped profiles (preflight/profiles/*.toml), so `--profile FILE` reads
 it; its comments and `[profile] _source` say how many runs and nodes it came from, and when.
 
-Which figure feeds which parameter is stated once, in RULES: a parameter's name says nothing of the
-measurements it judges. A node's figure for a rule is its worst matched figure (the slower copy
-direction, the lowest link), so that the floor holds for every figure the parameter judges. Node
+Which figure feeds which parameter is declared by each check on the parameter itself
+(`param(learn=Learnable(...))`, preflight.core.check): a parameter's name says nothing of the
+measurements it judges, and nothing here names a check. A node's figure for a rule is its worst
+matched figure (the slower copy direction, the lowest link), so that the floor holds for every
+figure the parameter judges. Node
 results that were named fleet outliers for the check in their run are left out: a node lagging
 identical peers is not what healthy looks like, even in a GO run.
 """
@@ -31,7 +33,7 @@ from preflight.history.extract import describe_image
 from preflight.history.queries import Key, _key_from, image_fields, resolve_image
 from preflight.history.outliers import OUTLIER_ID
 from preflight.history.schema import figure_keys, figures, findings, node_images, runs
-from preflight.history.stats import percentile
+from preflight.history.stats import median, percentile, robust_sigma
 from preflight.history.store import Store
 
 DEFAULT_PERCENTILE = 5.0
@@ -71,29 +73,23 @@ class Rule:
     what: str = ""
 
 
-RULES = [
-    Rule("collectives.local", "min_busbw_gbps", "floor",
-         lambda k: k.figure == "size" and "busbw" in k.name and k.unit == "GB/s", _largest_at, "busbw_size_bytes",
-         "all-reduce bus bandwidth across the node's GPUs at the largest message size"),
-    Rule("collectives.local", "max_latency_us", "ceiling", lambda k: "latency at" in k.name and k.unit == "us",
-         what="small-message all-reduce latency"),
-    Rule("collectives.cluster", "min_busbw_gbps", "floor",
-         lambda k: k.figure == "size" and "busbw" in k.name and k.unit == "GB/s" and not k.name.startswith("pair "),
-         _largest_at, None, "all-reduce bus bandwidth across the nodes at the largest message size"),
-    Rule("gpu.visibility", "min_host_device_gbps", "floor",
-         lambda k: k.name in ("slowest host-to-device copy", "slowest device-to-host copy"),
-         what="pinned host<->device copy bandwidth, the slower direction"),
-    Rule("net.bandwidth", "min_gbps", "floor", lambda k: k.figure == "link" and k.unit == "Gbit/s",
-         what="iperf3 bandwidth of each link"),
-    Rule("checkpoint.roundtrip", "min_write_gbps", "floor",
-         lambda k: k.figure == "rate" and k.series == "write" and k.unit == "GB/s", what="checkpoint write rate"),
-    Rule("checkpoint.roundtrip", "min_read_gbps", "floor",
-         lambda k: k.figure == "rate" and k.series == "read" and k.unit == "GB/s", what="checkpoint read rate"),
-    Rule("scaling.multi_gpu", "min_efficiency", "floor", lambda k: k.name.startswith("efficiency on "),
-         _largest_count, what="training scaling efficiency at the most GPUs"),
-    Rule("scaling.multi_node", "min_efficiency", "floor", lambda k: k.name.startswith("efficiency on "),
-         _largest_count, what="training scaling efficiency at the most nodes"),
-]
+NARROWING = {"": lambda keys: keys, "largest-at": _largest_at, "largest-count": _largest_count}
+
+
+def rules(checks: dict[str, Any] | None = None) -> list[Rule]:
+    """What can be learned, as the installed checks declare it on their parameters (`param(learn=...)`):
+    one Rule per learnable parameter, in check id order."""
+    if checks is None:
+        from preflight.core.registry import discover
+
+        checks = discover().checks
+    found = []
+    for check_id in sorted(checks):
+        for name, learn in sorted(checks[check_id].learnable().items()):
+            found.append(Rule(check_id, name, learn.bound,
+                              lambda k, learn=learn: learn.matches(k.figure, k.series, k.unit, k.name),
+                              NARROWING[learn.narrow], learn.size_param, learn.what))
+    return found
 
 
 def _round(value: float, bound: str, digits: int = 3) -> float:
@@ -105,12 +101,15 @@ def _round(value: float, bound: str, digits: int = 3) -> float:
     return float(f"{rounded:.{digits}g}")
 
 
-def learn_baseline(store: Store, image: str | None = None, since: datetime | None = None,
-                   min_runs: int = DEFAULT_MIN_RUNS, *, pct: float = DEFAULT_PERCENTILE,
-                   until: datetime | None = None) -> tuple[str, dict[str, Any]]:
-    """(profile TOML text, provenance) from the GO runs that match; LearnError with fewer than min_runs."""
-    if not 0 < pct < 50:
-        raise LearnError(f"the percentile must be between 0 and 50, not {pct}")
+# A run, or a node result, whose figure lies beyond this many robust sigmas (1.4826 MAD) from the median
+# on the bad side is left out before the percentile is taken: the modified z-score of Iglewicz and
+# Hoaglin, the same cut the fleet outlier test uses. One slow run among healthy ones then moves no floor.
+OUTLIER_Z = 3.5
+
+
+def _query(store: Store, image: str | None, since: datetime | None, until: datetime | None, min_runs: int,
+           learnable: list[Rule]) -> dict[str, Any]:
+    """The healthy runs, the figure keys each rule matched, their rows, and the outlier findings."""
     with store.connect() as conn:
         digests = resolve_image(conn, image) if image else None
         where = [runs.c.verdict == "GO"]
@@ -127,9 +126,9 @@ def learn_baseline(store: Store, image: str | None = None, since: datetime | Non
                              f"needs at least {min_runs} (lower it with --min-runs, or record more runs)")
         run_ids = [r.id for r in healthy]
         keys = [_key_from(r) for r in conn.execute(select(figure_keys).where(
-            figure_keys.c.check_id.in_(sorted({rule.check_id for rule in RULES}))))]
+            figure_keys.c.check_id.in_(sorted({rule.check_id for rule in learnable}))))]
         chosen: dict[tuple[str, str], list[Key]] = {}
-        for rule in RULES:
+        for rule in learnable:
             matched = [k for k in keys if k.check_id == rule.check_id and rule.matches(k)]
             if matched:
                 chosen[(rule.check_id, rule.param)] = rule.narrow(matched)
@@ -147,49 +146,126 @@ def learn_baseline(store: Store, image: str | None = None, since: datetime | Non
         outliers = set(conn.execute(select(findings.c.run_id, findings.c.node_id, findings.c.check_id)
                                     .where(findings.c.finding_id == OUTLIER_ID, findings.c.run_id.in_(run_ids))).all())
         described = image_fields(conn, digests) if digests else {}
+    return {"healthy": healthy, "scope": scope, "chosen": chosen, "rows": rows, "outliers": outliers,
+            "described": described}
+
+
+def _worst_per_node_result(rule: Rule, ks: list[Key], by_key: dict[int, list[Any]],
+                           outliers: set[Any]) -> dict[tuple[int, int], tuple[float, float]]:
+    """(run, node) -> (its worst matched figure, that figure's noise), fleet outliers left out."""
+    worst: dict[tuple[int, int], tuple[float, float]] = {}
+    for k in ks:
+        for row in by_key.get(k.id, []):
+            if (row.run_id, row.node_id, rule.check_id) in outliers:
+                continue  # a node that lagged its peers in this run is not what healthy looks like
+            noise = abs(row.value) * row.spread / 2 if row.spread is not None else 0.0
+            old = worst.get((row.run_id, row.node_id))
+            if old is None or (row.value < old[0] if rule.bound == "floor" else row.value > old[0]):
+                worst[(row.run_id, row.node_id)] = (row.value, noise)
+    return worst
+
+
+def _bad_side(values: list[float], bound: str) -> set[int]:
+    """Indexes of the values beyond OUTLIER_Z robust sigmas from their median on the bad side (below it
+    for a floor, above for a ceiling); none when they do not spread at all."""
+    if len(values) < 3:
+        return set()
+    centre = median(values)
+    sigma = robust_sigma(values, centre)
+    if sigma == 0:
+        return set()
+    sign = -1 if bound == "floor" else 1
+    return {i for i, v in enumerate(values) if sign * (v - centre) / sigma > OUTLIER_Z}
+
+
+def robust_screen(worst: dict[tuple[int, int], tuple[float, float]],
+                  bound: str) -> tuple[dict[tuple[int, int], tuple[float, float]], list[int], int]:
+    """(the node results kept, the runs left out, how many node results were left out): first whole runs
+    whose median lies beyond OUTLIER_Z robust sigmas of the other runs' medians on the bad side (a bad
+    day), then single node results beyond it among those that are left."""
+    by_run: dict[int, list[float]] = defaultdict(list)
+    for (run_id, _), (value, _) in worst.items():
+        by_run[run_id].append(value)
+    run_ids = sorted(by_run)
+    medians = [median(by_run[r]) for r in run_ids]
+    dropped_runs = sorted(run_ids[i] for i in _bad_side(medians, bound))
+    kept = {key: v for key, v in worst.items() if key[0] not in dropped_runs}
+    keys = list(kept)
+    dropped = _bad_side([kept[k][0] for k in keys], bound)
+    screened = {k: kept[k] for i, k in enumerate(keys) if i not in dropped}
+    return screened, dropped_runs, len(dropped)
+
+
+def _learn_one(rule: Rule, ks: list[Key], by_key: dict[int, list[Any]], outliers: set[Any],
+               pct: float) -> dict[str, Any] | None:
+    """The learned entry of one rule (or None when nothing was recorded for it). A floor that comes out
+    at zero or below is not a floor: the entry says so in `refused` and carries no value."""
+    worst = _worst_per_node_result(rule, ks, by_key, outliers)
+    if not worst:
+        return None
+    kept, dropped_runs, dropped_results = robust_screen(worst, rule.bound)
+    values = [v for v, _ in kept.values()]
+    noises = sorted(n for _, n in kept.values())
+    noise = noises[len(noises) // 2]
+    edge = percentile(values, pct if rule.bound == "floor" else 100 - pct)
+    raw = edge - noise if rule.bound == "floor" else edge + noise
+    entry: dict[str, Any] = {
+        "check_id": rule.check_id, "param": rule.param, "bound": rule.bound, "value": _round(raw, rule.bound),
+        "percentile_value": edge, "noise": noise, "observations": len(values),
+        "runs": len({r for r, _ in kept}), "nodes": len({n for _, n in kept}), "unit": ks[0].unit,
+        "figures": sorted({k.name for k in ks}), "what": rule.what, "statistic": STATISTIC,
+        "left_out_runs": len(dropped_runs), "left_out_results": dropped_results}
+    if not (math.isfinite(raw) and raw > 0):
+        entry["refused"] = (f"the {pct:g}th percentile {_quantity(edge, ks[0].unit)} less the noise "
+                            f"{_quantity(noise, ks[0].unit)} is {_quantity(raw, ks[0].unit)}: a floor at or below "
+                            "zero lets anything pass, so none is written")
+        entry["value"] = None
+    if rule.size_param and ks[0].at.isdigit():
+        entry["size"] = int(ks[0].at)
+        entry["size_param"] = rule.size_param
+    return entry
+
+
+STATISTIC = (f"median/MAD screen (modified z-score over {OUTLIER_Z:g}: whole runs, then node results), then a "
+             "low percentile less the figures' noise")
+
+
+def learn_baseline(store: Store, image: str | None = None, since: datetime | None = None,
+                   min_runs: int = DEFAULT_MIN_RUNS, *, pct: float = DEFAULT_PERCENTILE,
+                   until: datetime | None = None) -> tuple[str, dict[str, Any]]:
+    """(profile TOML text, provenance) from the GO runs that match; LearnError with fewer than min_runs,
+    or when nothing could be learned (each refused floor is named with its reason)."""
+    if not 0 < pct < 50:
+        raise LearnError(f"the percentile must be between 0 and 50, not {pct}")
+    learnable = rules()
+    found = _query(store, image, since, until, min_runs, learnable)
+    healthy, rows = found["healthy"], found["rows"]
     by_key: dict[int, list[Any]] = defaultdict(list)
     for row in rows:
         by_key[row.key_id].append(row)
     learned: dict[str, dict[str, Any]] = {}
-    for rule in RULES:
-        ks = chosen.get((rule.check_id, rule.param))
-        if not ks:
+    refused: dict[str, str] = {}
+    for rule in learnable:
+        ks = found["chosen"].get((rule.check_id, rule.param))
+        entry = _learn_one(rule, ks, by_key, found["outliers"], pct) if ks else None
+        if entry is None:
             continue
-        worst: dict[tuple[int, int], tuple[float, float]] = {}  # (run, node) -> (value, its noise)
-        for k in ks:
-            for row in by_key.get(k.id, []):
-                if (row.run_id, row.node_id, rule.check_id) in outliers:
-                    continue  # a node that lagged its peers in this run is not what healthy looks like
-                noise = abs(row.value) * row.spread / 2 if row.spread is not None else 0.0
-                old = worst.get((row.run_id, row.node_id))
-                if old is None or (row.value < old[0] if rule.bound == "floor" else row.value > old[0]):
-                    worst[(row.run_id, row.node_id)] = (row.value, noise)
-        if not worst:
+        if entry.get("refused"):
+            refused[f"{rule.check_id}.{rule.param}"] = entry["refused"]
             continue
-        values = [v for v, _ in worst.values()]
-        noises = sorted(n for _, n in worst.values())
-        noise = noises[len(noises) // 2]
-        edge = percentile(values, pct if rule.bound == "floor" else 100 - pct)
-        value = _round(max(edge - noise, 0.0) if rule.bound == "floor" else edge + noise, rule.bound)
-        entry = {"check_id": rule.check_id, "param": rule.param, "bound": rule.bound, "value": value,
-                 "percentile_value": edge, "noise": noise, "observations": len(values),
-                 "runs": len({r for r, _ in worst}), "nodes": len({n for _, n in worst}), "unit": ks[0].unit,
-                 "figures": sorted({k.name for k in ks}), "what": rule.what}
-        if rule.size_param and ks[0].at.isdigit():
-            entry["size"] = int(ks[0].at)
-            entry["size_param"] = rule.size_param
         learned[f"{rule.check_id}.{rule.param}"] = entry
     if not learned:
-        raise LearnError(f"{len(healthy)} healthy run(s){scope}, but none recorded a figure a floor applies to "
-                         f"({', '.join(sorted({r.check_id for r in RULES}))})")
-    node_ids = {row.node_id for row in rows}
+        why = "; ".join(f"{name}: {reason}" for name, reason in refused.items())
+        raise LearnError(f"{len(healthy)} healthy run(s){found['scope']}, but " + (
+            f"no floor could be learned ({why})" if refused else
+            f"none recorded a figure a floor applies to ({', '.join(sorted({r.check_id for r in learnable}))})"))
     counts = {row.gpu_count for row in rows if row.gpu_count}
     provenance = {"runs": len(healthy), "node_results": len({(r.run_id, r.node_id) for r in rows}),
-                  "nodes": len(node_ids), "from": healthy[0].started.isoformat(),
+                  "nodes": len({row.node_id for row in rows}), "from": healthy[0].started.isoformat(),
                   "to": healthy[-1].started.isoformat(), "image": image or "", "percentile": pct,
-                  "images": {d: describe_image(f) for d, f in described.items()},
+                  "images": {d: describe_image(f) for d, f in found["described"].items()},
                   "gpus_per_node": counts.pop() if len(counts) == 1 else None,
-                  "floors": learned}
+                  "floors": learned, "refused": refused, "statistic": STATISTIC}
     return render_profile(provenance), provenance
 
 
@@ -205,6 +281,21 @@ def _quantity(value: float, unit: str) -> str:
     return f"{value:.4g} {unit}".strip()
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key(name: str) -> str:
+    """A TOML key: bare when it can be, else a quoted string."""
+    return name if _BARE_KEY.match(name) else _toml(name)
+
+
+def _comment(text: str) -> str:
+    """Text for a TOML comment: every control character (a newline would end the comment and let
+    recorded text, a figure's name say, write keys of its own) written as an escape instead."""
+    return "".join(c if c == "\t" or (ord(c) >= 0x20 and ord(c) != 0x7F and c not in "\u2028\u2029")
+                   else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" for c in text)
+
+
 def render_profile(p: dict[str, Any]) -> str:
     span = f"{p['from'][:16].replace('T', ' ')} to {p['to'][:16].replace('T', ' ')}"
     image = ""
@@ -217,9 +308,11 @@ def render_profile(p: dict[str, Any]) -> str:
     description = f"learned from {runs_n} healthy runs on {nodes_n} nodes ({span})"
     source_line = f"preflight fleet history: {runs_n} GO runs, {nodes_n} nodes, {span}{image}"
     lines = [
-        f"# Learned from fleet history: {runs_n} healthy (GO) runs, {nodes_n} nodes, {span}{image}.",
-        f"# Each floor is the {pct}th percentile of the healthy figures minus their noise (half the spread of",
-        f"# repeated samples); each ceiling the {100 - p['percentile']:g}th percentile plus it. Review before use:",
+        _comment(f"# Learned from fleet history: {runs_n} healthy (GO) runs, {nodes_n} nodes, {span}{image}."),
+        "# Whole runs, then node results, whose figure lies more than 3.5 robust sigmas (1.4826 MAD) from the",
+        "# median on the bad side are left out first (modified z-score); then each floor is the",
+        f"# {pct}th percentile of the healthy figures minus their noise (half the spread of repeated samples);",
+        f"# each ceiling the {100 - p['percentile']:g}th percentile plus it. Review before use:",
         "# a fleet that was slow all along learns a floor that lets it stay slow.",
         "[profile]",
         f"description = {_toml(description)}",
@@ -234,14 +327,21 @@ def render_profile(p: dict[str, Any]) -> str:
     for entry in p["floors"].values():
         by_check[entry["check_id"]].append(entry)
     for check_id, entries in by_check.items():
-        lines += ["", f'[checks."{check_id}"]']
+        lines += ["", f"[checks.{_toml(check_id)}]"]
         for e in entries:
             bound = "floor" if e["bound"] == "floor" else "ceiling"
             edge = f"{pct}th" if e["bound"] == "floor" else f"{100 - p['percentile']:g}th"
-            lines.append(f"# {e['what']} ({'; '.join(e['figures'][:3])}): {edge} percentile "
-                         f"{_quantity(e['percentile_value'], e['unit'])} over {e['observations']} node results in "
-                         f"{e['runs']} runs, noise {_quantity(e['noise'], e['unit'])}: the {bound}")
-            lines.append(f"{e['param']} = {_toml(e['value'])}")
+            left_out = ""
+            if e.get("left_out_runs") or e.get("left_out_results"):
+                left_out = (f" ({e.get('left_out_runs', 0)} runs and {e.get('left_out_results', 0)} node results left "
+                            "out as outliers)")
+            lines.append(_comment(f"# {e['what']} ({'; '.join(e['figures'][:3])}): {edge} percentile "
+                                  f"{_quantity(e['percentile_value'], e['unit'])} over {e['observations']} node "
+                                  f"results in {e['runs']} runs{left_out}, noise {_quantity(e['noise'], e['unit'])}: "
+                                  f"the {bound}"))
+            lines.append(f"{_key(e['param'])} = {_toml(e['value'])}")
             if e.get("size_param"):
-                lines.append(f"{e['size_param']} = {e['size']}")
+                lines.append(f"{_key(e['size_param'])} = {int(e['size'])}")
+    for name, reason in (p.get("refused") or {}).items():
+        lines.append(_comment(f"# not learned: {name}: {reason}"))
     return "\n".join(lines) + "\n"

@@ -1,7 +1,8 @@
-"""Node names written as ranges (`gpu[01-16,20]`), expanded for filters and folded for display.
+"""Node names written as ranges (`gpu[01-16,20]`), expanded for the filters of `preflight history`.
 
 The same notation as the hosts file and ClusterShell's NodeSet: a bracket holds comma-separated
-numbers or ranges, zero padding is kept, and several brackets in one name multiply out.
+numbers or ranges, zero padding is kept, and several brackets in one name multiply out. Folding for
+display is preflight.core.nodeset.fold, the one every report uses.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import re
 
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
-_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
 MAX_EXPANDED = 1_000_000
 
 
@@ -75,34 +75,3 @@ def _range_values(body: str, whole: str) -> list[str]:
         width = len(low) if low.startswith("0") else 0
         values.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
     return values
-
-
-def fold(names: list[str] | set[str]) -> str:
-    """['gpu01', 'gpu02', 'gpu03', 'gpu07'] -> 'gpu[01-03,07]': one prefix per group, ranges folded."""
-    groups: dict[tuple[str, int], list[int]] = {}
-    plain: list[str] = []
-    for name in sorted(set(names)):
-        match = _TRAILING_NUMBER.match(name)
-        if not match:
-            plain.append(name)
-            continue
-        prefix, digits = match.groups()
-        width = len(digits)  # gpu01..gpu10 share a width; gpu1..gpu9 and gpu10.. fold apart
-        groups.setdefault((prefix, width), []).append(int(digits))
-    parts = list(plain)
-    for (prefix, width), numbers in sorted(groups.items()):
-        numbers.sort()
-        if len(numbers) == 1:
-            parts.append(f"{prefix}{str(numbers[0]).zfill(width)}")
-            continue
-        spans, start, previous = [], numbers[0], numbers[0]
-        for n in numbers[1:] + [None]:
-            if n is not None and n == previous + 1:
-                previous = n
-                continue
-            spans.append(str(start).zfill(width) if start == previous
-                         else f"{str(start).zfill(width)}-{str(previous).zfill(width)}")
-            if n is not None:
-                start = previous = n
-        parts.append(f"{prefix}[{','.join(spans)}]")
-    return ",".join(parts)

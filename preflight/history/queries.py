@@ -17,7 +17,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
 from preflight.history.extract import IMAGE_FIELDS, describe_image
-from preflight.history.nodeset import fold
+from preflight.core.nodeset import fold
 from preflight.history.outliers import OUTLIER_ID
 from preflight.history.schema import (figure_keys, figure_stats, figures, findings, node_images, nodes, results,
                                       runs)

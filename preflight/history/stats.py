@@ -13,7 +13,6 @@ from typing import Sequence
 # Scale of the median absolute deviation to the standard deviation of a normal distribution.
 MAD_TO_SIGMA = 1.4826
 # Iglewicz and Hoaglin's modified z-score: 0.6745 (x - median) / MAD; the same as (x - median) / (1.4826 MAD).
-MODIFIED_Z = 0.6745
 # Fallback when MAD is 0 (more than half the values equal): the mean absolute deviation, scaled.
 MEAN_AD_TO_SIGMA = 1.253314
 

@@ -30,10 +30,9 @@ import sqlalchemy
 from sqlalchemy import create_engine, event, select, text
 from sqlalchemy.engine import Connection, Engine, make_url
 
-from preflight.history import schema
 from preflight.history.extract import CLUSTER, IMAGE_FIELDS, Extracted, FigureKey, NotAReport, extract
-from preflight.history.schema import (figure_keys, figure_stats, figures, findings, node_images, nodes, results,
-                                      runs, summarise)
+from preflight.history.schema import (LATEST, SchemaProblem, figure_keys, figure_stats, figures, findings,
+                                      installed_version, migrate, node_images, nodes, results, runs, summarise)
 
 DEFAULT_TIMEOUT_S = 10.0  # how long a writer waits for another to finish (busy_timeout, connect_timeout)
 RECORD_TIMEOUT_S = 3.0  # a run that records its result waits at most this long
@@ -183,16 +182,16 @@ class Store:
 
     def _open_schema(self, create: bool) -> None:
         with self.connect() as conn:
-            current = schema.installed_version(conn)
-        if current == schema.LATEST:
+            current = installed_version(conn)
+        if current == LATEST:
             return
         if current is None and not create:
             raise StoreMissing(self.location, "is empty: nothing has been recorded there yet")
         from preflight import __version__
 
         with self.write() as conn:
-            current = schema.installed_version(conn)  # again, under the write lock: another may have migrated
-            self.migrated = schema.migrate(conn, current, __version__)
+            current = installed_version(conn)  # again, under the write lock: another may have migrated
+            self.migrated = migrate(conn, current, __version__)
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -201,7 +200,7 @@ class Store:
             yield
         except HistoryError:
             raise
-        except schema.SchemaProblem as exc:
+        except SchemaProblem as exc:
             raise (NewerStore if exc.kind == "newer" else ForeignStore)(self.location, str(exc)) from None
         except sqlalchemy.exc.DBAPIError as exc:
             raise translate(self.location, exc) from None
@@ -342,10 +341,6 @@ class Store:
             ids = lookup()
         return ids
 
-    def import_file(self, path: str | Path) -> Ingested:
-        return self.ingest(read_report(path), source=str(Path(path).resolve()))
-
-
 def _stats_rows(run_id: int, ex: Extracted, key_id: dict[FigureKey, int]) -> list[tuple[Any, ...]]:
     groups: dict[tuple[int, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     for r in ex.figures:
@@ -385,6 +380,12 @@ def read_report(path: str | Path) -> dict[str, Any]:
         raise NotAReport(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), list) or "started_at" not in data:
         raise NotAReport(f"{path}: not a preflight run report (results.json has started_at and results)")
+    from preflight.core.results_file import ResultsFileError, validate_report
+
+    try:  # what `preflight report` accepts, and nothing else
+        validate_report(data, str(path))
+    except ResultsFileError as exc:
+        raise NotAReport(str(exc)) from None
     return data
 
 

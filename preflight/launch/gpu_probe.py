@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from preflight.core.check import CannotMeasure
-from preflight.run.faults import fault
 from preflight.transport.process import isolated_module_argv
 
 
@@ -28,7 +27,8 @@ def framework_installed(framework: str) -> bool:
 PROBE_FLOOR_S = 5.0
 
 
-def run_probe(ctx: Any, framework: str, options: list[str], timeout_s: float) -> dict[str, Any]:
+def run_probe(ctx: Any, framework: str, options: list[str], timeout_s: float, *,
+              hang: bool = False) -> dict[str, Any]:
     """Run this module for one framework through ctx.run (kept as evidence); return its facts.
 
     A probe that crashes, hangs or writes nothing is returned as facts with an "error", so the
@@ -44,7 +44,7 @@ def run_probe(ctx: Any, framework: str, options: list[str], timeout_s: float) ->
     output = scratch / f"gpu_probe_{framework}_{os.getpid()}.json"
     output.unlink(missing_ok=True)
     argv = isolated_module_argv("preflight.workers.gpu_probe", framework, "--output", str(output), *options)
-    if fault("gpu.visibility", "probe_hangs"):  # tests only (preflight.run.faults): a probe that never ends
+    if hang:  # tests only (the caller's preflight.run.faults switch): a probe that never ends
         argv = [sys.executable, "-c", "import time; time.sleep(3600)"]
     # Keep tensorflow's start-up chatter out of the evidence, and let it find no TPU libraries.
     env = {"TF_CPP_MIN_LOG_LEVEL": "2"} if framework == "tensorflow" else None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from preflight.transport.process import RemoteProcess, isolated_module_argv
-from preflight.core.jsonlines import json_objects, last_json
+from preflight.core.jsonlines import last_json
 from preflight.transport.local import LocalTransport
 
 LOOPBACK = "127.0.0.1"
@@ -84,10 +84,6 @@ class RankRun:
         settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         return f"{settings} {shlex.join(self.argv)}".strip()
 
-    def json_lines(self) -> list[dict[str, Any]]:
-        """Every line of stdout that is a JSON object, in order."""
-        return json_objects(self.stdout.splitlines())
-
     def last_json(self) -> dict[str, Any] | None:
         return last_json(self.stdout)
 
@@ -109,9 +105,6 @@ class LaunchResult:
     @property
     def pids(self) -> list[int]:
         return [r.pid for r in self.ranks]
-
-    def result_of(self, rank: int = 0) -> dict[str, Any] | None:
-        return self.ranks[rank].last_json() if rank < len(self.ranks) else None
 
     def summary(self) -> dict[str, Any]:
         """JSON-able account of the launch for a check's facts."""

@@ -17,7 +17,6 @@ from typing import Callable, TextIO
 from preflight.core.model import RunReport
 
 GROUP = "preflight.reporters"
-DEFAULT_FORMATS = ("html", "md", "json", "junit")
 # Names in a run's directory that preflight itself keeps: the results as they arrive, the checks'
 # scratch space, `preflight report --rejudge`'s folder, the link to the newest run. A reporter
 # that declares one of these (or a path, or a name another format writes) is left out, with the

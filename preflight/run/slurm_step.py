@@ -19,12 +19,13 @@ anything, the nodes are driven one step each instead, which names the node at fa
 from __future__ import annotations
 
 import json
+import queue
 import shlex
 import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 import preflight
 from preflight.run.agent import HELLO, MORE, STOP
@@ -56,10 +57,24 @@ def use_single_step(mode: str, transports: list[Any]) -> bool:
     return mode == "single" or len(transports) >= SINGLE_STEP_FROM
 
 
+class StepRunner(Protocol):
+    """What the step driver needs of the runner that owns it (preflight.run.runner.Runner)."""
+
+    plan: Any  # the RunPlan: node_checks, fanout, config
+    events: queue.Queue[tuple[str, Any]]  # ("result" | "node" | ..., payload), read by the runner
+    agents: dict[str, RemoteProcess]  # what runs for the run, stopped by the runner at its end
+    stop: threading.Event  # set when the run is to stop (a signal, --fail-fast)
+
+    def drive_agent(self, node: Any) -> None: ...
+
+    def node_lost(self, node: Any, done: set[str], message: str, returncode: int | None, stderr: str = "",
+                  command: str | None = None) -> None: ...
+
+
 class StepDriver:
     """Runs in one of the runner's pool threads: starts the step and turns its output into events."""
 
-    def __init__(self, runner: Any, nodes: list[Any], stop_grace_s: float, kill_wait_s: float,
+    def __init__(self, runner: StepRunner, nodes: list[Any], stop_grace_s: float, kill_wait_s: float,
                  line_grace_s: float, retries: int = RETRIES) -> None:
         self.runner = runner
         self.retries = retries

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import psutil
 
@@ -152,6 +152,18 @@ def _text(data: bytes | str | None) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
+class Reach(Protocol):
+    """What a process started on a node needs of the transport that reaches it: every Transport
+    (preflight.transport.base) and Here below."""
+
+    python: str  # the interpreter that runs preflight's programs there (the guard)
+    remote: bool  # False for this machine: a stop needs no second command there
+
+    def wrap(self, argv: list[str]) -> list[str]: ...
+
+    def is_transport_failure(self, returncode: int) -> bool: ...
+
+
 class Here:
     """The local end as a process target: commands run as they are, with this interpreter.
 
@@ -234,7 +246,7 @@ class RemoteProcess:
     of, and `raw_lines` stays empty.
     """
 
-    def __init__(self, transport: Any, argv: list[str], *, stdin: bool = False, guard: bool = True,
+    def __init__(self, transport: Reach, argv: list[str], *, stdin: bool = False, guard: bool = True,
                  env: dict[str, str] | None = None, cwd: str | None = None, pass_fds: tuple[int, ...] = (),
                  grace_s: float = 0.0, life_s: float | None = None, new_session: bool = True,
                  keep_output: bool = True) -> None:

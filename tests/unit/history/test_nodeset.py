@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.history.nodeset import NodeSetError, expand, fold
+from preflight.core.nodeset import fold
+from preflight.history.nodeset import NodeSetError, expand
 
 
 def test_expand_ranges_lists_and_padding():
@@ -10,11 +11,11 @@ def test_expand_ranges_lists_and_padding():
     assert expand("r[1-2]n[1-2]") == ["r1n1", "r1n2", "r2n1", "r2n2"]
 
 
-def test_fold_is_the_inverse_of_expand():
+def test_the_core_fold_is_the_inverse_of_expand():
     names = [f"gpu{i:03d}" for i in [*range(1, 64), 65]]
     assert fold(names) == "gpu[001-063,065]"
     assert sorted(expand(fold(names))) == sorted(names)
-    assert fold(["login", "gpu01"]) == "login,gpu01"
+    assert fold(["login", "gpu01"]) == "gpu01,login"  # ClusterShell's order, as every report writes it
 
 
 @pytest.mark.parametrize("bad", ["gpu[01-", "gpu[3-1]", "gpu[a-b]", "gpu]"])
