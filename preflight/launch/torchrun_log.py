@@ -92,7 +92,14 @@ _NCCL_USING_OLD = re.compile(r"NCCL INFO Using (?:internal|external) Network (.+
 _NCCL_VIA = re.compile(r"NCCL INFO .*\bvia (.+?)\s*$")
 _NCCL_VIA_NET = re.compile(r"^NET/(.+?)/\d+(?:\(\d+\))?(?:/GDRDMA(?:\(PCI\))?)?(?:/Shared)?$")
 _NCCL_NET_LINE = re.compile(r"NCCL INFO NET/(.*)$")
-_NCCL_DEVICE = re.compile(r"\[\d+\]([\w.-]+):\d+/(IB|RoCE)(/SHARP)?")
+# Merged NICs (NCCL_IB_MERGE_NICS, 2.19+) print as " [0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE}": a space
+# after the index, and a merged device's name may join its members with '+'.
+_NCCL_DEVICE = re.compile(r"\[\d+\] ?([\w.+-]+):\d+/(IB|RoCE)(/SHARP)?")
+_NCCL_PLUGIN_FAILED = re.compile(r"Failed to initialize NET plugin (.+?)\s*$")
+_NCCL_NO_NET = "Failed to initialize any NET plugin"
+# NCCL's own messages quoted or logged without the "host:pid:tid [dev] NCCL INFO" head.
+_NCCL_UNTAGGED = re.compile(r"^\s*(?:[\w.-]+:\d+:\d+ \[\d+\]\s+)?(?=NET/\S+ ?: |Using network |Channel \d+/\d+ ?: .* via |"
+                            r"Failed to initialize (?:any )?NET plugin)")
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
 _NOT_A_NETWORK = {"Plugin"}
 
@@ -130,6 +137,7 @@ def nccl_network(lines: list[str]) -> dict[str, Any] | None:
     unavailable: set[str] = set()
     link_layers: list[str] = []
     sharp = False
+    no_network = False
     version = None
     seen_nccl = False
     for raw in lines:
@@ -137,8 +145,15 @@ def nccl_network(lines: list[str]) -> dict[str, Any] | None:
         found = _NCCL_VERSION.search(line)
         if found:
             version = version or found.group(1)
-        if "NCCL INFO" not in line:
+        if _NCCL_NO_NET in line:  # NCCL's WARN, or torch's "Last error:" line: no network at all
+            no_network, seen_nccl = True, True
+            net_lines.append(line.strip())
             continue
+        if "NCCL INFO" not in line:
+            untagged = _NCCL_UNTAGGED.match(line)
+            if not untagged:
+                continue
+            line = "NCCL INFO " + line[untagged.end():]
         seen_nccl = True
         found = _NCCL_USING.search(line) or _NCCL_USING_OLD.search(line)
         if found and chosen is None:
@@ -155,8 +170,9 @@ def nccl_network(lines: list[str]) -> dict[str, Any] | None:
             continue
         if "collnet plugin SHARP" in line or "CollNet" in line and "SHARP" in line:
             sharp = True
-        if "Failed to initialize NET plugin" in line:
-            unavailable.add(line.rsplit(" ", 1)[-1])
+        failed = _NCCL_PLUGIN_FAILED.search(line)
+        if failed:  # one plugin (its name may hold spaces: "AWS Libfabric") did not start
+            unavailable.add(failed.group(1))
         found = _NCCL_NET_LINE.search(line)
         if not found:
             continue
@@ -191,10 +207,13 @@ def nccl_network(lines: list[str]) -> dict[str, Any] | None:
         if named:
             network = named[0]
             evidence = next(l for l in net_lines if f"NET/{network}" in l)
+    if no_network and chosen is None and not via_nets:
+        network, evidence = None, ""  # a plugin that printed its name and then failed is no network
     if network is None and not via and not devices and not net_lines and not seen_nccl:
         return None
     return {"network": network, "evidence": evidence[:300], "via": via, "devices": devices,
             "link_layers": link_layers, "sharp": sharp, "ib_unavailable": "IB" in unavailable, "version": version,
+            "no_network": no_network and network is None,
             "unrecognised": [] if network else net_lines[:5]}
 
 

@@ -124,3 +124,38 @@ def test_nodes_from_arg_reads_a_node_set_or_a_file(tmp_path):
 
 def test_a_hosts_line_may_hold_several_node_sets():
     assert [h.name for h in parse_hosts("d[001-002],f[007,009] slots=8\n")] == ["d001", "d002", "f007", "f009"]
+
+
+def test_no_net_plugin_initialised_is_no_network_not_a_plugin_name():
+    # NCCL src/plugin/net.cc: INFO "Failed to initialize NET plugin %s" per plugin (a name may hold a
+    # space), then WARN("Failed to initialize any NET plugin") and ncclInvalidUsage; torch repeats the
+    # last line after "Last error:" without NCCL's head.
+    lines = ["h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so",
+             "h:1:1 [0] NCCL INFO NET/gIB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
+             "h:1:1 [0] NCCL INFO Failed to initialize NET plugin AWS Libfabric",
+             "h:1:1 [0] NCCL INFO Failed to initialize NET plugin gIB",
+             "h:1:1 [0] NCCL WARN Failed to initialize any NET plugin",
+             "Last error:", "Failed to initialize any NET plugin"]
+    found = nccl_network(lines)
+    assert found["network"] is None and found["no_network"] is True
+    assert any("any NET plugin" in line for line in found["unrecognised"])
+    assert nccl_network(lines[-1:])["no_network"] is True  # torch's error alone says it too
+
+
+def test_merged_nics_list_their_link_layers():
+    # NCCL 2.19 net_ib.cc (and nccl-rdma-sharp-plugins p2p_plugin.c): a merged device prints as
+    # " [%d]={[%d] %s:%d/%s, ...}", a space after each member's index.
+    line = ("h:1:1 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE} [1]mlx5_2:1/IB [RO]; "
+            "OOB eth0:10.0.0.1<0>")
+    found = nccl_network([line])
+    assert found["network"] == "IB" and found["link_layers"] == ["RoCE", "IB"]
+
+
+def test_nccl_lines_without_their_info_head_are_read():
+    # The message NCCL logs after "host:pid:tid [dev] NCCL INFO ", as docs and tickets quote it.
+    found = nccl_network(["NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.0.0.1<0>",
+                          "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"])
+    assert found["network"] == "IB" and found["link_layers"] == ["IB", "RoCE"]
+    assert found["via"] == ["NET/IB/0/GDRDMA"]
+    assert nccl_network(["host:12:34 [3] Using network Socket"])["network"] == "Socket"
+    assert nccl_network(["training step 12, loss 0.3 (NET/IB was fine)"]) is None

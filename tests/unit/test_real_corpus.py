@@ -75,9 +75,14 @@ def _nccl_tests(path: Path, text: str, expect: dict) -> None:
             assert max(h["error"] for h in halves) == pytest.approx(expect["max_error"])
     for wanted in expect.get("failures", []):
         assert any(wanted in line for line in parsed["failures"]), parsed["failures"]
+    if "out_of_bounds" in expect:  # the summary line, with or without its '#'
+        assert parsed["out_of_bounds"] == expect["out_of_bounds"]
     run = {"argv": ["all_reduce_perf"], "returncode": 1 if parsed["failures"] else 0,
            "error": run_error(1 if parsed["failures"] else 0, parsed), **parsed}
     ids = {f.id for f in judge_nccl_tests(run, [], [], [])}
+    if expect.get("out_of_bounds"):
+        assert "collectives.local.nccl-tests-wrong" in ids
+        ids.discard("collectives.local.nccl-tests-wrong")
     if expect.get("failures"):
         assert "collectives.local.nccl-tests-failure" in ids and run["error"] in parsed["failures"]
     else:
