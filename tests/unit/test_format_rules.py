@@ -13,7 +13,7 @@ from preflight_checks.gpu.rules import thermal_slowdown_text
 from preflight.cli.hosts import HostsFileError, nodes_from_arg, parse_hosts
 from preflight_checks.collectives.nccl_tests import parse_json, parse_output
 from preflight.integrations.slurm import parse_show_node
-from preflight.launch.torchrun_log import nccl_network
+from preflight.launch.nccl_log import nccl_network
 
 
 def test_nccl_23_names_its_network_with_using_internal_network():

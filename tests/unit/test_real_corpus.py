@@ -91,7 +91,7 @@ def _nccl_tests(path: Path, text: str, expect: dict) -> None:
 
 def _nccl_log(path: Path, text: str, expect: dict) -> None:
     from preflight_checks.collectives.nccl_tests import parse_output
-    from preflight.launch.torchrun_log import nccl_network
+    from preflight.launch.nccl_log import nccl_network
 
     found = nccl_network(text.splitlines())
     assert found is not None
@@ -146,6 +146,10 @@ def _torchelastic(path: Path, text: str, expect: dict) -> None:
     assert len(summary["failures"]) == len(expect.get("failures", []))
     if "agent_failure" in expect:
         assert summary["agent_failure"] == expect["agent_failure"]
+    wanted = expect.get("nccl_watchdog")  # the cause of a SIGABRT, when the log holds it
+    assert (summary["nccl_watchdog"] is None) == (wanted is None)
+    for key, value in (wanted or {}).items():
+        assert summary["nccl_watchdog"][key] == value
 
 
 def _iperf3(path: Path, text: str, expect: dict) -> None:
