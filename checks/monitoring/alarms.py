@@ -206,9 +206,13 @@ class MonitoringAlarms(Check):
         return outcome_from_findings(findings, measurements, passed=passed, details=details)
 
 
+_FLOOR = re.compile(r"<|(?<![=!<>])==\s*0(?![\d.])")
+
+
 def covers_utilisation(query: str) -> bool:
-    """A rule that compares GPU utilisation against a floor (not one that only tests its absence)."""
-    return UTIL_METRIC in query and "<" in query
+    """A rule that compares GPU utilisation against a floor, `< 40` or an idle GPU's `== 0` (not one
+    that only tests its absence, nor one that watches it run high)."""
+    return UTIL_METRIC in query and _FLOOR.search(query) is not None
 
 
 def names_node(labels: dict[str, str], node: dict[str, Any]) -> bool:

@@ -160,3 +160,10 @@ def test_recorded_rules_carry_health_error_and_evaluation_time():
 ])
 def test_the_watched_expression_is_the_compared_side(query, watched):
     assert watched_expression(query) == watched
+
+
+def test_a_rule_that_alarms_on_an_idle_gpu_with_equals_zero_covers_utilisation():
+    assert covers_utilisation("DCGM_FI_DEV_GPU_UTIL == 0")
+    assert covers_utilisation("avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)==0")
+    assert not covers_utilisation("DCGM_FI_DEV_GPU_UTIL == 100")
+    assert not covers_utilisation("avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m]) > 90")
