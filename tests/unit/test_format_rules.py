@@ -159,3 +159,17 @@ def test_nccl_lines_without_their_info_head_are_read():
     assert found["via"] == ["NET/IB/0/GDRDMA"]
     assert nccl_network(["host:12:34 [3] Using network Socket"])["network"] == "Socket"
     assert nccl_network(["training step 12, loss 0.3 (NET/IB was fine)"]) is None
+
+
+def test_slurm_json_node_state_as_a_list_or_a_string_with_flags():
+    # Slurm 23.02+ data_parser writes "state": ["MIXED", "DRAIN"] and reason_changed_at as
+    # {"set": true, "number": N}; 21.08 (openapi/v0.0.37) "state": "mixed", "state_flags": ["DRAIN"].
+    from preflight.integrations.slurm_json import node_states
+
+    new = {"nodes": [{"name": "g1", "state": ["MIXED", "DRAIN"], "reason": "preflight: xid 79",
+                      "reason_set_by_user": "root", "reason_changed_at": {"set": True, "number": 1700000000}}]}
+    old = {"nodes": [{"name": "g1", "state": "mixed", "state_flags": ["DRAIN"], "reason": "preflight: xid 79"}]}
+    for doc in (new, old):
+        node = node_states(json.dumps(doc))["g1"]
+        assert node.state == "MIXED+DRAIN" and node.drained_by_preflight
+    assert node_states(json.dumps(new))["g1"].reason_time == "1700000000"

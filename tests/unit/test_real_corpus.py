@@ -16,7 +16,7 @@ from preflight.core.check import CannotMeasure, Expect
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 KINDS = ("nccl_tests", "nccl_log", "slurm_node", "torchelastic", "iperf3", "requirements", "pyproject", "uv_lock",
-         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist")
+         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json")
 PIN_KINDS = ("requirements", "pyproject", "uv_lock", "poetry_lock", "pipfile_lock", "conda")
 
 
@@ -51,7 +51,7 @@ def test_real_artifact_reads_as_expected(path: Path):
     kind, expect = kind_of(path), sidecar(path)["expect"]
     text = path.read_text(encoding="utf-8")
     {"nccl_tests": _nccl_tests, "nccl_log": _nccl_log, "slurm_node": _slurm_node, "torchelastic": _torchelastic,
-     "iperf3": _iperf3, "nvidia_smi": _nvidia_smi, "hostlist": _hostlist}.get(kind, _pins)(path, text, expect)
+     "iperf3": _iperf3, "nvidia_smi": _nvidia_smi, "hostlist": _hostlist, "slurm_json": _slurm_json}.get(kind, _pins)(path, text, expect)
 
 
 # ------------------------------------------------------------------------------------------ nccl
@@ -119,6 +119,18 @@ def _slurm_node(path: Path, text: str, expect: dict) -> None:
                     assert {k: state.fields.get(k) for k in value} == value
                 else:
                     assert getattr(state, key) == value, (name, key)
+
+
+def _slurm_json(path: Path, text: str, expect: dict) -> None:
+    from preflight.integrations.slurm_json import jobs, node_states
+
+    if "nodes" in expect:
+        nodes = node_states(text)
+        assert len(nodes) == expect["count"]
+        for name, wanted in expect["nodes"].items():
+            assert {k: getattr(nodes[name], k) for k in wanted} == wanted
+    for got, wanted in zip(jobs(text) if "jobs" in expect else [], expect.get("jobs", [])):
+        assert {k: got[k] for k in wanted} == wanted
 
 
 def _records(text: str) -> list[str]:
