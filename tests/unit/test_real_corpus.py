@@ -16,7 +16,7 @@ from preflight.core.check import CannotMeasure, Expect
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 KINDS = ("nccl_tests", "nccl_log", "slurm_node", "torchelastic", "iperf3", "requirements", "pyproject", "uv_lock",
-         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json")
+         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml")
 PIN_KINDS = ("requirements", "pyproject", "uv_lock", "poetry_lock", "pipfile_lock", "conda")
 
 
@@ -51,7 +51,8 @@ def test_real_artifact_reads_as_expected(path: Path):
     kind, expect = kind_of(path), sidecar(path)["expect"]
     text = path.read_text(encoding="utf-8")
     {"nccl_tests": _nccl_tests, "nccl_log": _nccl_log, "slurm_node": _slurm_node, "torchelastic": _torchelastic,
-     "iperf3": _iperf3, "nvidia_smi": _nvidia_smi, "hostlist": _hostlist, "slurm_json": _slurm_json}.get(kind, _pins)(path, text, expect)
+     "iperf3": _iperf3, "nvidia_smi": _nvidia_smi, "hostlist": _hostlist, "slurm_json": _slurm_json,
+     "nvidia_smi_xml": _nvidia_smi}.get(kind, _pins)(path, text, expect)
 
 
 # ------------------------------------------------------------------------------------------ nccl
@@ -227,7 +228,11 @@ def _nvidia_smi(path: Path, text: str, expect: dict) -> None:
     from preflight_checks.gpu.nvidia_smi import parse_query
     from preflight.workers.gpu_nvml import throttle_reason_names
 
-    nvml = parse_query(text)
+    from preflight_checks.gpu.nvidia_smi_xml import parse_query_xml
+
+    nvml = parse_query(text)  # the text report, or the XML one (-x), told apart by parse_query
+    if kind_of(path) == "nvidia_smi_xml":
+        assert nvml == parse_query_xml(text)
     assert nvml["driver_version"] == expect["driver"] and len(nvml["gpus"]) == expect["gpus"]
     assert nvml["attached"] == expect.get("attached", expect["gpus"])
     assert {g["name"] for g in nvml["gpus"]} == {expect["name"]}
