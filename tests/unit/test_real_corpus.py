@@ -16,7 +16,7 @@ from preflight.core.check import CannotMeasure, Expect
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 KINDS = ("nccl_tests", "nccl_log", "slurm_node", "torchelastic", "iperf3", "requirements", "pyproject", "uv_lock",
-         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml")
+         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml", "slurm_table")
 PIN_KINDS = ("requirements", "pyproject", "uv_lock", "poetry_lock", "pipfile_lock", "conda")
 
 
@@ -52,7 +52,7 @@ def test_real_artifact_reads_as_expected(path: Path):
     text = path.read_text(encoding="utf-8")
     {"nccl_tests": _nccl_tests, "nccl_log": _nccl_log, "slurm_node": _slurm_node, "torchelastic": _torchelastic,
      "iperf3": _iperf3, "nvidia_smi": _nvidia_smi, "hostlist": _hostlist, "slurm_json": _slurm_json,
-     "nvidia_smi_xml": _nvidia_smi}.get(kind, _pins)(path, text, expect)
+     "nvidia_smi_xml": _nvidia_smi, "slurm_table": _slurm_table}.get(kind, _pins)(path, text, expect)
 
 
 # ------------------------------------------------------------------------------------------ nccl
@@ -132,6 +132,27 @@ def _slurm_json(path: Path, text: str, expect: dict) -> None:
             assert {k: getattr(nodes[name], k) for k in wanted} == wanted
     for got, wanted in zip(jobs(text) if "jobs" in expect else [], expect.get("jobs", [])):
         assert {k: got[k] for k in wanted} == wanted
+
+
+def _slurm_table(path: Path, text: str, expect: dict) -> None:
+    from ClusterShell.NodeSet import NodeSet
+
+    from preflight.integrations.slurm_tables import parse_table, sinfo_node_states, squeue_jobs
+
+    table = parse_table(text)
+    assert table["columns"] == expect["columns"] and len(table["rows"]) == expect["rows"]
+    if table["rows"]:
+        assert (table["rows"][0], table["rows"][-1]) == (expect["first"], expect["last"])
+    for row in table["rows"]:  # sinfo's own count of each node set matches the names it folds
+        if row.get("NODES", "").isdigit() and row.get("NODELIST", "").strip("(") == row.get("NODELIST"):
+            assert len(NodeSet(row["NODELIST"])) == int(row["NODES"]), row
+    if "nodes" in expect:
+        nodes = sinfo_node_states(text)
+        assert len(nodes) == expect["nodes"]
+        for name, wanted in expect["node"].items():
+            assert {"state": nodes[name].state, "reason": nodes[name].reason} == wanted
+    if "jobs" in expect:
+        assert squeue_jobs(text) == expect["jobs"]
 
 
 def _records(text: str) -> list[str]:
