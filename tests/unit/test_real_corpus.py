@@ -16,7 +16,7 @@ from preflight.core.check import CannotMeasure, Expect
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 KINDS = ("nccl_tests", "nccl_log", "slurm_node", "torchelastic", "iperf3", "requirements", "pyproject", "uv_lock",
-         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml", "slurm_table")
+         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml", "slurm_table", "prometheus_rules")
 PIN_KINDS = ("requirements", "pyproject", "uv_lock", "poetry_lock", "pipfile_lock", "conda")
 
 
@@ -52,7 +52,8 @@ def test_real_artifact_reads_as_expected(path: Path):
     text = path.read_text(encoding="utf-8")
     {"nccl_tests": _nccl_tests, "nccl_log": _nccl_log, "slurm_node": _slurm_node, "torchelastic": _torchelastic,
      "iperf3": _iperf3, "nvidia_smi": _nvidia_smi, "hostlist": _hostlist, "slurm_json": _slurm_json,
-     "nvidia_smi_xml": _nvidia_smi, "slurm_table": _slurm_table}.get(kind, _pins)(path, text, expect)
+     "nvidia_smi_xml": _nvidia_smi, "slurm_table": _slurm_table,
+     "prometheus_rules": _prometheus_rules}.get(kind, _pins)(path, text, expect)
 
 
 # ------------------------------------------------------------------------------------------ nccl
@@ -153,6 +154,19 @@ def _slurm_table(path: Path, text: str, expect: dict) -> None:
             assert {"state": nodes[name].state, "reason": nodes[name].reason} == wanted
     if "jobs" in expect:
         assert squeue_jobs(text) == expect["jobs"]
+
+
+def _prometheus_rules(path: Path, text: str, expect: dict) -> None:
+    from preflight_checks.monitoring.alarms import LATENCY_METRIC, MonitoringAlarms, Params, covers_utilisation
+    from preflight_checks.monitoring.rule_files import rules_from_text
+
+    rules = rules_from_text(text, str(path))
+    assert len(rules) == expect["alerts"] and (rules[0]["name"], rules[-1]["name"]) == (expect["first"], expect["last"])
+    assert [r["name"] for r in rules if covers_utilisation(r["query"])] == expect["utilisation"]
+    assert [r["name"] for r in rules if LATENCY_METRIC in r["query"]] == expect["latency"]
+    facts = {"url": None, "nodes": [], "file_rules": rules, "rule_files": [str(path)]}
+    outcome = MonitoringAlarms().evaluate(facts, Params(rule_files=[str(path)]), Expect())
+    assert {f.id for f in outcome.findings} == set(expect["findings"])
 
 
 def _records(text: str) -> list[str]:
