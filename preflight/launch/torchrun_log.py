@@ -219,10 +219,10 @@ def _signal_name(exitcode: int | None) -> str:
 
 def failure_text(summary: dict[str, Any]) -> str:
     """One sentence: the first worker that failed, by its global rank, with its exception or exit code
-    (and, when it printed no exception, the NCCL watchdog's timeout that aborted it)."""
+    (and, when it was aborted (SIGABRT), the NCCL watchdog's timeout that aborted it)."""
     text = _failure_text(summary)
     watchdog = summary.get("nccl_watchdog")
-    if text and watchdog and "failed: exit code" in text:
+    if text and watchdog and "(SIGABRT)" in text:  # the watchdog aborts its process; another exit is not its
         text = f"{text} after the NCCL watchdog timed out: {watchdog['text']}"
     return text[:300]
 
