@@ -173,3 +173,18 @@ def test_slurm_json_node_state_as_a_list_or_a_string_with_flags():
         node = node_states(json.dumps(doc))["g1"]
         assert node.state == "MIXED+DRAIN" and node.drained_by_preflight
     assert node_states(json.dumps(new))["g1"].reason_time == "1700000000"
+
+
+def test_sacct_and_squeue_json_job_states_in_either_shape():
+    # Slurm 23.02+ data_parser: squeue --json "job_state": ["RUNNING"], sacct --json "state":
+    # {"current": ["COMPLETED"], "reason": "None"}; 21.08 (openapi/v0.0.37) "job_state": "RUNNING".
+    from preflight.integrations.slurm_json import jobs
+
+    doc = {"jobs": [{"job_id": 1, "name": "a", "user_name": "u", "partition": "p", "job_state": ["RUNNING"],
+                     "nodes": "gpu[1-2]"},
+                    {"job_id": 2, "name": "b", "user": "u", "partition": "p",
+                     "state": {"current": ["FAILED"], "reason": "NonZeroExitCode"}, "nodes": "gpu3"},
+                    {"job_id": 3, "job_state": "PENDING", "state_reason": "Priority"}]}
+    found = jobs(json.dumps(doc))
+    assert [(j["id"], j["state"]) for j in found] == [(1, "RUNNING"), (2, "FAILED"), (3, "PENDING")]
+    assert found[2]["reason"] == "Priority" and found[0]["nodes"] == "gpu[1-2]"
