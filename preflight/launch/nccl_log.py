@@ -24,7 +24,7 @@ _NCCL_DEVICE = re.compile(r"\[\d+\] ?([\w.+-]+):\d+/(IB|RoCE)(/SHARP)?")
 _NCCL_PLUGIN_FAILED = re.compile(r"Failed to initialize NET plugin (.+?)\s*$")
 _NCCL_NO_NET = "Failed to initialize any NET plugin"
 # NCCL's own messages quoted or logged without the "host:pid:tid [dev] NCCL INFO" head.
-_NCCL_UNTAGGED = re.compile(r"^\s*(?:[\w.-]+:\d+:\d+ \[\d+\]\s+)?(?=NET/\S+ ?: |Using network |Channel \d+/\d+ ?: .* via |"
+_NCCL_UNTAGGED = re.compile(r"^\s*(?:[\w.-]+:\d+:\d+ \[\d+\]\s+)?(?=NET/[^:]{1,40}: |Using network |Channel \d+/\d+ ?: .* via |"
                             r"Failed to initialize (?:any )?NET plugin)")
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
 _NOT_A_NETWORK = {"Plugin"}

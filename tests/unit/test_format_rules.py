@@ -158,6 +158,7 @@ def test_nccl_lines_without_their_info_head_are_read():
     assert found["network"] == "IB" and found["link_layers"] == ["IB", "RoCE"]
     assert found["via"] == ["NET/IB/0/GDRDMA"]
     assert nccl_network(["host:12:34 [3] Using network Socket"])["network"] == "Socket"
+    assert nccl_network(["NET/AWS Libfabric : Using [0]rdmap0s0"])["network"] == "AWS Libfabric"
     assert nccl_network(["training step 12, loss 0.3 (NET/IB was fine)"]) is None
 
 
