@@ -60,7 +60,8 @@ from preflight.launch.isolation_findings import judge_isolation
 from preflight.launch.isolation_launch import adaptive_pass, isolation_method, judged_group, node_times, pinned
 from preflight.launch.topology import topology_of
 from preflight.launch.pairs import attribute, round_robin
-from preflight.launch.torchrun_log import nccl_by_node, rank_text
+from preflight.launch.nccl_log import nccl_by_node
+from preflight.launch.torchrun_log import rank_text
 from preflight.core.model import Finding, Measurement, Scope, Status, worst
 from preflight.run.faults import fault
 

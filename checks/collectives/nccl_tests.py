@@ -61,6 +61,23 @@ def _strip_prefix(line: str) -> str:
     return _LAUNCHER_PREFIX.sub("", line, count=1).strip()
 
 
+# Before nccl-tests 2.0 (2017-2019) the header and the summary were printed without the leading '#':
+# "nThread 1 nGpus 8 ...", "       size         count    type ...", " Out of bounds values : 2 FAILED",
+# " Avg bus bandwidth    : 128.942". A forum or issue may also lose the '#' of a newer table.
+_UNTAGGED_STARTS = ("nThread ", "Out of bounds values", "Avg bus bandwidth", "Using devices", "nccl-tests version",
+                    "Collective test", "Blocking Enabled")
+
+
+def _untagged_comment(line: str) -> bool:
+    """A line nccl-tests prints as a comment, printed (or quoted) without its '#'."""
+    if line.startswith(_UNTAGGED_STARTS) or re.match(r"Rank\s+\d+ (?:Group\s+\d+ )?Pid\s", line):
+        return True
+    words = line.split()
+    return bool(words) and not words[0].isdigit() and (
+        _layout_from_header(words) is not None or words[:2] == ["(B)", "(elements)"]
+        or line.startswith("out-of-place"))
+
+
 def _layout_from_header(words: list[str]) -> dict[str, Any] | None:
     """Column layout from the words of the header line (without the leading '#')."""
     names = [w.lower() for w in words]
@@ -153,7 +170,7 @@ def parse_output(text: str) -> dict[str, Any]:
             if line not in facts["failures"] and len(facts["failures"]) < 20:
                 facts["failures"].append(line[:300])
             continue
-        if line.startswith("#"):
+        if line.startswith("#") or _untagged_comment(line):
             body = line.lstrip("#").strip()
             words = body.split()
             found = _layout_from_header(words)

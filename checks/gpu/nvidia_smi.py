@@ -145,7 +145,12 @@ def _gpu(index: int, bus_id: str, tree: dict[str, Any]) -> dict[str, Any]:
 
 def parse_query(text: str) -> dict[str, Any]:
     """{"available", "driver_version", "cuda_driver_version", "device_count", "attached", "gpus"} from
-    `nvidia-smi -q`, in the shape gpu_nvml.nvml_facts returns; a GPU the report leaves out is absent."""
+    `nvidia-smi -q`, in the shape gpu_nvml.nvml_facts returns; a GPU the report leaves out is absent.
+    The XML report (`nvidia-smi -q -x`) is read by nvidia_smi_xml into the same facts."""
+    if text.lstrip().startswith(("<?xml", "<!DOCTYPE nvidia_smi_log", "<nvidia_smi_log")):
+        from preflight_checks.gpu.nvidia_smi_xml import parse_query_xml
+
+        return parse_query_xml(text)
     header: list[str] = []
     blocks: list[tuple[str, list[str]]] = []
     for line in text.splitlines():

@@ -66,6 +66,10 @@ class Params:
                                              "(unset: SKIP)"))
     # Seconds for each HTTP request.
     request_timeout_s: float = param(10.0, kind="duration", help="time allowed for each HTTP request (seconds)")
+    # Rule files (or PrometheusRule manifests) judged before Prometheus loads them.
+    rule_files: list[str] = param(kind="list", factory=list,
+                                  help="rule files or PrometheusRule manifests to judge as written, before Prometheus "
+                                       "loads them")
 
 
 class QueryFailed(Exception):
@@ -95,6 +99,8 @@ class MonitoringAlarms(Check):
         "rule-not-evaluated": "run the check again after the rule's first evaluation",
         "rule-stale": FIX_STALE,
         "rule-blind": FIX_BLIND,
+        "rule-not-loaded": ("add the file to rule_files in prometheus.yml (or apply the PrometheusRule where the "
+                            "operator's ruleSelector finds it), then reload Prometheus"),
     }
     Params = Params
     timeout_s = 60.0
@@ -103,6 +109,14 @@ class MonitoringAlarms(Check):
     def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
         nodes = [{"name": n["name"], "address": n.get("address") or "", "kind": n.get("kind", "")} for n in ctx.nodes]
         facts: dict[str, Any] = {"url": params.prometheus_url, "nodes": nodes}
+        if params.rule_files:
+            from preflight_checks.monitoring.rule_files import RuleFileError, read_rule_files
+
+            try:
+                facts["file_rules"] = read_rule_files(list(params.rule_files))
+            except RuleFileError as exc:
+                raise CannotMeasure(str(exc)) from None
+            facts["rule_files"] = list(params.rule_files)
         if not params.prometheus_url:
             return facts
         base = params.prometheus_url.rstrip("/")
@@ -156,11 +170,19 @@ class MonitoringAlarms(Check):
         return facts
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
+        if not facts.get("url") and "file_rules" in facts:
+            return self._judge_files(facts)
         if not facts.get("url"):
             return outcome_from_findings([self.finding("no-url", Status.SKIP,
                                                        "no Prometheus to ask: set monitoring.alarms.prometheus_url")],
                                          passed="")
         findings: list[Finding] = []
+        loaded = {r["name"] for r in facts.get("rules", [])}
+        unloaded = [r["name"] for r in facts.get("file_rules", []) if r["name"] not in loaded]
+        if unloaded:
+            findings.append(self.finding("rule-not-loaded", Status.WARN,
+                                         f"{', '.join(dict.fromkeys(unloaded))} of {', '.join(facts['rule_files'])} "
+                                         f"not loaded in {facts['url']}"))
         rules = facts.get("rules", [])
         util_all = [r for r in rules if covers_utilisation(r["query"])]
         latency_all = [r for r in rules if LATENCY_METRIC in r["query"]]
@@ -204,10 +226,34 @@ class MonitoringAlarms(Check):
                   f"({', '.join(latency_rules)}), and GPU telemetry from all {nodes} node{'s' * (nodes != 1)}")
         return outcome_from_findings(findings, measurements, passed=passed, details=details)
 
+    def _judge_files(self, facts: dict[str, Any]) -> Outcome:
+        """The rules as written in rule files, before any Prometheus loaded them: is there an alarm on
+        GPU utilisation and one on all-reduce latency? (Health and series need a running Prometheus.)"""
+        rules, files = facts["file_rules"], ", ".join(facts["rule_files"])
+        util = [r["name"] for r in rules if covers_utilisation(r["query"])]
+        latency = [r["name"] for r in rules if LATENCY_METRIC in r["query"]]
+        findings: list[Finding] = []
+        if not util:
+            findings.append(self.finding("no-utilization-rule", Status.FAIL, f"no alerting rule in {files} watches "
+                                         f"GPU utilisation ({UTIL_METRIC} below a floor)"))
+        if not latency:
+            findings.append(self.finding("no-latency-rule", Status.FAIL, f"no alerting rule in {files} watches "
+                                         f"all-reduce latency ({LATENCY_METRIC})"))
+        measurements = [measure("alerting rules on GPU utilisation", len(util), "", at_least=1),
+                        measure("alerting rules on all-reduce latency", len(latency), "", at_least=1)]
+        details = [f"{len(rules)} alerting rules in {files}"]
+        return outcome_from_findings(findings, measurements, details=details,
+                                     passed=f"{files} hold alarms on GPU utilisation ({', '.join(util)}) and "
+                                            f"all-reduce latency ({', '.join(latency)}), not yet loaded anywhere")
+
+
+_FLOOR = re.compile(r"<|(?<![=!<>])==\s*0(?![\d.])")
+
 
 def covers_utilisation(query: str) -> bool:
-    """A rule that compares GPU utilisation against a floor (not one that only tests its absence)."""
-    return UTIL_METRIC in query and "<" in query
+    """A rule that compares GPU utilisation against a floor, `< 40` or an idle GPU's `== 0` (not one
+    that only tests its absence, nor one that watches it run high)."""
+    return UTIL_METRIC in query and _FLOOR.search(query) is not None
 
 
 def names_node(labels: dict[str, str], node: dict[str, Any]) -> bool:

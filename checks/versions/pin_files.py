@@ -82,7 +82,14 @@ def _release(version: str) -> list[int] | None:
         return None
 
 
+def _public(version: str) -> str:
+    """"2.3.1" from "2.3.1+cu121": PEP 440 allows a local label only with == and !=, and >=2.3.1
+    admits 2.3.1+cu121 (a local label is ignored by ordered comparisons)."""
+    return version.split("+", 1)[0]
+
+
 def _caret(version: str) -> str:
+    version = _public(version)
     parts = _release(version)
     if not parts:
         return ""
@@ -95,6 +102,7 @@ def _caret(version: str) -> str:
 
 
 def _tilde(version: str) -> str:
+    version = _public(version)
     parts = _release(version)
     if not parts:
         return ""

@@ -23,15 +23,21 @@ from preflight.cli.options import (
 @click.option("--for", "for_", default=None, help="How long a condition must hold before it fires, for every alert.")
 @click.option("--name", default="preflight-go-live", show_default=True, help="PrometheusRule name.")
 @click.option("--namespace", default=None, help="PrometheusRule namespace.")
+@click.option("--check", "check_files", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Judge rule files (or PrometheusRule manifests) as written, before Prometheus loads them: is there "
+                   "an alarm on GPU utilisation and on all-reduce latency? Exit 1 when one is missing. Repeatable.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="With prometheus-operator: a metadata label of the PrometheusRule, e.g. release=kube-prometheus-stack "
                    "for that chart's ruleSelector. Repeatable.")
 def alerts_command(out_file: str, fmt: str, from_results: str | None, gpu_util_floor: float | None,
                    comm_latency_ceiling: float | None, window: str | None, for_: str | None, name: str,
-                   namespace: str | None, labels: tuple[str, ...] = ()) -> None:
+                   namespace: str | None, labels: tuple[str, ...] = (), check_files: tuple[str, ...] = ()) -> None:
     """Write Prometheus alerting rules for the go-live alarms: low GPU utilisation, XID errors, high
-    all-reduce latency, GPU telemetry that stopped arriving."""
+    all-reduce latency, GPU telemetry that stopped arriving (or, with --check, judge rule files)."""
     from preflight.integrations import alerts
+
+    if check_files:
+        raise SystemExit(_check(list(check_files)))
 
     report = load_results(from_results).to_dict() if from_results else None
     try:
@@ -50,3 +56,22 @@ def alerts_command(out_file: str, fmt: str, from_results: str | None, gpu_util_f
     click.echo(f"wrote {out_file}", err=True)
 
 
+
+
+def _check(paths: list[str]) -> int:
+    """Print what the rule files alarm on, as monitoring.alarms judges them; 0 when both alarms are there."""
+    from preflight.core.check import Expect
+    from preflight.core.model import Status
+    from preflight_checks.monitoring.alarms import MonitoringAlarms, Params
+    from preflight_checks.monitoring.rule_files import RuleFileError, read_rule_files
+
+    try:
+        rules = read_rule_files(paths)
+    except RuleFileError as exc:
+        raise UsageProblem(str(exc)) from None
+    outcome = MonitoringAlarms().evaluate({"url": None, "nodes": [], "file_rules": rules, "rule_files": paths},
+                                          Params(rule_files=paths), Expect())
+    click.echo(f"{outcome.status.value}: {outcome.summary}")
+    for fix in (outcome.remediation or []) if outcome.status is not Status.PASS else []:
+        click.echo(f"  fix: {fix}")
+    return 0 if outcome.status is Status.PASS else 1

@@ -1,4 +1,4 @@
-"""Kubernetes on the command line: `run --k8s ...` and `preflight k8s manifests`."""
+"""Kubernetes on the command line: `run --k8s ...`, `preflight k8s manifests` and `preflight k8s judge`."""
 
 from __future__ import annotations
 
@@ -130,3 +130,35 @@ def manifests(namespace: str, user: str | None, group: str | None, service_accou
 
     sys.stdout.write(render(namespace, user=user, group=group, service_account=service_account,
                             cordon=not no_cordon, image=image))
+
+
+@k8s.command("judge")
+@click.argument("node_file", type=click.Path(dir_okay=False))
+@click.option("--selector", default=None, metavar="LABELS", help="Only the nodes with these labels (key=value,...).")
+def judge(node_file: str, selector: str | None) -> None:
+    """Judge a saved `kubectl get nodes -o json` (or -o yaml) offline: which nodes a `run --k8s` would
+    check, their GPUs, and what keeps a GPU node from taking a GPU job (not Ready, cordoned, tainted,
+    fewer GPUs allocatable than installed). Exit 1 when a GPU node has such a problem."""
+    from preflight.integrations.kubernetes.nodes import NodeDocumentError, node_problems, nodes_from_text
+
+    try:
+        nodes = nodes_from_text(open(node_file, encoding="utf-8").read(), node_file)
+    except OSError as exc:
+        raise UsageProblem(f"{node_file}: cannot be read: {exc.strerror or exc}") from None
+    except (NodeDocumentError, UnicodeDecodeError) as exc:
+        raise UsageProblem(str(exc)) from None
+    wanted = dict(part.split("=", 1) for part in (selector or "").split(",") if "=" in part)
+    chosen = [n for n in nodes if all(n.labels.get(k) == v for k, v in wanted.items())] if wanted else \
+        [n for n in nodes if n.gpu_capacity > 0]
+    if not chosen:
+        click.echo(f"no node of {len(nodes)} in {node_file} " + (f"matches {selector!r}" if wanted else
+                   "has nvidia.com/gpu capacity: a run --k8s would need --selector"))
+        raise SystemExit(1)
+    blocked = 0
+    for node in chosen:
+        problems = node_problems(node)
+        blocked += bool(problems)
+        click.echo(f"{'NO ' if problems else 'OK '} {node.name} ({node.address}): {node.gpu_allocatable}/"
+                   f"{node.gpu_capacity} GPUs allocatable" + (f"; {'; '.join(problems)}" if problems else ""))
+    click.echo(f"{len(chosen) - blocked} of {len(chosen)} node(s) ready for GPU jobs")
+    raise SystemExit(1 if blocked else 0)

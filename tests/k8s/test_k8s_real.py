@@ -124,3 +124,27 @@ def test_without_the_printed_roles_the_run_fails_clearly(kube, tmp_path):
     assert run.returncode == 2
     assert "forbidden" in run.stderr and "preflight k8s manifests" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_saved_node_listing_is_judged_offline(kube, tmp_path):
+    """The API server's own NodeList, saved as `kubectl get nodes -o json` would, read by `k8s judge`."""
+    import json
+
+    from click.testing import CliRunner
+
+    from preflight.cli.main import cli
+
+    raw = kube["admin"].list_node(_preload_content=False)  # the NodeList JSON as the server sent it
+    served = (getattr(raw, "data", None) or raw.read()).decode()
+    saved = tmp_path / "nodes.json"
+    saved.write_text(served, encoding="utf-8")
+    done = CliRunner().invoke(cli, ["k8s", "judge", str(saved)])
+    assert done.exit_code == 0 and GPU_NODE in done.output and CPU_NODES[0] not in done.output, done.output
+    doc = json.loads(served)
+    for item in doc["items"]:
+        if item["metadata"]["name"] == GPU_NODE:
+            item.setdefault("spec", {})["unschedulable"] = True
+            item["status"]["allocatable"]["nvidia.com/gpu"] = "7"
+    saved.write_text(json.dumps(doc), encoding="utf-8")
+    done = CliRunner().invoke(cli, ["k8s", "judge", str(saved)])
+    assert done.exit_code == 1 and GPU_NODE in done.output

@@ -13,7 +13,7 @@ from preflight_checks.gpu.rules import thermal_slowdown_text
 from preflight.cli.hosts import HostsFileError, nodes_from_arg, parse_hosts
 from preflight_checks.collectives.nccl_tests import parse_json, parse_output
 from preflight.integrations.slurm import parse_show_node
-from preflight.launch.torchrun_log import nccl_network
+from preflight.launch.nccl_log import nccl_network
 
 
 def test_nccl_23_names_its_network_with_using_internal_network():
@@ -124,3 +124,68 @@ def test_nodes_from_arg_reads_a_node_set_or_a_file(tmp_path):
 
 def test_a_hosts_line_may_hold_several_node_sets():
     assert [h.name for h in parse_hosts("d[001-002],f[007,009] slots=8\n")] == ["d001", "d002", "f007", "f009"]
+
+
+def test_no_net_plugin_initialised_is_no_network_not_a_plugin_name():
+    # NCCL src/plugin/net.cc: INFO "Failed to initialize NET plugin %s" per plugin (a name may hold a
+    # space), then WARN("Failed to initialize any NET plugin") and ncclInvalidUsage; torch repeats the
+    # last line after "Last error:" without NCCL's head.
+    lines = ["h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so",
+             "h:1:1 [0] NCCL INFO NET/gIB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
+             "h:1:1 [0] NCCL INFO Failed to initialize NET plugin AWS Libfabric",
+             "h:1:1 [0] NCCL INFO Failed to initialize NET plugin gIB",
+             "h:1:1 [0] NCCL WARN Failed to initialize any NET plugin",
+             "Last error:", "Failed to initialize any NET plugin"]
+    found = nccl_network(lines)
+    assert found["network"] is None and found["no_network"] is True
+    assert any("any NET plugin" in line for line in found["unrecognised"])
+    assert nccl_network(lines[-1:])["no_network"] is True  # torch's error alone says it too
+
+
+def test_merged_nics_list_their_link_layers():
+    # NCCL 2.19 net_ib.cc (and nccl-rdma-sharp-plugins p2p_plugin.c): a merged device prints as
+    # " [%d]={[%d] %s:%d/%s, ...}", a space after each member's index.
+    line = ("h:1:1 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE} [1]mlx5_2:1/IB [RO]; "
+            "OOB eth0:10.0.0.1<0>")
+    found = nccl_network([line])
+    assert found["network"] == "IB" and found["link_layers"] == ["RoCE", "IB"]
+
+
+def test_nccl_lines_without_their_info_head_are_read():
+    # The message NCCL logs after "host:pid:tid [dev] NCCL INFO ", as docs and tickets quote it.
+    found = nccl_network(["NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.0.0.1<0>",
+                          "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"])
+    assert found["network"] == "IB" and found["link_layers"] == ["IB", "RoCE"]
+    assert found["via"] == ["NET/IB/0/GDRDMA"]
+    assert nccl_network(["host:12:34 [3] Using network Socket"])["network"] == "Socket"
+    assert nccl_network(["NET/AWS Libfabric : Using [0]rdmap0s0"])["network"] == "AWS Libfabric"
+    assert nccl_network(["training step 12, loss 0.3 (NET/IB was fine)"]) is None
+
+
+def test_slurm_json_node_state_as_a_list_or_a_string_with_flags():
+    # Slurm 23.02+ data_parser writes "state": ["MIXED", "DRAIN"] and reason_changed_at as
+    # {"set": true, "number": N}; 21.08 (openapi/v0.0.37) "state": "mixed", "state_flags": ["DRAIN"].
+    from preflight.integrations.slurm_json import node_states
+
+    new = {"nodes": [{"name": "g1", "state": ["MIXED", "DRAIN"], "reason": "preflight: xid 79",
+                      "reason_set_by_user": "root", "reason_changed_at": {"set": True, "number": 1700000000}}]}
+    old = {"nodes": [{"name": "g1", "state": "mixed", "state_flags": ["DRAIN"], "reason": "preflight: xid 79"}]}
+    for doc in (new, old):
+        node = node_states(json.dumps(doc))["g1"]
+        assert node.state == "MIXED+DRAIN" and node.drained_by_preflight
+    assert node_states(json.dumps(new))["g1"].reason_time == "1700000000"
+
+
+def test_sacct_and_squeue_json_job_states_in_either_shape():
+    # Slurm 23.02+ data_parser: squeue --json "job_state": ["RUNNING"], sacct --json "state":
+    # {"current": ["COMPLETED"], "reason": "None"}; 21.08 (openapi/v0.0.37) "job_state": "RUNNING".
+    from preflight.integrations.slurm_json import jobs
+
+    doc = {"jobs": [{"job_id": 1, "name": "a", "user_name": "u", "partition": "p", "job_state": ["RUNNING"],
+                     "nodes": "gpu[1-2]"},
+                    {"job_id": 2, "name": "b", "user": "u", "partition": "p",
+                     "state": {"current": ["FAILED"], "reason": "NonZeroExitCode"}, "nodes": "gpu3"},
+                    {"job_id": 3, "job_state": "PENDING", "state_reason": "Priority"}]}
+    found = jobs(json.dumps(doc))
+    assert [(j["id"], j["state"]) for j in found] == [(1, "RUNNING"), (2, "FAILED"), (3, "PENDING")]
+    assert found[2]["reason"] == "Priority" and found[0]["nodes"] == "gpu[1-2]"

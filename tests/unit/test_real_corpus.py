@@ -16,7 +16,7 @@ from preflight.core.check import CannotMeasure, Expect
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 KINDS = ("nccl_tests", "nccl_log", "slurm_node", "torchelastic", "iperf3", "requirements", "pyproject", "uv_lock",
-         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist")
+         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml", "slurm_table", "prometheus_rules")
 PIN_KINDS = ("requirements", "pyproject", "uv_lock", "poetry_lock", "pipfile_lock", "conda")
 
 
@@ -34,7 +34,7 @@ def kind_of(path: Path) -> str:
 
 def test_the_corpus_is_large_and_every_artifact_says_where_it_is_from():
     found = artifacts()
-    assert len(found) >= 80
+    assert len(found) >= 140
     kinds = {kind_of(p) for p in found}
     assert kinds == set(KINDS)
     for path in found:
@@ -51,7 +51,9 @@ def test_real_artifact_reads_as_expected(path: Path):
     kind, expect = kind_of(path), sidecar(path)["expect"]
     text = path.read_text(encoding="utf-8")
     {"nccl_tests": _nccl_tests, "nccl_log": _nccl_log, "slurm_node": _slurm_node, "torchelastic": _torchelastic,
-     "iperf3": _iperf3, "nvidia_smi": _nvidia_smi, "hostlist": _hostlist}.get(kind, _pins)(path, text, expect)
+     "iperf3": _iperf3, "nvidia_smi": _nvidia_smi, "hostlist": _hostlist, "slurm_json": _slurm_json,
+     "nvidia_smi_xml": _nvidia_smi, "slurm_table": _slurm_table,
+     "prometheus_rules": _prometheus_rules}.get(kind, _pins)(path, text, expect)
 
 
 # ------------------------------------------------------------------------------------------ nccl
@@ -75,9 +77,14 @@ def _nccl_tests(path: Path, text: str, expect: dict) -> None:
             assert max(h["error"] for h in halves) == pytest.approx(expect["max_error"])
     for wanted in expect.get("failures", []):
         assert any(wanted in line for line in parsed["failures"]), parsed["failures"]
+    if "out_of_bounds" in expect:  # the summary line, with or without its '#'
+        assert parsed["out_of_bounds"] == expect["out_of_bounds"]
     run = {"argv": ["all_reduce_perf"], "returncode": 1 if parsed["failures"] else 0,
            "error": run_error(1 if parsed["failures"] else 0, parsed), **parsed}
     ids = {f.id for f in judge_nccl_tests(run, [], [], [])}
+    if expect.get("out_of_bounds"):
+        assert "collectives.local.nccl-tests-wrong" in ids
+        ids.discard("collectives.local.nccl-tests-wrong")
     if expect.get("failures"):
         assert "collectives.local.nccl-tests-failure" in ids and run["error"] in parsed["failures"]
     else:
@@ -86,7 +93,7 @@ def _nccl_tests(path: Path, text: str, expect: dict) -> None:
 
 def _nccl_log(path: Path, text: str, expect: dict) -> None:
     from preflight_checks.collectives.nccl_tests import parse_output
-    from preflight.launch.torchrun_log import nccl_network
+    from preflight.launch.nccl_log import nccl_network
 
     found = nccl_network(text.splitlines())
     assert found is not None
@@ -116,6 +123,52 @@ def _slurm_node(path: Path, text: str, expect: dict) -> None:
                     assert getattr(state, key) == value, (name, key)
 
 
+def _slurm_json(path: Path, text: str, expect: dict) -> None:
+    from preflight.integrations.slurm_json import jobs, node_states
+
+    if "nodes" in expect:
+        nodes = node_states(text)
+        assert len(nodes) == expect["count"]
+        for name, wanted in expect["nodes"].items():
+            assert {k: getattr(nodes[name], k) for k in wanted} == wanted
+    for got, wanted in zip(jobs(text) if "jobs" in expect else [], expect.get("jobs", [])):
+        assert {k: got[k] for k in wanted} == wanted
+
+
+def _slurm_table(path: Path, text: str, expect: dict) -> None:
+    from ClusterShell.NodeSet import NodeSet
+
+    from preflight.integrations.slurm_tables import parse_table, sinfo_node_states, squeue_jobs
+
+    table = parse_table(text)
+    assert table["columns"] == expect["columns"] and len(table["rows"]) == expect["rows"]
+    if table["rows"]:
+        assert (table["rows"][0], table["rows"][-1]) == (expect["first"], expect["last"])
+    for row in table["rows"]:  # sinfo's own count of each node set matches the names it folds
+        if row.get("NODES", "").isdigit() and row.get("NODELIST", "").strip("(") == row.get("NODELIST"):
+            assert len(NodeSet(row["NODELIST"])) == int(row["NODES"]), row
+    if "nodes" in expect:
+        nodes = sinfo_node_states(text)
+        assert len(nodes) == expect["nodes"]
+        for name, wanted in expect["node"].items():
+            assert {"state": nodes[name].state, "reason": nodes[name].reason} == wanted
+    if "jobs" in expect:
+        assert squeue_jobs(text) == expect["jobs"]
+
+
+def _prometheus_rules(path: Path, text: str, expect: dict) -> None:
+    from preflight_checks.monitoring.alarms import LATENCY_METRIC, MonitoringAlarms, Params, covers_utilisation
+    from preflight_checks.monitoring.rule_files import rules_from_text
+
+    rules = rules_from_text(text, str(path))
+    assert len(rules) == expect["alerts"] and (rules[0]["name"], rules[-1]["name"]) == (expect["first"], expect["last"])
+    assert [r["name"] for r in rules if covers_utilisation(r["query"])] == expect["utilisation"]
+    assert [r["name"] for r in rules if LATENCY_METRIC in r["query"]] == expect["latency"]
+    facts = {"url": None, "nodes": [], "file_rules": rules, "rule_files": [str(path)]}
+    outcome = MonitoringAlarms().evaluate(facts, Params(rule_files=[str(path)]), Expect())
+    assert {f.id for f in outcome.findings} == set(expect["findings"])
+
+
 def _records(text: str) -> list[str]:
     records: list[str] = []
     for line in text.splitlines():
@@ -141,6 +194,10 @@ def _torchelastic(path: Path, text: str, expect: dict) -> None:
     assert len(summary["failures"]) == len(expect.get("failures", []))
     if "agent_failure" in expect:
         assert summary["agent_failure"] == expect["agent_failure"]
+    wanted = expect.get("nccl_watchdog")  # the cause of a SIGABRT, when the log holds it
+    assert (summary["nccl_watchdog"] is None) == (wanted is None)
+    for key, value in (wanted or {}).items():
+        assert summary["nccl_watchdog"][key] == value
 
 
 def _iperf3(path: Path, text: str, expect: dict) -> None:
@@ -206,7 +263,11 @@ def _nvidia_smi(path: Path, text: str, expect: dict) -> None:
     from preflight_checks.gpu.nvidia_smi import parse_query
     from preflight.workers.gpu_nvml import throttle_reason_names
 
-    nvml = parse_query(text)
+    from preflight_checks.gpu.nvidia_smi_xml import parse_query_xml
+
+    nvml = parse_query(text)  # the text report, or the XML one (-x), told apart by parse_query
+    if kind_of(path) == "nvidia_smi_xml":
+        assert nvml == parse_query_xml(text)
     assert nvml["driver_version"] == expect["driver"] and len(nvml["gpus"]) == expect["gpus"]
     assert nvml["attached"] == expect.get("attached", expect["gpus"])
     assert {g["name"] for g in nvml["gpus"]} == {expect["name"]}

@@ -1,4 +1,5 @@
-"""Which nodes a Kubernetes run checks: Node objects from the API, with their GPUs, labels and taints."""
+"""Which nodes a Kubernetes run checks: Node objects from the API (or a saved `kubectl get nodes -o
+json|yaml`), with their GPUs, labels and taints, and what keeps a GPU node from taking a GPU job."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class KubeNode:
     ready: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
+    unschedulable: bool = False  # cordoned (`kubectl cordon`, spec.unschedulable)
 
 
 def _quantity(value: Any) -> int:
@@ -36,7 +38,75 @@ def from_node(node: Any) -> KubeNode:
         address=addresses.get("InternalIP") or addresses.get("Hostname") or node.metadata.name,
         gpu_capacity=_quantity((status.capacity or {}).get(GPU_RESOURCE)) if status else 0,
         gpu_allocatable=_quantity((status.allocatable or {}).get(GPU_RESOURCE)) if status else 0,
-        ready=ready, labels=dict(node.metadata.labels or {}), taints=taints)
+        ready=ready, labels=dict(node.metadata.labels or {}), taints=taints,
+        unschedulable=bool(getattr(node.spec, "unschedulable", False)))
+
+
+class NodeDocumentError(ValueError):
+    """A saved node listing that cannot be read; the message names the file and what is wrong."""
+
+
+def _node_dicts(doc: Any) -> list[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        return []
+    if doc.get("kind") == "Node":
+        return [doc]
+    if isinstance(doc.get("items"), list):  # kubectl's List; the API's NodeList, whose items carry no kind
+        found: list[dict[str, Any]] = []
+        for item in doc["items"]:
+            if isinstance(item, dict) and "kind" not in item and "metadata" in item:
+                found.append(item)
+            else:
+                found += _node_dicts(item)
+        return found
+    return []
+
+
+def from_node_document(doc: dict[str, Any]) -> KubeNode:
+    """One Node as `kubectl get node -o json|yaml` writes it (the API's JSON form of the object)."""
+    meta, spec, status = doc.get("metadata") or {}, doc.get("spec") or {}, doc.get("status") or {}
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or [] if isinstance(a, dict)}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    taints = [{"key": t.get("key", ""), "value": t.get("value") or "", "effect": t.get("effect", "")}
+              for t in spec.get("taints") or []]
+    return KubeNode(
+        name=meta.get("name", ""),
+        address=addresses.get("InternalIP") or addresses.get("Hostname") or meta.get("name", ""),
+        gpu_capacity=_quantity((status.get("capacity") or {}).get(GPU_RESOURCE)),
+        gpu_allocatable=_quantity((status.get("allocatable") or {}).get(GPU_RESOURCE)),
+        ready=ready, labels=dict(meta.get("labels") or {}), taints=taints,
+        unschedulable=bool(spec.get("unschedulable")))
+
+
+def nodes_from_text(text: str, where: str) -> list[KubeNode]:
+    """The nodes of a saved `kubectl get nodes -o json` or `-o yaml` (a List, one Node, several YAML
+    documents); NodeDocumentError naming `where` when it holds none."""
+    import yaml
+
+    try:
+        docs = list(yaml.safe_load_all(text))  # JSON is YAML
+    except yaml.YAMLError as exc:
+        raise NodeDocumentError(f"{where}: neither JSON nor YAML: {' '.join(str(exc).split())}") from None
+    found = [from_node_document(d) for doc in docs for d in _node_dicts(doc)]
+    if not found:
+        raise NodeDocumentError(f"{where}: no Node objects (save them with `kubectl get nodes -o json > FILE`)")
+    return sorted(found, key=lambda n: n.name)
+
+
+def node_problems(node: KubeNode) -> list[str]:
+    """Why a GPU node cannot take (all of) a GPU job now, in words; [] when nothing keeps it."""
+    problems = []
+    if not node.ready:
+        problems.append("not Ready")
+    if node.unschedulable:
+        problems.append("cordoned (unschedulable)")
+    hard = [t for t in node.taints if t.get("effect") in ("NoSchedule", "NoExecute")]
+    if hard:
+        problems.append("tainted " + ", ".join(f"{t['key']}:{t['effect']}" for t in hard))
+    if node.gpu_allocatable < node.gpu_capacity:
+        problems.append(f"offers {node.gpu_allocatable} of its {node.gpu_capacity} GPUs ({GPU_RESOURCE} allocatable "
+                        "below capacity: a GPU the device plugin marked unhealthy)")
+    return problems
 
 
 def discover(api: Any, selector: str | None = None) -> list[KubeNode]:

@@ -128,3 +128,24 @@ def test_labels_reach_the_prometheus_rule_metadata_for_a_rule_selector():
             alerts.build("prometheus-operator", labels=[bad])
     result = CliRunner().invoke(cli, ["alerts", "--format", "prometheus-operator", "--label", "oops"])
     assert result.exit_code == 2 and "--label 'oops'" in result.output
+
+
+def test_alerts_check_judges_rule_files_before_they_are_loaded(tmp_path):
+    runner = CliRunner()
+    for fmt in ("rules", "prometheus-operator"):
+        out = tmp_path / f"{fmt}.yml"
+        assert runner.invoke(cli, ["alerts", "--format", fmt, "--out", str(out)]).exit_code == 0
+        done = runner.invoke(cli, ["alerts", "--check", str(out)])
+        assert done.exit_code == 0, done.output
+        assert "PreflightGpuUtilizationLow" in done.output and "PreflightCommLatencyHigh" in done.output
+    other = tmp_path / "other.yml"
+    other.write_text("groups:\n- name: node\n  rules:\n  - alert: GpuIdle\n    expr: DCGM_FI_DEV_GPU_UTIL == 0\n"
+                     "  - record: gpu:util:avg\n    expr: avg(DCGM_FI_DEV_GPU_UTIL)\n", encoding="utf-8")
+    done = runner.invoke(cli, ["alerts", "--check", str(other)])  # utilisation yes (== 0), latency no
+    assert done.exit_code == 1 and "all-reduce latency" in done.output and "GPU utilisation (" not in done.output
+    for bad, says in (("missing.yml", "cannot be read"), ("bad.yml", "not YAML"), ("empty.yml", "no rule groups")):
+        path = tmp_path / bad
+        if bad != "missing.yml":
+            path.write_text("groups: [" if bad == "bad.yml" else "scrape_configs: []\n", encoding="utf-8")
+        done = runner.invoke(cli, ["alerts", "--check", str(path)])
+        assert done.exit_code == 2 and str(path) in done.output and says in done.output and "Traceback" not in done.output

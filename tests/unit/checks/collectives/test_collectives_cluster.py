@@ -439,7 +439,7 @@ NCCL_SOCKET_LINES = [
 
 
 def test_the_network_nccl_used_is_read_from_its_info_lines():
-    from preflight.launch.torchrun_log import nccl_network
+    from preflight.launch.nccl_log import nccl_network
 
     ib = nccl_network(["I1129 torchrun noise"] + NCCL_IB_LINES)
     assert ib["network"] == "IB" and ib["via"] == ["NET/IB/0", "P2P/CUMEM"]

@@ -160,3 +160,26 @@ def test_recorded_rules_carry_health_error_and_evaluation_time():
 ])
 def test_the_watched_expression_is_the_compared_side(query, watched):
     assert watched_expression(query) == watched
+
+
+def test_a_rule_that_alarms_on_an_idle_gpu_with_equals_zero_covers_utilisation():
+    assert covers_utilisation("DCGM_FI_DEV_GPU_UTIL == 0")
+    assert covers_utilisation("avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)==0")
+    assert not covers_utilisation("DCGM_FI_DEV_GPU_UTIL == 100")
+    assert not covers_utilisation("avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m]) > 90")
+
+
+def test_rule_files_are_judged_without_a_prometheus_and_their_unloaded_alerts_named_with_one(tmp_path):
+    from preflight.integrations import alerts
+    from preflight_checks.monitoring.rule_files import read_rule_files
+
+    path = tmp_path / "go-live.yml"
+    path.write_text(alerts.build("prometheus-operator"), encoding="utf-8")
+    files = {"file_rules": read_rule_files([str(path)]), "rule_files": [str(path)]}
+    alone = CHECK.evaluate({"url": None, "nodes": [], **files}, Params(rule_files=[str(path)]), Expect())
+    assert alone.status is Status.PASS and not ids(alone)
+    facts = replayed(answers_with(rules_kept={"PreflightGpuUtilizationLow"}))
+    beside = CHECK.evaluate({**facts, **files}, Params(prometheus_url="http://prom:9090"), Expect())
+    assert "monitoring.alarms.rule-not-loaded" in ids(beside)
+    named = next(f for f in beside.findings if f.id == "monitoring.alarms.rule-not-loaded")
+    assert "PreflightCommLatencyHigh" in named.message and "PreflightGpuUtilizationLow," not in named.message

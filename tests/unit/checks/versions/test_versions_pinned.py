@@ -374,3 +374,15 @@ def test_describe_stack_of_a_gpu_node():
     text = describe_stack(stack)
     assert "torch 2.5.1+cu124 (CUDA 12.4, cuDNN 9.1.0, NCCL 2.21.5)" in text
     assert "driver 550.54.15" in text
+
+
+def test_a_poetry_caret_or_tilde_on_a_local_version_admits_that_build():
+    from packaging.specifiers import SpecifierSet
+
+    from preflight_checks.versions.pin_files import poetry_specifier
+
+    caret, tilde = SpecifierSet(poetry_specifier("^0.5.0+cu124")), SpecifierSet(poetry_specifier("~0.5.0+cu124"))
+    for spec in (caret, tilde):
+        assert "0.5.0+cu124" in spec and "0.5.3+cu124" in spec and "0.6.0+cu124" not in spec
+    torch = SpecifierSet(poetry_specifier("^2.3.1+cu121"))
+    assert "2.3.1+cu121" in torch and "2.4.0" in torch and "3.0.0+cu121" not in torch and "2.3.0+cu121" not in torch

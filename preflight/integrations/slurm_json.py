@@ -1,0 +1,72 @@
+"""Slurm's `--json` documents (`sinfo --json`, `squeue --json`, `scontrol show node --json`), read into
+the same NodeState that `scontrol show node -o` gives. Pure.
+
+The document is openapi/v0.0.37 and later (Slurm 21.08+): `nodes[]` with `name`, `address`, `state`
+("mixed" with `state_flags` ["DRAIN"] before 23.02; ["MIXED", "DRAIN"] since), `reason`,
+`reason_set_by_user` and `reason_changed_at` (a number, or {"set": true, "number": N} since 23.02);
+`jobs[]` with `job_id`, `job_state` (a string, or a list since 23.02), `state_reason`, `nodes`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from preflight.integrations.slurm import NodeState, SlurmError
+
+
+def _document(text: str, key: str) -> list[dict[str, Any]]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise SlurmError(f"not a Slurm --json document: {exc}") from exc
+    items = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise SlurmError(f"a Slurm --json document without a {key!r} list")
+    errors = [e.get("error") or e.get("description") for e in doc.get("errors") or [] if isinstance(e, dict)]
+    if errors and not items:
+        raise SlurmError(f"Slurm answered with errors: {'; '.join(str(e) for e in errors)}")
+    return [item for item in items if isinstance(item, dict)]
+
+
+def _state(value: Any, flags: Any = None) -> str:
+    """MIXED+DRAIN, as scontrol prints it, from "mixed" + ["DRAIN"] or ["MIXED", "DRAIN"]."""
+    parts = [str(value)] if isinstance(value, str) else [str(v) for v in value or []]
+    parts += [str(f) for f in flags or [] if str(f) not in parts]
+    return "+".join(p.strip().upper() for p in parts if p.strip())
+
+
+def _number(value: Any) -> Any:
+    return value.get("number") if isinstance(value, dict) else value
+
+
+def node_states(text: str) -> dict[str, NodeState]:
+    """Node name -> NodeState from a `--json` document's `nodes` (sinfo, scontrol show node)."""
+    out: dict[str, NodeState] = {}
+    for node in _document(text, "nodes"):
+        name = str(node.get("name") or "")
+        if not name:
+            continue
+        changed = _number(node.get("reason_changed_at"))
+        fields = {"Partitions": ",".join(node.get("partitions") or []), "Gres": str(node.get("gres") or ""),
+                  "CPUTot": str(node.get("cpus", "")), "RealMemory": str(node.get("real_memory", ""))}
+        out[name] = NodeState(name=name, address=str(node.get("address") or ""),
+                              state=_state(node.get("state"), node.get("state_flags")),
+                              reason=str(node.get("reason") or ""), fields=fields,
+                              reason_user=str(node.get("reason_set_by_user") or ""),
+                              reason_time=str(changed) if changed else "")
+    return out
+
+
+def jobs(text: str) -> list[dict[str, Any]]:
+    """The jobs of a `squeue --json` / `sacct --json` document: id, name, user, partition, state,
+    the reason it waits and its nodes."""
+    out = []
+    for job in _document(text, "jobs"):
+        state = job.get("job_state", job.get("state"))
+        if isinstance(state, dict):  # sacct: {"current": [...], "reason": ...}
+            state = state.get("current")
+        out.append({"id": job.get("job_id"), "name": job.get("name"), "user": job.get("user_name", job.get("user")),
+                    "partition": job.get("partition"), "state": _state(state),
+                    "reason": job.get("state_reason") or "", "nodes": job.get("nodes") or ""})
+    return out
