@@ -223,7 +223,7 @@ class ScalingMultiGpu(Check):
             for index, n in enumerate(counts):
                 share = (ctx.time_left() - SLACK_S) / (len(counts) - index)
                 tf_runs.append(self._run_tensorflow(ctx, params, device_kind, model, n, share))
-            facts["tensorflow"] = {"runs": tf_runs, "table": scaling_table(_points(tf_runs))}
+            facts["tensorflow"] = {"runs": tf_runs, "table": scaling_table(points_of(tf_runs))}
         return facts
 
     def _run_torch(self, ctx: NodeContext, params: Params, facts: dict[str, Any], model: dict[str, Any],

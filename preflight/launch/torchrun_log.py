@@ -401,16 +401,17 @@ def _hung_launch(launch: _Launch) -> _Failure:
     stuck = [n for n, a in launch.agents.items() if a.get("killed")]
     if not stuck or _exited_agents(launch):
         return None
-    return ("timeout", f"still running on {names_text(stuck)} after {launch.launch_timeout_s:.0f}s and stopped "
-                       "(no rank reported an error: a collective that hangs)", [])
+    error = (f"still running on {names_text(stuck)} after {launch.launch_timeout_s:.0f}s and stopped "
+             "(no rank reported an error: a collective that hangs)")
+    return "timeout", error, []
 
 
 def _unexplained_failure(launch: _Launch) -> tuple[str, str, list[str]]:
     exited = _exited_agents(launch)
     if exited:
         node, agent = exited[0]
-        return ("collective", f"torchrun on {node} exited with code {agent['returncode']}: "
-                              f"{agent.get('last_error') or 'no output'}", [])
+        error = f"torchrun on {node} exited with code {agent['returncode']}: {agent.get('last_error') or 'no output'}"
+        return "collective", error, []
     return "collective", "no rank reported a result", []
 
 
