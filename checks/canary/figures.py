@@ -55,20 +55,50 @@ def summarise(result: dict[str, Any], reference: dict[str, Any] | None = None) -
     """Step time, data wait, all-reduce latency, utilisation, memory and loss of one canary run."""
     ranks = result["ranks"]
     steps = min(len(r["step_s"]) for r in ranks)
+    buckets = [(step, seconds, nbytes) for r in ranks for step, seconds, nbytes in r["buckets"]]
+    comm_by_step = _comm_by_step(ranks, steps)
+    if reference is None:
+        reference = {"source": "idle all-reduce in the same process group", "sizes": result.get("idle_allreduce", [])}
+    sizes = _latency_by_size(buckets, reference)
+    worst = max((s for s in sizes if s["ratio"] is not None), key=lambda s: s["ratio"], default=None)
+    first_losses = ranks[0]["losses"]
+    return {
+        **_step_times(ranks, steps),
+        "bucket_count_per_step": (len(buckets) / (len(ranks) * steps)) if steps else 0,
+        "bucket_p50_s": percentile([b[1] for b in buckets], 50),
+        "bucket_p99_s": percentile([b[1] for b in buckets], 99),
+        "comm_per_step_p50_s": percentile(comm_by_step, 50), "comm_per_step_p99_s": percentile(comm_by_step, 99),
+        "latency_by_size": sizes, "latency_reference": reference["source"], "worst_latency": worst,
+        "loss_first": first_losses[0] if first_losses else None,
+        "loss_last": first_losses[-1] if first_losses else None,
+        "non_finite_losses": sum(1 for r in ranks for v in r["losses"] if not math.isfinite(v)),
+        "memory": memory_summary([r["memory"] for r in ranks]),
+        "gpu_utilization": utilisation_summary(result.get("gpu_utilization")),
+    }
+
+
+def _step_times(ranks: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     # A step of data-parallel training takes as long as its slowest rank.
     slowest = [max(r["step_s"][i] for r in ranks) for i in range(steps)]
     wait_by_step = [max(r["wait_s"][i] for r in ranks) for i in range(steps)]
     wait_share = max(sum(r["wait_s"]) / sum(r["step_s"]) for r in ranks if sum(r["step_s"]) > 0)
-    buckets = [(step, seconds, nbytes) for r in ranks for step, seconds, nbytes in r["buckets"]]
+    return {"steps": steps, "step_s": slowest, "wait_s": wait_by_step,
+            "step_median_s": percentile(slowest, 50), "step_p95_s": percentile(slowest, 95),
+            "data_wait_share": wait_share, "data_wait_median_s": percentile(wait_by_step, 50)}
+
+
+def _comm_by_step(ranks: list[dict[str, Any]], steps: int) -> list[float]:
+    """Seconds of all-reduce per step: each rank's buckets summed, the slowest rank's sum."""
     per_step: dict[tuple[int, int], float] = {}
     for r in ranks:
         for step, seconds, _ in r["buckets"]:
             per_step[(r["rank"], step)] = per_step.get((r["rank"], step), 0.0) + seconds
-    comm_by_step = [max(v for (rank, s), v in per_step.items() if s == i) for i in range(steps)
-                    if any(s == i for _, s in per_step)]
+    return [max(v for (rank, s), v in per_step.items() if s == i) for i in range(steps)
+            if any(s == i for _, s in per_step)]
 
-    if reference is None:
-        reference = {"source": "idle all-reduce in the same process group", "sizes": result.get("idle_allreduce", [])}
+
+def _latency_by_size(buckets: list[tuple[int, float, int]], reference: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gradient buckets' all-reduce times by size, p99 against the reference's time at that size."""
     by_size: dict[int, list[float]] = {}
     for _, seconds, nbytes in buckets:
         by_size.setdefault(nbytes, []).append(seconds)
@@ -79,26 +109,7 @@ def summarise(result: dict[str, Any], reference: dict[str, Any] | None = None) -
         sizes.append({"bytes": nbytes, "count": len(values), "p50_s": percentile(values, 50), "p99_s": p99,
                       "reference_s": expected,
                       "ratio": (p99 / expected) if (p99 is not None and expected) else None})
-    worst = max((s for s in sizes if s["ratio"] is not None), key=lambda s: s["ratio"], default=None)
-
-    losses = [v for r in ranks for v in r["losses"]]
-    summary: dict[str, Any] = {
-        "steps": steps,
-        "step_s": slowest, "wait_s": wait_by_step,
-        "step_median_s": percentile(slowest, 50), "step_p95_s": percentile(slowest, 95),
-        "data_wait_share": wait_share, "data_wait_median_s": percentile(wait_by_step, 50),
-        "bucket_count_per_step": (len(buckets) / (len(ranks) * steps)) if steps else 0,
-        "bucket_p50_s": percentile([b[1] for b in buckets], 50),
-        "bucket_p99_s": percentile([b[1] for b in buckets], 99),
-        "comm_per_step_p50_s": percentile(comm_by_step, 50), "comm_per_step_p99_s": percentile(comm_by_step, 99),
-        "latency_by_size": sizes, "latency_reference": reference["source"], "worst_latency": worst,
-        "loss_first": ranks[0]["losses"][0] if ranks[0]["losses"] else None,
-        "loss_last": ranks[0]["losses"][-1] if ranks[0]["losses"] else None,
-        "non_finite_losses": sum(1 for v in losses if not math.isfinite(v)),
-        "memory": memory_summary([r["memory"] for r in ranks]),
-        "gpu_utilization": utilisation_summary(result.get("gpu_utilization")),
-    }
-    return summary
+    return sizes
 
 
 def memory_summary(per_rank: list[dict[str, Any]]) -> dict[str, Any]:

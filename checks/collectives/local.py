@@ -364,6 +364,29 @@ def judge_nccl_tests(run: dict[str, Any] | None, runs: list[dict[str, Any]], mea
     if not run:
         return []
     by_hand = "run `" + " ".join(run.get("argv") or [nccl_tests.BINARY]) + "` by hand to see why"
+    findings = _nccl_tests_trouble(run, by_hand)
+    if run.get("error") and not run.get("rows"):
+        if not findings:
+            findings.append(CollectivesLocal.finding("nccl-tests-failed", Status.WARN,
+                                                     f"nccl-tests all_reduce_perf did not run: {run['error']}", fix=by_hand))
+        return findings
+    findings += _nccl_tests_out_of_bounds(run)
+    ours = next((r["result"] for r in runs if r.get("ok") and r.get("backend") == "nccl"), None)
+    ours_sizes = sorted((ours or {}).get("sizes", []), key=lambda e: e["bytes"])
+    first = row_at_size(run, ours_sizes[0]["bytes"]) if ours_sizes else None
+    if first and first["out_of_place"] and first["out_of_place"]["time_us"] is not None:
+        theirs = first["out_of_place"]["time_us"]
+        details.append(f"latency at {human_bytes(ours_sizes[0]['bytes'])}: preflight {ours_sizes[0]['time_s'] * 1e6:.1f} us, "
+                       f"nccl-tests {theirs:.1f} us")
+    ours_by_size = {e["bytes"]: e for e in ours_sizes[1:] or ours_sizes}  # the smallest gives latency, not busbw
+    for row in run.get("rows") or []:
+        findings += _nccl_tests_wrong_row(row)
+        _compare_busbw(row, ours_by_size, measurements, details)
+    return findings
+
+
+def _nccl_tests_trouble(run: dict[str, Any], by_hand: str) -> list[Finding]:
+    """What nccl-tests said went wrong, and table rows preflight could not read."""
     findings = []
     for line in run.get("failures") or []:
         # nccl-tests' own words ("Test NCCL failure common.cu:1204 'unhandled cuda error ...'"), whether
@@ -374,37 +397,37 @@ def judge_nccl_tests(run: dict[str, Any] | None, runs: list[dict[str, Any]], mea
         findings.append(CollectivesLocal.finding("nccl-tests-unreadable", Status.WARN, "nccl-tests all_reduce_perf printed "
                                                  f"table rows preflight could not read, e.g. {run['unparsed'][0]!r}",
                                                  fix=by_hand))
-    if run.get("error") and not run.get("rows"):
-        if not findings:
-            findings.append(CollectivesLocal.finding("nccl-tests-failed", Status.WARN,
-                                                     f"nccl-tests all_reduce_perf did not run: {run['error']}", fix=by_hand))
-        return findings
-    if run.get("out_of_bounds") and not any(half and half.get("wrong") for row in run.get("rows") or []
-                                            for half in (row["out_of_place"], row["in_place"])):
-        findings.append(CollectivesLocal.finding("nccl-tests-wrong", Status.FAIL, "nccl-tests all_reduce_perf: "
-                                                 f"{run['out_of_bounds']} results out of bounds (# Out of bounds values)"))
-    ours = next((r["result"] for r in runs if r.get("ok") and r.get("backend") == "nccl"), None)
-    ours_sizes = sorted((ours or {}).get("sizes", []), key=lambda e: e["bytes"])
-    ours_by_size = {e["bytes"]: e for e in ours_sizes[1:] or ours_sizes}  # the smallest gives latency, not busbw
-    first = row_at_size(run, ours_sizes[0]["bytes"]) if ours_sizes else None
-    if first and first["out_of_place"] and first["out_of_place"]["time_us"] is not None:
-        theirs = first["out_of_place"]["time_us"]
-        details.append(f"latency at {human_bytes(ours_sizes[0]['bytes'])}: preflight {ours_sizes[0]['time_s'] * 1e6:.1f} us, "
-                       f"nccl-tests {theirs:.1f} us")
-    for row in run.get("rows") or []:
-        wrong = [half["wrong"] for half in (row["out_of_place"], row["in_place"]) if half and half["wrong"]]
-        if wrong:
-            findings.append(CollectivesLocal.finding("nccl-tests-wrong", Status.FAIL, f"nccl-tests all_reduce_perf: "
-                                                     f"{sum(wrong)} wrong elements at {human_bytes(row['bytes'])}"))
-        if row["bytes"] not in ours_by_size:
-            continue
-        busbw = (row["out_of_place"] or row["in_place"] or {}).get("busbw_gbps")
-        if busbw is None:
-            continue
-        measurements.append(measure(f"nccl-tests all_reduce_perf: busbw at {human_bytes(row['bytes'])}", busbw, "GB/s",
-                                    figure=FIGURE_SIZE, series="nccl-tests", at=row["bytes"], better="higher"))
-        mine = ours_by_size[row["bytes"]]["busbw_gbps"]
-        ratio = f" ({mine / busbw:.2f}x)" if busbw else ""
-        details.append(f"busbw at {human_bytes(row['bytes'])}: preflight {mine:.1f} GB/s, nccl-tests {busbw:.1f} GB/s"
-                       f"{ratio}")
     return findings
+
+
+def _nccl_tests_out_of_bounds(run: dict[str, Any]) -> list[Finding]:
+    """Wrong results counted only in the summary line (no row says how many, at which size)."""
+    if not run.get("out_of_bounds") or any(half and half.get("wrong") for row in run.get("rows") or []
+                                           for half in (row["out_of_place"], row["in_place"])):
+        return []
+    return [CollectivesLocal.finding("nccl-tests-wrong", Status.FAIL, "nccl-tests all_reduce_perf: "
+                                     f"{run['out_of_bounds']} results out of bounds (# Out of bounds values)")]
+
+
+def _nccl_tests_wrong_row(row: dict[str, Any]) -> list[Finding]:
+    wrong = [half["wrong"] for half in (row["out_of_place"], row["in_place"]) if half and half["wrong"]]
+    if not wrong:
+        return []
+    return [CollectivesLocal.finding("nccl-tests-wrong", Status.FAIL, f"nccl-tests all_reduce_perf: "
+                                     f"{sum(wrong)} wrong elements at {human_bytes(row['bytes'])}")]
+
+
+def _compare_busbw(row: dict[str, Any], ours_by_size: dict[int, dict[str, Any]], measurements: list[Measurement],
+                   details: list[str]) -> None:
+    """nccl-tests' busbw at a size preflight measured too, as a figure and beside preflight's."""
+    if row["bytes"] not in ours_by_size:
+        return
+    busbw = (row["out_of_place"] or row["in_place"] or {}).get("busbw_gbps")
+    if busbw is None:
+        return
+    measurements.append(measure(f"nccl-tests all_reduce_perf: busbw at {human_bytes(row['bytes'])}", busbw, "GB/s",
+                                figure=FIGURE_SIZE, series="nccl-tests", at=row["bytes"], better="higher"))
+    mine = ours_by_size[row["bytes"]]["busbw_gbps"]
+    ratio = f" ({mine / busbw:.2f}x)" if busbw else ""
+    details.append(f"busbw at {human_bytes(row['bytes'])}: preflight {mine:.1f} GB/s, nccl-tests {busbw:.1f} GB/s"
+                   f"{ratio}")

@@ -169,40 +169,50 @@ def parse_output(text: str) -> dict[str, Any]:
         if _FAILURE.search(line) and not line.startswith("#"):
             if line not in facts["failures"] and len(facts["failures"]) < 20:
                 facts["failures"].append(line[:300])
-            continue
-        if line.startswith("#") or _untagged_comment(line):
-            body = line.lstrip("#").strip()
-            words = body.split()
-            found = _layout_from_header(words)
-            if found:
-                layout, in_table = found, True
-                facts["layout"] = found
-            elif words[:2] == ["(B)", "(elements)"]:
-                in_table = True
-            if "nGpus" in words and words.index("nGpus") + 1 < len(words):
-                facts["n_gpus"] = int(_number(words[words.index("nGpus") + 1]) or 0) or None
-            if body.startswith("Avg bus bandwidth"):
-                facts["avg_busbw_gbps"] = _number(body.split(":", 1)[-1].split()[0]) if ":" in body else None
-            elif body.startswith("Out of bounds values"):
-                facts["out_of_bounds"] = int(_number(body.split(":", 1)[-1].split()[0]) or 0)
-            elif body.startswith("nccl-tests version"):
-                facts["version"] = words[2] if len(words) > 2 else None
-            elif body.startswith("error:") and body[6:].strip():
-                facts["failures"].append(line[:300])
-            continue
-        fields = line.split()
-        if not fields[0].isdigit():
-            continue
-        use = layout or _layout_from_row(fields)
-        row = _row(fields, use) if use else None
-        if row is None:
-            if in_table or len(fields) >= 8:
-                facts["unparsed"].append(raw.strip()[:300])
-            continue
-        if layout is None and facts["layout"] is None:
-            facts["layout"] = use
-        rows.append(row)
+        elif line.startswith("#") or _untagged_comment(line):
+            found, starts_table = _read_comment(facts, line)
+            layout = found or layout
+            in_table = in_table or starts_table
+        else:
+            _read_row(facts, raw, line, layout, in_table)
     return facts
+
+
+def _read_comment(facts: dict[str, Any], line: str) -> tuple[dict[str, Any] | None, bool]:
+    """A '#' line: the table's header (its layout, and that the table starts) or a summary line, into facts."""
+    body = line.lstrip("#").strip()
+    words = body.split()
+    found = _layout_from_header(words)
+    if found:
+        facts["layout"] = found
+    if "nGpus" in words and words.index("nGpus") + 1 < len(words):
+        facts["n_gpus"] = int(_number(words[words.index("nGpus") + 1]) or 0) or None
+    if body.startswith("Avg bus bandwidth"):
+        facts["avg_busbw_gbps"] = _number(body.split(":", 1)[-1].split()[0]) if ":" in body else None
+    elif body.startswith("Out of bounds values"):
+        facts["out_of_bounds"] = int(_number(body.split(":", 1)[-1].split()[0]) or 0)
+    elif body.startswith("nccl-tests version"):
+        facts["version"] = words[2] if len(words) > 2 else None
+    elif body.startswith("error:") and body[6:].strip():
+        facts["failures"].append(line[:300])
+    return found, bool(found) or words[:2] == ["(B)", "(elements)"]
+
+
+def _read_row(facts: dict[str, Any], raw: str, line: str, layout: dict[str, Any] | None, in_table: bool) -> None:
+    """A table row, by the header's layout or else by its own shape; a row that looks like one and
+    cannot be read goes to facts["unparsed"]."""
+    fields = line.split()
+    if not fields[0].isdigit():
+        return
+    use = layout or _layout_from_row(fields)
+    row = _row(fields, use) if use else None
+    if row is None:
+        if in_table or len(fields) >= 8:
+            facts["unparsed"].append(raw.strip()[:300])
+        return
+    if layout is None and facts["layout"] is None:
+        facts["layout"] = use
+    facts["rows"].append(row)
 
 
 def _json_half(half: Any) -> dict[str, Any] | None:

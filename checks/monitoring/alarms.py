@@ -176,40 +176,19 @@ class MonitoringAlarms(Check):
             return outcome_from_findings([self.finding("no-url", Status.SKIP,
                                                        "no Prometheus to ask: set monitoring.alarms.prometheus_url")],
                                          passed="")
-        findings: list[Finding] = []
-        loaded = {r["name"] for r in facts.get("rules", [])}
-        unloaded = [r["name"] for r in facts.get("file_rules", []) if r["name"] not in loaded]
-        if unloaded:
-            findings.append(self.finding("rule-not-loaded", Status.WARN,
-                                         f"{', '.join(dict.fromkeys(unloaded))} of {', '.join(facts['rule_files'])} "
-                                         f"not loaded in {facts['url']}"))
+        server_time = facts.get("server_time")
         rules = facts.get("rules", [])
         util_all = [r for r in rules if covers_utilisation(r["query"])]
         latency_all = [r for r in rules if LATENCY_METRIC in r["query"]]
+        findings = self._unloaded(facts)
         for rule in util_all + [r for r in latency_all if r not in util_all]:
-            findings += judge_rule_health(self, rule, facts.get("server_time"))
-        util_working = [r for r in util_all if rule_works(r, facts.get("server_time"))]
+            findings += judge_rule_health(self, rule, server_time)
+        util_working = [r for r in util_all if rule_works(r, server_time)]
         util_rules = [r["name"] for r in util_working]
-        latency_rules = [r["name"] for r in latency_all if rule_works(r, facts.get("server_time"))]
-        if not util_all:
-            findings.append(self.finding("no-utilization-rule", Status.FAIL,
-                                         f"no alerting rule watches GPU utilisation ({UTIL_METRIC} below a floor)"))
-        if not latency_all:
-            findings.append(self.finding("no-latency-rule", Status.FAIL,
-                                         f"no alerting rule watches all-reduce latency ({LATENCY_METRIC})"))
-        series = facts.get("gpu_series", [])
-        with_telemetry = [n for n in facts.get("nodes", []) if any(names_node(s["labels"], n) for s in series)]
-        blind = blind_nodes(util_working, with_telemetry)
-        if blind:
-            names = ", ".join(r["name"] for r in util_working)
-            findings.append(self.finding("rule-blind", Status.FAIL,
-                                         f"no GPU utilisation alarm watches {', '.join(blind)}: the query of {names} "
-                                         f"returns no series for {'it' if len(blind) == 1 else 'them'}, although "
-                                         f"{UTIL_METRIC} arrives"))
-        missing = [n["name"] for n in facts.get("nodes", []) if not any(names_node(s["labels"], n) for s in series)]
-        if missing:
-            findings.append(self.finding("telemetry-missing", Status.FAIL,
-                                         f"no GPU telemetry ({UTIL_METRIC}) from {', '.join(missing)}"))
+        latency_rules = [r["name"] for r in latency_all if rule_works(r, server_time)]
+        findings += self._rules_missing(util_all, latency_all)
+        telemetry, missing = self._telemetry(facts, util_working)
+        findings += telemetry
         measurements = [
             measure("alerting rules on GPU utilisation", len(util_rules), "", at_least=1),
             measure("alerting rules on all-reduce latency", len(latency_rules), "", at_least=1),
@@ -225,6 +204,45 @@ class MonitoringAlarms(Check):
         passed = (f"{facts['url']} has alarms on GPU utilisation ({', '.join(util_rules)}) and all-reduce latency "
                   f"({', '.join(latency_rules)}), and GPU telemetry from all {nodes} node{'s' * (nodes != 1)}")
         return outcome_from_findings(findings, measurements, passed=passed, details=details)
+
+    def _unloaded(self, facts: dict[str, Any]) -> list[Finding]:
+        """Rules written in the rule files that the Prometheus asked has not loaded."""
+        loaded = {r["name"] for r in facts.get("rules", [])}
+        unloaded = [r["name"] for r in facts.get("file_rules", []) if r["name"] not in loaded]
+        if not unloaded:
+            return []
+        return [self.finding("rule-not-loaded", Status.WARN,
+                             f"{', '.join(dict.fromkeys(unloaded))} of {', '.join(facts['rule_files'])} "
+                             f"not loaded in {facts['url']}")]
+
+    def _rules_missing(self, util_all: list[dict[str, Any]], latency_all: list[dict[str, Any]]) -> list[Finding]:
+        findings: list[Finding] = []
+        if not util_all:
+            findings.append(self.finding("no-utilization-rule", Status.FAIL,
+                                         f"no alerting rule watches GPU utilisation ({UTIL_METRIC} below a floor)"))
+        if not latency_all:
+            findings.append(self.finding("no-latency-rule", Status.FAIL,
+                                         f"no alerting rule watches all-reduce latency ({LATENCY_METRIC})"))
+        return findings
+
+    def _telemetry(self, facts: dict[str, Any], util_working: list[dict[str, Any]]) -> tuple[list[Finding], list[str]]:
+        """Nodes no working utilisation rule sees although their telemetry arrives, and nodes without
+        telemetry: (findings, the names of the nodes without telemetry)."""
+        findings: list[Finding] = []
+        series = facts.get("gpu_series", [])
+        with_telemetry = [n for n in facts.get("nodes", []) if any(names_node(s["labels"], n) for s in series)]
+        blind = blind_nodes(util_working, with_telemetry)
+        if blind:
+            names = ", ".join(r["name"] for r in util_working)
+            findings.append(self.finding("rule-blind", Status.FAIL,
+                                         f"no GPU utilisation alarm watches {', '.join(blind)}: the query of {names} "
+                                         f"returns no series for {'it' if len(blind) == 1 else 'them'}, although "
+                                         f"{UTIL_METRIC} arrives"))
+        missing = [n["name"] for n in facts.get("nodes", []) if not any(names_node(s["labels"], n) for s in series)]
+        if missing:
+            findings.append(self.finding("telemetry-missing", Status.FAIL,
+                                         f"no GPU telemetry ({UTIL_METRIC}) from {', '.join(missing)}"))
+        return findings, missing
 
     def _judge_files(self, facts: dict[str, Any]) -> Outcome:
         """The rules as written in rule files, before any Prometheus loaded them: is there an alarm on

@@ -34,6 +34,7 @@ from preflight.run.context import NodeContext
 from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Status
 from preflight.core.jsonlines import last_json
 from preflight.run.faults import fault
+from preflight_checks.scaling.table import count_text, points_of, replica_text, scaling_table
 
 MAX_DEFAULT_DEVICES = 8
 LAUNCH_GRACE_S = 5.0
@@ -100,20 +101,6 @@ class Params:
                                 help="how long one collective may wait before it fails (seconds)")
 
 
-def count_text(n: int, device_kind: str) -> str:
-    """'1 GPU', '8 GPUs', '1 CPU process', '2 CPU processes'."""
-    if device_kind == "cuda":
-        return f"{n} GPU" + ("" if n == 1 else "s")
-    return f"{n} CPU process" + ("" if n == 1 else "es")
-
-
-def replica_text(n: int, device_kind: str) -> str:
-    """tensorflow's replicas live in one process: on CPU they are logical devices, not processes."""
-    if device_kind == "cuda":
-        return count_text(n, device_kind)
-    return f"{n} logical CPU device" + ("" if n == 1 else "s")
-
-
 def usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -134,39 +121,6 @@ def default_device_counts(device_kind: str, gpus: int, cpus: int, threads_per_ra
     if device_kind == "cuda" and gpus not in counts:
         counts.append(gpus)
     return counts
-
-
-def scaling_table(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Efficiency, effective devices and the step split for measured points. Pure.
-
-    Each point has devices, samples_per_s, and optionally step_s and compute_s.
-    """
-    ordered = sorted(points, key=lambda p: p["devices"])
-    base = next((p for p in ordered if p["devices"] == 1), None)
-    table = []
-    for point in ordered:
-        n = point["devices"]
-        row = {"devices": n, "samples_per_s": point["samples_per_s"]}
-        for key in ("step_s", "compute_s"):
-            if point.get(key) is not None:
-                row[key] = point[key]
-        if row.get("step_s") is not None and row.get("compute_s") is not None:
-            row["comm_s"] = row["step_s"] - row["compute_s"]
-        if base:
-            row["efficiency"] = point["samples_per_s"] / (n * base["samples_per_s"])
-            row["effective_devices"] = n * row["efficiency"]
-        table.append(row)
-    return table
-
-
-def _points(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    points = []
-    for run in runs:
-        if run.get("ok") and run.get("result"):
-            result = run["result"]
-            points.append({"devices": run["devices"], "samples_per_s": result["samples_per_s"],
-                           "step_s": result.get("step_s"), "compute_s": result.get("compute_s")})
-    return points
 
 
 class ScalingMultiGpu(Check):
@@ -254,7 +208,7 @@ class ScalingMultiGpu(Check):
             share = (ctx.time_left() - SLACK_S) / (launches - index)
             runs.append(self._run_torch(ctx, params, facts, model, n, share))
         facts["torch"] = runs
-        table = scaling_table(_points(runs))
+        table = scaling_table(points_of(runs))
         facts["table"] = table
         largest = table[-1] if table else None
         facts["training_samples_per_s"] = largest["samples_per_s"] if largest else None
@@ -269,7 +223,7 @@ class ScalingMultiGpu(Check):
             for index, n in enumerate(counts):
                 share = (ctx.time_left() - SLACK_S) / (len(counts) - index)
                 tf_runs.append(self._run_tensorflow(ctx, params, device_kind, model, n, share))
-            facts["tensorflow"] = {"runs": tf_runs, "table": scaling_table(_points(tf_runs))}
+            facts["tensorflow"] = {"runs": tf_runs, "table": scaling_table(points_of(tf_runs))}
         return facts
 
     def _run_torch(self, ctx: NodeContext, params: Params, facts: dict[str, Any], model: dict[str, Any],
@@ -324,54 +278,67 @@ class ScalingMultiGpu(Check):
         return run
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:
-        findings: list[Finding] = []
-
-        def found(kind: str, level: Status, message: str) -> None:
-            findings.append(self.finding(kind, level, message))
-
         if facts.get("torch_version") is None:
             level = Status.FAIL if self.expected_to_run(expect) else Status.SKIP
-            found("no-torch", level, "torch is not installed: scaling is measured with torch DistributedDataParallel")
-            return outcome_from_findings(findings, passed="")
-        device_kind = facts.get("device_kind", "cpu")
-        kind = device_kind
+            return outcome_from_findings([self.finding(
+                "no-torch", level, "torch is not installed: scaling is measured with torch DistributedDataParallel")],
+                passed="")
+        kind = facts.get("device_kind", "cpu")
         short = gpus_short(self.id, facts, expect.gpus_per_node)  # scaled CPU processes while GPUs are expected
-        if short:
-            findings.append(short)
+        findings: list[Finding] = [short] if short else []
         details: list[str] = list(facts.get("notes", []))
-        measurements: list[Measurement] = []
-
         runs = facts.get("torch", [])
-        failed = [r for r in runs if not r.get("ok")]
-        table = scaling_table(_points(runs))
-        by_n = {row["devices"]: row for row in table}
+        table = scaling_table(points_of(runs))
         samples_by_n = {r["devices"]: r["result"] for r in runs if r.get("ok")}
+        measurements: list[Measurement] = []
         for row in table:
             measurements += self._row_measurements(row, samples_by_n[row["devices"]], kind, params, table)
-
-        if failed:
-            text = "; ".join(f"{count_text(r['devices'], kind)}: {r.get('error') or 'failed'}" for r in failed)
-            found("launch-failed", Status.ERROR, f"could not measure: {text}")
-            return outcome_from_findings(findings, measurements, passed="", details=details + [text])
-        if not table:
-            found("nothing-measured", Status.ERROR, "no device count was measured")
-            return outcome_from_findings(findings, passed="", details=details)
-        if len(table) == 1:
-            only = table[0]
-            # One device has nothing to scale across: not a fault of a one-GPU node, whatever is expected.
-            found("single-device.not-applicable", Status.SKIP, f"{count_text(1, kind)} only: nothing to scale "
-                  f"across ({only['samples_per_s']:,.0f} samples/s measured)")
-            return outcome_from_findings(findings, measurements, passed="", details=details)
-
+        unjudged = self._not_judged(runs, table, kind)
+        if unjudged:
+            finding, extra = unjudged
+            return outcome_from_findings(findings + [finding], measurements, passed="", details=details + extra)
         top = table[-1]
-        n, efficiency = top["devices"], top["efficiency"]
-        judged_at = ("" if device_kind == "cpu" else
+        judged_at = ("" if kind == "cpu" else
                      f"; PASS at {params.min_efficiency:.2f}, WARN down to {params.warn_efficiency:.2f}")
-        summary = (f"{count_text(n, kind)} deliver the throughput of {top['effective_devices']:.1f} "
-                   f"(efficiency {efficiency:.2f}{judged_at}); {top['samples_per_s']:,.0f} samples/s")
+        summary = (f"{count_text(top['devices'], kind)} deliver the throughput of {top['effective_devices']:.1f} "
+                   f"(efficiency {top['efficiency']:.2f}{judged_at}); {top['samples_per_s']:,.0f} samples/s")
         if top.get("comm_s") is not None:
             summary += (f"; step {top['step_s'] * 1e3:.1f} ms = {top['compute_s'] * 1e3:.1f} ms compute + "
                         f"{max(0.0, top['comm_s']) * 1e3:.1f} ms exposed communication")
+        details += self._table_details(table, kind, measurements)
+        model = facts.get("model", {})
+        details.append("model: " + (model.get("workload") or f"reference MLP {model.get('layers')} x {model.get('hidden')}")
+                       + f", {model.get('batch')} samples per device per step")
+        findings.append(self._efficiency_finding(facts, params, summary, top, measurements, details))
+        tf_findings, tf_measurements, tf_details = self._judge_tensorflow(
+            facts.get("tensorflow") or {}, params, expect, kind)
+        return outcome_from_findings(findings + tf_findings, measurements + tf_measurements, passed=summary,
+                                     details=details + tf_details)
+
+    def _not_judged(self, runs: list[dict[str, Any]], table: list[dict[str, Any]],
+                    kind: str) -> tuple[Finding, list[str]] | None:
+        """Why there is no efficiency to judge (a launch failed, nothing or one device measured), with the
+        details to add; None when there is."""
+        failed = [r for r in runs if not r.get("ok")]
+        if failed:
+            text = "; ".join(f"{count_text(r['devices'], kind)}: {r.get('error') or 'failed'}" for r in failed)
+            return self.finding("launch-failed", Status.ERROR, f"could not measure: {text}"), [text]
+        if not table:
+            return self.finding("nothing-measured", Status.ERROR, "no device count was measured"), []
+        if len(table) == 1:
+            # One device has nothing to scale across: not a fault of a one-GPU node, whatever is expected.
+            return self.finding("single-device.not-applicable", Status.SKIP, f"{count_text(1, kind)} only: nothing to "
+                                f"scale across ({table[0]['samples_per_s']:,.0f} samples/s measured)"), []
+        return None
+
+    @staticmethod
+    def _table_details(table: list[dict[str, Any]], kind: str, measurements: list[Measurement]) -> list[str]:
+        """The speedup from 2 devices (also a figure), each row in words, and compute that grew apart from
+        any communication."""
+        details = []
+        top, base = table[-1], table[0]
+        n = top["devices"]
+        by_n = {row["devices"]: row for row in table}
         if 2 in by_n and n > 2:
             speedup = top["samples_per_s"] / by_n[2]["samples_per_s"]
             ideal = n / 2
@@ -383,40 +350,33 @@ class ScalingMultiGpu(Check):
                 line += (f", step {row['step_s'] * 1e3:.1f} ms (compute {row['compute_s'] * 1e3:.1f} ms, "
                          f"exposed communication {row['comm_s'] * 1e3:.1f} ms)")
             details.append(line)
-        base = table[0]
         if top.get("compute_s") and base.get("compute_s") and top["compute_s"] > COMPUTE_GROWTH_NOTE * base["compute_s"]:
             details.append(
                 f"compute alone (no_sync) grew from {base['compute_s'] * 1e3:.1f} ms on 1 device to "
                 f"{top['compute_s'] * 1e3:.1f} ms on {top['devices']}: the devices slow each other down apart "
                 "from any communication (shared CPU cores or memory bandwidth, power or thermal limits)")
-        model = facts.get("model", {})
-        details.append("model: " + (model.get("workload") or f"reference MLP {model.get('layers')} x {model.get('hidden')}")
-                       + f", {model.get('batch')} samples per device per step")
-        if device_kind == "cpu":
-            # The figure is information about this CPU node, not a measure of a GPU fabric: no GPU
-            # threshold judges it, and it never blocks.
-            cpus = facts.get("cpu_count")
-            note = (f"CPU only: {n} gloo processes with {facts.get('threads_per_rank', 1)} thread each share "
-                    f"{cpus} CPUs with each other and with whatever else runs here; the figure describes this "
-                    "CPU node, not a GPU interconnect, and is not judged.")
-            details.insert(0, note)
-            for m in measurements:
-                m.threshold, m.comparison, m.ok = None, None, None
-            found("cpu-only.not-applicable", Status.SKIP,
-                  f"{summary} [CPU only: processes share {cpus} CPUs]; reported, not judged: it describes CPU "
-                  "sharing on this node, not a GPU fabric")
-        elif efficiency >= params.min_efficiency:
-            found("efficiency", Status.PASS, summary)
-        else:
-            level = Status.WARN if efficiency >= params.warn_efficiency else Status.FAIL
-            found("low-efficiency", level, summary)
+        return details
 
-        tf_findings, tf_measurements, tf_details = self._judge_tensorflow(
-            facts.get("tensorflow") or {}, params, expect, kind)
-        measurements += tf_measurements
-        details += tf_details
-        findings += tf_findings
-        return outcome_from_findings(findings, measurements, passed=summary, details=details)
+    def _efficiency_finding(self, facts: dict[str, Any], params: Params, summary: str, top: dict[str, Any],
+                            measurements: list[Measurement], details: list[str]) -> Finding:
+        """The efficiency at the largest count against the thresholds; on a CPU node reported, not judged."""
+        efficiency = top["efficiency"]
+        if facts.get("device_kind", "cpu") != "cpu":
+            if efficiency >= params.min_efficiency:
+                return self.finding("efficiency", Status.PASS, summary)
+            level = Status.WARN if efficiency >= params.warn_efficiency else Status.FAIL
+            return self.finding("low-efficiency", level, summary)
+        # The figure is information about this CPU node, not a measure of a GPU fabric: no GPU
+        # threshold judges it, and it never blocks.
+        cpus = facts.get("cpu_count")
+        details.insert(0, f"CPU only: {top['devices']} gloo processes with {facts.get('threads_per_rank', 1)} thread "
+                          f"each share {cpus} CPUs with each other and with whatever else runs here; the figure "
+                          "describes this CPU node, not a GPU interconnect, and is not judged.")
+        for m in measurements:
+            m.threshold, m.comparison, m.ok = None, None, None
+        return self.finding("cpu-only.not-applicable", Status.SKIP,
+                            f"{summary} [CPU only: processes share {cpus} CPUs]; reported, not judged: it describes "
+                            "CPU sharing on this node, not a GPU fabric")
 
     @staticmethod
     def _row_measurements(row: dict[str, Any], result: dict[str, Any], kind: str, params: Params,
@@ -456,7 +416,7 @@ class ScalingMultiGpu(Check):
         runs = tf_facts.get("runs", [])
         failed = [r for r in runs if not r.get("ok")]
         measurements = []
-        table = scaling_table(_points(runs))
+        table = scaling_table(points_of(runs))
         results = {r["devices"]: r["result"] for r in runs if r.get("ok")}
         judge_figures = judged and kind == "cuda"
         for row in table:

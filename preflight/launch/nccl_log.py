@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 # What NCCL prints at NCCL_DEBUG=INFO about its network, by release:
@@ -44,6 +45,24 @@ def _via_name(text: str) -> str:
     return "SHM" if text == "direct shared memory" else text  # NCCL <= 2.6 wrote SHM out
 
 
+@dataclass
+class _NcclLines:
+    """What NCCL's lines said about the network, gathered line by line."""
+    chosen: str | None = None  # "Using network ..."
+    evidence: str = ""
+    via: list[str] = field(default_factory=list)
+    via_nets: list[str] = field(default_factory=list)
+    devices: dict[str, str] = field(default_factory=dict)
+    net_lines: list[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)
+    unavailable: set[str] = field(default_factory=set)
+    link_layers: list[str] = field(default_factory=list)
+    sharp: bool = False
+    no_network: bool = False
+    version: str | None = None
+    seen_nccl: bool = False
+
+
 def nccl_network(lines: list[str]) -> dict[str, Any] | None:
     """Which network NCCL ran over, from its NCCL_DEBUG=INFO lines; None when NCCL printed none. Pure.
 
@@ -53,94 +72,102 @@ def nccl_network(lines: list[str]) -> dict[str, Any] | None:
     these can be read, `network` is None and `unrecognised` holds the NET lines that were printed, so
     the report can show them instead of a bare "unknown".
     """
-    chosen: str | None = None
-    evidence = ""
-    via: list[str] = []
-    via_nets: list[str] = []
-    devices: dict[str, str] = {}
-    net_lines: list[str] = []
-    plugins: list[str] = []
-    unavailable: set[str] = set()
-    link_layers: list[str] = []
-    sharp = False
-    no_network = False
-    version = None
-    seen_nccl = False
+    seen = _NcclLines()
     for raw in lines:
-        line = raw.rstrip()
-        found = _NCCL_VERSION.search(line)
-        if found:
-            version = version or found.group(1)
-        if _NCCL_NO_NET in line:  # NCCL's WARN, or torch's "Last error:" line: no network at all
-            no_network, seen_nccl = True, True
-            net_lines.append(line.strip())
-            continue
-        if "NCCL INFO" not in line:
-            untagged = _NCCL_UNTAGGED.match(line)
-            if not untagged:
-                continue
-            line = "NCCL INFO " + line[untagged.end():]
-        seen_nccl = True
-        found = _NCCL_USING.search(line) or _NCCL_USING_OLD.search(line)
-        if found and chosen is None:
-            chosen, evidence = found.group(1), line.strip()
-            continue
-        found = _NCCL_VIA.search(line)
-        if found:
-            name = _via_name(found.group(1))
-            if name not in via:
-                via.append(name)
-            net = _NCCL_VIA_NET.match(name)
-            if net and net.group(1) not in via_nets:
-                via_nets.append(net.group(1))
-            continue
-        if "collnet plugin SHARP" in line or "CollNet" in line and "SHARP" in line:
-            sharp = True
-        failed = _NCCL_PLUGIN_FAILED.search(line)
-        if failed:  # one plugin (its name may hold spaces: "AWS Libfabric") did not start
-            unavailable.add(failed.group(1))
-        found = _NCCL_NET_LINE.search(line)
-        if not found:
-            continue
-        name, rest = _net_line(found.group(1))
-        if name in _NOT_A_NETWORK:
-            continue
-        net_lines.append(line.strip())
-        if rest.startswith("No device found"):
-            unavailable.add(name)
-        elif rest.startswith("Using [0]"):
-            listed = rest[len("Using"):].strip()
-            devices.setdefault(f"NET/{name}", listed[:200])
-            for _dev, layer, with_sharp in _NCCL_DEVICE.findall(listed) if name == "IB" else []:
-                if layer not in link_layers:
-                    link_layers.append(layer)
-                sharp = sharp or bool(with_sharp)
-        elif name not in plugins:
-            plugins.append(name)
-    if not seen_nccl and version is None:
+        _read_line(seen, raw.rstrip())
+    if not seen.seen_nccl:  # a version line alone says nothing about the network
         return None
-    network = chosen
-    if network is None and via_nets:
-        network, evidence = via_nets[0], f"via NET/{via_nets[0]}"
-    if network is None:
-        listed = [d.split("/", 1)[1] for d in devices if d.split("/", 1)[1] not in unavailable]
-        preferred = [n for n in listed if n != "Socket"] or listed
-        if preferred:
-            network = preferred[0]
-            evidence = next(l for l in net_lines if f"NET/{network}" in l)
-    if network is None:
-        named = [p for p in plugins if p not in unavailable and p not in ("IB", "Socket", "OFI")]
-        if named:
-            network = named[0]
-            evidence = next(l for l in net_lines if f"NET/{network}" in l)
-    if no_network and chosen is None and not via_nets:
-        network, evidence = None, ""  # a plugin that printed its name and then failed is no network
-    if network is None and not via and not devices and not net_lines and not seen_nccl:
-        return None
-    return {"network": network, "evidence": evidence[:300], "via": via, "devices": devices,
-            "link_layers": link_layers, "sharp": sharp, "ib_unavailable": "IB" in unavailable, "version": version,
-            "no_network": no_network and network is None,
-            "unrecognised": [] if network else net_lines[:5]}
+    network, evidence = _network_used(seen)
+    return {"network": network, "evidence": evidence[:300], "via": seen.via, "devices": seen.devices,
+            "link_layers": seen.link_layers, "sharp": seen.sharp, "ib_unavailable": "IB" in seen.unavailable,
+            "version": seen.version, "no_network": seen.no_network and network is None,
+            "unrecognised": [] if network else seen.net_lines[:5]}
+
+
+def _read_line(seen: _NcclLines, line: str) -> None:
+    found = _NCCL_VERSION.search(line)
+    if found:
+        seen.version = seen.version or found.group(1)
+    if _NCCL_NO_NET in line:  # NCCL's WARN, or torch's "Last error:" line: no network at all
+        seen.no_network, seen.seen_nccl = True, True
+        seen.net_lines.append(line.strip())
+        return
+    if "NCCL INFO" not in line:
+        untagged = _NCCL_UNTAGGED.match(line)
+        if not untagged:
+            return
+        line = "NCCL INFO " + line[untagged.end():]
+    seen.seen_nccl = True
+    if _read_using(seen, line) or _read_via(seen, line):
+        return
+    if "collnet plugin SHARP" in line or "CollNet" in line and "SHARP" in line:
+        seen.sharp = True
+    failed = _NCCL_PLUGIN_FAILED.search(line)
+    if failed:  # one plugin (its name may hold spaces: "AWS Libfabric") did not start
+        seen.unavailable.add(failed.group(1))
+    _read_net_line(seen, line)
+
+
+def _read_using(seen: _NcclLines, line: str) -> bool:
+    """The network NCCL chose; the first such line counts."""
+    found = _NCCL_USING.search(line) or _NCCL_USING_OLD.search(line)
+    if not found or seen.chosen is not None:
+        return False
+    seen.chosen, seen.evidence = found.group(1), line.strip()
+    return True
+
+
+def _read_via(seen: _NcclLines, line: str) -> bool:
+    """What a channel went over."""
+    found = _NCCL_VIA.search(line)
+    if not found:
+        return False
+    name = _via_name(found.group(1))
+    if name not in seen.via:
+        seen.via.append(name)
+    net = _NCCL_VIA_NET.match(name)
+    if net and net.group(1) not in seen.via_nets:
+        seen.via_nets.append(net.group(1))
+    return True
+
+
+def _read_net_line(seen: _NcclLines, line: str) -> None:
+    """A NET/<name> line: no device, the devices it uses, or a plugin naming itself."""
+    found = _NCCL_NET_LINE.search(line)
+    if not found:
+        return
+    name, rest = _net_line(found.group(1))
+    if name in _NOT_A_NETWORK:
+        return
+    seen.net_lines.append(line.strip())
+    if rest.startswith("No device found"):
+        seen.unavailable.add(name)
+    elif rest.startswith("Using [0]"):
+        listed = rest[len("Using"):].strip()
+        seen.devices.setdefault(f"NET/{name}", listed[:200])
+        for _dev, layer, with_sharp in _NCCL_DEVICE.findall(listed) if name == "IB" else []:
+            if layer not in seen.link_layers:
+                seen.link_layers.append(layer)
+            seen.sharp = seen.sharp or bool(with_sharp)
+    elif name not in seen.plugins:
+        seen.plugins.append(name)
+
+
+def _network_used(seen: _NcclLines) -> tuple[str | None, str]:
+    """(network, the line that shows it): chosen, else used by a channel, else with devices listed, else
+    a plugin that named itself; none when NCCL said no NET plugin started and named none it used."""
+    if seen.chosen is not None:
+        return seen.chosen, seen.evidence
+    if seen.via_nets:
+        return seen.via_nets[0], f"via NET/{seen.via_nets[0]}"
+    listed = [d.split("/", 1)[1] for d in seen.devices if d.split("/", 1)[1] not in seen.unavailable]
+    preferred = [n for n in listed if n != "Socket"] or listed
+    named = [p for p in seen.plugins if p not in seen.unavailable and p not in ("IB", "Socket", "OFI")]
+    network = (preferred or named or [None])[0]
+    evidence = next(l for l in seen.net_lines if f"NET/{network}" in l) if network is not None else ""
+    if seen.no_network:
+        return None, ""  # a plugin that printed its name and then failed is no network
+    return network, evidence
 
 
 def nccl_by_node(agents: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, list[str]]]:

@@ -232,34 +232,38 @@ def interpret_launch(launch: LaunchResult) -> dict[str, Any]:
     missing = sorted({m for rep in reports.values() if rep for m in rep.get("missing_ranks", [])})
     errors = [(rank, rep["error"]) for rank, rep in sorted(reports.items()) if rep and not rep.get("ok") and rep.get("error")]
     outcome["missing_ranks"] = missing
-    if missing:
-        who = "rank" if len(missing) == 1 else "ranks"
-        # The rank that noticed says who and for how long; its words are the clearest account.
-        outcome["error"] = next((text for _, text in errors if "never joined" in text),
-                                f"{who} {', '.join(map(str, missing))} never joined")
-    elif errors and [r.rank for r in launch.ranks if r.killed and not reports.get(r.rank)]:
-        # Ranks that joined, went silent while the others failed waiting for them, and were killed.
-        stopped = [r.rank for r in launch.ranks if r.killed and not reports.get(r.rank)]
-        who = "rank" if len(stopped) == 1 else "ranks"
-        rank, text = errors[0]
-        outcome["error"] = (f"{who} {', '.join(map(str, stopped))} stopped inside a collective: reported nothing "
-                            f"and killed, while the others failed waiting (rank {rank}: {text})")
-    elif errors:
-        outcome["error"] = "; ".join(f"rank {rank}: {text}" for rank, text in errors)
-    elif launch.timed_out:
-        stuck = [r.rank for r in launch.ranks if r.killed]
-        who = "rank" if len(stuck) == 1 else "ranks"
-        outcome["error"] = (f"{who} {', '.join(map(str, stuck))} still running after {launch.timeout_s:.0f}s "
-                            "and killed (no rank reported an error)")
-    else:
-        failed = [r for r in launch.ranks if r.returncode != 0 and not r.killed]
-        if failed:
-            first = failed[0]
-            tail = (first.stderr.strip().splitlines() or ["no output"])[-1]
-            outcome["error"] = f"rank {first.rank} exited with code {first.returncode}: {tail}"
-        else:
-            outcome["error"] = "rank 0 printed no result"
+    outcome["error"] = _launch_error(launch, reports, missing, errors)
     return outcome
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}"
+
+
+def _launch_error(launch: LaunchResult, reports: dict[int, dict[str, Any] | None], missing: list[int],
+                  errors: list[tuple[int, str]]) -> str:
+    """The sentence naming the ranks at fault in a launch that did not succeed."""
+    if missing:
+        # The rank that noticed says who and for how long; its words are the clearest account.
+        return next((text for _, text in errors if "never joined" in text), f"{_ranks_text(missing)} never joined")
+    # Ranks that joined, went silent while the others failed waiting for them, and were killed.
+    stopped = [r.rank for r in launch.ranks if r.killed and not reports.get(r.rank)]
+    if errors and stopped:
+        rank, text = errors[0]
+        return (f"{_ranks_text(stopped)} stopped inside a collective: reported nothing "
+                f"and killed, while the others failed waiting (rank {rank}: {text})")
+    if errors:
+        return "; ".join(f"rank {rank}: {text}" for rank, text in errors)
+    if launch.timed_out:
+        stuck = [r.rank for r in launch.ranks if r.killed]
+        return (f"{_ranks_text(stuck)} still running after {launch.timeout_s:.0f}s "
+                "and killed (no rank reported an error)")
+    failed = [r for r in launch.ranks if r.returncode != 0 and not r.killed]
+    if not failed:
+        return "rank 0 printed no result"
+    first = failed[0]
+    tail = (first.stderr.strip().splitlines() or ["no output"])[-1]
+    return f"rank {first.rank} exited with code {first.returncode}: {tail}"
 
 
 def worker_argv(module: str, *args: str, python: str | None = None) -> list[str]:

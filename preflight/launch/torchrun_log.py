@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import signal
-from typing import Any
+from typing import Any, NamedTuple
 
 from preflight.launch.nccl_log import nccl_network
 from preflight.launch.nodes import names_text
@@ -272,6 +272,20 @@ def rank_text(rank: int, owners: dict[int, str]) -> str:
     return f"rank {rank} ({owners[rank]})" if rank in owners else f"rank {rank}"
 
 
+class _Launch(NamedTuple):
+    """One multi-node launch, as the judging functions below read it."""
+    agents: dict[str, dict[str, Any]]
+    owners: dict[int, str]
+    reports: list[tuple[str, dict[str, Any]]]
+    host: str
+    rdzv_timeout_s: float
+    launch_timeout_s: float
+
+
+# What a launch that did not succeed came to: (phase, error, fault_nodes), or None when this reading does not apply.
+_Failure = tuple[str, str, list[str]] | None
+
+
 def interpret_run(agents: dict[str, dict[str, Any]], host: str, rdzv_timeout_s: float,
                   launch_timeout_s: float) -> dict[str, Any]:
     """What one multi-node launch came to. Pure.
@@ -291,80 +305,114 @@ def interpret_run(agents: dict[str, dict[str, Any]], host: str, rdzv_timeout_s: 
         out["phase"] = "done"
         out["result"] = {k: v for k, v in head.items() if k != "ok"}
         return out
+    launch = _Launch(agents, owners, reports, host, rdzv_timeout_s, launch_timeout_s)
+    for reading in (_lost_contact, _rendezvous_failure, _roll_call_failure, _stopped_ranks, _failed_ranks,
+                    _hung_launch):
+        failure = reading(launch)
+        if failure is not None:
+            break
+    else:
+        failure = _unexplained_failure(launch)
+    out["phase"], out["error"], out["fault_nodes"] = failure
+    return out
 
-    lost = [n for n, a in agents.items() if a.get("transport_failure")]
-    if lost:
-        out["phase"] = "launch"
-        out["fault_nodes"] = lost
-        out["error"] = "; ".join(f"lost contact with {n} during the launch: {agents[n].get('last_error') or 'connection closed'}"
-                                 for n in lost)
-        return out
 
+def _lost_contact(launch: _Launch) -> _Failure:
+    lost = [n for n, a in launch.agents.items() if a.get("transport_failure")]
+    if not lost:
+        return None
+    error = "; ".join(f"lost contact with {n} during the launch: "
+                      f"{launch.agents[n].get('last_error') or 'connection closed'}" for n in lost)
+    return "launch", error, lost
+
+
+def _rendezvous_failure(launch: _Launch) -> _Failure:
+    agents = launch.agents
     incomplete = {n: a for n, a in agents.items() if a.get("rendezvous") != "complete"}
-    if incomplete:
-        out["phase"] = "rendezvous"
-        texts = []
-        # Nodes that waited at the rendezvous (and gave up, were stopped, or saw the host close it)
-        # are victims; the others never got there. Nobody can join a rendezvous whose host is absent: then only the host is named.
-        culprits = [n for n, a in incomplete.items() if a.get("rendezvous") not in ("timeout", "waiting", "closed", "host lost")]
-        if host in culprits:
-            culprits = [host]
-        out["fault_nodes"] = culprits
-        texts += [_not_joined_text(n, agents[n], rdzv_timeout_s, hosting=n == host) for n in culprits]
-        if not culprits:
-            texts.append(f"the rendezvous did not complete: {names_text(list(incomplete))} waited for the others "
-                         f"(up to {rdzv_timeout_s:.0f}s) in vain")
-        joined = [n for n in agents if n not in incomplete]
-        if joined:
-            texts.append(f"completed on {names_text(joined)} only")
-        out["error"] = "; ".join(texts)
-        return out
+    if not incomplete:
+        return None
+    # Nodes that waited at the rendezvous (and gave up, were stopped, or saw the host close it)
+    # are victims; the others never got there. Nobody can join a rendezvous whose host is absent: then only the host is named.
+    culprits = [n for n, a in incomplete.items() if a.get("rendezvous") not in ("timeout", "waiting", "closed", "host lost")]
+    if launch.host in culprits:
+        culprits = [launch.host]
+    texts = [_not_joined_text(n, agents[n], launch.rdzv_timeout_s, hosting=n == launch.host) for n in culprits]
+    if not culprits:
+        texts.append(f"the rendezvous did not complete: {names_text(list(incomplete))} waited for the others "
+                     f"(up to {launch.rdzv_timeout_s:.0f}s) in vain")
+    joined = [n for n in agents if n not in incomplete]
+    if joined:
+        texts.append(f"completed on {names_text(joined)} only")
+    return "rendezvous", "; ".join(texts), culprits
 
-    errors = [(node, rep) for node, rep in reports if not rep.get("ok")]
-    missing = sorted({int(m) for _, rep in errors for m in rep.get("missing_ranks", [])})
-    if missing:
-        out["phase"] = "roll call"
-        out["fault_nodes"] = sorted({owners[m] for m in missing if m in owners})
-        who = ", ".join(rank_text(m, owners) for m in missing)
-        out["error"] = f"{who} never reported in after torchrun started it (the workers' roll call)"
-        return out
-    reporting_nodes = {node for node, _ in reports}
+
+def _failed_reports(launch: _Launch) -> list[tuple[str, dict[str, Any]]]:
+    return [(node, rep) for node, rep in launch.reports if not rep.get("ok")]
+
+
+def _roll_call_failure(launch: _Launch) -> _Failure:
+    owners = launch.owners
+    missing = sorted({int(m) for _, rep in _failed_reports(launch) for m in rep.get("missing_ranks", [])})
+    if not missing:
+        return None
+    who = ", ".join(rank_text(m, owners) for m in missing)
+    return ("roll call", f"{who} never reported in after torchrun started it (the workers' roll call)",
+            sorted({owners[m] for m in missing if m in owners}))
+
+
+def _report_place(node: str, report: dict[str, Any], owners: dict[int, str]) -> str:
+    """The rank a report came from, with its node; the node alone when the report names no rank."""
+    rank = report.get("rank")
+    return rank_text(int(rank), owners) if rank is not None else node
+
+
+def _stopped_ranks(launch: _Launch) -> _Failure:
+    # Ranks that joined (torchrun started them), then said nothing at all, on nodes where no rank
+    # said anything, while the others failed waiting for them: the ones that stopped inside a
+    # collective (hung, or died without a word) and were ended by their torchrun or by us.
+    owners = launch.owners
+    errors = _failed_reports(launch)
+    reporting_nodes = {node for node, _ in launch.reports}
     stopped = sorted(r for r, node in owners.items() if node not in reporting_nodes)
-    if errors and stopped:
-        # Ranks that joined (torchrun started them), then said nothing at all, on nodes where no rank
-        # said anything, while the others failed waiting for them: the ones that stopped inside a
-        # collective (hung, or died without a word) and were ended by their torchrun or by us.
-        out["phase"] = "stopped"
-        out["fault_nodes"] = sorted({owners[r] for r in stopped})
-        first_node, first = errors[0]
-        where = rank_text(int(first["rank"]), owners) if first.get("rank") is not None else first_node
-        out["error"] = (f"{', '.join(rank_text(r, owners) for r in stopped)} stopped inside a collective: "
-                        f"{'it' if len(stopped) == 1 else 'they'} reported nothing, while the others failed waiting "
-                        f"({where}: {first.get('error') or 'failed'})")
-        return out
-    if errors:
-        out["phase"] = "collective"
-        seen = []
-        for node, rep in errors:
-            rank = rep.get("rank")
-            where = rank_text(int(rank), owners) if rank is not None else node
-            seen.append(f"{where}: {rep.get('error') or 'failed'}")
-        out["error"] = "; ".join(seen[:4]) + (f"; and {len(seen) - 4} more ranks" if len(seen) > 4 else "")
-        return out
-    stuck = [n for n, a in agents.items() if a.get("killed")]
-    if stuck and not [n for n, a in agents.items() if not a.get("killed") and a.get("returncode") not in (0, None)]:
-        out["phase"] = "timeout"
-        out["error"] = (f"still running on {names_text(stuck)} after {launch_timeout_s:.0f}s and stopped "
-                        "(no rank reported an error: a collective that hangs)")
-        return out
-    out["phase"] = "collective"
-    exited = [(n, a) for n, a in agents.items() if a.get("returncode") not in (0, None) and not a.get("killed")]
+    if not (errors and stopped):
+        return None
+    first_node, first = errors[0]
+    where = _report_place(first_node, first, owners)
+    error = (f"{', '.join(rank_text(r, owners) for r in stopped)} stopped inside a collective: "
+             f"{'it' if len(stopped) == 1 else 'they'} reported nothing, while the others failed waiting "
+             f"({where}: {first.get('error') or 'failed'})")
+    return "stopped", error, sorted({owners[r] for r in stopped})
+
+
+def _failed_ranks(launch: _Launch) -> _Failure:
+    errors = _failed_reports(launch)
+    if not errors:
+        return None
+    seen = [f"{_report_place(node, rep, launch.owners)}: {rep.get('error') or 'failed'}" for node, rep in errors]
+    return "collective", "; ".join(seen[:4]) + (f"; and {len(seen) - 4} more ranks" if len(seen) > 4 else ""), []
+
+
+def _exited_agents(launch: _Launch) -> list[tuple[str, dict[str, Any]]]:
+    """The torchruns that ended on their own with a non-zero exit code."""
+    return [(n, a) for n, a in launch.agents.items() if a.get("returncode") not in (0, None) and not a.get("killed")]
+
+
+def _hung_launch(launch: _Launch) -> _Failure:
+    stuck = [n for n, a in launch.agents.items() if a.get("killed")]
+    if not stuck or _exited_agents(launch):
+        return None
+    error = (f"still running on {names_text(stuck)} after {launch.launch_timeout_s:.0f}s and stopped "
+             "(no rank reported an error: a collective that hangs)")
+    return "timeout", error, []
+
+
+def _unexplained_failure(launch: _Launch) -> tuple[str, str, list[str]]:
+    exited = _exited_agents(launch)
     if exited:
         node, agent = exited[0]
-        out["error"] = f"torchrun on {node} exited with code {agent['returncode']}: {agent.get('last_error') or 'no output'}"
-    else:
-        out["error"] = "no rank reported a result"
-    return out
+        error = f"torchrun on {node} exited with code {agent['returncode']}: {agent.get('last_error') or 'no output'}"
+        return "collective", error, []
+    return "collective", "no rank reported a result", []
 
 
 def _not_joined_text(node: str, agent: dict[str, Any], rdzv_timeout_s: float, hosting: bool = False) -> str:

@@ -189,35 +189,48 @@ def build(history: dict[str, Any] | None) -> HistoryView | None:
     (no headline figure, no image change)."""
     if not isinstance(history, dict):
         return None
-    entries = [e for e in history.get("figures") or [] if isinstance(e, dict)]
+    entries = _dicts(history.get("figures"))
     if not entries and not history.get("image_changes"):
         return None
     placed = [e for e in entries if _finite(e.get("percentile")) is not None]
-    kinds = list(dict.fromkeys(str(e.get("kind") or "") for e in placed))
-    rows = []
-    for e in placed:
-        if steady(e):
-            continue
-        unit = str(e.get("unit") or "")
-        better = _finite(e.get("better_than"))
-        p05, p95 = _finite(e.get("history_p05")), _finite(e.get("history_p95"))
-        rows.append(HistoryRow(
-            check_id=str(e.get("check_id") or ""), name=str(e.get("name") or ""), kind=str(e.get("kind") or ""),
-            value=quantity(_finite(e.get("value")), unit), standing=standing(e, name_kind=len(kinds) > 1),
-            range=f"{quantity(p05, '')} – {quantity(p95, unit)}" if p05 is not None and p95 is not None else "",
-            median=quantity(_finite(e.get("history_median")), unit), sparkline=sparkline(e),
-            low=better is not None and better <= LOW, better_than=better))
-    shown = rows
-    if len(rows) > MAX_ROWS:  # in report order still, the ones furthest below their history kept first
-        first = sorted(rows, key=lambda r: r.better_than if r.better_than is not None else 50.0)[:MAX_ROWS]
-        keep = {id(r) for r in first}
-        shown = [r for r in rows if id(r) in keep]
-    runs = history.get("history_runs")
     placed_ids = {id(e) for e in placed}
-    min_runs = history.get("min_runs")
+    kinds = list(dict.fromkeys(str(e.get("kind") or "") for e in placed))
+    rows = [_row(e, name_kind=len(kinds) > 1) for e in placed if not steady(e)]
+    shown = _rows_shown(rows)
     return HistoryView(rows=shown, left_out=len(rows) - len(shown),
                        too_few=_too_few([e for e in entries if id(e) not in placed_ids],
-                                        min_runs if isinstance(min_runs, int) else 3),
-                       changes=change_lines([c for c in history.get("image_changes") or [] if isinstance(c, dict)]),
-                       runs=runs if isinstance(runs, int) else 0, kinds=kinds,
+                                        _int(history.get("min_runs"), 3)),
+                       changes=change_lines(_dicts(history.get("image_changes"))),
+                       runs=_int(history.get("history_runs"), 0), kinds=kinds,
                        steady=list(dict.fromkeys(str(e.get("name") or "") for e in placed if steady(e))))
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The objects of a recorded list, anything else in it (or a missing list) left out."""
+    return [e for e in value or [] if isinstance(e, dict)]
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) else default
+
+
+def _row(e: dict[str, Any], name_kind: bool) -> HistoryRow:
+    """One figure placed among its history, written out."""
+    unit = str(e.get("unit") or "")
+    better = _finite(e.get("better_than"))
+    p05, p95 = _finite(e.get("history_p05")), _finite(e.get("history_p95"))
+    return HistoryRow(
+        check_id=str(e.get("check_id") or ""), name=str(e.get("name") or ""), kind=str(e.get("kind") or ""),
+        value=quantity(_finite(e.get("value")), unit), standing=standing(e, name_kind=name_kind),
+        range=f"{quantity(p05, '')} – {quantity(p95, unit)}" if p05 is not None and p95 is not None else "",
+        median=quantity(_finite(e.get("history_median")), unit), sparkline=sparkline(e),
+        low=better is not None and better <= LOW, better_than=better)
+
+
+def _rows_shown(rows: list[HistoryRow]) -> list[HistoryRow]:
+    """At most MAX_ROWS rows, in report order still, the ones furthest below their history kept first."""
+    if len(rows) <= MAX_ROWS:
+        return rows
+    first = sorted(rows, key=lambda r: r.better_than if r.better_than is not None else 50.0)[:MAX_ROWS]
+    keep = {id(r) for r in first}
+    return [r for r in rows if id(r) in keep]

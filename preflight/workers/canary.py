@@ -177,12 +177,68 @@ def nvml_handle(pynvml: Any, torch_index: int) -> Any:
     return pynvml.nvmlDeviceGetHandleByIndex(torch_index)
 
 
+class _Training:
+    """This rank's model under DistributedDataParallel, every gradient bucket's all-reduce timed."""
+
+    def __init__(self, args: argparse.Namespace, env: DistEnv, device: Any, cuda: bool) -> None:
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+        from preflight.integrations.monitor import BucketTimer
+
+        self.torch, self.device, self.cuda = torch, device, cuda
+        model, self.optimizer, self.loss_fn, batches = make_training(args, device, args.batch, args.seed + 1 + env.rank)
+        self.model = model.to(device)
+        self.ddp = DistributedDataParallel(self.model, device_ids=[env.local_rank] if cuda else None)
+        self.timer = BucketTimer()
+        self.ddp.register_comm_hook(None, self.timer.hook)
+        self.source = BatchSource(batches, device)
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def step(self) -> tuple[float, float, float]:
+        """(seconds of the whole step, seconds of it waiting for the batch, the loss)."""
+        start = time.perf_counter()
+        inputs, targets = self.source.next()
+        self.sync()
+        waited = time.perf_counter() - start
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.ddp(*inputs), targets)
+        loss.backward()
+        self.optimizer.step()
+        value = float(loss.detach())  # also synchronises the device
+        self.sync()
+        return time.perf_counter() - start, waited, value
+
+    def release(self) -> None:
+        """Let go of DDP and the optimizer, so that their memory is free for what comes next."""
+        self.ddp = self.optimizer = None
+
+
+def _timed_steps(training: _Training, steps: int,
+                 sampler: UtilisationSampler | None) -> tuple[list[float], list[float], list[float]]:
+    """Step times, data waits and losses of the timed steps, GPU utilisation sampled meanwhile."""
+    step_s, wait_s, losses = [], [], []
+    if sampler:
+        sampler.__enter__()
+    try:
+        for index in range(steps):
+            training.timer.step = index
+            took, waited, value = training.step()
+            step_s.append(took)
+            wait_s.append(waited)
+            losses.append(value)
+    finally:
+        if sampler:
+            sampler.__exit__()
+    return step_s, wait_s, losses
+
+
 def run_canary(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-
-    from preflight.integrations.monitor import BucketTimer
 
     torch.set_num_threads(max(1, args.threads))
     cuda = args.backend == "nccl"
@@ -195,52 +251,17 @@ def run_canary(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
     init_group(store, env, args.backend, args.pg_timeout_s, device)
 
     torch.manual_seed(args.seed)
-    model, optimizer, loss_fn, batches = make_training(args, device, args.batch, args.seed + 1 + env.rank)
-    model = model.to(device)
-    ddp = DistributedDataParallel(model, device_ids=[env.local_rank] if cuda else None)
-    timer = BucketTimer()
-    ddp.register_comm_hook(None, timer.hook)
-    source = BatchSource(batches, device)
-
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize(device)
-
-    def step() -> tuple[float, float, float]:
-        start = time.perf_counter()
-        inputs, targets = source.next()
-        sync()
-        waited = time.perf_counter() - start
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(ddp(*inputs), targets)
-        loss.backward()
-        optimizer.step()
-        value = float(loss.detach())  # also synchronises the device
-        sync()
-        return time.perf_counter() - start, waited, value
-
+    training = _Training(args, env, device, cuda)
     for index in range(args.warmup):
-        timer.step = -1 - index
-        step()
+        training.timer.step = -1 - index
+        training.step()
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     dist.barrier()
-    step_s, wait_s, losses = [], [], []
     sampler = UtilisationSampler(torch.cuda.device_count()) if cuda and env.local_rank == 0 else None
-    if sampler:
-        sampler.__enter__()
-    try:
-        for index in range(args.steps):
-            timer.step = index
-            took, waited, value = step()
-            step_s.append(took)
-            wait_s.append(waited)
-            losses.append(value)
-    finally:
-        if sampler:
-            sampler.__exit__()
-    timer.poll(wait=True)
-    buckets = [(r.step, r.seconds, r.nbytes) for r in timer.records if r.step >= 0]
+    step_s, wait_s, losses = _timed_steps(training, args.steps, sampler)
+    training.timer.poll(wait=True)
+    buckets = [(r.step, r.seconds, r.nbytes) for r in training.timer.records if r.step >= 0]
     memory = device_memory(torch, device) if cuda else host_memory()
     idle = idle_allreduce(torch, dist, sorted({b[2] for b in buckets}), args.idle_iters, device)
 
@@ -248,7 +269,7 @@ def run_canary(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
             "memory": memory}
     gathered: list[Any] = [None] * env.world_size
     dist.all_gather_object(gathered, mine)
-    parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    parameters = sum(p.numel() for p in training.model.parameters() if p.requires_grad)
     finish_group()
     if env.rank != 0:
         return None
@@ -264,7 +285,7 @@ def run_canary(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
         result["gpu_utilization"] = {"samples": {str(k): v for k, v in sampler.samples.items()},
                                      "error": sampler.error, "interval_s": NVML_INTERVAL_S}
     if cuda and args.find_max_batch:
-        del ddp, optimizer
+        training.release()
         result["max_batch"] = find_max_batch(torch, args, device)
     return result
 

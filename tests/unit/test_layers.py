@@ -1,6 +1,7 @@
 """The house: each folder imports only the folders below it (README, "How it is built"), no module
-is over 500 lines, and only the process layer (and programs that run on nodes) starts or kills
-processes. Read from the source with ast, so a new import that runs upwards fails here."""
+is over 500 lines, only the process layer (and programs that run on nodes) starts or kills
+processes, and functions stay small enough to read. Read from the source with ast, so a new import
+that runs upwards fails here."""
 
 from __future__ import annotations
 
@@ -74,3 +75,78 @@ def test_the_check_ids_of_built_in_checks_appear_nowhere_outside_the_checks():
     named = [f"{rel}: {cid}" for rel, layer, source in _modules() if layer in CHECK_FREE_LAYERS
              for cid in ids if f'"{cid}' in source]
     assert named == []
+
+
+# Modules whose functions are held to the size limits below; the others join as they are split.
+SMALL_FUNCTION_MODULES = [
+    "checks/canary/figures.py",
+    "checks/collectives/local.py",
+    "checks/collectives/nccl_tests.py",
+    "checks/monitoring/alarms.py",
+    "checks/scaling/multi_gpu.py",
+    "checks/scaling/table.py",
+    "preflight/launch/nccl_log.py",
+    "preflight/launch/ranks.py",
+    "preflight/launch/torchrun_log.py",
+    "preflight/reporters/fleet_history.py",
+    "preflight/workers/canary.py",
+]
+MAX_FUNCTION_LINES = 80
+MAX_COMPLEXITY = 30
+_BRANCHES = (ast.If, ast.IfExp, ast.With, ast.AsyncWith, ast.Assert, ast.match_case)
+
+
+def _complexity(function: ast.AST) -> int:
+    """McCabe's count of one function, as radon's `cc` counts it (and `with` too): 1, plus 1 for each if,
+    elif, ternary, with, assert and match case, 1 for each for or while (and 1 for its else), 1 for each
+    except (and 1 for a try's else), the operands of and/or less one, and 1 for each `for` and `if` of a
+    comprehension. Functions nested inside count on their own, not in the function around them."""
+    count = 1
+    todo = list(ast.iter_child_nodes(function))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, _BRANCHES):
+            count += 1
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            count += 1 + bool(node.orelse)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            count += len(node.handlers) + bool(node.orelse)
+        elif isinstance(node, ast.BoolOp):
+            count += len(node.values) - 1
+        elif isinstance(node, ast.comprehension):
+            count += 1 + len(node.ifs)
+        todo.extend(ast.iter_child_nodes(node))
+    return count
+
+
+def test_the_complexity_count_sees_every_kind_of_branch():
+    source = ("def f(x, ys):\n"
+              "    if x and ys or not x:\n        pass\n    elif x:\n        pass\n"
+              "    for y in ys:\n        pass\n    else:\n        pass\n"
+              "    while x:\n        break\n"
+              "    try:\n        pass\n    except ValueError:\n        pass\n    except KeyError:\n        pass\n"
+              "    with open(x):\n        pass\n"
+              "    assert x\n"
+              "    match x:\n        case 1:\n            pass\n        case _:\n            pass\n"
+              "    z = [y for y in ys if y if not y]\n"
+              "    def inner():\n        return 1 if x else 2\n"
+              "    return 1 if z else 2\n")
+    function = ast.parse(source).body[0]
+    # 1 + if, and/or (2), elif, for + else (2), while, 2 excepts, with, assert, 2 cases, comprehension
+    # and its 2 ifs (3), the last ternary; the nested function's ternary is its own.
+    assert _complexity(function) == 18
+
+
+def test_functions_are_small_enough_to_read():
+    """No function over 80 lines (from its `def` to its last line, decorators aside) and none with a
+    McCabe complexity over 30 (see _complexity), in the modules of SMALL_FUNCTION_MODULES."""
+    over = []
+    for rel in SMALL_FUNCTION_MODULES:
+        for node in ast.walk(ast.parse((ROOT / rel).read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines, complexity = node.end_lineno - node.lineno + 1, _complexity(node)
+                if lines > MAX_FUNCTION_LINES or complexity > MAX_COMPLEXITY:
+                    over.append(f"{rel}:{node.lineno} {node.name}: {lines} lines, complexity {complexity}")
+    assert over == []
