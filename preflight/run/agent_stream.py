@@ -100,7 +100,7 @@ class AgentStream:
             return self.problem
         if self.hello is not None and not self.version_ok:
             return (f"{self.node} runs preflight {self.hello.get('version')} ({self.hello.get('python')}), the "
-                    f"coordinator {preflight.__version__}: install preflight=={preflight.__version__} on every node")
+                    f"coordinator {preflight.__version__}: install preflight-cluster {preflight.__version__} on every node")
         if self.hello is None:
             return unreachable()
         during = f" while running {self.current}" if self.current else ""
@@ -115,7 +115,8 @@ def unreachable_words(transport: Any, returncode: int | None, transport_failed: 
         return f"cannot reach {transport.name}: {last or 'connection failed'}"
     if "No module named" in stderr and "preflight" in stderr:
         return (f"preflight is not installed for {transport.python} on {transport.name}: install "
-                f"preflight=={preflight.__version__} there, or point --remote-python at an interpreter that has it")
+                f"preflight-cluster {preflight.__version__} there, or point --remote-python at an interpreter "
+                "that has it")
     if returncode == 127 or "not found" in last:
         return f"{transport.python} was not found on {transport.name}: {last}"
     return f"the agent on {transport.name} exited with code {returncode} before starting: {last}"

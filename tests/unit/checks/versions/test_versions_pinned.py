@@ -374,3 +374,14 @@ def test_describe_stack_of_a_gpu_node():
     text = describe_stack(stack)
     assert "torch 2.5.1+cu124 (CUDA 12.4, cuDNN 9.1.0, NCCL 2.21.5)" in text
     assert "driver 550.54.15" in text
+
+
+def test_preflights_own_pyproject_is_not_the_teams_pins():
+    """Started inside the preflight clone, versions.pinned does not judge preflight's own pyproject.toml
+    (its torch>=2.1 extra is not the team's lock file)."""
+    from preflight_checks.versions.pins import discover, gather
+    from tests.conftest import ROOT
+
+    assert (ROOT / "pyproject.toml").is_file()
+    assert all(p.name != "pyproject.toml" for p in discover(ROOT))
+    assert str(ROOT / "pyproject.toml") not in gather([], ROOT)["files"]
