@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import math
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -249,7 +251,9 @@ def _write_reports(report: Any, out: Path, formats: list[str], announce: bool, k
         except FileWriteError as exc:
             failed.append(str(exc))
     if announce:
-        text = render_terminal(report)
+        stream = sys.stderr if as_json else sys.stdout
+        # On a terminal, lines are wrapped between words to its width, never by the terminal mid-word.
+        text = render_terminal(report, width=shutil.get_terminal_size().columns if stream.isatty() else None)
         verdict_line, _, rest = text.partition("\n")
         click.echo("", err=as_json)
         # The verdict line in the verdict's colour on a terminal; click drops the colour elsewhere.

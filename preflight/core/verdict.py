@@ -29,6 +29,7 @@ from preflight.core.compare import comparison_results
 from preflight.core.expectations import expectation_results
 from preflight.core.findings import Found, findings_of
 from preflight.core.levels import SKIPPED_AT_LEVEL
+from preflight.core.node_causes import fold_node_causes
 from preflight.core.nodeset import fold
 from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, Finding, RunReport, Scope, Status
 
@@ -159,13 +160,15 @@ def blocking_text(found: list[Found], shown: int = 2) -> str:
     """'2 blocking findings: SENTENCE (on gpu02); SENTENCE (across the cluster)': what blocks, in the
     checks' own words, the first `shown` of them; one sentence found on several nodes is named once."""
     sentences: dict[str, list[str]] = {}
+    distinct = {(f.result.check_id, f.id, f.finding.message) for f in found}  # as the reports list them
     for f in found:
         # A cluster check's own result is told by its scope (a host may be called "cluster" too).
         sentences.setdefault(f.finding.message, []).append(
             CLUSTER_NODE if f.result.scope is Scope.CLUSTER else f.node)
-    parts = [f"{message} ({where_text(nodes)})" for message, nodes in list(sentences.items())[:shown]]
+    parts = [message if where_text(nodes)[3:] in message else f"{message} ({where_text(nodes)})"  # named already
+             for message, nodes in list(sentences.items())[:shown]]
     more = len(sentences) - len(parts)
-    n = len(found)
+    n = len(distinct)
     return (f"{n} blocking finding{'s' if n != 1 else ''}: " + "; ".join(parts)
             + (f"; and {more} more" if more else ""))
 
@@ -234,8 +237,9 @@ def decide(report: RunReport) -> Decision:
             elif finding.level is Status.SKIP:
                 skipped_found.append(Found(result, finding, "", stand_in))
     headlines = list(report.headlines or [])
-    blocking_found.sort(key=lambda found: _first_blocking(found, headlines))
     blocked = {id(f.result) for f in blocking_found}
+    blocking_found = fold_node_causes(blocking_found, report)  # one cause, one finding (its node set)
+    blocking_found.sort(key=lambda found: _first_blocking(found, headlines))
     results += expired
     blocking = [r for r in results if id(r) in blocked]
     blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))

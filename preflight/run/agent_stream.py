@@ -108,11 +108,16 @@ class AgentStream:
         return f"lost contact with {self.node}{during}{code}"
 
 
+# How each transport reaches a node, in a sentence: "cannot reach gpu[01-02] over SSH".
+TRANSPORT_WORDS = {"ssh": "SSH", "k8s": "the Kubernetes API", "slurm": "srun", "slurm-step": "a Slurm job step"}
+
+
 def unreachable_words(transport: Any, returncode: int | None, transport_failed: bool, stderr: str) -> str:
     """Why an agent never said hello, in its transport's words and its own last line of stderr."""
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     if transport_failed:
-        return f"cannot reach {transport.name}: {last or 'connection failed'}"
+        over = TRANSPORT_WORDS.get(getattr(transport, "kind", ""), "")
+        return f"cannot reach {transport.name}{' over ' + over if over else ''}: {last or 'connection failed'}"
     if "No module named" in stderr and "preflight" in stderr:
         return (f"preflight is not installed for {transport.python} on {transport.name}: install "
                 f"preflight-cluster {preflight.__version__} there, or point --remote-python at an interpreter "

@@ -131,3 +131,21 @@ def test_the_live_table_renders_one_row_per_check():
         progress.stop()
     lines = [line for line in console.export_text().splitlines() if line.strip()]
     assert lines[0].startswith("[0/4] results") and len(lines) == 2 and "on a[1-3]" in lines[1]
+
+
+def test_no_color_reaches_the_live_line(monkeypatch):
+    import click
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    with click.Context(click.Command("run"), color=False):
+        progress = Progress(1, {}, interactive=True)
+        try:
+            assert progress._console.no_color
+        finally:
+            progress.stop()
+    with click.Context(click.Command("run")):
+        progress = Progress(1, {}, interactive=True)
+        try:
+            assert not progress._console.no_color
+        finally:
+            progress.stop()
