@@ -74,6 +74,7 @@ class Decision:
     warning_findings: list[Found] = field(default_factory=list)  # WARN findings that do not block, in any check
     skipped_findings: list[Found] = field(default_factory=list)  # what was not measured, and why
     acknowledged_findings: list[Found] = field(default_factory=list)  # silenced in [silence]: shown, never blocking
+    no_gpu: bool = False  # the inventory found no NVIDIA GPU on any node and nothing says there should be one
 
     @property
     def exit_code(self) -> int:
@@ -102,6 +103,22 @@ def gpu_nodes(report: RunReport) -> set[str]:
     whose declared role (`report.roles`) is the inventory."""
     inventory = {cid for cid, role in report.roles.items() if role == ROLE_INVENTORY}
     return {r.node for r in report.results if r.check_id in inventory and (r.facts or {}).get("nvidia_gpus")}
+
+
+def no_gpu_found(report: RunReport) -> bool:
+    """True when the inventory check's facts show no NVIDIA GPU on any node it ran on, and neither a
+    profile nor expect.gpus_per_node says the nodes have some: a GO here is a GO for CPU training."""
+    if report.profile or (report.expect or {}).get("gpus_per_node"):
+        return False
+    inventory = {cid for cid, role in report.roles.items() if role == ROLE_INVENTORY}
+    facts = [r.facts or {} for r in report.results if r.check_id in inventory and r.scope is Scope.NODE]
+    return bool(facts) and all(isinstance(f.get("nvidia_gpus"), list) and not f["nvidia_gpus"] for f in facts)
+
+
+def pulled_in_text(check_id: str, pulled_in: dict[str, str]) -> str:
+    """'versions.pinned ran only because versions.consistency reads it', or "" for a check asked for."""
+    reader = pulled_in.get(check_id)
+    return f"{check_id} ran only because {reader} reads it" if reader else ""
 
 
 def skip_blocks(result: CheckResult, report: RunReport, with_gpus: set[str] | None = None,
@@ -156,16 +173,21 @@ def where_text(nodes: list[str]) -> str:
     return f"on {fold(n for n in nodes if n != CLUSTER_NODE)}"
 
 
-def blocking_text(found: list[Found], shown: int = 2) -> str:
+def blocking_text(found: list[Found], shown: int = 2, pulled_in: dict[str, str] | None = None) -> str:
     """'2 blocking findings: SENTENCE (on gpu02); SENTENCE (across the cluster)': what blocks, in the
-    checks' own words, the first `shown` of them; one sentence found on several nodes is named once."""
+    checks' own words, the first `shown` of them; one sentence found on several nodes is named once.
+    A warning of a check run only because another reads it (`pulled_in`) says so."""
     sentences: dict[str, list[str]] = {}
+    whose: dict[str, str] = {}
     distinct = {(f.result.check_id, f.id, f.finding.message) for f in found}  # as the reports list them
     for f in found:
         # A cluster check's own result is told by its scope (a host may be called "cluster" too).
         sentences.setdefault(f.finding.message, []).append(
             CLUSTER_NODE if f.result.scope is Scope.CLUSTER else f.node)
-    parts = [message if where_text(nodes)[3:] in message else f"{message} ({where_text(nodes)})"  # named already
+        if f.level is Status.WARN and pulled_in_text(f.result.check_id, pulled_in or {}):
+            whose[f.finding.message] = "; " + pulled_in_text(f.result.check_id, pulled_in or {})
+    parts = [(message if where_text(nodes)[3:] in message else f"{message} ({where_text(nodes)}"
+              + whose.get(message, "") + ")")  # a sentence that names its nodes already is not told them again
              for message, nodes in list(sentences.items())[:shown]]
     more = len(sentences) - len(parts)
     n = len(distinct)
@@ -229,7 +251,10 @@ def decide(report: RunReport) -> Decision:
             if finding.id in silences:
                 acknowledged.append(Found(result, finding, "", stand_in))
             elif finding.level in blocking_statuses:
-                blocking_found.append(Found(result, finding, f"{finding.level.value} blocks", stand_in))
+                # A warning blocks under --fail-on warn; one of a check nobody asked for says whose it is.
+                pulled = pulled_in_text(result.check_id, report.pulled_in) if finding.level is Status.WARN else ""
+                blocks = f"{finding.level.value} blocks" + (f" ({pulled})" if pulled else "")
+                blocking_found.append(Found(result, finding, blocks, stand_in))
             elif finding.level is Status.WARN:
                 warning_found.append(Found(result, finding, "", stand_in))
             elif finding.level is Status.SKIP and skip_reasons.get(id(result)):
@@ -250,7 +275,7 @@ def decide(report: RunReport) -> Decision:
 
     if blocking:
         verdict = Verdict.NO_GO
-        reason = blocking_text(blocking_found)
+        reason = blocking_text(blocking_found, pulled_in=report.pulled_in)
     elif report.load_errors:
         verdict = Verdict.INCOMPLETE
         reason = ""  # the load errors below say it
@@ -281,7 +306,7 @@ def decide(report: RunReport) -> Decision:
     decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total,
                         interrupted=report.interrupted, blocking_findings=blocking_found,
                         warning_findings=warning_found, skipped_findings=skipped_found,
-                        acknowledged_findings=acknowledged)
+                        acknowledged_findings=acknowledged, no_gpu=no_gpu_found(report))
     decision.reason = f"{reason}. {decision.measured_text}"
     return decision
 

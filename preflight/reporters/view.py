@@ -146,13 +146,21 @@ def is_noisy(m: Measurement, threshold: float = NOISY_SPREAD) -> bool:
     return spread is not None and spread > threshold
 
 
+# A GO where the inventory found no GPU: what was shown ready is training on CPUs.
+CPU_GO = "Ready for CPU training: no GPU found"
+
+
 def headline(decision: Decision, total: int) -> str:
-    """The verdict in words. A GO with skipped checks says so: nothing skipped was shown to be ready."""
+    """The verdict in words. A GO says what it covers: CPU training when no GPU was found, the checks
+    skipped (nothing skipped was shown to be ready), or else how many checks measured."""
     text = HEADLINES[decision.verdict]
-    skipped = len(decision.skipped)
-    if decision.verdict is Verdict.GO and skipped:
-        text = f"Ready to train, as far as was measured: {skipped} of {count(total, 'check')} skipped."
-    return text
+    if decision.verdict is not Verdict.GO:
+        return text
+    ready = CPU_GO if decision.no_gpu else "Ready to train"
+    sep, skipped = ";" if decision.no_gpu else ",", len(decision.skipped)
+    if skipped:
+        return f"{ready}{sep} as far as was measured: {skipped} of {count(total, 'check')} skipped."
+    return f"{ready}{sep} as far as was measured: {count(decision.measured, 'check')}."
 
 
 def fixes(result: CheckResult, unreachable: set[str] | frozenset[str] = frozenset()) -> list[str]:
