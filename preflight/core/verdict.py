@@ -259,7 +259,9 @@ def decide(report: RunReport) -> Decision:
                 warning_found.append(Found(result, finding, "", stand_in))
             elif finding.level is Status.SKIP and skip_reasons.get(id(result)):
                 blocking_found.append(Found(result, finding, skip_reasons[id(result)], stand_in))
-            elif finding.level is Status.SKIP:
+            elif finding.level is Status.SKIP and result.status is Status.SKIP:
+                # Only a result that measured nothing is "not measured": a figure reported but not judged
+                # inside a result that measured stays in its check's section, never in a second list.
                 skipped_found.append(Found(result, finding, "", stand_in))
     headlines = list(report.headlines or [])
     blocked = {id(f.result) for f in blocking_found}

@@ -314,6 +314,11 @@ def key_findings(report: RunReport, decision: Decision | None = None, noisy: lis
         if said.short_of_need is False:
             # The figure itself is fine: whatever else its check found is not this sentence's doing.
             status, blocks = "PASS", False
+        elif said.short_of_need is None:
+            # Judged against nothing ("reported, not judged"): it blocks nothing, whatever its check found.
+            blocks = False
+            if result.status in (Status.FAIL, Status.ERROR):
+                status = "WARN"
         text = _prefix(said.node, said.nodes) + said.text
         found.append(KeyFinding(_capital(text), status, blocks, result.check_id, result.node))
 
