@@ -326,10 +326,16 @@ def baseline_of(report: RunReport) -> Diff | None:
         return None
 
 
+def blocking_regressions(comparison: Diff) -> list[StatusChange | FigureChange | VersionChange]:
+    """The regressions --fail-on-regression blocks on: not a figure whose own samples (in either run)
+    spread too wide to tell a change from noise, which the reports still list, marked noisy."""
+    return [c for c in comparison.regressions if not (isinstance(c, FigureChange) and c.noisy)]
+
+
 def baseline_blocks(report: RunReport) -> bool:
-    """True when the run was compared with --fail-on-regression and something got worse."""
+    """True when the run was compared with --fail-on-regression and something got worse, beyond noise."""
     comparison = baseline_of(report)
-    return bool(comparison and comparison.regressions and (report.baseline or {}).get("fail_on_regression"))
+    return bool(comparison and blocking_regressions(comparison) and (report.baseline or {}).get("fail_on_regression"))
 
 
 def comparison_results(report: RunReport) -> list[CheckResult]:
@@ -352,8 +358,12 @@ def comparison_results(report: RunReport) -> list[CheckResult]:
         return [CheckResult(BASELINE_CHECK_ID, CLUSTER_NODE, Status.PASS, "no regression against the baseline run",
                             title=BASELINE_TITLE, scope=Scope.CLUSTER)]
     n = len(regressions)
+    noisy = n - len(blocking_regressions(comparison))
+    said = f"{n} regression{'s' if n != 1 else ''} against the baseline run"
+    if noisy:
+        said += f" ({noisy} of noisy figures, which --fail-on-regression does not block on)"
     return [CheckResult(
         BASELINE_CHECK_ID, CLUSTER_NODE, Status.FAIL if baseline_blocks(report) else Status.WARN,
-        f"{n} regression{'s' if n != 1 else ''} against the baseline run", title=BASELINE_TITLE, scope=Scope.CLUSTER,
+        said, title=BASELINE_TITLE, scope=Scope.CLUSTER,
         remediation=["Compare the two reports; if the change is intended, make this run the new baseline.",
                      "Run `preflight diff OLD/results.json NEW/results.json` for the full list."])]

@@ -54,6 +54,12 @@ def render(report: RunReport, width: int | None = None) -> str:
                 lines.append(f"  {f.level:<5} {f.check_id} {f.where}: {f.message}")
                 if f.fix:
                     lines.append(f"        fix: {f.fix}")
+    if view.caveats:
+        lines.append(f"Caveats ({len(view.caveats)}):")
+        for f in view.caveats:
+            lines.append(f"  NOTE  {f.check_id} {f.where}: {f.message}")
+            if f.fix:
+                lines.append(f"        fix: {f.fix}")
     if view.acknowledged:
         lines.append(f"Acknowledged ({len(view.acknowledged)}, silenced in preflight.toml, not blocking):")
         for f in view.acknowledged:

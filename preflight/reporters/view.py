@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from preflight.core.compare import BASELINE_CHECK_ID, Diff, baseline_of
-from preflight.core.findings import UNREACHABLE_FIX, findings_of  # noqa: F401 - UNREACHABLE_FIX: part of the view's API
-from preflight.core.model import CLUSTER_NODE, FIGURE_STEP, CheckResult, Measurement, RunReport, Scope, Status
+from preflight.core.findings import UNREACHABLE_FIX, Found, findings_of  # noqa: F401 - UNREACHABLE_FIX: part of the view's API
+from preflight.core.model import CAVEAT, CLUSTER_NODE, FIGURE_STEP, CheckResult, Measurement, RunReport, Scope, Status
 from preflight.reporters import figures
 from preflight.reporters.fleet_history import HistoryView, build as build_history
 from preflight.reporters.baseline import headline as baseline_headline
-from preflight.reporters.finding_rows import FindingRow, LevelSkips, finding_lists
+from preflight.reporters.finding_rows import FindingRow, LevelSkips, finding_lists, rows
 from preflight.reporters.folding import MatrixRow, ResultGroup, matrix_rows, result_groups
 from preflight.reporters.glance import at_a_glance, run_duration, when  # noqa: F401 - when: part of the view's API
 from preflight.reporters.numbers import count, percent, quantity, spread
@@ -101,6 +101,7 @@ class ReportView:
     level_skips: LevelSkips | None = None  # the checks the run level left out, in one line
     acknowledged: list[FindingRow] = field(default_factory=list)  # silenced in [silence]: noted, never blocking
     history: HistoryView | None = None  # against fleet history, when the run read it (RunReport.history)
+    caveats: list[FindingRow] = field(default_factory=list)  # what qualifies the figures (core.model.CAVEAT)
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
@@ -247,7 +248,14 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         level_skips=lists.level_skips,
         acknowledged=lists.acknowledged,
         history=build_history(report.history),
+        caveats=caveat_rows(report),
     )
+
+
+def caveat_rows(report: RunReport) -> list[FindingRow]:
+    """The caveats the checks stated (PASS findings whose id ends in CAVEAT), one row per caveat and its nodes."""
+    return rows([Found(r, f) for r in report.results for f in r.findings
+                 if f.level is Status.PASS and f.id.endswith(CAVEAT)])
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from preflight.core.compare import (
     VersionChange,
     attach,
     baseline_blocks,
+    baseline_of,
     compare,
 )
 from preflight.reporters import baseline as words
@@ -351,3 +352,20 @@ def test_every_rendering_says_how_the_runs_differ(old, new):
     assert "Regressions:" not in text
     assert "the run level differs" in words.headline(result)
     assert "The run level differs" in words.render_markdown(result)
+
+
+def test_a_regression_of_a_figure_the_run_marks_noisy_does_not_block_fail_on_regression():
+    baseline = passing_run()
+    report = passing_run()
+    m = report.results[0].measurements[0]
+    m.value, m.samples = 40.0, [10.0, 40.0, 90.0]  # spread (90 - 10) / 40 = 200%: noise, not a change
+    attach(report, baseline, fail_on_regression=True)
+    comparison = baseline_of(report)
+    assert comparison.regressions and comparison.regressions[0].noisy  # still listed, marked noisy
+    assert not baseline_blocks(report)
+    decision = decide(report)
+    assert decision.verdict is Verdict.GO
+    assert [(r.check_id, r.status) for r in decision.warnings] == [(BASELINE_CHECK_ID, Status.WARN)]
+    m.samples = [39.0, 40.0, 41.0]  # the same drop, measured steadily, blocks
+    attach(report, baseline, fail_on_regression=True)
+    assert decide(report).verdict is Verdict.NO_GO
