@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preflight.core.levels import SKIPPED_AT_LEVEL
-from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Scope, Status
+from preflight.core.model import CLUSTER_NODE, FIGURE_STEP, CheckResult, Measurement, RunReport, Scope, Status
 
 DEFAULT_TOLERANCE = 0.10
 BASELINE_CHECK_ID = "baseline.comparison"
@@ -68,6 +68,7 @@ class FigureChange:
     change: float | None = None  # relative, (new - old) / |old|, for numbers
     kind: str = "info"  # "regression", "improvement" or "info"
     noisy: bool = False  # either run's samples spread wider than the tolerance
+    figure: str | None = None  # the kind of figure it declares (FIGURE_STEP: one point of a per-step series)
 
 
 @dataclass
@@ -229,7 +230,7 @@ def _compare_figures(before: CheckResult, after: CheckResult, tolerance: float, 
         node = m.node or after.node
         comparison = m.comparison or o.comparison
         base = FigureChange(after.check_id, node, m.name, o.value, m.value, m.unit or o.unit, comparison,
-                            m.threshold, noisy=_noisy(o, tolerance) or _noisy(m, tolerance))
+                            m.threshold, noisy=_noisy(o, tolerance) or _noisy(m, tolerance), figure=m.figure)
         old_num, new_num = _numeric(o.value), _numeric(m.value)
         if old_num is not None and new_num is not None:
             if old_num == new_num:
@@ -244,6 +245,8 @@ def _compare_figures(before: CheckResult, after: CheckResult, tolerance: float, 
                 kind = _judgement_change(o, m) or ("info" if abs(relative) > tolerance else "")
             else:
                 kind = "info" if abs(relative) > tolerance else ""
+            if kind and m.figure == FIGURE_STEP:
+                kind = "info"  # one step of a training run is noise; its check judges the series as a whole
             if kind:
                 base.kind = kind
                 changes.append(base)

@@ -369,3 +369,24 @@ def test_a_regression_of_a_figure_the_run_marks_noisy_does_not_block_fail_on_reg
     m.samples = [39.0, 40.0, 41.0]  # the same drop, measured steadily, blocks
     attach(report, baseline, fail_on_regression=True)
     assert decide(report).verdict is Verdict.NO_GO
+
+
+def test_diff_leads_with_regressions_and_folds_per_step_noise():
+    from preflight.core.model import FIGURE_STEP
+
+    def run(step_ms: list[float], busbw: float, level: str) -> RunReport:
+        steps = [Measurement(f"step time at step {i}", v, "ms", figure=FIGURE_STEP, series="step time", at=i,
+                             better="lower") for i, v in enumerate(step_ms)]
+        return make_report([make_result("canary.training", "vm", Status.PASS, measurements=steps),
+                            make_result("collectives.local", "vm", Status.PASS, measurements=[
+                                Measurement("busbw", busbw, "GB/s", 1.0, ">=", True)])], level=level)
+
+    old = run([10.0 + (i % 3) for i in range(40)], 10.0, "standard")
+    new = run([10.0 + ((i + 1) % 3) * 2 for i in range(40)], 5.0, "thorough")
+    diff = compare(old, new)
+    assert [c.name for c in diff.regressions] == ["busbw"]  # a step's time is noise, not a regression
+    text = words.render_text(diff)
+    body = text.splitlines()[2:]
+    assert body[0] == "Regressions:"  # before how the runs differ
+    assert sum("step time at step" in line for line in text.splitlines()) == 0
+    assert any("per-step figures moved" in line for line in text.splitlines())
