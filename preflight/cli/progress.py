@@ -82,8 +82,9 @@ class Progress:
         style = STYLES.get(result.status.value, "")
         # The summary is machine text: no rich markup of its own, no escape sequence, one line.
         text = escape(single_line(f"{result.check_id:<24} {result.node:<16} {result.summary}"))
+        # Wrapped between words to the terminal's width by rich, never cut mid-word by the terminal.
         self._console.print(f"[{style}]{result.status.value:<5}[/] {text}", highlight=False, markup=True,
-                            soft_wrap=True)
+                            soft_wrap=False)
 
     def still_running_lines(self) -> list[str]:
         """Lines due now for checks still running (each check once per interval), plain text."""
