@@ -3,12 +3,13 @@ run measured, and whose warning blocks when a check nobody asked for warns under
 
 from __future__ import annotations
 
+import json
 import re
 
 from preflight.core.check import ROLE_INVENTORY
 from preflight.core.model import Finding, Status
 from preflight.core.verdict import Verdict, decide
-from preflight.reporters import html, markdown, terminal
+from preflight.reporters import html, json_report, markdown, terminal
 from preflight.reporters.view import CPU_GO, build_view
 from tests.conftest import make_report, make_result
 
@@ -30,6 +31,7 @@ def test_a_go_on_a_machine_without_gpus_says_it_is_for_cpu_training_at_the_top_o
     assert page.index(CPU_GO) == top + len('<p class="headline">')  # the first thing under the verdict
     assert markdown.render(report).splitlines()[0].endswith(view.headline)
     assert CPU_GO in terminal.render(report).splitlines()[0]
+    assert json.loads(json_report.render(report))["verdict"]["headline"] == view.headline
 
 
 def test_gpus_on_the_bus_or_a_profile_are_not_a_cpu_go():
