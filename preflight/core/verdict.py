@@ -29,7 +29,7 @@ from preflight.core.compare import comparison_results
 from preflight.core.expectations import expectation_results
 from preflight.core.findings import Found, findings_of
 from preflight.core.levels import SKIPPED_AT_LEVEL
-from preflight.core.node_causes import fold_node_causes
+from preflight.core.node_causes import NODES_CHECK, fold_node_causes
 from preflight.core.nodeset import fold
 from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, Finding, RunReport, Scope, Status
 
@@ -186,8 +186,9 @@ def blocking_text(found: list[Found], shown: int = 2, pulled_in: dict[str, str] 
             CLUSTER_NODE if f.result.scope is Scope.CLUSTER else f.node)
         if f.level is Status.WARN and pulled_in_text(f.result.check_id, pulled_in or {}):
             whose[f.finding.message] = "; " + pulled_in_text(f.result.check_id, pulled_in or {})
-    parts = [(message if where_text(nodes)[3:] in message else f"{message} ({where_text(nodes)}"
-              + whose.get(message, "") + ")")  # a sentence that names its nodes already is not told them again
+    # A node-level cause names its node set in its sentence already (preflight.core.node_causes).
+    named = {f.finding.message for f in found if f.result.check_id == NODES_CHECK}
+    parts = [(message if message in named else f"{message} ({where_text(nodes)}" + whose.get(message, "") + ")")
              for message, nodes in list(sentences.items())[:shown]]
     more = len(sentences) - len(parts)
     n = len(distinct)

@@ -79,3 +79,8 @@ def test_a_terminal_line_is_wrapped_between_words_never_inside_one():
         assert len(line) <= 60 or " " not in line.strip()
         assert all(word in words for word in line.split())  # every piece is a whole word of the unwrapped text
     assert terminal.render(report, width=None) == terminal.render(report)
+
+
+def test_a_sentence_that_mentions_its_node_still_says_where():
+    report = make_report([make_result("node.environment", "vm", Status.FAIL, "hostname 'vm' resolves to loopback")])
+    assert "hostname 'vm' resolves to loopback (on vm)" in decide(report).reason
