@@ -53,6 +53,7 @@ def run(level: str) -> tuple[str, int]:
         # A directory of its own, shown as ~/training-repo: the random temporary prefix says nothing.
         work = Path(scratch) / "training-repo"
         work.mkdir()
+        env["XDG_DATA_HOME"] = str(Path(scratch) / "data")  # a fleet history of its own, empty, as on a fresh machine
         argv = [sys.executable, "-m", "preflight", "run", "--out", "out", "--level", level, "--format", "md"]
         if others:
             argv += ["--skip", ",".join(others)]

@@ -29,7 +29,7 @@ from preflight.machine.frameworks import installed
 from preflight.core.check import Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param
 from preflight.run.context import NodeContext
 from preflight.machine.filesystems import filesystem_type
-from preflight.core.model import FIGURE_RATE, Finding, Measurement, Status
+from preflight.core.model import CAVEAT, FIGURE_RATE, Finding, Measurement, Status
 
 
 from preflight_checks.checkpoint.formats import compat_test, roundtrip_format
@@ -123,6 +123,15 @@ FIX_STORAGE = ("Point checkpoint.dir at the filesystem your training writes chec
                "free space for several checkpoints.")
 FIX_SPEED = ("Slow writes: save from every rank in parallel (torch.distributed.checkpoint), save asynchronously, or "
              "write to local NVMe first and copy to shared storage in the background.")
+DCP_SLOW_WRITE_FIX = ("torch.distributed.checkpoint already writes each rank's shard in parallel: save "
+                      "asynchronously (torch.distributed.checkpoint.async_save), give its FileSystemWriter more "
+                      "threads (thread_count), or write to local NVMe first and copy to shared storage in the "
+                      "background; measure the filesystem's write rate with fio to compare.")
+DCP_SLOW_READ_FIX = ("torch.distributed.checkpoint already loads by shard: stage checkpoints on local NVMe before "
+                     "resuming, or spread the checkpoint directory over more storage targets (Lustre: lfs "
+                     "setstripe -c -1); measure the filesystem's read rate with fio to compare.")
+SCRATCH_FIX = ("Set checkpoint.dir to the filesystem training writes its checkpoints to (--set "
+               "checkpoint.roundtrip.dir=PATH, or dir under [checks.\"checkpoint.roundtrip\"] in preflight.toml).")
 FIX_STATE = ("Save and restore the model, the optimizer, the step and every random-number state (torch, CUDA, numpy, "
              "Python) together; write to a temporary name, fsync, then rename.")
 FIX_COMPAT = ("A checkpoint from the previous stack that no longer loads: pin the old version or convert the "
@@ -156,6 +165,7 @@ class CheckpointRoundtrip(Check):
         "not-exact": FIX_STORAGE,
         "slow-write": FIX_SPEED,
         "slow-read": SLOW_READ_FIX,
+        "scratch-dir" + CAVEAT: SCRATCH_FIX,
         "resume-error": "Read the resume test's output in the details: the short training run could not run or be killed.",
         "resume-no-checkpoint": FIX_STATE,
         "resume-not-exact": FIX_STATE,
@@ -272,13 +282,18 @@ class CheckpointRoundtrip(Check):
         measurements: list[Measurement] = []
         details: list[str] = []
 
-        def found(kind: str, level: Status, message: str) -> None:
-            findings.append(self.finding(kind, level, message))
+        def found(kind: str, level: Status, message: str, fix: str | None = None) -> None:
+            findings.append(self.finding(kind, level, message, fix=fix))
 
         where = facts.get("dir", "?")
         if facts.get("dir_is_scratch"):
             details.append(f"checkpoints were written to the scratch directory {where}; set checkpoint.dir to "
                            "the shared filesystem training uses to measure that")
+            # Stated as a caveat, so that report.md and every other report carry it beside the figures.
+            findings.append(self.finding(
+                "scratch-dir" + CAVEAT, Status.PASS, f"checkpoints were written to a scratch directory of the "
+                f"run ({where}): the figures describe that disk, not the checkpoint filesystem training uses",
+                fix=SCRATCH_FIX))
         if facts.get("fs_type"):
             details.append(f"filesystem at {where}: {facts['fs_type']}")
 
@@ -316,12 +331,15 @@ class CheckpointRoundtrip(Check):
                                at_least=params.min_read_gbps, samples=[round(s, 3) for s in result["read_gbps_samples"]],
                                figure=FIGURE_RATE, series="read", at=at)
                 measurements += [write, read]
+                # torch.distributed.checkpoint already saves and loads by shard: its fix cannot be itself.
                 if not write.ok:
                     found("slow-write", Status.WARN,
-                          f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s")
+                          f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s",
+                          DCP_SLOW_WRITE_FIX if fmt == "dcp" else None)
                 if not read.ok:
                     found("slow-read", Status.WARN,
-                          f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s")
+                          f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s",
+                          DCP_SLOW_READ_FIX if fmt == "dcp" else None)
                 if not result.get("cache_dropped"):
                     details.append(f"{label}: the page cache could not be dropped before reading; the read figure "
                                    "may be memory speed")

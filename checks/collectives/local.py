@@ -300,6 +300,20 @@ def main_sizes(sizes: list[int], params: Params) -> list[int]:
     return sorted(wanted)
 
 
+def size_not_measured_fix(run: dict[str, Any], at_size: int) -> str | None:
+    """The fix for a floor whose size has no figure, by what the run planned (its `sizes`): None (the
+    declared "run again with this configuration") only where that configuration would add the size."""
+    planned = run.get("sizes") or []
+    if at_size in planned:
+        return (f"the sweep planned {human_bytes(at_size)} but has no figure there: read the check's evidence "
+                "(memory, time) for why that size did not finish")
+    if run.get("device") != "cuda":
+        return ("the floor's size is a GPU figure, which the CPU sweep never adds (a tensor that size per CPU "
+                "process is no test): judge GPU nodes with it, or set collectives.local.busbw_size_bytes to a "
+                "size the sweep measures (sizes_bytes)")
+    return None
+
+
 def _thresholds_apply(run: dict[str, Any], facts: dict[str, Any]) -> bool:
     """Thresholds judge the main path only: NCCL on a GPU node, gloo on a node without GPUs."""
     if run.get("role") != "primary":
@@ -337,7 +351,7 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
         findings.append(CollectivesLocal.finding(
             "threshold-size-not-measured", Status.WARN, f"{label}: min_busbw_gbps {floor:g} holds at "
             f"{human_bytes(at_size)}, which this run did not measure (largest: {human_bytes(largest['bytes'])}): "
-            "not judged"))
+            "not judged", fix=size_not_measured_fix(run, at_size)))
     for entry in sizes[1:] or sizes:  # with one size only, that size gives both figures
         m = measure(f"{label}: busbw at {human_bytes(entry['bytes'])}", round(entry["busbw_gbps"], 3), "GB/s",
                     at_least=floor if entry["bytes"] == at_size else None,

@@ -392,10 +392,23 @@ def read_requirements(paths: list[str]) -> dict[str, Any]:
 
 
 
+def is_preflight_source(directory: Path) -> bool:
+    """True in the clone preflight itself runs from: its pyproject.toml is preflight's, not the team's."""
+    import preflight
+
+    try:
+        return Path(preflight.__file__).resolve().parent.parent == directory.resolve()
+    except OSError:
+        return False
+
+
 def discover(cwd: Path) -> list[Path]:
-    """The pin files a training repository keeps at its top, in the directory preflight starts in."""
+    """The pin files a training repository keeps at its top, in the directory preflight starts in
+    (preflight's own pyproject.toml, when it starts in its own clone, is not the team's)."""
     found = sorted(p for p in cwd.glob("requirements*.txt") if p.is_file())
-    found += [cwd / name for name in ("pyproject.toml", *LOCK_READERS) if (cwd / name).is_file()]
+    own = is_preflight_source(cwd)
+    found += [cwd / name for name in ("pyproject.toml", *LOCK_READERS)
+              if (cwd / name).is_file() and not (own and name == "pyproject.toml")]
     # A conda environment may have any name (conda.yaml, env.yml): a YAML file with `dependencies:`.
     for path in sorted(list(cwd.glob("*.yml")) + list(cwd.glob("*.yaml"))):
         if path.is_file() and path not in found and path.stat().st_size < 1 << 20:

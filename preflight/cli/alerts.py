@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from preflight.cli.options import (
-    FINITE, UsageProblem, load_results,
+    FINITE, Duration, UsageProblem, load_results,
 )
 
 
@@ -18,7 +18,8 @@ from preflight.cli.options import (
 @click.option("--from", "from_results", type=click.Path(dir_okay=False), default=None,
               help="results.json of a run: floor and ceiling from its canary.training figures.")
 @click.option("--gpu-util-floor", type=FINITE, default=None, help="Alarm below this GPU utilisation, percent (default 50).")
-@click.option("--comm-latency-ceiling", type=FINITE, default=None, help="Alarm above this all-reduce p99, seconds (default 0.25).")
+@click.option("--comm-latency-ceiling", type=Duration(), default=None,
+              help="Alarm above this all-reduce p99: seconds or a duration (250ms; default 0.25).")
 @click.option("--window", default=None, help="Averaging window of every alert, a Prometheus duration (e.g. 10m).")
 @click.option("--for", "for_", default=None, help="How long a condition must hold before it fires, for every alert.")
 @click.option("--name", default="preflight-go-live", show_default=True, help="PrometheusRule name.")

@@ -7,13 +7,13 @@ import sys
 import click
 
 from preflight.cli.options import (
-    FINITE, UsageProblem, load_results,
+    FINITE, ResultsPath, UsageProblem, load_results,
 )
 
 
 @click.command("diff")
-@click.argument("old", type=click.Path(dir_okay=False))
-@click.argument("new", type=click.Path(dir_okay=False))
+@click.argument("old", type=ResultsPath())
+@click.argument("new", type=ResultsPath())
 @click.option("--tolerance", type=FINITE, default=0.1, show_default=True,
               help="Relative change of a figure that counts as a regression (0.1 = 10%).")
 @click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True)

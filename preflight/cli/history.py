@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import click
 
-from preflight.cli.options import FiniteFloat
+from preflight.cli.options import Duration, FiniteFloat
 
 EXIT_USAGE = 2
 
@@ -32,6 +32,25 @@ class HistoryProblem(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"preflight: error: {self.format_message()}", err=True)
+
+
+class EmptyHistory(Exception):
+    """The store a query reads has nothing recorded yet: an answer (none), not a usage error."""
+
+
+class HistoryGroup(click.Group):
+    """`preflight history`: a query of a store that has nothing recorded yet says so and exits 0, with
+    an empty answer (`[]` with --json) on stdout."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        args = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        try:
+            return super().invoke(ctx)
+        except EmptyHistory as empty:
+            click.echo(f"preflight: {empty}", err=True)
+            if "--json" in args:
+                click.echo("[]")
+            return None
 
 
 # -- options, defined once ------------------------------------------------------------------------
@@ -51,10 +70,11 @@ def _when(ctx: click.Context, param: click.Parameter, value: str | None) -> date
     if value is None:
         return None
     now = datetime.now(timezone.utc).replace(tzinfo=None)
-    age = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", value)
-    if age:
-        units = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-        return now - timedelta(**{units[age.group(2)]: int(age.group(1))})
+    if re.fullmatch(r"[\d.\sa-z]+", value.strip().lower()) and not re.fullmatch(r"\s*\d+\s*", value):
+        try:  # an age, as every duration option reads it: 30m, 1h30m, 7d, 2w
+            return now - timedelta(seconds=Duration().convert(value, param, ctx))
+        except click.BadParameter:
+            pass
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -100,10 +120,12 @@ def figure_options(f: Callable) -> Callable:
 # -- plumbing -------------------------------------------------------------------------------------
 
 def _open(url: str | None, *, create: bool = False) -> Any:
-    from preflight.history.store import HistoryError, Store
+    from preflight.history.store import HistoryError, Store, StoreMissing
 
     try:
         return Store(url, create=create)
+    except StoreMissing as exc:
+        raise EmptyHistory(str(exc)) from None
     except HistoryError as exc:
         raise HistoryProblem(f"{exc} (--url)") from None
 
@@ -163,7 +185,7 @@ def _time(when: datetime) -> str:
 
 # -- history ----------------------------------------------------------------------------------------
 
-@click.group("history")
+@click.group("history", cls=HistoryGroup)
 def history() -> None:
     """Fleet history: the runs recorded, how figures moved, what an image change did, which nodes lag."""
 

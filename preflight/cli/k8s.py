@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import click
 
-from preflight.cli.options import FiniteFloat, UsageProblem
+from preflight.cli.options import Duration, UsageProblem
 
 K8S_FLAGS = ("k8s", "context", "namespace", "selector", "image", "cordon", "uncordon", "k8s_start_timeout")
 
@@ -30,8 +30,9 @@ def k8s_options(f: Callable) -> Callable:
                      "each node with a blocking finding of its own."),
         click.option("--uncordon", is_flag=True, help="With --k8s: remove preflight's taint from nodes that now pass "
                      "(never an operator's)."),
-        click.option("--k8s-start-timeout", type=FiniteFloat(1, 3600), default=120.0, show_default=True,
-                     help="With --k8s: how long a pod may stay Pending before its node is ERROR."),
+        click.option("--k8s-start-timeout", type=Duration(minimum=0.999, maximum=3600), default=120.0,
+                     show_default=True, help="With --k8s: how long a pod may stay Pending before its node is ERROR "
+                     "(seconds or a duration: 90s, 2m)."),
     ]
     for option in reversed(options):
         f = option(f)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import math
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -72,9 +74,27 @@ def fail_on_option(f: Callable) -> Callable:
                         help="Lowest status that blocks the verdict (default: fail; warn makes WARN block too).")(f)
 
 
+# The file `preflight init` writes, read by the commands that run checks when --config names none.
+WORKING_DIRECTORY_CONFIG = "preflight.toml"
+READS_WORKING_DIRECTORY_CONFIG = {"run", "healthcheck"}  # `report --rejudge` keeps what the run was judged with
+
+
+def working_directory_config(ctx: click.Context, _param: Any, value: str | None) -> str | None:
+    """--config, or ./preflight.toml where it exists (said on stderr, so a run never reads it unseen)."""
+    if value is not None or ctx.info_name not in READS_WORKING_DIRECTORY_CONFIG:
+        return value
+    if Path(WORKING_DIRECTORY_CONFIG).is_file():
+        click.echo(f"preflight: reading ./{WORKING_DIRECTORY_CONFIG} (the working directory's; --config FILE "
+                   "reads another)", err=True)
+        return WORKING_DIRECTORY_CONFIG
+    return None
+
+
 def config_option(f: Callable) -> Callable:
     return click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
-                        help="preflight.toml with expectations and per-check parameters.")(f)
+                        callback=working_directory_config,
+                        help=f"preflight.toml with expectations and per-check parameters (default: "
+                             f"./{WORKING_DIRECTORY_CONFIG} when there is one).")(f)
 
 
 def set_option(f: Callable) -> Callable:
@@ -121,10 +141,10 @@ class Duration(click.ParamType):
     """Seconds, written as `300`, `90s`, `5m`, `1h` or `1h30m`, for every time option."""
 
     name = "duration"
-    UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
-    def __init__(self, minimum: float = 0.0) -> None:
-        self.minimum = minimum
+    def __init__(self, minimum: float = 0.0, maximum: float | None = None) -> None:
+        self.minimum, self.maximum = minimum, maximum
 
     def convert(self, value: Any, param: Any, ctx: Any) -> float:
         import re
@@ -135,13 +155,15 @@ class Duration(click.ParamType):
                 self.fail(f"{value!r} is not a finite duration", param, ctx)
         else:
             text = str(value).strip().lower()
-            parts = re.findall(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", text)
-            if not text or re.sub(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", "", text).strip() or not parts \
+            parts = re.findall(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?", text)
+            if not text or re.sub(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?", "", text).strip() or not parts \
                     or (len(parts) > 1 and any(not unit for _, unit in parts)):
                 self.fail(f"{value!r} is not a finite duration (e.g. 300, 90s, 5m, 1h30m)", param, ctx)
             seconds = sum(float(n) * self.UNITS[unit or "s"] for n, unit in parts)
         if not seconds > self.minimum:
             self.fail(f"{value!r} must be more than {self.minimum:g} s", param, ctx)
+        if self.maximum is not None and seconds > self.maximum:
+            self.fail(f"{value!r} must be at most {self.maximum:g} s", param, ctx)
         return seconds
 
 
@@ -249,7 +271,9 @@ def _write_reports(report: Any, out: Path, formats: list[str], announce: bool, k
         except FileWriteError as exc:
             failed.append(str(exc))
     if announce:
-        text = render_terminal(report)
+        stream = sys.stderr if as_json else sys.stdout
+        # On a terminal, lines are wrapped between words to its width, never by the terminal mid-word.
+        text = render_terminal(report, width=shutil.get_terminal_size().columns if stream.isatty() else None)
         verdict_line, _, rest = text.partition("\n")
         click.echo("", err=as_json)
         # The verdict line in the verdict's colour on a terminal; click drops the colour elsewhere.
@@ -293,6 +317,23 @@ def write_textfile(report: Any, directory: str | None) -> None:
         write_atomic(path, renderer("prometheus")(report))
     except (FileWriteError, OSError) as exc:
         raise UsageProblem(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+class ResultsPath(click.ParamType):
+    """A results file, or a run's folder holding one (`preflight-report/latest`): DIR/results.json, else
+    DIR/results.jsonl (a run that was stopped)."""
+
+    name = "results"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        path = Path(os.fspath(value))
+        if not path.is_dir():
+            return str(path)
+        for name in ("results.json", "results.jsonl"):
+            if (path / name).is_file():
+                return str(path / name)
+        self.fail(f"{path} holds no results.json or results.jsonl: name a run's folder or its results file",
+                  param, ctx)
 
 
 def load_results(path: str) -> Any:

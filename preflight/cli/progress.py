@@ -18,6 +18,16 @@ from preflight.core.nodeset import fold
 STILL_RUNNING_INTERVAL_S = 30.0
 
 
+def colour_off() -> bool:
+    """True when --no-color was given (the command's click context says so) or NO_COLOR is set."""
+    import os
+
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    return bool(os.environ.get("NO_COLOR")) or (ctx is not None and ctx.find_root().color is False)
+
+
 class Progress:
     """Receives the runner's events (("start", node, check_id), ("result", result, None))."""
 
@@ -38,7 +48,8 @@ class Progress:
             from rich.console import Console
             from rich.live import Live
 
-            self._console = Console()
+            # --no-color (click's context) and NO_COLOR reach the live line as they reach the verdict line.
+            self._console = Console(no_color=colour_off())
             # One row per check running and the node set running it, not one line listing every node.
             self._status = Live(self._table(), console=self._console, refresh_per_second=4, transient=True)
             self._status.start()
@@ -71,8 +82,9 @@ class Progress:
         style = STYLES.get(result.status.value, "")
         # The summary is machine text: no rich markup of its own, no escape sequence, one line.
         text = escape(single_line(f"{result.check_id:<24} {result.node:<16} {result.summary}"))
+        # Wrapped between words to the terminal's width by rich, never cut mid-word by the terminal.
         self._console.print(f"[{style}]{result.status.value:<5}[/] {text}", highlight=False, markup=True,
-                            soft_wrap=True)
+                            soft_wrap=False)
 
     def still_running_lines(self) -> list[str]:
         """Lines due now for checks still running (each check once per interval), plain text."""

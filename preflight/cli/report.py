@@ -10,7 +10,7 @@ import click
 
 from preflight.cli.options import (
     UsageProblem, check_formats, color_option, config_option, fail_on_option, finish, format_option, load_results,
-    nonempty, profile_option, registry, set_option, writable_dir,
+    nonempty, profile_option, registry, ResultsPath, set_option, writable_dir,
 )
 
 
@@ -23,7 +23,7 @@ def beside(results: Path) -> Path:
 
 
 @click.command()
-@click.argument("results", type=click.Path(dir_okay=False))
+@click.argument("results", type=ResultsPath())
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Directory for the re-rendered reports; it replaces the report files left there (default: "
                    "beside RESULTS, rewriting only the formats asked for; with --rejudge, RESULTS' directory/"

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preflight.core.levels import SKIPPED_AT_LEVEL
-from preflight.core.model import CLUSTER_NODE, CheckResult, Measurement, RunReport, Scope, Status
+from preflight.core.model import CLUSTER_NODE, FIGURE_STEP, CheckResult, Measurement, RunReport, Scope, Status
 
 DEFAULT_TOLERANCE = 0.10
 BASELINE_CHECK_ID = "baseline.comparison"
@@ -68,6 +68,7 @@ class FigureChange:
     change: float | None = None  # relative, (new - old) / |old|, for numbers
     kind: str = "info"  # "regression", "improvement" or "info"
     noisy: bool = False  # either run's samples spread wider than the tolerance
+    figure: str | None = None  # the kind of figure it declares (FIGURE_STEP: one point of a per-step series)
 
 
 @dataclass
@@ -229,7 +230,7 @@ def _compare_figures(before: CheckResult, after: CheckResult, tolerance: float, 
         node = m.node or after.node
         comparison = m.comparison or o.comparison
         base = FigureChange(after.check_id, node, m.name, o.value, m.value, m.unit or o.unit, comparison,
-                            m.threshold, noisy=_noisy(o, tolerance) or _noisy(m, tolerance))
+                            m.threshold, noisy=_noisy(o, tolerance) or _noisy(m, tolerance), figure=m.figure)
         old_num, new_num = _numeric(o.value), _numeric(m.value)
         if old_num is not None and new_num is not None:
             if old_num == new_num:
@@ -244,6 +245,8 @@ def _compare_figures(before: CheckResult, after: CheckResult, tolerance: float, 
                 kind = _judgement_change(o, m) or ("info" if abs(relative) > tolerance else "")
             else:
                 kind = "info" if abs(relative) > tolerance else ""
+            if kind and m.figure == FIGURE_STEP:
+                kind = "info"  # one step of a training run is noise; its check judges the series as a whole
             if kind:
                 base.kind = kind
                 changes.append(base)
@@ -326,10 +329,16 @@ def baseline_of(report: RunReport) -> Diff | None:
         return None
 
 
+def blocking_regressions(comparison: Diff) -> list[StatusChange | FigureChange | VersionChange]:
+    """The regressions --fail-on-regression blocks on: not a figure whose own samples (in either run)
+    spread too wide to tell a change from noise, which the reports still list, marked noisy."""
+    return [c for c in comparison.regressions if not (isinstance(c, FigureChange) and c.noisy)]
+
+
 def baseline_blocks(report: RunReport) -> bool:
-    """True when the run was compared with --fail-on-regression and something got worse."""
+    """True when the run was compared with --fail-on-regression and something got worse, beyond noise."""
     comparison = baseline_of(report)
-    return bool(comparison and comparison.regressions and (report.baseline or {}).get("fail_on_regression"))
+    return bool(comparison and blocking_regressions(comparison) and (report.baseline or {}).get("fail_on_regression"))
 
 
 def comparison_results(report: RunReport) -> list[CheckResult]:
@@ -352,8 +361,12 @@ def comparison_results(report: RunReport) -> list[CheckResult]:
         return [CheckResult(BASELINE_CHECK_ID, CLUSTER_NODE, Status.PASS, "no regression against the baseline run",
                             title=BASELINE_TITLE, scope=Scope.CLUSTER)]
     n = len(regressions)
+    noisy = n - len(blocking_regressions(comparison))
+    said = f"{n} regression{'s' if n != 1 else ''} against the baseline run"
+    if noisy:
+        said += f" ({noisy} of noisy figures, which --fail-on-regression does not block on)"
     return [CheckResult(
         BASELINE_CHECK_ID, CLUSTER_NODE, Status.FAIL if baseline_blocks(report) else Status.WARN,
-        f"{n} regression{'s' if n != 1 else ''} against the baseline run", title=BASELINE_TITLE, scope=Scope.CLUSTER,
+        said, title=BASELINE_TITLE, scope=Scope.CLUSTER,
         remediation=["Compare the two reports; if the change is intended, make this run the new baseline.",
                      "Run `preflight diff OLD/results.json NEW/results.json` for the full list."])]

@@ -35,8 +35,23 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def user_file_mode() -> int:
+    """The mode a new file gets under the user's umask (0o644 under the usual 022), as open() gives it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)  # where /proc is not there: read it by setting it, and put it back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same directory and a rename."""
+    """Write `text` to `path` through a temporary file in the same directory and a rename; the file
+    gets the user's umask like any file a program writes (the temporary file alone would be 0600)."""
     target = Path(path)
     if target.is_dir() and not target.is_symlink():
         raise FileWriteError(target, "a directory has that name")
@@ -45,6 +60,7 @@ def write_atomic(path: str | Path, text: str) -> None:
     except OSError as exc:
         raise FileWriteError(target, _reason(exc)) from None
     try:
+        os.fchmod(fd, user_file_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

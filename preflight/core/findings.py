@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import preflight
 from preflight.core.model import CheckResult, Finding, Status
 
 # Suffixes of the ids of findings that stand for a result without findings of its status.
@@ -22,10 +23,23 @@ CRASHED = ".crashed"
 COULD_NOT_MEASURE = ".could-not-measure"
 UNREACHABLE = ".unreachable"
 ERROR = ".error"
+NOT_INSTALLED = ".not-installed"
 
 # The advice for a node that could not be reached, whatever check was to run there.
 UNREACHABLE_FIX = ("Check that the node's name resolves from this machine (`getent hosts NAME`) and that "
                    "`ssh NAME true` succeeds without a prompt; then run preflight again.")
+
+
+
+def install_fix(version: str) -> str:
+    """How to put this preflight on a node that lacks it, until a release is on the package index.
+    (`pip install preflight` installs an unrelated package of that name.)"""
+    wheel = f"preflight_cluster-{version}-py3-none-any.whl"
+    return (f"Install preflight-cluster {version} for the node's Python: in the preflight clone, "
+            f"`python3 -m pip wheel --no-deps -w dist .`; copy dist/{wheel} to the node and run "
+            f"`python3 -m pip install --user {wheel}` there (its requirements are light libraries, never a "
+            "framework), or let the run install it with --ship-wheel; or point --remote-python at an "
+            "interpreter that has it.")
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,8 @@ class Found:
 def _error_finding(result: CheckResult, unreachable: bool) -> Finding:
     cid, summary = result.check_id, result.summary
     rerun = f"`preflight run --checks {cid}`"
+    if summary.startswith("preflight is not installed") or " runs preflight " in summary:
+        return Finding(cid + NOT_INSTALLED, Status.ERROR, summary, install_fix(preflight.__version__))
     if unreachable:
         return Finding(cid + UNREACHABLE, Status.ERROR, summary, UNREACHABLE_FIX)
     if summary.startswith(("timed out", "did not finish")):

@@ -66,6 +66,10 @@ ALARM_COMM_LATENCY_P99 = "comm-latency-p99"  # the p99 of a gradient bucket's al
 # Suffix of a SKIP finding id that says "this check does not apply to a node of this shape" ("one
 # GPU only: nothing to scale across"): such a SKIP never blocks through the verdict's inferences.
 NOT_APPLICABLE = ".not-applicable"
+# Suffix of a PASS finding id that qualifies what a result's figures mean ("measured in a scratch
+# directory, not the shared checkpoint mount"): every report shows it beside the findings, with its
+# fix; it changes no status.
+CAVEAT = ".caveat"
 
 
 @dataclass

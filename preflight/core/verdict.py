@@ -29,6 +29,7 @@ from preflight.core.compare import comparison_results
 from preflight.core.expectations import expectation_results
 from preflight.core.findings import Found, findings_of
 from preflight.core.levels import SKIPPED_AT_LEVEL
+from preflight.core.node_causes import NODES_CHECK, fold_node_causes
 from preflight.core.nodeset import fold
 from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, Finding, RunReport, Scope, Status
 
@@ -73,6 +74,7 @@ class Decision:
     warning_findings: list[Found] = field(default_factory=list)  # WARN findings that do not block, in any check
     skipped_findings: list[Found] = field(default_factory=list)  # what was not measured, and why
     acknowledged_findings: list[Found] = field(default_factory=list)  # silenced in [silence]: shown, never blocking
+    no_gpu: bool = False  # the inventory found no NVIDIA GPU on any node and nothing says there should be one
 
     @property
     def exit_code(self) -> int:
@@ -101,6 +103,22 @@ def gpu_nodes(report: RunReport) -> set[str]:
     whose declared role (`report.roles`) is the inventory."""
     inventory = {cid for cid, role in report.roles.items() if role == ROLE_INVENTORY}
     return {r.node for r in report.results if r.check_id in inventory and (r.facts or {}).get("nvidia_gpus")}
+
+
+def no_gpu_found(report: RunReport) -> bool:
+    """True when the inventory check's facts show no NVIDIA GPU on any node it ran on, and neither a
+    profile nor expect.gpus_per_node says the nodes have some: a GO here is a GO for CPU training."""
+    if report.profile or (report.expect or {}).get("gpus_per_node"):
+        return False
+    inventory = {cid for cid, role in report.roles.items() if role == ROLE_INVENTORY}
+    facts = [r.facts or {} for r in report.results if r.check_id in inventory and r.scope is Scope.NODE]
+    return bool(facts) and all(isinstance(f.get("nvidia_gpus"), list) and not f["nvidia_gpus"] for f in facts)
+
+
+def pulled_in_text(check_id: str, pulled_in: dict[str, str]) -> str:
+    """'versions.pinned ran only because versions.consistency reads it', or "" for a check asked for."""
+    reader = pulled_in.get(check_id)
+    return f"{check_id} ran only because {reader} reads it" if reader else ""
 
 
 def skip_blocks(result: CheckResult, report: RunReport, with_gpus: set[str] | None = None,
@@ -155,17 +173,25 @@ def where_text(nodes: list[str]) -> str:
     return f"on {fold(n for n in nodes if n != CLUSTER_NODE)}"
 
 
-def blocking_text(found: list[Found], shown: int = 2) -> str:
+def blocking_text(found: list[Found], shown: int = 2, pulled_in: dict[str, str] | None = None) -> str:
     """'2 blocking findings: SENTENCE (on gpu02); SENTENCE (across the cluster)': what blocks, in the
-    checks' own words, the first `shown` of them; one sentence found on several nodes is named once."""
+    checks' own words, the first `shown` of them; one sentence found on several nodes is named once.
+    A warning of a check run only because another reads it (`pulled_in`) says so."""
     sentences: dict[str, list[str]] = {}
+    whose: dict[str, str] = {}
+    distinct = {(f.result.check_id, f.id, f.finding.message) for f in found}  # as the reports list them
     for f in found:
         # A cluster check's own result is told by its scope (a host may be called "cluster" too).
         sentences.setdefault(f.finding.message, []).append(
             CLUSTER_NODE if f.result.scope is Scope.CLUSTER else f.node)
-    parts = [f"{message} ({where_text(nodes)})" for message, nodes in list(sentences.items())[:shown]]
+        if f.level is Status.WARN and pulled_in_text(f.result.check_id, pulled_in or {}):
+            whose[f.finding.message] = "; " + pulled_in_text(f.result.check_id, pulled_in or {})
+    # A node-level cause names its node set in its sentence already (preflight.core.node_causes).
+    named = {f.finding.message for f in found if f.result.check_id == NODES_CHECK}
+    parts = [(message if message in named else f"{message} ({where_text(nodes)}" + whose.get(message, "") + ")")
+             for message, nodes in list(sentences.items())[:shown]]
     more = len(sentences) - len(parts)
-    n = len(found)
+    n = len(distinct)
     return (f"{n} blocking finding{'s' if n != 1 else ''}: " + "; ".join(parts)
             + (f"; and {more} more" if more else ""))
 
@@ -226,16 +252,22 @@ def decide(report: RunReport) -> Decision:
             if finding.id in silences:
                 acknowledged.append(Found(result, finding, "", stand_in))
             elif finding.level in blocking_statuses:
-                blocking_found.append(Found(result, finding, f"{finding.level.value} blocks", stand_in))
+                # A warning blocks under --fail-on warn; one of a check nobody asked for says whose it is.
+                pulled = pulled_in_text(result.check_id, report.pulled_in) if finding.level is Status.WARN else ""
+                blocks = f"{finding.level.value} blocks" + (f" ({pulled})" if pulled else "")
+                blocking_found.append(Found(result, finding, blocks, stand_in))
             elif finding.level is Status.WARN:
                 warning_found.append(Found(result, finding, "", stand_in))
             elif finding.level is Status.SKIP and skip_reasons.get(id(result)):
                 blocking_found.append(Found(result, finding, skip_reasons[id(result)], stand_in))
-            elif finding.level is Status.SKIP:
+            elif finding.level is Status.SKIP and result.status is Status.SKIP:
+                # Only a result that measured nothing is "not measured": a figure reported but not judged
+                # inside a result that measured stays in its check's section, never in a second list.
                 skipped_found.append(Found(result, finding, "", stand_in))
     headlines = list(report.headlines or [])
-    blocking_found.sort(key=lambda found: _first_blocking(found, headlines))
     blocked = {id(f.result) for f in blocking_found}
+    blocking_found = fold_node_causes(blocking_found, report)  # one cause, one finding (its node set)
+    blocking_found.sort(key=lambda found: _first_blocking(found, headlines))
     results += expired
     blocking = [r for r in results if id(r) in blocked]
     blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))
@@ -246,7 +278,7 @@ def decide(report: RunReport) -> Decision:
 
     if blocking:
         verdict = Verdict.NO_GO
-        reason = blocking_text(blocking_found)
+        reason = blocking_text(blocking_found, pulled_in=report.pulled_in)
     elif report.load_errors:
         verdict = Verdict.INCOMPLETE
         reason = ""  # the load errors below say it
@@ -277,7 +309,7 @@ def decide(report: RunReport) -> Decision:
     decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total,
                         interrupted=report.interrupted, blocking_findings=blocking_found,
                         warning_findings=warning_found, skipped_findings=skipped_found,
-                        acknowledged_findings=acknowledged)
+                        acknowledged_findings=acknowledged, no_gpu=no_gpu_found(report))
     decision.reason = f"{reason}. {decision.measured_text}"
     return decision
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from preflight.core.compare import NODE_ENTRY, Diff, FigureChange, StatusChange, VersionChange
-from preflight.core.model import CLUSTER_NODE
+from preflight.core.model import CLUSTER_NODE, FIGURE_STEP
 from preflight.core.nodeset import fold
 from preflight.reporters.markdown_text import md_escape
 from preflight.reporters.safe_text import single_line
@@ -86,12 +86,32 @@ def describe(change: StatusChange | FigureChange | VersionChange) -> str:
     return f"{change.package} {change.old or 'absent'} -> {change.new or 'absent'} on {nodes}"
 
 
+def folded_steps(changes: list[FigureChange]) -> list[str]:
+    """Per-step figures that moved (one point each of a training run's step series), one line per check,
+    node and series: noise a reader need not read point by point."""
+    groups: dict[tuple[str, str, str], list[FigureChange]] = {}
+    for c in changes:
+        series = c.name.rsplit(" at ", 1)[0]
+        groups.setdefault((c.check_id, c.node, series), []).append(c)
+    lines = []
+    for (check_id, node, series), found in groups.items():
+        where = "" if node in (CLUSTER_NODE, series) else f" ({node})"
+        lines.append(f"{check_id} {series}{where}: {count(len(found), 'per-step figure')} moved by more than the "
+                     "tolerance, per-step noise (not judged one by one)")
+    return lines
+
+
 def sections(diff: Diff) -> list[tuple[str, list[str]]]:
+    """What got worse first; then how the runs were made, what got better, and the rest (per-step figures
+    folded into one line per series)."""
+    other = [c for c in [*diff.statuses, *diff.figures, *diff.versions] if c.kind == "info"]
+    steps = [c for c in other if isinstance(c, FigureChange) and c.figure == FIGURE_STEP]
+    step_ids = {id(c) for c in steps}
     return [
-        ("How the runs differ", [_capital(sentence) for sentence in diff.context]),
         ("Regressions", [describe(c) for c in diff.regressions]),
+        ("How the runs differ", [_capital(sentence) for sentence in diff.context]),
         ("Improvements", [describe(c) for c in diff.improvements]),
-        ("Other changes", [describe(c) for c in [*diff.statuses, *diff.figures, *diff.versions] if c.kind == "info"]),
+        ("Other changes", [describe(c) for c in other if id(c) not in step_ids] + folded_steps(steps)),
     ]
 
 

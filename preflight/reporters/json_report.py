@@ -63,12 +63,14 @@ def verdict_of(view) -> dict:
         "verdict": decision.verdict.value,
         "exit_code": decision.exit_code,
         "reason": decision.reason,
+        "headline": view.headline,
         "blocking": [{"check_id": r.check_id, "node": r.node, "status": r.status.value} for r in decision.blocking],
         "findings": {
             "blocking": [row.to_dict() for row in view.blocking],
             "warnings": [row.to_dict() for row in view.warnings],
             "not_measured": [row.to_dict() for row in view.skipped],
             "acknowledged": [row.to_dict() for row in view.acknowledged],
+            "caveats": [row.to_dict() for row in view.caveats],
             "skipped_at_level": view.level_skips.check_ids if view.level_skips else [],
         },
     }

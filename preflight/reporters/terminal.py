@@ -20,9 +20,22 @@ def result_line(result: CheckResult) -> str:
     return single_line(f"{result.status.value:<5} {result.check_id:<24} {result.node:<16} {result.summary}")
 
 
-def render(report: RunReport) -> str:
+def wrap(line: str, width: int | None) -> str:
+    """One line wrapped at word boundaries to `width` (a terminal's), its continuation lines indented
+    under the text they continue; a word longer than the line is left whole, never cut."""
+    if not width or len(line) <= width:
+        return line
+    import textwrap
+
+    indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+    return "\n".join(textwrap.wrap(line, width=max(width, 20), subsequent_indent=indent, break_long_words=False,
+                                   break_on_hyphens=False))
+
+
+def render(report: RunReport, width: int | None = None) -> str:
     """The closing summary as plain text: the verdict, then what blocks it with each finding's own fix,
-    then warnings, then what was not measured, then the key figures."""
+    then warnings, then what was not measured, then the key figures. With `width` (a terminal's), every
+    line is wrapped between words to fit it, so the terminal never breaks one mid-word."""
     view = build_view(report)
     reason = view.reason[:1].upper() + view.reason[1:]
     lines = [f"preflight: {view.verdict} - {view.headline} {reason}."]
@@ -41,6 +54,12 @@ def render(report: RunReport) -> str:
                 lines.append(f"  {f.level:<5} {f.check_id} {f.where}: {f.message}")
                 if f.fix:
                     lines.append(f"        fix: {f.fix}")
+    if view.caveats:
+        lines.append(f"Caveats ({len(view.caveats)}):")
+        for f in view.caveats:
+            lines.append(f"  NOTE  {f.check_id} {f.where}: {f.message}")
+            if f.fix:
+                lines.append(f"        fix: {f.fix}")
     if view.acknowledged:
         lines.append(f"Acknowledged ({len(view.acknowledged)}, silenced in preflight.toml, not blocking):")
         for f in view.acknowledged:
@@ -67,4 +86,4 @@ def render(report: RunReport) -> str:
         lines.append(f"  plugin failed to load: {error['entry_point']} ({error['distribution']}): {error['error']}")
     # Every line is built from machine text (summaries, errors, plugin messages): none may start a
     # line of its own or carry a terminal escape (preflight.reporters.safe_text).
-    return "\n".join(single_line(line) for line in lines) + "\n"
+    return "\n".join(wrap(single_line(line), width) for line in lines) + "\n"

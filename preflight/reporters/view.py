@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from preflight.core.compare import BASELINE_CHECK_ID, Diff, baseline_of
-from preflight.core.findings import UNREACHABLE_FIX, findings_of  # noqa: F401 - UNREACHABLE_FIX: part of the view's API
-from preflight.core.model import CLUSTER_NODE, FIGURE_STEP, CheckResult, Measurement, RunReport, Scope, Status
+from preflight.core.findings import UNREACHABLE_FIX, Found, findings_of  # noqa: F401 - UNREACHABLE_FIX: part of the view's API
+from preflight.core.model import CAVEAT, CLUSTER_NODE, FIGURE_STEP, CheckResult, Measurement, RunReport, Scope, Status
 from preflight.reporters import figures
 from preflight.reporters.fleet_history import HistoryView, build as build_history
 from preflight.reporters.baseline import headline as baseline_headline
-from preflight.reporters.finding_rows import FindingRow, LevelSkips, finding_lists
+from preflight.reporters.finding_rows import FindingRow, LevelSkips, finding_lists, rows
 from preflight.reporters.folding import MatrixRow, ResultGroup, matrix_rows, result_groups
 from preflight.reporters.glance import at_a_glance, run_duration, when  # noqa: F401 - when: part of the view's API
 from preflight.reporters.numbers import count, percent, quantity, spread
@@ -101,6 +101,7 @@ class ReportView:
     level_skips: LevelSkips | None = None  # the checks the run level left out, in one line
     acknowledged: list[FindingRow] = field(default_factory=list)  # silenced in [silence]: noted, never blocking
     history: HistoryView | None = None  # against fleet history, when the run read it (RunReport.history)
+    caveats: list[FindingRow] = field(default_factory=list)  # what qualifies the figures (core.model.CAVEAT)
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
@@ -146,13 +147,21 @@ def is_noisy(m: Measurement, threshold: float = NOISY_SPREAD) -> bool:
     return spread is not None and spread > threshold
 
 
+# A GO where the inventory found no GPU: what was shown ready is training on CPUs.
+CPU_GO = "Ready for CPU training: no GPU found"
+
+
 def headline(decision: Decision, total: int) -> str:
-    """The verdict in words. A GO with skipped checks says so: nothing skipped was shown to be ready."""
+    """The verdict in words. A GO says what it covers: CPU training when no GPU was found, the checks
+    skipped (nothing skipped was shown to be ready), or else how many checks measured."""
     text = HEADLINES[decision.verdict]
-    skipped = len(decision.skipped)
-    if decision.verdict is Verdict.GO and skipped:
-        text = f"Ready to train, as far as was measured: {skipped} of {count(total, 'check')} skipped."
-    return text
+    if decision.verdict is not Verdict.GO:
+        return text
+    ready = CPU_GO if decision.no_gpu else "Ready to train"
+    sep, skipped = ";" if decision.no_gpu else ",", len(decision.skipped)
+    if skipped:
+        return f"{ready}{sep} as far as was measured: {skipped} of {count(total, 'check')} skipped."
+    return f"{ready}{sep} as far as was measured: {count(decision.measured, 'check')}."
 
 
 def fixes(result: CheckResult, unreachable: set[str] | frozenset[str] = frozenset()) -> list[str]:
@@ -239,7 +248,14 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         level_skips=lists.level_skips,
         acknowledged=lists.acknowledged,
         history=build_history(report.history),
+        caveats=caveat_rows(report),
     )
+
+
+def caveat_rows(report: RunReport) -> list[FindingRow]:
+    """The caveats the checks stated (PASS findings whose id ends in CAVEAT), one row per caveat and its nodes."""
+    return rows([Found(r, f) for r in report.results for f in r.findings
+                 if f.level is Status.PASS and f.id.endswith(CAVEAT)])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -306,6 +322,11 @@ def key_findings(report: RunReport, decision: Decision | None = None, noisy: lis
         if said.short_of_need is False:
             # The figure itself is fine: whatever else its check found is not this sentence's doing.
             status, blocks = "PASS", False
+        elif said.short_of_need is None:
+            # Judged against nothing ("reported, not judged"): it blocks nothing, whatever its check found.
+            blocks = False
+            if result.status in (Status.FAIL, Status.ERROR):
+                status = "WARN"
         text = _prefix(said.node, said.nodes) + said.text
         found.append(KeyFinding(_capital(text), status, blocks, result.check_id, result.node))
 

@@ -100,7 +100,7 @@ class AgentStream:
             return self.problem
         if self.hello is not None and not self.version_ok:
             return (f"{self.node} runs preflight {self.hello.get('version')} ({self.hello.get('python')}), the "
-                    f"coordinator {preflight.__version__}: install preflight=={preflight.__version__} on every node")
+                    f"coordinator {preflight.__version__}: install preflight-cluster {preflight.__version__} on every node")
         if self.hello is None:
             return unreachable()
         during = f" while running {self.current}" if self.current else ""
@@ -108,14 +108,20 @@ class AgentStream:
         return f"lost contact with {self.node}{during}{code}"
 
 
+# How each transport reaches a node, in a sentence: "cannot reach gpu[01-02] over SSH".
+TRANSPORT_WORDS = {"ssh": "SSH", "k8s": "the Kubernetes API", "slurm": "srun", "slurm-step": "a Slurm job step"}
+
+
 def unreachable_words(transport: Any, returncode: int | None, transport_failed: bool, stderr: str) -> str:
     """Why an agent never said hello, in its transport's words and its own last line of stderr."""
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     if transport_failed:
-        return f"cannot reach {transport.name}: {last or 'connection failed'}"
+        over = TRANSPORT_WORDS.get(getattr(transport, "kind", ""), "")
+        return f"cannot reach {transport.name}{' over ' + over if over else ''}: {last or 'connection failed'}"
     if "No module named" in stderr and "preflight" in stderr:
         return (f"preflight is not installed for {transport.python} on {transport.name}: install "
-                f"preflight=={preflight.__version__} there, or point --remote-python at an interpreter that has it")
+                f"preflight-cluster {preflight.__version__} there, or point --remote-python at an interpreter "
+                "that has it")
     if returncode == 127 or "not found" in last:
         return f"{transport.python} was not found on {transport.name}: {last}"
     return f"the agent on {transport.name} exited with code {returncode} before starting: {last}"

@@ -51,7 +51,7 @@ install_spec() {  # prints the pip requirement; returns 2 with a message for inp
     fi
     if [ -n "$version" ]; then
         if ! [[ "$version" =~ ^[0-9][0-9A-Za-z.+!_-]*$ ]]; then
-            echo "version $version is not a release number (e.g. 0.2.0)" >&2
+            echo "version $version is not a release number (e.g. 0.1.0)" >&2
             return 2
         fi
         echo "$distribution==$version"

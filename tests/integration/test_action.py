@@ -161,15 +161,15 @@ def test_gate_fails_without_an_exit_code_or_with_one_its_verdict_contradicts(tmp
 
 @pytest.mark.parametrize("inputs, spec", [
     ({}, str(SCRIPT.parents[2])),
-    ({"version": "0.2.0"}, "preflight-cluster==0.2.0"),
-    ({"install": "dist/preflight_cluster-0.2.0-py3-none-any.whl"}, "dist/preflight_cluster-0.2.0-py3-none-any.whl"),
+    ({"version": "0.1.0"}, "preflight-cluster==0.1.0"),
+    ({"install": "dist/preflight_cluster-0.1.0-py3-none-any.whl"}, "dist/preflight_cluster-0.1.0-py3-none-any.whl"),
 ])
 def test_install_defaults_to_the_actions_own_checkout(tmp_path, inputs, spec):
     done = action("install-spec", tmp_path, **inputs)
     assert done.returncode == 0 and done.stdout.strip() == spec
 
 
-@pytest.mark.parametrize("inputs", [{"version": "0.2.0", "install": "."}, {"version": "0.2 --pre"},
+@pytest.mark.parametrize("inputs", [{"version": "0.1.0", "install": "."}, {"version": "0.2 --pre"},
                                     {"version": ">=0"}, {"install": "--index-url=http://127.0.0.1/"}])
 def test_install_inputs_that_do_not_name_one_release_are_refused(tmp_path, monkeypatch, inputs):
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # should the refusal ever let pip run, it stays off the network

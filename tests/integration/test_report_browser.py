@@ -297,7 +297,7 @@ def test_the_report_of_a_synthesised_1000_node_run(tmp_path):
 
     page, console = open_report(path, tmp_path)
     assert console == []
-    assert page.text("verdict").startswith("NO-GO Not ready to train. 11 blocking findings: ")
+    assert page.text("verdict").startswith("NO-GO Not ready to train. 2 blocking findings: ")
     blocking = page.text("blocking")
     # The same finding on ten nodes is one entry naming them as a node set.
     assert "on gpu[0097,0194,0291,0388,0485,0582,0679,0776,0873,0970] (10 nodes)" in blocking

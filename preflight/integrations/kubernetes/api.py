@@ -30,7 +30,8 @@ def client_module() -> Any:
         import kubernetes
     except ImportError as exc:  # pragma: no cover - a dependency of the kubernetes extra
         raise KubernetesError("the `kubernetes` Python package is needed for --k8s "
-                              "(pip install 'preflight-cluster[kubernetes]')") from exc
+                              "(pip install 'kubernetes>=29', or pip install -e '.[kubernetes]' in the preflight "
+                              "clone)") from exc
     return kubernetes
 
 

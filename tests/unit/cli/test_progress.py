@@ -131,3 +131,40 @@ def test_the_live_table_renders_one_row_per_check():
         progress.stop()
     lines = [line for line in console.export_text().splitlines() if line.strip()]
     assert lines[0].startswith("[0/4] results") and len(lines) == 2 and "on a[1-3]" in lines[1]
+
+
+def test_no_color_reaches_the_live_line(monkeypatch):
+    import click
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    with click.Context(click.Command("run"), color=False):
+        progress = Progress(1, {}, interactive=True)
+        try:
+            assert progress._console.no_color
+        finally:
+            progress.stop()
+    with click.Context(click.Command("run")):
+        progress = Progress(1, {}, interactive=True)
+        try:
+            assert not progress._console.no_color
+        finally:
+            progress.stop()
+
+
+def test_a_live_result_line_wraps_between_words():
+    import io
+
+    from rich.console import Console
+
+    progress = Progress(1, {}, interactive=True)
+    try:
+        out = io.StringIO()
+        progress._console = Console(file=out, width=40, no_color=True)
+        summary = "locked-memory limit is 8192 KiB, not unlimited: RDMA transports need it unlimited"
+        progress(("result", make_result("node.environment", "gpu01", Status.WARN, summary), None))
+    finally:
+        progress.stop()
+    lines = [line for line in out.getvalue().splitlines() if line.strip()]
+    assert len(lines) > 1 and all(len(line.rstrip()) <= 40 for line in lines)
+    words = set(f"WARN node.environment gpu01 {summary}".split())
+    assert all(word in words for line in lines for word in line.split())

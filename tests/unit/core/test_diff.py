@@ -16,6 +16,7 @@ from preflight.core.compare import (
     VersionChange,
     attach,
     baseline_blocks,
+    baseline_of,
     compare,
 )
 from preflight.reporters import baseline as words
@@ -351,3 +352,41 @@ def test_every_rendering_says_how_the_runs_differ(old, new):
     assert "Regressions:" not in text
     assert "the run level differs" in words.headline(result)
     assert "The run level differs" in words.render_markdown(result)
+
+
+def test_a_regression_of_a_figure_the_run_marks_noisy_does_not_block_fail_on_regression():
+    baseline = passing_run()
+    report = passing_run()
+    m = report.results[0].measurements[0]
+    m.value, m.samples = 40.0, [10.0, 40.0, 90.0]  # spread (90 - 10) / 40 = 200%: noise, not a change
+    attach(report, baseline, fail_on_regression=True)
+    comparison = baseline_of(report)
+    assert comparison.regressions and comparison.regressions[0].noisy  # still listed, marked noisy
+    assert not baseline_blocks(report)
+    decision = decide(report)
+    assert decision.verdict is Verdict.GO
+    assert [(r.check_id, r.status) for r in decision.warnings] == [(BASELINE_CHECK_ID, Status.WARN)]
+    m.samples = [39.0, 40.0, 41.0]  # the same drop, measured steadily, blocks
+    attach(report, baseline, fail_on_regression=True)
+    assert decide(report).verdict is Verdict.NO_GO
+
+
+def test_diff_leads_with_regressions_and_folds_per_step_noise():
+    from preflight.core.model import FIGURE_STEP
+
+    def run(step_ms: list[float], busbw: float, level: str) -> RunReport:
+        steps = [Measurement(f"step time at step {i}", v, "ms", figure=FIGURE_STEP, series="step time", at=i,
+                             better="lower") for i, v in enumerate(step_ms)]
+        return make_report([make_result("canary.training", "vm", Status.PASS, measurements=steps),
+                            make_result("collectives.local", "vm", Status.PASS, measurements=[
+                                Measurement("busbw", busbw, "GB/s", 1.0, ">=", True)])], level=level)
+
+    old = run([10.0 + (i % 3) for i in range(40)], 10.0, "standard")
+    new = run([10.0 + ((i + 1) % 3) * 2 for i in range(40)], 5.0, "thorough")
+    diff = compare(old, new)
+    assert [c.name for c in diff.regressions] == ["busbw"]  # a step's time is noise, not a regression
+    text = words.render_text(diff)
+    body = text.splitlines()[2:]
+    assert body[0] == "Regressions:"  # before how the runs differ
+    assert sum("step time at step" in line for line in text.splitlines()) == 0
+    assert any("per-step figures moved" in line for line in text.splitlines())

@@ -218,7 +218,7 @@ def test_a_go_with_skipped_checks_says_how_much_was_not_measured():
     from tests.conftest import make_report, make_result
 
     clean = build_view(make_report([make_result(status=Status.PASS)]))
-    assert clean.verdict == "GO" and clean.headline == "Ready to train."
+    assert clean.verdict == "GO" and clean.headline == "Ready to train, as far as was measured: 1 check."
     partial = build_view(make_report([make_result(status=Status.PASS),
                                       make_result("gpu.visibility", status=Status.SKIP, summary="no driver")]))
     assert partial.verdict == "GO"

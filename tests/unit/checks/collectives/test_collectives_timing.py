@@ -137,3 +137,21 @@ def test_back_to_back_groups_on_cpu():
         assert len(calls) == 4 and seconds >= 0
     finally:
         dist.destroy_process_group()
+
+
+def test_a_size_not_measured_is_never_fixed_by_running_the_configuration_that_ran():
+    """On a CPU node the sweep never adds the floor's size, so "run again with this configuration"
+    would measure the same; on a GPU node whose sweep lacked it (facts judged with another size), it would."""
+    again = CollectivesLocal.fixes["threshold-size-not-measured"]
+    cpu = evaluate(load_facts("collectives/cpu_gloo_2ranks.json"), min_busbw_gbps=460.0, busbw_size_bytes=16 << 30)
+    [cpu_finding] = [f for f in cpu.findings if f.id.endswith("threshold-size-not-measured")]
+    assert cpu_finding.fix and cpu_finding.fix != again
+    gpu = evaluate(load_facts("collectives/gpu_8x_h100_nccl_built.json"), min_busbw_gbps=460.0,
+                   busbw_size_bytes=16 << 30)
+    [gpu_finding] = [f for f in gpu.findings if f.id.endswith("threshold-size-not-measured")]
+    assert gpu_finding.fix == again  # that sweep did not plan 16 GiB: this configuration adds it
+    planned = load_facts("collectives/gpu_8x_h100_nccl_built.json")
+    planned["runs"][0]["sizes"] = sorted(set(planned["runs"][0]["sizes"]) | {16 << 30})
+    [lost] = [f for f in evaluate(planned, min_busbw_gbps=460.0, busbw_size_bytes=16 << 30).findings
+              if f.id.endswith("threshold-size-not-measured")]
+    assert lost.fix != again and "evidence" in lost.fix

@@ -386,3 +386,14 @@ def test_a_poetry_caret_or_tilde_on_a_local_version_admits_that_build():
         assert "0.5.0+cu124" in spec and "0.5.3+cu124" in spec and "0.6.0+cu124" not in spec
     torch = SpecifierSet(poetry_specifier("^2.3.1+cu121"))
     assert "2.3.1+cu121" in torch and "2.4.0" in torch and "3.0.0+cu121" not in torch and "2.3.0+cu121" not in torch
+
+
+def test_preflights_own_pyproject_is_not_the_teams_pins():
+    """Started inside the preflight clone, versions.pinned does not judge preflight's own pyproject.toml
+    (its torch>=2.1 extra is not the team's lock file)."""
+    from preflight_checks.versions.pins import discover, gather
+    from tests.conftest import ROOT
+
+    assert (ROOT / "pyproject.toml").is_file()
+    assert all(p.name != "pyproject.toml" for p in discover(ROOT))
+    assert str(ROOT / "pyproject.toml") not in gather([], ROOT)["files"]
