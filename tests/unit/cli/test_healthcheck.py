@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.cli import healthcheck as hc
-from preflight.cli.options import UsageProblem
+from preflight.run import hook as hc
+from preflight.run.request import RunProblem as UsageProblem
 from preflight.core import config as config_mod
 from preflight.core.model import Finding, Status
 from preflight.core.registry import LoadError, Registry, discover
