@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 import click
 
-from preflight import __version__
 from preflight.core.verdict import EXIT_USAGE
-from preflight.run.inputs import DEFAULT_OUT, formats_known, nonempty as check_nonempty, output_dir, read_report, \
-    split_ids
+from preflight.run.inputs import (
+    DEFAULT_OUT, formats_known, nonempty as check_nonempty, output_dir, read_report, split_ids,
+)
 from preflight.run.request import RunProblem
 
 

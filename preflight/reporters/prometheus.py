@@ -112,6 +112,8 @@ _LEGACY_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 def _escape(value: str) -> str:
+    if "\\" not in value and "\n" not in value and '"' not in value:
+        return value
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
 
 
@@ -129,7 +131,7 @@ def exposition(families: Iterator[Any]) -> str:
         out.append(f"# HELP {family.name} {doc}\n")
         out.append(f"# TYPE {family.name} gauge\n")
         for sample in family.samples:
-            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items()))
+            labels = ",".join([f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items())])
             stamp = f" {int(float(sample.timestamp) * 1000):d}" if sample.timestamp is not None else ""
             out.append(f"{sample.name}{{{labels}}} {floatToGoString(sample.value)}{stamp}\n" if labels
                        else f"{sample.name} {floatToGoString(sample.value)}{stamp}\n")

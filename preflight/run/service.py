@@ -21,8 +21,9 @@ from typing import Any, Callable
 
 from preflight.core.model import RunReport
 from preflight.run import hook
-from preflight.run.inputs import check_ids_known, formats_known, nonempty, output_dir, plugin_name, read_report, \
-    split_ids, tagged
+from preflight.run.inputs import (
+    check_ids_known, formats_known, nonempty, output_dir, plugin_name, read_report, split_ids, tagged,
+)
 from preflight.run.nodes import new_run_id, nodes_for
 from preflight.run.request import K8S, RunProblem, RunRequest
 from preflight.run.runner import NodeTarget, RunPlan
