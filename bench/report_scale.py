@@ -1,54 +1,122 @@
-"""How the reports scale: render every format for a synthesised 1,000-node run and print time and size.
+"""How the reports scale: every format rendered for a synthesised 1,000-node run, by the code of an
+earlier commit and by this tree, side by side in one run.
 
-    .venv/bin/python bench/report_scale.py [--nodes 1000]
+    .venv/bin/python bench/report_scale.py [--nodes 1000] [--against REF] [--repeat 3]
 
 The run comes from tests/data/reports/build_cluster_run.py (build_large): every result is the real
 evaluate() of its check on facts shaped as collect() records them (most nodes healthy, every 97th
 with slow checkpoint writes and NCCL below its floor, one with a slow loader, one slow link in the
-ring); nothing is measured. The figures to look at: the HTML report should render in under 5 s and
-stay under 5 MB; identical per-node results fold into one row with their node set. Not a test:
-nothing here is judged, and times depend on the machine.
+ring); nothing is measured. Each side runs in a fresh interpreter with its own tree first on the path
+(REF is checked out with `git worktree add --detach` into a temporary directory, and removed after):
+
+- fixed: importing the reporters and rendering a one-node run in every format (imports, templates,
+  matplotlib's first figure), paid once per command;
+- each format, then all of them together as a run writes them (preflight.run.finish: one shared
+  view, the collector frozen).
+
+The two sides take turns, --repeat times each, and each figure is the best of its side's turns.
+
+Not a test: nothing here is judged, and times depend on the machine; the ratio is the figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
+import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "data" / "reports"))
+BEFORE = "18c5973"  # the tree before the run layer and the report-cost work
+FORMATS = ("terminal", "md", "html", "junit", "json", "prometheus")
+
+# Run in the measured tree's own interpreter, with that tree's packages first on sys.path.
+MEASURE = r'''
+import gc, json, sys, time
+start = time.perf_counter()
+tree, nodes, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sys.path[:0] = [sys.argv[4], tree, tree + "/tests/data/reports"]
+import preflight
+from preflight.reporters import renderer, view
+from preflight.reporters import terminal
+import build_cluster_run
+assert preflight.__file__.startswith(tree), preflight.__file__
+formats = {"terminal": terminal.render, **{f: renderer(f) for f in ("md", "html", "junit", "json", "prometheus")}}
+small = build_cluster_run.build_large(2)
+for render in formats.values():
+    render(small)
+fixed = time.perf_counter() - start
+report = build_cluster_run.build_large(nodes)
+times = {}
+for name, render in formats.items():
+    best = None
+    for _ in range(repeat):
+        t = time.perf_counter(); render(report); took = time.perf_counter() - t
+        best = took if best is None else min(best, took)
+    times[name] = best
+together = None
+for _ in range(repeat):
+    gc.freeze()
+    t = time.perf_counter()
+    with view.shared():
+        for render in formats.values():
+            render(report)
+    took = time.perf_counter() - t
+    gc.unfreeze()
+    together = took if together is None else min(together, took)
+print(json.dumps({"fixed": fixed, "formats": times, "together": together, "results": len(report.results)}))
+'''
+
+
+def measure(tree: Path, nodes: int, repeat: int) -> dict:
+    """One side, in a fresh interpreter: checks and templates of `tree` through links named as the
+    installed packages are, so that neither side reads the other's."""
+    with tempfile.TemporaryDirectory(prefix="preflight-bench-pkgs-") as links:
+        (Path(links) / "preflight_checks").symlink_to(tree / "checks")
+        (Path(links) / "preflight_templates").symlink_to(tree / "templates")
+        done = subprocess.run([sys.executable, "-c", MEASURE, str(tree), str(nodes), str(repeat), links],
+                              cwd=tree, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"measuring {tree} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def best(runs: list[dict]) -> dict:
+    return {"fixed": min(r["fixed"] for r in runs), "together": min(r["together"] for r in runs),
+            "results": runs[0]["results"], "formats": {f: min(r["formats"][f] for r in runs) for f in FORMATS}}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--against", default=BEFORE, help=f"the commit to compare with (default {BEFORE})")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    import build_cluster_run
-
-    from preflight.reporters import available, renderer
-    from preflight.reporters import terminal
-    from preflight.reporters.view import build_view
-
-    start = time.perf_counter()
-    report = build_cluster_run.build_large(args.nodes)
-    print(f"synthesised {len(report.results)} results on {args.nodes} nodes in {time.perf_counter() - start:.1f} s")
-    start = time.perf_counter()
-    view = build_view(report)
-    print(f"view: {time.perf_counter() - start:.2f} s; node x check rows {len(view.matrix_rows)} for "
-          f"{len(view.nodes)} nodes; {len(view.blocking)} blocking and {len(view.warnings)} warning rows; "
-          f"check sections hold {sum(len(s.groups) for s in view.sections)} result rows for "
-          f"{sum(len(s.results) for s in view.sections)} results")
-    formats = [("terminal", terminal.render)] + [(name, renderer(name)) for name in ("md", "html", "junit", "json")
-                                                  if name in available()]
-    for name, render in formats:
-        start = time.perf_counter()
-        text = render(report)
-        seconds = time.perf_counter() - start
-        print(f"{name:<9} {seconds:6.2f} s  {len(text.encode()) / 1e6:8.2f} MB")
+    old_tree = Path(tempfile.mkdtemp(prefix="preflight-bench-old-")) / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(old_tree), args.against],
+                   check=True)
+    try:
+        # Old and new take turns, each in a fresh interpreter, so that a load on the machine that
+        # comes and goes weighs on both sides alike; each figure is the best of its side's turns.
+        turns: dict[str, list[dict]] = {"old": [], "new": []}
+        for _ in range(args.repeat):
+            turns["old"].append(measure(old_tree, args.nodes, 1))
+            turns["new"].append(measure(ROOT, args.nodes, 1))
+        old, new = best(turns["old"]), best(turns["new"])
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old_tree)], check=False)
+        shutil.rmtree(old_tree.parent, ignore_errors=True)
+    print(f"{args.nodes} nodes, {new['results']} results; seconds, best of {args.repeat}; old = {args.against}")
+    print(f"{'':<22}{'old':>8}{'new':>8}{'new/old':>9}")
+    rows = [(f, old["formats"][f], new["formats"][f]) for f in FORMATS]
+    rows += [("all formats together", old["together"], new["together"]), ("fixed (imports, templates)",
+                                                                           old["fixed"], new["fixed"])]
+    for name, before, after in rows:
+        print(f"{name:<22}{before:8.2f}{after:8.2f}{after / before:9.2f}")
     return 0
 
 

@@ -84,7 +84,7 @@ def explain(check_id: str) -> None:
     """What a check measures, why it matters, and its parameters."""
     import dataclasses
 
-    from preflight.core.config import _toml_value
+    from preflight.core.config_init import _toml_value
 
     registry = _registry()
     if check_id not in registry.checks:
@@ -132,7 +132,7 @@ def explain(check_id: str) -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 def init(output: str, force: bool) -> None:
     """Write a commented preflight.toml with every check's parameters and defaults."""
-    from preflight.core.config import render_init
+    from preflight.core.config_init import render_init
 
     path = Path(output)
     if path.exists() and not force:

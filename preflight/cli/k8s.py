@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-import uuid
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 import click
@@ -39,76 +37,18 @@ def k8s_options(f: Callable) -> Callable:
     return f
 
 
-def wanted(args: dict[str, Any]) -> bool:
+def k8s_request(args: dict[str, Any]) -> Any:
+    """The Kubernetes part of a run's request; None without --k8s (whose options then are a usage error)."""
+    from preflight.run.request import K8sRequest
+
     given = [name for name in K8S_FLAGS if name not in ("k8s", "k8s_start_timeout") and args.get(name)]
     if given and not args.get("k8s"):
         raise UsageProblem(f"--{given[0].replace('_', '-')} applies to Kubernetes runs: add --k8s")
-    return bool(args.get("k8s"))
-
-
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:6]
-
-
-def nodes(args: dict[str, Any], remote_python: str, run_id: str, other_sources: bool) -> list[Any]:
-    """One K8sTransport per node the API lists (GPU nodes, or --selector), named by its Kubernetes name."""
-    from preflight.integrations.kubernetes.api import KubernetesError, core_api
-    from preflight.integrations.kubernetes.nodes import discover
-    from preflight.run.runner import NodeTarget
-    from preflight.transport.k8s import K8sTransport
-
-    if other_sources:
-        raise UsageProblem("--k8s excludes --nodes and --slurm: the API server says which nodes to check")
-    if not args.get("image"):
-        raise UsageProblem("--k8s needs --image: the training image, with preflight installed, to run the checks in")
-    namespace = args.get("namespace") or "default"
-    try:
-        found = discover(core_api(args.get("context")), args.get("selector"))
-    except KubernetesError as exc:
-        raise UsageProblem(str(exc)) from None
-    return [NodeTarget(K8sTransport(n.name, n.address, remote_python, namespace=namespace, image=args["image"],
-                                    run_id=run_id, context=args.get("context"), gpus=n.gpu_allocatable,
-                                    start_timeout_s=args.get("k8s_start_timeout") or 120.0),
-                       slots=n.gpu_allocatable or None, topology=_topology(n.labels))
-            for n in found]
-
-
-def _topology(labels: dict[str, str]) -> dict[str, Any]:
-    """The node's network-locality labels, for its spec (preflight.launch.topology)."""
-    from preflight.launch.topology import LABELS_KEY, topology_labels
-
-    found = topology_labels(labels)
-    return {LABELS_KEY: found} if found else {}
-
-
-def after_run(report: Any, args: dict[str, Any]) -> None:
-    """--cordon / --uncordon, from the report just written."""
-    if not (args.get("cordon") or args.get("uncordon")):
-        return
-    from preflight.integrations.kubernetes import cordon
-    from preflight.integrations.kubernetes.api import KubernetesError, core_api
-
-    try:
-        api = core_api(args.get("context"))
-    except KubernetesError as exc:
-        click.echo(f"kubernetes: {exc}", err=True)
-        return
-    for action in cordon.apply(api, report, bool(args.get("cordon")), bool(args.get("uncordon"))):
-        click.echo(f"kubernetes: {action.describe()}", err=bool(action.error))
-
-
-def sweep(args: dict[str, Any], run_id: str) -> None:
-    """Delete whatever this run left in the namespace (the bridges delete their own; this is the net)."""
-    from preflight.integrations.kubernetes.api import KubernetesError, core_api
-    from preflight.integrations.kubernetes.sweep import delete_run
-
-    try:
-        left = delete_run(core_api(args.get("context")), args.get("namespace") or "default", run_id)
-    except KubernetesError as exc:
-        click.echo(f"kubernetes: could not clean up run {run_id}: {exc}", err=True)
-        return
-    if left:
-        click.echo(f"kubernetes: removed {left} object(s) run {run_id} left behind", err=True)
+    if not args.get("k8s"):
+        return None
+    return K8sRequest(image=args.get("image"), context=args.get("context"), namespace=args.get("namespace"),
+                      selector=args.get("selector"), cordon=bool(args.get("cordon")),
+                      uncordon=bool(args.get("uncordon")), start_timeout_s=args.get("k8s_start_timeout") or 120.0)
 
 
 @click.group("k8s")

@@ -5,20 +5,22 @@ Commands import this module, never `preflight.cli.main` (which only assembles th
 
 from __future__ import annotations
 
-import gc
+import contextlib
 import math
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from preflight import __version__
 from preflight.core.verdict import EXIT_USAGE
-
-DEFAULT_OUT = "preflight-report"
+from preflight.run.inputs import (
+    DEFAULT_OUT, formats_known, nonempty as check_nonempty, output_dir, read_report, split_ids,
+)
+from preflight.run.request import RunProblem
 
 
 class UsageProblem(click.ClickException):
@@ -50,10 +52,6 @@ class FiniteFloat(click.FloatRange):
 
 
 FINITE = FiniteFloat()
-
-
-def split_ids(value: str | None) -> list[str]:
-    return [part.strip() for part in (value or "").split(",") if part.strip()]
 
 
 # Options shared by `run` and `report`, defined once.
@@ -116,27 +114,6 @@ def skip_option(f: Callable) -> Callable:
     return click.option("--skip", default=None, help="Comma-separated check ids not to run.")(f)
 
 
-def plugin_name(error: Any) -> str:
-    """The check id a plugin that failed to load would have had (its entry point's name)."""
-    return str(error.entry_point).split(" =")[0]
-
-
-def check_ids_known(found: Any, wanted: list[str], skipped: set[str]) -> None:
-    """Exit 2 for an id in --checks or --skip that no check has (naming its plugin when it failed to load)."""
-    for check_id in [*wanted, *skipped]:
-        if check_id not in found.checks:
-            hint = ""
-            broken = [e for e in found.errors if plugin_name(e) == check_id]
-            if broken and check_id in skipped:
-                continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
-            if broken:
-                hint = f" (its plugin failed to load: {broken[0].error})"
-            from preflight.core.suggest import suggest
-
-            hint = hint or suggest(check_id, found.checks)
-            raise UsageProblem(f"unknown check id {check_id!r}{hint}; `preflight list` shows the known ones")
-
-
 class Duration(click.ParamType):
     """Seconds, written as `300`, `90s`, `5m`, `1h` or `1h30m`, for every time option."""
 
@@ -191,96 +168,52 @@ def registry() -> Any:
     return discover()
 
 
-def check_formats(formats: str) -> list[str]:
-    from preflight.reporters import available, refused
+@contextlib.contextmanager
+def run_problems() -> Iterator[None]:
+    """A RunProblem of the run layer is a usage problem here: exit 2 with its message."""
+    from preflight.core.config import ConfigError
 
-    chosen = split_ids(formats)
-    for fmt in chosen:
-        if fmt in refused():
-            raise UsageProblem(refused()[fmt])
-    unknown = [f for f in chosen if f not in available()]
-    if unknown:
-        raise UsageProblem(f"unknown report format {', '.join(unknown)}; choose from {', '.join(available())} "
-                           "(formats are plugins of the preflight.reporters entry-point group)")
-    return chosen
+    try:
+        yield
+    except (RunProblem, ConfigError) as exc:
+        raise UsageProblem(str(exc)) from None
+
+
+def check_formats(formats: str) -> list[str]:
+    with run_problems():
+        return formats_known(split_ids(formats))
 
 
 def writable_dir(path: str | None, inputs: list[tuple[str, str | None]] | None = None,
                  formats: list[str] | None = None) -> Path:
-    """The run's own directory (see preflight/cli/outdir.py): a new one per run without --out.
-
-    `inputs` are the (flag, path) of the files the command reads: an --out whose report files would
-    replace one of them is a usage error. `formats` are the formats to be written."""
-    from preflight.cli.outdir import RESULTS_LOG, OutputDirError, run_directory
-    from preflight.reporters import filename
-
-    if path is not None:
-        nonempty("--out", path)
-    if path == "-":
-        raise UsageProblem("--out - prints one report and is for `preflight report`; a run writes a directory")
-    try:
-        return run_directory(path or DEFAULT_OUT, per_run=path is None,
-                             inputs=[(flag, given) for flag, given in inputs or [] if given],
-                             writes=[RESULTS_LOG, *(filename(f) for f in formats or [])])
-    except OutputDirError as exc:
-        raise UsageProblem(str(exc)) from None
+    """The run's own directory (preflight.run.inputs.output_dir): a new one per run without --out."""
+    with run_problems():
+        return output_dir(path, inputs, formats)
 
 
 def nonempty(flag: str, value: str) -> None:
-    if not value.strip() or (flag == "--checks" and not split_ids(value)):
-        raise UsageProblem(f"{flag} is empty; give {'a directory' if flag == '--out' else 'check ids'} or leave "
-                           f"{flag} out")
+    with run_problems():
+        check_nonempty(flag, value)
 
 
 VERDICT_COLOURS = {"GO": {"fg": "green", "bold": True}, "NO-GO": {"fg": "red", "bold": True},
                    "INCOMPLETE": {"fg": "yellow", "bold": True}}
 
 
-def finish(report: Any, out: Path, formats: list[str], announce: bool = True, keep: Path | None = None,
-           as_json: bool = False) -> None:
-    """Write each report (through a temporary file and a rename: never through a link planted at its
-    name) and print the summary. A report that cannot be written (disk full, a read-only directory)
-    is exit 2 naming it, after the others were tried; results.jsonl is never touched here. `keep`: a
-    file never written over (the results `preflight report` reads)."""
-    # The report is complete: keep the garbage collector from walking its objects (a million at
-    # 1,000 nodes) again on every collection that the reporters' allocations trigger.
-    from preflight.reporters import view
-
-    gc.freeze()
-    try:
-        with view.shared():  # one view of the report for every reporter that draws one
-            _write_reports(report, out, formats, announce, keep, as_json)
-    finally:
-        gc.unfreeze()
-
-
-def _write_reports(report: Any, out: Path, formats: list[str], announce: bool, keep: Path | None,
-                   as_json: bool) -> None:
-    from preflight.core.files import FileWriteError, write_atomic
-    from preflight.reporters import filename, renderer
+def print_summary(report: Any, out: Path, written: list[Path], as_json: bool = False) -> None:
+    """The verdict and the terminal summary, the reports written, and with --json the summary as JSON."""
     from preflight.reporters.terminal import render as render_terminal
 
-    written, failed = [], []
-    for fmt in formats:
-        path = out / filename(fmt)
-        if keep is not None and path.resolve() == keep.resolve():
-            continue  # the input itself: it already holds this run
-        try:
-            write_atomic(path, renderer(fmt)(report))
-            written.append(path)
-        except FileWriteError as exc:
-            failed.append(str(exc))
-    if announce:
-        stream = sys.stderr if as_json else sys.stdout
-        # On a terminal, lines are wrapped between words to its width, never by the terminal mid-word.
-        text = render_terminal(report, width=shutil.get_terminal_size().columns if stream.isatty() else None)
-        verdict_line, _, rest = text.partition("\n")
-        click.echo("", err=as_json)
-        # The verdict line in the verdict's colour on a terminal; click drops the colour elsewhere.
-        click.secho(verdict_line, err=as_json, **VERDICT_COLOURS.get(verdict_line.split(" ", 2)[1], {}))
-        click.echo(rest, nl=False, err=as_json)
-        if written:
-            click.echo("Reports: " + ", ".join(str(p) for p in written), err=as_json)
+    stream = sys.stderr if as_json else sys.stdout
+    # On a terminal, lines are wrapped between words to its width, never by the terminal mid-word.
+    text = render_terminal(report, width=shutil.get_terminal_size().columns if stream.isatty() else None)
+    verdict_line, _, rest = text.partition("\n")
+    click.echo("", err=as_json)
+    # The verdict line in the verdict's colour on a terminal; click drops the colour elsewhere.
+    click.secho(verdict_line, err=as_json, **VERDICT_COLOURS.get(verdict_line.split(" ", 2)[1], {}))
+    click.echo(rest, nl=False, err=as_json)
+    if written:
+        click.echo("Reports: " + ", ".join(str(p) for p in written), err=as_json)
     if as_json:
         import json
 
@@ -288,35 +221,46 @@ def _write_reports(report: Any, out: Path, formats: list[str], announce: bool, k
 
         click.echo(json.dumps({**summary(report), "output_dir": str(out), "reports": [str(p) for p in written]},
                               indent=2, allow_nan=False))
-    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        try:
-            with open(summary_path, "a", encoding="utf-8") as fh:
-                fh.write(renderer("md")(report) + "\n")
-        except OSError as exc:
-            click.echo(f"preflight: warning: cannot append to GITHUB_STEP_SUMMARY: {exc}", err=True)
-    if failed:
-        raise UsageProblem("; ".join(failed) + (f" (the results so far are in {out / 'results.jsonl'})"
-                                                if (out / "results.jsonl").is_file() else ""))
+
+
+def summary_step(as_json: bool = False) -> Callable[[Any, Any], None]:
+    """The after-run step that prints the summary, once the reports are written."""
+    def step(report: Any, run: Any) -> None:
+        print_summary(report, run.out, run.written, as_json=as_json)
+
+    return step
+
+
+def sayer(as_json: bool = False) -> Callable[[str, str], None]:
+    """How the command line prints what the run layer tells it (preflight.run.service.Say)."""
+    def say(kind: str, text: str) -> None:
+        if kind == "note":
+            click.echo(f"preflight: {text}", err=True)
+        elif kind == "warning":
+            click.echo(f"preflight: warning: {text}", err=True)
+        else:  # status, action, action-failed: the line as it is
+            click.echo(text, err=kind != "action" or as_json)
+
+    return say
+
+
+def finish(report: Any, out: Path, formats: list[str], announce: bool = True, keep: Path | None = None,
+           as_json: bool = False) -> None:
+    """Write each report and print the summary (the "reports" step of preflight.run.finish, alone);
+    a report that cannot be written is exit 2 naming it, after the others were tried."""
+    from preflight.run.finish import Finishing, finish as finish_run, reports
+    from preflight.run.request import RunRequest
+
+    steps = [("reports", reports)] + ([("summary", summary_step(as_json))] if announce else [])
+    with run_problems():
+        finish_run(report, Finishing(RunRequest(formats=tuple(formats), history="off"), None, out,
+                                     sayer(as_json), keep=keep), steps)
 
 
 def textfile_option(f: Callable) -> Callable:
     return click.option("--textfile-dir", type=click.Path(file_okay=False), default=None,
                         help="Also write preflight.prom into this directory, atomically and always by that name: "
                              "node_exporter's --collector.textfile.directory.")(f)
-
-
-def write_textfile(report: Any, directory: str | None) -> None:
-    if not directory:
-        return
-    from preflight.core.files import FileWriteError, write_atomic
-    from preflight.reporters import renderer
-
-    path = Path(directory) / "preflight.prom"
-    try:
-        write_atomic(path, renderer("prometheus")(report))
-    except (FileWriteError, OSError) as exc:
-        raise UsageProblem(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 class ResultsPath(click.ParamType):
@@ -338,27 +282,8 @@ class ResultsPath(click.ParamType):
 
 def load_results(path: str) -> Any:
     """The run report of a results.json or results.jsonl; exit 2 naming the file and field when it is not one."""
-    from preflight.core.results_file import ResultsFileError, read_results
-
-    try:
-        report, notes = read_results(path, __version__)
-    except ResultsFileError as exc:
-        raise UsageProblem(str(exc)) from None
+    with run_problems():
+        report, notes = read_report(path, registry().checks)
     for note in notes:
         click.echo(f"preflight: note: {note}", err=True)
-    from preflight.run.plan import fill_declarations
-
-    fill_declarations(report, registry().checks)  # a results file older than the recorded declarations
     return report
-
-
-def load_baseline(path: str | None, tolerance: float, fail_on_regression: bool) -> Any:
-    if path is None:
-        if fail_on_regression:
-            raise UsageProblem("--fail-on-regression needs --baseline FILE")
-        return None
-    if not tolerance >= 0:
-        raise UsageProblem("--baseline-tolerance must be zero or more")
-    return load_results(path)
-
-

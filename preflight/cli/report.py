@@ -10,7 +10,7 @@ import click
 
 from preflight.cli.options import (
     UsageProblem, check_formats, color_option, config_option, fail_on_option, finish, format_option, load_results,
-    nonempty, profile_option, registry, ResultsPath, set_option, writable_dir,
+    nonempty, profile_option, registry, ResultsPath, run_problems, set_option, writable_dir,
 )
 
 
@@ -54,24 +54,18 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
         raise UsageProblem("--out - prints one report: choose one with --format (md, html, json or junit)")
     past = load_results(results)
     if rejudge:
-        from preflight.core.config import ConfigError
-        from preflight.run.rejudge import rejudge_for_cli
+        from preflight.run import service
+        from preflight.run.request import RunRequest
 
-        try:
-            # Without --out: RESULTS' own directory, which rejudge_for_cli turns into its rejudged/.
-            past, out_dir = rejudge_for_cli(past, registry(), results, out_dir or str(Path(results).parent),
-                                            profile, list(settings), config_file)
-            sources = (past.rejudged or {}).get("sources") or {}
-            given = sorted(key for key, source in sources.items() if not source.startswith("the run") and key != "note")
-            click.echo(f"preflight: re-judged with what the run recorded ({len(sources) - len(given)} values)"
-                       + (f"; from the options given now: {', '.join(given)}" if given else ""), err=True)
-            if "note" in sources:
-                click.echo(f"preflight: note: {sources['note']}", err=True)
-        except ConfigError as exc:
-            raise UsageProblem(str(exc)) from None
+        request = RunRequest(profile=profile, settings=tuple(settings), config_file=config_file, fail_on=fail_on,
+                             formats=tuple(chosen), out_dir=out_dir)
+        with run_problems():
+            past, out_dir, notes = service.rejudge(request, past, results, out_dir, registry())
+        for note in notes:
+            click.echo(f"preflight: {note}", err=True)
     elif profile is not None or settings or config_file:
         raise UsageProblem("--profile, --set and --config apply to `report` only with --rejudge")
-    if fail_on:
+    elif fail_on:
         past.fail_on = fail_on
     if out_dir == "-":
         from preflight.reporters import renderer

@@ -44,6 +44,7 @@ from preflight.core.check import PARAM_AT_LEAST, PARAM_AT_MOST, PARAM_KIND, Chec
 from preflight.core.values import is_number as _number, value_problem
 from preflight.core.silence import parse_silence
 from preflight.core.suggest import suggest
+from preflight.core.toml_lines import line_of
 
 RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
 FAIL_ON_CHOICES = ("fail", "warn")
@@ -52,6 +53,21 @@ HISTORY_KEYS = {"enabled": (bool,), "url": (str,)}
 COMMON_CHECK_KEYS = {"timeout": (int, float)}
 # What those keys are, as a Params field declares it (preflight.core.check.param).
 TIMEOUT_SPEC = {PARAM_KIND: "duration"}
+
+
+# Where a value came from (Config.origins): a profile is "--profile NAME", a file "--config PATH",
+# a flag its own name ("--fail-on", "--level", "--timeout").
+ORIGIN_DEFAULT = "default"
+ORIGIN_SET = "--set"
+ORIGIN_PREPARED = "prepared by the check on the coordinator"
+
+
+def profile_origin(name: str) -> str:
+    return f"--profile {name}"
+
+
+def file_origin(path: str | Path) -> str:
+    return f"--config {path}"
 
 
 class ConfigError(Exception):
@@ -80,6 +96,28 @@ class Config:
     history_enabled: bool = True  # [history] enabled: record the run in fleet history
     history_url: str | None = None  # [history] url: another SQLite file, or a PostgreSQL URL
     silence: dict[str, dict[str, str]] = field(default_factory=dict)  # [silence]: finding id -> reason, until
+    # Where each value set beyond the defaults came from: "<check id>.<key>", "expect.<key>",
+    # "run.<key>" -> a profile, the config file, --set, a flag, or the check's own preparation.
+    origins: dict[str, str] = field(default_factory=dict)
+    file_text: str = ""  # the config file as it was read
+    settings: list[str] = field(default_factory=list)  # the --set values given, as given
+
+    def set_run(self, key: str, value: Any, origin: str) -> None:
+        """A [run] value (fail_on, level, timeout) set by `origin` (a flag)."""
+        if key == "timeout":
+            self.default_timeout = float(value)
+        else:
+            setattr(self, key, value)
+        self.origins[f"run.{key}"] = origin
+
+    def origin_of(self, check: type[Check] | None, key: str) -> str:
+        """Where the value of `key` ("<check id>.<param>", "expect.<name>", "run.<name>") came from:
+        its recorded origin, the run level's (for a parameter the level sets), or the default."""
+        if key in self.origins:
+            return self.origins[key]
+        if check is not None and key.rpartition(".")[2] in levels.overrides(check, self.level):
+            return f"--level {self.level}" if "run.level" in self.origins else f"level {self.level}"
+        return ORIGIN_DEFAULT
 
     def overrides_for(self, check: type[Check]) -> dict[str, Any]:
         """The parameters a check runs with beyond its defaults: the level's, then the user's."""
@@ -112,8 +150,10 @@ def load(path: str | Path | None, checks: dict[str, type[Check]], profile: str |
         return Config()
     # Validate each layer on its own, so an error names the right file and line ...
     datas = [_parse_toml(text, name) for name, text, _ in layers]
+    origins: dict[str, str] = {}
     for (name, text, is_profile), data in zip(layers, datas):
-        _build(data, text, checks, name, allow_profile=is_profile)
+        built = _build(data, text, checks, name, allow_profile=is_profile)
+        origins.update(_origins(built, data, profile_origin(profile or name) if is_profile else file_origin(path or name)))
     # ... then merge them, the config file over the profile.
     merged: dict[str, Any] = {}
     for data in datas:
@@ -121,7 +161,20 @@ def load(path: str | Path | None, checks: dict[str, type[Check]], profile: str |
     config = _build(merged, "", checks, layers[-1][0], allow_profile=True)
     config.path = str(path) if path is not None else ""
     config.profile = profile or ""
+    config.origins = origins
+    config.file_text = layers[-1][1] if path is not None else ""
     return config
+
+
+def _origins(layer: Config, data: dict[str, Any], origin: str) -> dict[str, str]:
+    """Every key one layer (a profile, a file) sets, with that layer as its origin."""
+    found = {f"{cid}.{key}": origin for cid, params in layer.params.items() for key in params}
+    found.update({f"{cid}.timeout": origin for cid in layer.timeouts})
+    for table in ("run", "expect", "history"):
+        body = data.get(table)
+        if isinstance(body, dict):
+            found.update({f"{table}.{key}": origin for key in body})
+    return found
 
 
 PROFILE_SUFFIX = ".toml"
@@ -177,7 +230,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
                 for key in body}
 
     def fail(message: str, key: str) -> typing.NoReturn:
-        raise ConfigError(message, path, key, _line_of(text, key))
+        raise ConfigError(message, path, key, line_of(text, key))
 
     for section, body in data.items():
         if section == "profile" and allow_profile:
@@ -258,6 +311,7 @@ def _apply_aliases(config: Config, checks: dict[str, type[Check]], setting: str,
 
 def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, type[Check]]) -> None:
     """`--set ID.KEY=VALUE` (or AREA.KEY=VALUE), VALUE in TOML syntax; CLI beats the file."""
+    config.settings.extend(settings)
     for setting in settings:
         if "=" not in setting:
             raise ConfigError("expected KEY=VALUE", "--set", setting)
@@ -269,6 +323,7 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
         if key.startswith("expect."):
             merged = {**dataclasses.asdict(config.expect), key.split(".", 1)[1]: value}
             config.expect = _parse_expect(merged, lambda m, k: _raise(ConfigError(m, "--set", k)))
+            config.origins[key] = ORIGIN_SET
             continue
         check_id, _, param = key.rpartition(".")
         if check_id in checks:
@@ -281,11 +336,13 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
             raise ConfigError("no check has this parameter" + suggest(key, known), "--set", key)
         for check in targets:
             _apply_check_overrides(config, check, {param: value}, key, lambda m, k: _raise(ConfigError(m, "--set", k)))
+            config.origins[f"{check.id}.{param}"] = ORIGIN_SET
         for check in aliased:
             own = f"{check.id}.{check.config_aliases[key]}"
             if not any(s.split("=", 1)[0] == own for s in settings):
                 _apply_check_overrides(config, check, {check.config_aliases[key]: value}, key,
                                        lambda m, k: _raise(ConfigError(m, "--set", k)))
+                config.origins[own] = ORIGIN_SET
 
 
 def _raise(exc: Exception) -> typing.NoReturn:
@@ -381,40 +438,6 @@ def _expect_type(value: Any, kinds: tuple[type, ...], name: str, fail: Any) -> N
         fail(f"expected {' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__} {value!r}", name)
 
 
-def _line_of(text: str, dotted_key: str) -> int | None:
-    """The line that sets a dotted key, tracking [tables] (tomllib keeps no positions).
-
-    `timeout` under [checks."site.link"] is found there, not at the first `timeout` in the file.
-    Falls back to the first line that sets the key's last part.
-    """
-    want = _normal_key(dotted_key)
-    table = ""
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        header = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$", stripped)
-        if header:
-            table = _normal_key(header.group(1))
-            if table == want:
-                return number
-            continue
-        assignment = re.match(r'^((?:"[^"]*"|[A-Za-z0-9_.\- ]+?))\s*=', stripped)
-        if assignment:
-            key = _normal_key(assignment.group(1))
-            if (f"{table}.{key}" if table else key) == want:
-                return number
-    last = dotted_key.rsplit(".", 1)[-1].strip('"')
-    pattern = re.compile(rf'^\s*"?{re.escape(last)}"?\s*=|^\s*\[.*{re.escape(last)}"?\s*\]')
-    for number, line in enumerate(text.splitlines(), start=1):
-        if pattern.search(line):
-            return number
-    return None
-
-
-def _normal_key(key: str) -> str:
-    """`checks . "site.link" . min_gbps` -> `checks.site.link.min_gbps`."""
-    return re.sub(r"\s*\.\s*", ".", key.replace('"', "").replace("'", "").strip())
-
-
 # ------------------------------------------------------------------------------ value checks
 
 def check_value(spec: Any, value: Any, where: str, fail: Any) -> None:
@@ -445,50 +468,3 @@ def validate(config: Config, checks: dict[str, type[Check]]) -> None:
         problem = value_problem(f.metadata, getattr(config.expect, f.name))
         if problem:
             raise ConfigError(problem, config.path or "configuration", f"expect.{f.name}")
-
-
-def render_init(checks: dict[str, type[Check]]) -> str:
-    """A commented preflight.toml with every check's parameters at their defaults."""
-    out = [
-        "# preflight.toml: what this cluster must have, and per-check parameters.",
-        "# Precedence: command line (--set, --timeout, --fail-on, --level) > this file > --profile > the run",
-        "# level > each check's defaults.",
-        "# Every line below is commented out at its default; uncomment what you change.",
-        "",
-        "[run]",
-        "# timeout = 300        # seconds per check, unless the check sets its own",
-        '# fail_on = "fail"     # "warn" makes WARN block the verdict too',
-        '# level = "standard"   # "quick" (probes, at most 30 s per node) or "thorough"',
-        "",
-        "[expect]",
-        "# gpus_per_node = 8    # GPU checks must then run: a SKIP blocks the verdict",
-        "# nodes = 4            # cross-node checks must then run",
-        '# frameworks = ["torch"]',
-        "",
-    ]
-    for check_id, check in sorted(checks.items()):
-        out.append(f'[checks."{check_id}"]')
-        out.append(f"# {check.title}  ({check.scope.value} scope)")
-        out.append(f"# timeout = {check.timeout_s:g}")
-        if dataclasses.is_dataclass(check.Params):
-            for f in dataclasses.fields(check.Params):
-                default = f.default if f.default is not dataclasses.MISSING else (
-                    f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-                if check.param_docs().get(f.name):
-                    out.append(f"# {f.name}: {check.param_docs()[f.name]}")
-                if default is None:
-                    out.append(f"# {f.name} =            (unset by default)")
-                else:
-                    out.append(f"# {f.name} = {_toml_value(default)}")
-        out.append("")
-    return "\n".join(out)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return repr(value)

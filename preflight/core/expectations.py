@@ -91,11 +91,21 @@ def expectation_results(report: RunReport) -> list[CheckResult]:
                 f"expect.nodes = {wanted_nodes}, but this run has {have}: a cluster this size was not checked",
                 FIX_NODES)]))
     needs = report.needs or {}
+    by_node: dict[str, list[CheckResult]] = {}
+    for result in report.results:
+        if result.scope is Scope.NODE:
+            by_node.setdefault(result.node, []).append(result)
+    slots: dict[str, int | None] = {}
+    for info in report.nodes:
+        slots.setdefault(info.name, info.slots)  # the first of a name, as expected_gpus finds it
+    per_gpu = _count((report.expect or {}).get("gpus_per_node"))
+    expected_of = {node: _count(slots[node]) if slots.get(node) is not None else per_gpu
+                   for node in report.node_names}
     for node in report.node_names:
-        expected = expected_gpus(report, node)
+        expected = expected_of[node]
         if not expected:
             continue
-        mine = [r for r in report.results if r.node == node and r.scope is Scope.NODE]
+        mine = by_node.get(node, [])
         findings = []
         env = next((r for r in mine if (report.roles or {}).get(r.check_id) == ROLE_INVENTORY), None)
         pci = (env.facts or {}).get("nvidia_gpus") if env is not None else None
@@ -112,7 +122,7 @@ def expectation_results(report: RunReport) -> list[CheckResult]:
                                     FIX_GPUS, node))
         if findings:
             derived.append(_result(node, Scope.NODE, findings))
-    wanted = [g for g in (expected_gpus(report, n) for n in report.node_names) if g]
+    wanted = [g for g in expected_of.values() if g]
     if wanted:
         across = sorted(r.check_id for r in report.results if r.scope is Scope.CLUSTER and r.status in MEASURED_OK
                         and needs.get(r.check_id) and gpus_used(r.facts) is not None

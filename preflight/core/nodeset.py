@@ -7,6 +7,7 @@ folded ones.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable
 
@@ -16,7 +17,13 @@ _FOLDABLE = re.compile(r"^[A-Za-z0-9_.:+-]+$")
 
 def fold(names: Iterable[str]) -> str:
     """`gpu[01-03,05],login1` from the names, in ClusterShell's order; "" for none."""
-    unique = list(dict.fromkeys(n for n in names if n))
+    return _fold(tuple(dict.fromkeys(n for n in names if n)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fold(unique: tuple[str, ...]) -> str:
+    """The fold of distinct names, remembered: every report folds the same node lists again, and
+    ClusterShell parses each name it is given (a second per thousand names)."""
     plain = [n for n in unique if _FOLDABLE.match(n)]
     other = [n for n in unique if not _FOLDABLE.match(n)]
     text = ""
@@ -24,10 +31,29 @@ def fold(names: Iterable[str]) -> str:
         from ClusterShell.NodeSet import NodeSet, NodeSetException
 
         try:
-            text = str(NodeSet.fromlist(plain))
+            text = str(NodeSet(_one_pattern(plain) or ",".join(plain)))
         except NodeSetException:
             text = ",".join(plain)
     return ",".join(filter(None, [text, *other]))
+
+
+_ONE_NUMBER = re.compile(r"^([A-Za-z_.:+-]*[A-Za-z_.:+]|)(\d+)$")
+
+
+def _one_pattern(names: list[str]) -> str:
+    """The names as one node-set pattern (`gpu[0001,0002],login[1]`) when each is a prefix without
+    digits and one number of a width its prefix shares: ClusterShell reads that in one pass, where
+    it parses each name of a list on its own. "" when a name does not fit: the list is read as it is."""
+    numbers: dict[str, list[str]] = {}
+    for name in names:
+        match = _ONE_NUMBER.match(name)
+        if not match or not match.group(1):
+            return ""
+        numbers.setdefault(match.group(1), []).append(match.group(2))
+    for digits in numbers.values():
+        if len({len(d) for d in digits}) > 1 and any(d.startswith("0") for d in digits):
+            return ""  # mixed padding: left to ClusterShell name by name
+    return ",".join(f"{prefix}[{','.join(digits)}]" for prefix, digits in numbers.items())
 
 
 def count_text(names: Iterable[str]) -> str:

@@ -13,6 +13,7 @@ from preflight.core.levels import level_text
 from preflight.core.model import CheckResult, RunReport
 from preflight.core.nodeset import fold
 from preflight.reporters.numbers import duration
+from preflight.reporters.origins import thresholds_text
 
 
 def run_duration(start: str, end: str) -> str:
@@ -129,8 +130,9 @@ def at_a_glance(report: RunReport) -> list[tuple[str, str]]:
         found = _framework_versions(report)
         if found:
             rows.append(("Frameworks", ", ".join(f"{name} {version}" for name, version in found.items())))
-    if report.profile:
-        rows.append(("Thresholds", f"profile {report.profile}"))
+    thresholds = thresholds_text(report)  # the profile, and what was set over it by origin
+    if thresholds:
+        rows.append(("Thresholds", thresholds))
     rows.append(("Level", level_text(report)))
     took = run_duration(report.started_at, report.finished_at)
     rows.append(("When", when(report.started_at) + (f", took {took}" if took else "")))

@@ -8,6 +8,7 @@ advice from the findings that fired, and nothing here names a check.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from preflight.reporters.finding_rows import FindingRow, LevelSkips, finding_lis
 from preflight.reporters.folding import MatrixRow, ResultGroup, matrix_rows, result_groups
 from preflight.reporters.glance import at_a_glance, run_duration, when  # noqa: F401 - when: part of the view's API
 from preflight.reporters.numbers import count, percent, quantity, spread
+from preflight.reporters.origins import by_check as threshold_origins, threshold_origin
 from preflight.core.verdict import Decision, Verdict, decide
 
 HEADLINES = {
@@ -102,6 +104,13 @@ class ReportView:
     acknowledged: list[FindingRow] = field(default_factory=list)  # silenced in [silence]: noted, never blocking
     history: HistoryView | None = None  # against fleet history, when the run read it (RunReport.history)
     caveats: list[FindingRow] = field(default_factory=list)  # what qualifies the figures (core.model.CAVEAT)
+    origins: dict[str, list[tuple[Any, str]]] = field(default_factory=dict)  # check id -> its set values' origins
+
+    def threshold_text(self, result: CheckResult, m: Measurement) -> str:
+        """A figure's threshold, with where it came from when the run set it (--set, a profile, a file)."""
+        text = format_threshold(m)
+        origin = threshold_origin(self.origins, result.check_id, m) if text and self.origins else ""
+        return f"{text} ({origin})" if origin else text
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
@@ -249,6 +258,7 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         acknowledged=lists.acknowledged,
         history=build_history(report.history),
         caveats=caveat_rows(report),
+        origins=threshold_origins(report),
     )
 
 

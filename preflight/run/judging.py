@@ -22,66 +22,32 @@ from preflight.core.check import Check, Expect
 SET = "--set"
 PREPARED = "prepared by the check on the coordinator"
 RUN = "the run"
+RUN_KEYS = ("fail_on", "level")
 
 
-def _layer_sources(config: Any, name: str, sources: dict[str, str], expect_sources: dict[str, str]) -> None:
-    for check_id, params in config.params.items():
-        for key in params:
-            sources[f"{check_id}.{key}"] = name
-    for key, value in config.expect.to_dict().items():
-        if value is not None:
-            expect_sources[f"expect.{key}"] = name
+def recorded_sources(config: Any) -> dict[str, str]:
+    """Where each value the run is judged with came from, as the config recorded it (origins): every
+    parameter beyond the defaults, every expectation set, and the run's fail_on and level."""
+    from preflight.core.config import ORIGIN_DEFAULT
+
+    sources = {f"{cid}.{key}": config.origins.get(f"{cid}.{key}", PREPARED)
+               for cid, params in config.params.items() for key in params}
+    sources.update({f"expect.{key}": config.origins.get(f"expect.{key}", ORIGIN_DEFAULT)
+                    for key, value in config.expect.to_dict().items() if value is not None})
+    sources.update({f"run.{key}": config.origins.get(f"run.{key}", ORIGIN_DEFAULT) for key in RUN_KEYS})
+    return sources
 
 
-def _layers(checks: dict[str, type[Check]], profile: str | None, config_file: str | None,
-            settings: list[str]) -> list[tuple[str, Any]]:
-    """(source name, Config) for each layer given, lowest first: profile, config file, --set."""
-    from preflight.core import config as config_mod
-
-    layers = []
-    if profile:
-        layers.append((f"--profile {profile}", config_mod.load(None, checks, profile=profile)))
-    if config_file:
-        layers.append((f"--config {config_file}", config_mod.load(config_file, checks)))
-    if settings:
-        only_set = config_mod.Config()
-        config_mod.apply_cli_settings(only_set, settings, checks)
-        layers.append((SET, only_set))
-    return layers
-
-
-def _read_text(path: str | None) -> str:
-    if not path:
-        return ""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-def record_judging(config: Any, checks: dict[str, type[Check]], *, profile: str | None, config_file: str | None,
-                   settings: list[str], flags: dict[str, Any]) -> dict[str, Any]:
+def record_judging(config: Any, checks: dict[str, type[Check]]) -> dict[str, Any]:
     """RunReport.judged_with for a run about to start with this (validated, prepared) config."""
-    sources: dict[str, str] = {}
-    expect_sources: dict[str, str] = {}
-    for name, layer in _layers(checks, profile, config_file, settings):
-        _layer_sources(layer, name, sources, expect_sources)
-    for check_id, params in config.params.items():
-        for key in params:
-            sources.setdefault(f"{check_id}.{key}", PREPARED)
-    run_sources = {}
-    for key, flag in (("fail_on", "--fail-on"), ("level", "--level")):
-        given = flags.get(flag)
-        run_sources[f"run.{key}"] = flag if given else (f"--config {config_file}" if config_file else "default")
     return {
         "params": copy.deepcopy(config.params),
         "expect": config.expect.to_dict(),
-        "sources": {**sources, **expect_sources, **run_sources},
-        "profile": profile or "",
-        "config_file": config_file or "",
-        "config_text": _read_text(config_file),
-        "settings": list(settings),
+        "sources": recorded_sources(config),
+        "profile": config.profile or "",
+        "config_file": config.path or "",
+        "config_text": config.file_text,
+        "settings": list(config.settings),
     }
 
 
@@ -90,11 +56,46 @@ def _merge(params: dict[str, dict[str, Any]], layer: dict[str, dict[str, Any]]) 
         params.setdefault(check_id, {}).update(copy.deepcopy(values))
 
 
+def _given(checks: dict[str, type[Check]], profile: str | None, config_file: str | None, settings: list[str]) -> Any:
+    """The values the options given now set (a profile, a config file, --set), each with its origin."""
+    from preflight.core import config as config_mod
+
+    given = config_mod.load(config_file, checks, profile=profile)
+    config_mod.apply_cli_settings(given, settings, checks)
+    return given
+
+
+def _run_sources(recorded: dict[str, Any], expect: dict[str, Any]) -> dict[str, str]:
+    sources = {key: source if source.startswith(RUN) else f"{RUN} ({source})"
+               for key, source in (recorded.get("sources") or {}).items() if key != "note"}
+    for key, value in expect.items():
+        if value is not None:
+            sources.setdefault(f"expect.{key}", RUN)
+    sources.setdefault("run.fail_on", RUN)
+    sources.setdefault("run.level", RUN)
+    return sources
+
+
+def _drop_profile(recorded: dict[str, Any], run_profile: str, params: dict[str, dict[str, Any]],
+                  expect: dict[str, Any], sources: dict[str, str]) -> None:
+    """A new profile replaces what the run's own profile set; the run's file and --set stay."""
+    old = (f"--profile {run_profile}", f"{RUN} (--profile {run_profile})")
+    for key, source in (recorded.get("sources") or {}).items():
+        check_id, _, name = key.rpartition(".")
+        if source in old and check_id in params:
+            params[check_id].pop(name, None)
+            sources.pop(key, None)
+        if source in old and key.startswith("expect."):
+            expect[name] = None
+            sources.pop(key, None)
+
+
 def rejudge_config(registry: Any, report: Any, profile: str | None, settings: list[str],
                    config_file: str | None) -> tuple[Any, dict[str, str]]:
     """The Config to judge the recorded facts with, and where each of its values came from.
 
-    Raises preflight.core.config.ConfigError for a bad profile, file or setting given to --rejudge.
+    Raises preflight.core.config.ConfigError for a bad profile, file or setting given to --rejudge,
+    or for values that contradict each other once merged (as `preflight run` refuses them).
     """
     from preflight.core import config as config_mod
 
@@ -103,58 +104,33 @@ def rejudge_config(registry: Any, report: Any, profile: str | None, settings: li
     params: dict[str, dict[str, Any]] = copy.deepcopy(recorded.get("params") or {})
     expect = {k: v for k, v in (recorded.get("expect") or report.expect or {}).items()
               if k in Expect.__dataclass_fields__}
-    sources = {key: source if source.startswith(RUN) else f"{RUN} ({source})"
-               for key, source in (recorded.get("sources") or {}).items() if key != "note"}
-    for key, value in expect.items():
-        if value is not None:
-            sources.setdefault(f"expect.{key}", RUN)
-    sources.setdefault("run.fail_on", RUN)
-    sources.setdefault("run.level", RUN)
+    sources = _run_sources(recorded, expect)
     run_profile = recorded.get("profile", report.profile) or ""
     profile_sources = list(report.profile_sources)
     if not recorded and run_profile and (profile is None or profile == run_profile):
         # An older report kept only its profile's name: its thresholds come from that profile again.
         base = config_mod.load(None, checks, profile=run_profile)
         _merge(params, base.params)
-        _layer_sources(base, f"{RUN} (--profile {run_profile})", sources, {})
-    effective_profile = run_profile
-    fail_on, level = report.fail_on, report.level
-    if profile is not None and profile != run_profile:
-        # The new profile replaces what the run's own profile set; the run's file and --set stay.
-        old = (f"--profile {run_profile}", f"{RUN} (--profile {run_profile})")
-        for key, source in (recorded.get("sources") or {}).items():
-            check_id, _, name = key.rpartition(".")
-            if source in old and check_id in params:
-                params[check_id].pop(name, None)
-                sources.pop(key, None)
-            if source in old and key.startswith("expect."):
-                expect[name] = None
-                sources.pop(key, None)
-        effective_profile = profile
-    layers = _layers(checks, profile if profile is not None and profile != run_profile else None, config_file,
-                     settings)
-    for name, layer in layers:
-        _merge(params, layer.params)
-        for key, value in layer.expect.to_dict().items():
-            if value is not None:
-                expect[key] = value
-        _layer_sources(layer, name, sources, {})
-        for key, value in layer.expect.to_dict().items():
-            if value is not None:
-                sources[f"expect.{key}"] = name
-        if name.startswith("--profile"):
-            profile_sources = list(layer.profile_sources)
-        if name.startswith("--config"):
-            text = _read_text(config_file)
-            raw = config_mod._parse_toml(text, config_file or "") if text else {}
-            run_table = raw.get("run", {}) if isinstance(raw.get("run"), dict) else {}
-            if "fail_on" in run_table:
-                fail_on, sources["run.fail_on"] = layer.fail_on, name
-            if "level" in run_table:
-                level, sources["run.level"] = layer.level, name
+        sources.update({key: f"{RUN} ({origin})" for key, origin in base.origins.items()
+                        if not key.startswith(("run.", "expect.", "history."))})
+    new_profile = profile if profile is not None and profile != run_profile else None
+    if new_profile:
+        _drop_profile(recorded, run_profile, params, expect, sources)
+    given = _given(checks, new_profile, config_file, settings)
+    _merge(params, given.params)
+    for key, value in given.expect.to_dict().items():
+        if f"expect.{key}" in given.origins:
+            expect[key] = value
+    fail_on = given.fail_on if "run.fail_on" in given.origins else report.fail_on
+    level = given.level if "run.level" in given.origins else report.level
+    sources.update({key: origin for key, origin in given.origins.items()
+                    if not key.startswith("history.") and not key.endswith(".timeout") and key != "run.timeout"})
     config = config_mod.Config(params={k: v for k, v in params.items() if v}, expect=Expect(**expect),
-                               fail_on=fail_on, profile=effective_profile, profile_sources=profile_sources,
-                               level=level)
+                               fail_on=fail_on, profile=new_profile or run_profile,
+                               profile_sources=list(given.profile_sources) if new_profile else profile_sources,
+                               level=level, path=config_file, silence=given.silence)
+    config.origins = dict(sources)
+    config_mod.validate(config, checks)
     if not recorded:
         sources["note"] = ("recorded before preflight kept the run's --set values and config file: re-judged with "
                            "its profile, expectations, level and fail_on only")

@@ -99,7 +99,7 @@ class SshTransport(Transport):
         control_dir: str | None = None,
         config_file: str | None = None,
     ) -> SshTransport:
-        """A transport for a `preflight.cli.hosts.Host`; its own `python=` setting beats the run's default."""
+        """A transport for a `preflight.run.hosts.Host`; its own `python=` setting beats the run's default."""
         return cls(
             host.name, host.hostname, user=host.user, port=host.port, python=host.python or python,
             connect_timeout=connect_timeout, options=options, accept_new=accept_new,

@@ -122,7 +122,7 @@ def test_control_master_is_reused_and_closed(testbed3):
 
 
 def test_per_host_python_setting_is_used(testbed3, tmp_path):
-    from preflight.cli.hosts import parse_hosts
+    from preflight.run.hosts import parse_hosts
 
     node = testbed3.node(2)
     wrapper = tmp_path / "python-wrapper"

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.root
 
 # Two leaves under one top switch: n1 and n2 on leaf1, n3 on leaf2.
 TOPOLOGY_CONF = "SwitchName=leaf1 Nodes=n[1-2]\nSwitchName=leaf2 Nodes=n3\nSwitchName=top Switches=leaf[1-2]\n"
-SPECS = ("import json, sys\nfrom preflight.cli.nodes import allocation_nodes\n"
+SPECS = ("import json, sys\nfrom preflight.run.nodes import allocation_nodes\n"
          "print(json.dumps([n.spec() for n in allocation_nodes(sys.executable)]))\n")
 
 

@@ -10,7 +10,7 @@ import types
 import pytest
 
 from preflight_checks.gpu.rules import thermal_slowdown_text
-from preflight.cli.hosts import HostsFileError, nodes_from_arg, parse_hosts
+from preflight.run.hosts import HostsFileError, nodes_from_arg, parse_hosts
 from preflight_checks.collectives.nccl_tests import parse_json, parse_output
 from preflight.integrations.slurm import parse_show_node
 from preflight.launch.nccl_log import nccl_network

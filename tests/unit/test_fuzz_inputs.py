@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from preflight.cli.hosts import HostsFileError, load_hosts
+from preflight.run.hosts import HostsFileError, load_hosts
 from preflight.cli.main import cli
 from preflight.core import config as config_mod
 from preflight.core.compare import attach

@@ -282,7 +282,7 @@ def _nvidia_smi(path: Path, text: str, expect: dict) -> None:
 
 
 def _hostlist(path: Path, text: str, expect: dict) -> None:
-    from preflight.cli.hosts import load_hosts, nodes_from_arg
+    from preflight.run.hosts import load_hosts, nodes_from_arg
 
     if "hosts" in expect:  # a hosts file
         hosts = nodes_from_arg(str(path))

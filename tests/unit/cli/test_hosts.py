@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.cli.hosts import MAX_HOSTS_PER_LINE, Host, HostsFileError, load_hosts, parse_hosts
+from preflight.run.hosts import MAX_HOSTS_PER_LINE, Host, HostsFileError, load_hosts, parse_hosts
 
 
 def names(text: str) -> list[str]:
@@ -181,7 +181,7 @@ def test_underscore_ranges_expand():
 def test_nodes_takes_a_node_set_or_a_file_and_refuses_what_is_neither(tmp_path):
     from click.testing import CliRunner
 
-    from preflight.cli.hosts import nodes_from_arg
+    from preflight.run.hosts import nodes_from_arg
     from preflight.cli.main import cli
 
     assert [h.name for h in nodes_from_arg("gpu[001-003,007]")] == ["gpu001", "gpu002", "gpu003", "gpu007"]
@@ -197,8 +197,8 @@ def test_nodes_takes_a_node_set_or_a_file_and_refuses_what_is_neither(tmp_path):
 
 
 def test_nodes_are_named_without_their_port_unless_two_share_an_address(tmp_path):
-    from preflight.cli.hosts import load_hosts
-    from preflight.cli.run import without_ports
+    from preflight.run.hosts import load_hosts
+    from preflight.run.nodes import without_ports
 
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("gpu01:2222\nubuntu@10.0.0.7:2200\n127.0.0.1:2201\n127.0.0.1:2202\n[fd00::7]:22\ngpu02\n")

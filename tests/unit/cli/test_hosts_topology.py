@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.cli.hosts import HostsFileError, parse_hosts
+from preflight.run.hosts import HostsFileError, parse_hosts
 from preflight.launch.topology import topology_from_specs
 
 
@@ -33,7 +33,7 @@ def test_group_and_rack_together_or_twice_are_refused():
 
 
 def test_the_group_reaches_the_node_spec_of_the_cluster_checks(tmp_path):
-    from preflight.cli.run import _nodes_from_file
+    from preflight.run.nodes import hosts_nodes as _nodes_from_file
 
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("n[1-2] group=leafA\nn3 rack=leafB\nn4\n")

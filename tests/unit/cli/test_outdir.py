@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 
 from preflight.cli.main import cli
-from preflight.cli.outdir import OWNED_FILES, run_directory
+from preflight.run.outdir import OWNED_FILES, run_directory
 from preflight.reporters import json_report
 
 MOMENT = dt.datetime(2026, 11, 29, 10, 0, 0, tzinfo=dt.timezone.utc)
@@ -56,7 +56,7 @@ def test_report_rerenders_into_a_directory_without_leaving_other_formats_behind(
 
 def test_report_without_out_writes_beside_its_input_and_never_moves_latest(tmp_path, sample_report, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    from preflight.cli.outdir import run_directory
+    from preflight.run.outdir import run_directory
 
     run = run_directory("preflight-report", per_run=True)
     (run / "results.json").write_text(json_report.render(sample_report))
@@ -121,7 +121,7 @@ def test_run_without_out_writes_its_own_directory(tmp_path, monkeypatch):
 
 def test_no_report_of_an_earlier_run_in_any_format_stays_beside_a_new_verdict(tmp_path, sample_report):
     """A GO run wrote preflight.prom (and a plugin's CSV); a NO-GO run into the same --out must not leave them."""
-    from preflight.cli.outdir import owned_files
+    from preflight.run.outdir import owned_files
 
     good = tmp_path / "good.json"
     good.write_text(json_report.render(make_report_go()))
@@ -150,7 +150,7 @@ def make_report_go():
 
 def test_the_run_directory_is_absolute_whatever_the_working_directory(tmp_path, monkeypatch):
     # A check hands paths under it to programs started in other working directories (the GPU probe).
-    from preflight.cli.outdir import run_directory
+    from preflight.run.outdir import run_directory
 
     monkeypatch.chdir(tmp_path)
     assert run_directory("preflight-report", per_run=True).is_absolute()

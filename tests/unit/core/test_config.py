@@ -78,7 +78,9 @@ def test_cli_setting_errors():
 
 def test_init_template_covers_every_check_and_parses_back_uncommented():
     checks = discover().checks
-    text = cfg.render_init(checks)
+    from preflight.core.config_init import render_init
+
+    text = render_init(checks)
     for check_id in checks:
         assert f'[checks."{check_id}"]' in text
     # Uncommenting every setting that has a default must give a valid config holding those defaults.

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from preflight.core import config as config_mod
+from preflight.core.config_init import render_init
 from preflight.core import levels
 from preflight.core.results_file import SCHEMA_PATH
 from preflight.core.check import Check
@@ -115,7 +116,7 @@ def test_run_level_in_the_file_is_validated(tmp_path):
     with pytest.raises(config_mod.ConfigError, match="quick, standard, thorough"):
         config_mod.parse('[run]\nlevel = "fast"\n', CHECKS)
     assert config_mod.parse('[run]\nlevel = "thorough"\n', CHECKS).level == "thorough"
-    assert 'level = "standard"' in config_mod.render_init(CHECKS)
+    assert 'level = "standard"' in render_init(CHECKS)
 
 
 def test_level_overrides_reach_the_agent_job_and_skips_are_recorded(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.cli import nodes as cli_nodes
+from preflight.run import nodes as cli_nodes
 from preflight.integrations import slurm
 from preflight.core.model import CLUSTER_NODE, Finding, NodeInfo, Scope, Status
 from preflight.transport import transport_from_spec
@@ -235,7 +235,7 @@ def test_slurm_outside_an_allocation_and_with_nodes_is_a_usage_error(tmp_path):
 
 
 def test_the_hook_runs_only_the_cheap_node_checks():
-    from preflight.cli.healthcheck import hook_check_ids
+    from preflight.run.hook import hook_check_ids
     from preflight.core.registry import discover
 
     ids = hook_check_ids(discover().checks)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from preflight.core.check import Expect
-from preflight.launch.topology import (
-    LABELS_KEY, SWITCH_KEY, TOPOLOGY_LABELS, parse_scontrol_topology, slurm_leaf_switches, topology_from_specs,
-    topology_labels, topology_of,
+from preflight.integrations.topology import (
+    LABELS_KEY, SWITCH_KEY, TOPOLOGY_LABELS, parse_scontrol_topology, slurm_leaf_switches, topology_labels,
 )
+from preflight.launch.topology import topology_from_specs, topology_of
 from preflight.run.context import ClusterContext
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "slurm_topology"
@@ -90,7 +90,7 @@ def test_the_query_asks_for_whole_lines_and_keeps_only_the_runs_nodes():
 
 
 def test_an_allocation_gives_each_node_its_leaf_switch_in_the_spec():
-    from preflight.cli.nodes import allocation_nodes
+    from preflight.run.nodes import allocation_nodes
 
     text = (DATA / "k8s_workers_three_levels.txt").read_text(encoding="utf-8")
 
@@ -114,7 +114,7 @@ def kube_node(name: str, labels: dict[str, str]):
 
 
 def test_kubernetes_labels_become_groups_and_a_zone_alone_does_not():
-    from preflight.cli.k8s import _topology
+    from preflight.run.nodes import k8s_topology as _topology
     from preflight.integrations.kubernetes.nodes import from_node
 
     zone = {"topology.kubernetes.io/zone": "us-east-1a", "kubernetes.io/hostname": "a"}

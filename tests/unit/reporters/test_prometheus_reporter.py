@@ -86,3 +86,15 @@ def test_textfile_dir_gets_preflight_prom_atomically(tmp_path, monkeypatch):
     bad = CliRunner().invoke(cli, ["run", "--checks", "node.environment", "--out", "out2",
                                    "--textfile-dir", str(tmp_path / "missing")])
     assert bad.exit_code == 2 and "--textfile-dir" in bad.output
+
+
+def test_the_text_is_byte_for_byte_what_prometheus_client_writes(sample_report):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from preflight.reporters.prometheus import _RunCollector
+
+    odd = make_result("node.environment", 'n"1\\x', Status.FAIL, "line one\nline two")  # every escape at once
+    sample_report.add(odd)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_RunCollector(sample_report))
+    assert renderer("prometheus")(sample_report) == generate_latest(registry).decode()

@@ -27,8 +27,7 @@ def run_with(tmp_path: Path, settings: list[str], **fields) -> Path:
         setattr(config, key, value)
     report = recorded_run()
     report.nodes[0].slots = None  # no hosts-file slots: the expectation, not the hosts file, says how many GPUs
-    report.judged_with = record_judging(config, CHECKS, profile=None, config_file=None, settings=settings,
-                                        flags={})
+    report.judged_with = record_judging(config, CHECKS)
     report.expect, report.fail_on = config.expect.to_dict(), config.fail_on
     judged = rejudge_report(report, discover(), config, source="the run", how={})  # what the run itself decided
     judged.rejudged = None

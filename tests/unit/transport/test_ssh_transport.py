@@ -15,7 +15,7 @@ import tempfile
 
 import pytest
 
-from preflight.cli.hosts import parse_hosts
+from preflight.run.hosts import parse_hosts
 from preflight.transport import transport_from_spec
 from preflight.transport.ssh import MAX_CONTROL_DIR_CHARS, SshTransport
 

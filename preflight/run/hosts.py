@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from preflight.launch.topology import valid_group_name
+from preflight.integrations.topology import valid_group_name
 
 # A range such as [1-1000000] would expand into a million hosts; no real hosts file needs more than
 # this per line, and a typo should fail loudly instead of exhausting memory.

@@ -1,14 +1,13 @@
 """Fleet history around one run, for `preflight run` and `preflight healthcheck --history`: the place of
 the run's headline figures among earlier runs, attached to its report before the reports are written,
 and the run recorded after them. Both are best effort: a store that is missing, locked, corrupt or
-unreachable is one warning line on stderr, never a different verdict or exit code."""
+unreachable is one warning (handed to `warn`), never a different verdict or exit code."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
-
-import click
 
 
 def history_url(config: Any) -> str | None:
@@ -16,25 +15,21 @@ def history_url(config: Any) -> str | None:
     return config.history_url or os.environ.get("PREFLIGHT_HISTORY_URL") or None
 
 
-def wanted(config: Any, off: bool) -> bool:
-    return not off and bool(config.history_enabled)
-
-
-def attach_context(report: Any, config: Any) -> None:
+def attach_context(report: Any, config: Any, warn: Callable[[str], None]) -> None:
     """Set report.history from the earlier runs in the store (this run is not recorded yet, so it is
     not among them); on a problem, warn and leave it unset."""
     from preflight.history import report_context
 
     context, warning = report_context(report.to_dict(), history_url(config))
     if warning:
-        click.echo(f"preflight: warning: {warning}", err=True)
+        warn(warning)
     report.history = context
 
 
-def record(report: Any, config: Any) -> None:
+def record(report: Any, config: Any, warn: Callable[[str], None]) -> None:
     """Record the run in fleet history; a store problem is a warning."""
     from preflight.history import record_run
 
     warning = record_run(report.to_dict(), history_url(config))
     if warning:
-        click.echo(f"preflight: warning: {warning}", err=True)
+        warn(warning)

@@ -1,11 +1,12 @@
-"""healthcheck's choices, judged without running anything: what runs, in how much time, and what drains."""
+"""The rules of a hook run (preflight.run.hook), judged without running anything: what runs, in how
+much time, and what drains."""
 
 from __future__ import annotations
 
 import pytest
 
-from preflight.cli import healthcheck as hc
-from preflight.cli.options import UsageProblem
+from preflight.run import hook as hc
+from preflight.run.request import RunProblem as UsageProblem
 from preflight.core import config as config_mod
 from preflight.core.model import Finding, Status
 from preflight.core.registry import LoadError, Registry, discover
@@ -84,3 +85,14 @@ def test_only_a_measured_blocking_finding_of_this_node_drains():
     errored = make_result("gpu.visibility", "n1", Status.ERROR, "the torch probe would get 0 s")
     assert hc.drain_worthy(make_report([errored]), "n1") == []
     assert hc.drain_worthy(make_report([failed, errored]), "n1") == [("node.environment", "node.environment.shm-small")]
+
+
+def test_the_exit_code_is_1_only_for_a_finding_of_this_node_and_the_hook_level_is_set_before_set():
+    failed = make_result("node.environment", "n1", Status.FAIL, "shm small",
+                         findings=[Finding("node.environment.shm-small", Status.FAIL, "shm small")])
+    assert hc.exit_code(make_report([failed]), "n1") == hc.EXIT_DRAIN
+    assert hc.exit_code(make_report([failed]), "n2") == hc.EXIT_HEALTHY
+    config = config_mod.Config()
+    hc.shape_config(config)
+    config_mod.apply_cli_settings(config, ["node.environment.min_shm_gib=1"], REGISTRY.checks)
+    assert config.level == "quick" and config.origins["node.environment.min_shm_gib"] == "--set"

@@ -1,0 +1,135 @@
+"""Which nodes a run checks (nodes_for): this machine, a hosts file or node set, the Slurm
+allocation it runs in, or the nodes of a Kubernetes cluster. Each becomes a NodeTarget: its
+transport, the GPUs it should have, and where it sits in the network (preflight.integrations.topology)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import uuid
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from preflight.integrations.slurm import (
+    NodeState, Runner, SlurmError, allocation_from_env, expand_nodelist, outside_allocation_message, show_nodes,
+)
+from preflight.integrations.topology import LABELS_KEY, SWITCH_KEY, slurm_leaf_switches, topology_labels
+from preflight.run.request import HOSTS, K8S, SLURM, RunProblem, RunRequest
+from preflight.run.runner import NodeTarget
+from preflight.transport.process import run_command
+
+
+def nodes_for(request: RunRequest, run_id: str = "", env: Mapping[str, str] | None = None,
+              run: Runner = run_command) -> list[NodeTarget]:
+    """The nodes the request names; RunProblem (exit 2) saying what to do when it cannot name them."""
+    source = request.node_source
+    if source == K8S:
+        return k8s_nodes(request, run_id)
+    if source == SLURM:
+        python = request.remote_python if request.remote_python_given else sys.executable
+        try:
+            return nodes_for_run(bool(request.nodes_file), request.slurm, python, list(request.argv), env, run)
+        except (SlurmError, ValueError) as exc:
+            raise RunProblem(str(exc)) from None
+    if source == HOSTS:
+        return hosts_nodes(str(request.nodes_file), request.remote_python, list(request.ssh_options),
+                           request.ssh_accept_new)
+    from preflight.transport import LocalTransport
+
+    name = request.hook.node if request.hook is not None and request.hook.node else None
+    return [NodeTarget(LocalTransport(name=name) if name else LocalTransport())]
+
+
+def new_run_id() -> str:
+    """A run's own name among the objects it leaves in a Kubernetes namespace."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+# -- a hosts file or node set ---------------------------------------------------------------------
+
+
+def hosts_nodes(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[NodeTarget]:
+    from preflight.run.hosts import HostsFileError, nodes_from_arg
+    from preflight.transport.ssh import SshTransport
+
+    try:
+        hosts = without_ports(nodes_from_arg(path))
+        return [NodeTarget(SshTransport.from_host(host, python=remote_python, options=ssh_options,
+                                                  accept_new=accept_new), slots=host.slots,
+                           topology={"group": host.group} if host.group else {}) for host in hosts]
+    except HostsFileError as exc:
+        raise RunProblem(str(exc)) from None
+    except ValueError as exc:  # an --ssh-option that is not Key=Value
+        raise RunProblem(str(exc)) from None
+
+
+def without_ports(hosts: list[Any]) -> list[Any]:
+    """Hosts named by their address alone (`gpu01`, not `gpu01:2222`) in every report, unless two of
+    them share an address: then the port tells them apart."""
+    shared = {h.hostname for h in hosts if sum(1 for o in hosts if o.hostname == h.hostname) > 1}
+    return [h if h.hostname in shared or h.port is None else dataclasses.replace(h, name=h.hostname) for h in hosts]
+
+
+# -- Slurm ----------------------------------------------------------------------------------------
+
+
+def allocation_nodes(python: str, env: Mapping[str, str] | None = None, run: Runner = run_command) -> list:
+    """One SlurmTransport per node of the allocation, named as Slurm names it, at its NodeAddr, with its
+    leaf switch when Slurm has a topology plugin."""
+    from preflight.transport.slurm import SlurmTransport
+
+    allocation = allocation_from_env(env)
+    if allocation is None:
+        raise SlurmError("not inside a Slurm allocation")
+    names = expand_nodelist(allocation.nodelist, run)
+    states = show_nodes(names, run)
+    switches = slurm_leaf_switches(names, run)
+    return [NodeTarget(SlurmTransport(name, states.get(name, NodeState(name)).address or name, python,
+                                      jobid=allocation.jobid),
+                       topology={SWITCH_KEY: switches[name]} if name in switches else {}) for name in names]
+
+
+def nodes_for_run(with_hosts_file: bool, slurm: bool, python: str, argv: list[str],
+                  env: Mapping[str, str] | None = None, run: Runner = run_command) -> list:
+    """The nodes `preflight run --slurm` checks; SlurmError saying what to do instead when it cannot."""
+    if not slurm:
+        raise SlurmError("--drain and --resume act on the nodes of a Slurm allocation: add --slurm")
+    if with_hosts_file:
+        raise SlurmError("--nodes and --slurm exclude each other: the allocation says which nodes to check")
+    if allocation_from_env(env) is None:
+        raise SlurmError(outside_allocation_message(argv))
+    return allocation_nodes(python, env, run)
+
+
+# -- Kubernetes -----------------------------------------------------------------------------------
+
+
+def k8s_nodes(request: RunRequest, run_id: str) -> list[NodeTarget]:
+    """One K8sTransport per node the API lists (GPU nodes, or --selector), named by its Kubernetes name."""
+    from preflight.integrations.kubernetes.api import KubernetesError, core_api
+    from preflight.integrations.kubernetes.nodes import discover
+    from preflight.transport.k8s import K8sTransport
+
+    k8s = request.k8s
+    assert k8s is not None
+    if request.nodes_file or request.slurm or request.drain or request.resume:
+        raise RunProblem("--k8s excludes --nodes and --slurm: the API server says which nodes to check")
+    if not k8s.image:
+        raise RunProblem("--k8s needs --image: the training image, with preflight installed, to run the checks in")
+    namespace = k8s.namespace or "default"
+    try:
+        found = discover(core_api(k8s.context), k8s.selector)
+    except KubernetesError as exc:
+        raise RunProblem(str(exc)) from None
+    return [NodeTarget(K8sTransport(n.name, n.address, request.remote_python, namespace=namespace, image=k8s.image,
+                                    run_id=run_id, context=k8s.context, gpus=n.gpu_allocatable,
+                                    start_timeout_s=k8s.start_timeout_s),
+                       slots=n.gpu_allocatable or None, topology=k8s_topology(n.labels))
+            for n in found]
+
+
+def k8s_topology(labels: dict[str, str]) -> dict[str, Any]:
+    """The node's network-locality labels, for its spec (preflight.launch.topology reads them)."""
+    found = topology_labels(labels)
+    return {LABELS_KEY: found} if found else {}
