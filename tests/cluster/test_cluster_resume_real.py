@@ -1,0 +1,71 @@
+"""checkpoint.cluster_resume on the namespace test bed: torchrun across two nodes over ssh, a node's
+training processes SIGKILLed between two checkpoints, the job restarted by torchrun and resumed from
+shared storage (a directory under /tmp is one directory in every namespace). One bed of two nodes is
+shared by the tests of this module; the non-shared variant has its own (n2 with a private tmpfs)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from preflight.core.model import Status
+from preflight.run import faults
+from preflight.run.execute import execute
+from tests.cluster.testbed import TestBed, unavailable_reason
+
+pytestmark = [pytest.mark.root, pytest.mark.torch]
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def bed2():
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"multi-node test bed unavailable: {reason}")
+    bed = TestBed(2)
+    try:
+        bed.start()
+        yield bed
+    finally:
+        bed.stop()
+
+
+@pytest.fixture
+def shared_dir():
+    path = Path(tempfile.mkdtemp(prefix="pft-resume-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def run_check(ctx, directory, **overrides):
+    from preflight_checks.checkpoint.cluster_resume import CheckpointClusterResume
+
+    check = CheckpointClusterResume()
+    params = check.params_from({"dir": str(directory), "rdzv_timeout_s": 40, "pg_timeout_s": 40, **overrides})
+    start = time.monotonic()
+    result = execute(check, ctx, params, ctx.expect, node="cluster")
+    return result, time.monotonic() - start
+
+
+def leftovers(bed, node) -> list[str]:
+    return [cmd for _, cmd in bed.processes(node) if not cmd.startswith("sshd")]
+
+
+def ids(result) -> list[str]:
+    return [f.id for f in result.findings]
+
+
+def test_losing_a_node_that_is_not_rank_0s_resumes_exactly(bed2, cluster_context, shared_dir):
+    result, elapsed = run_check(cluster_context(bed2, timeout_s=200), shared_dir)
+    assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
+    assert result.facts["kill_node"] == "n2"
+    line = {m.name: m.value for m in result.measurements}
+    assert line["final weights equal an uninterrupted run"] == "yes"
+    assert line["steps lost"] == 5  # killed after step 15, resumed from the step-10 checkpoint
+    assert all(result.facts["cleanup"].values()) and list(shared_dir.iterdir()) == []
+    assert [leftovers(bed2, n) for n in bed2.nodes] == [[], []]
+    assert elapsed < 150
