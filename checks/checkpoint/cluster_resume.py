@@ -194,9 +194,8 @@ def judge(check: type[Check] | Check, facts: dict[str, Any], params: Params) -> 
         found("kill-not-reached", Status.ERROR, f"the training run never reached step {params.kill_at_step}, where "
               f"{facts.get('kill_node')} was to be lost" + (f" ({errors})" if errors else ""))
         return outcome_from_findings(findings, measurements, passed="", notes=details)
-    details.append(f"{kill['node']} lost after step {kill['step']} ({kill['phase']}): its {len(kill['ranks'])} "
-                   f"rank(s) {', '.join(map(str, kill['ranks']))} SIGKILLed at once; newest checkpoint before it: "
-                   f"step {line.get('saved_before_kill', 0)}")
+    details.append(f"{kill['node']} lost after step {kill['step']} ({kill['phase']}): every training process "
+                   f"on it SIGKILLed at once; newest checkpoint before it: step {line.get('saved_before_kill', 0)}")
     if not line["restarted_nodes"]:
         stopped = stopped_by_us(agents)
         if stopped:

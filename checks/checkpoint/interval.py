@@ -57,6 +57,9 @@ def sentence(p: dict[str, Any]) -> str:
     if p["interval_min"] is None:
         return f"a {days}: no failures expected at the stated rate, so checkpoints only guard against the unexpected"
     every = f"{p['interval_min']:.0f} min" if p["interval_min"] >= 1 else f"{p['interval_min'] * 60:.0f} s"
-    return (f"a {days}: about {p['interruptions']:.0f} interruption{'s' if round(p['interruptions']) != 1 else ''} "
-            f"expected; checkpoint every {every}; about {100 * p['lost_fraction']:.1f}% of the GPU time goes to "
-            "saving and redoing work")
+    count = p["interruptions"]
+    count_text = f"{count:.0f}" if count >= 10 else f"{count:.1f}"
+    lost = 100 * p["lost_fraction"]
+    lost_text = f"{lost:.1f}" if lost >= 1 else f"{lost:.2f}"
+    return (f"a {days}: about {count_text} interruption{'' if count_text == '1' else 's'} expected; checkpoint "
+            f"every {every}; about {lost_text}% of the GPU time goes to saving and redoing work")

@@ -6,9 +6,10 @@ node, and resumes: the worker of checkpoint.cluster_resume, started by torchrun 
         [--kill-phase train|save] [--no-atomic]
     python -m preflight.workers.resume_train --cleanup DIR
 
-The run is deterministic: the model starts from the seed, and the batch of rank r at step s is drawn
+The run is deterministic: the model starts from the seed, the batch of rank r at step s is drawn
 from a generator seeded by (seed, s, r), so a run that resumes at step s sees the data an
-uninterrupted run sees. Its final weights and optimizer state are hashed (sha256); the check
+uninterrupted run sees, and gradients are averaged in rank order (`ordered_mean`), so the sums do
+not depend on which node holds which rank after a restart. Its final weights and optimizer state are hashed (sha256); the check
 compares the digest with that of a run that was never interrupted.
 
 Checkpoints: every `--save-every` steps each rank saves its part (the model and optimizer, which DCP
@@ -110,6 +111,24 @@ def batch(seed: int, step: int, rank: int, device: str):
     return inputs.to(device), labels.to(device)
 
 
+def ordered_mean(_state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects other annotations
+    """DDP communication hook: gradients averaged in rank order. The batch of rank r is the same
+    wherever rank r runs, so the sum no longer depends on which node holds which rank after a restart
+    (a ring all-reduce adds in an order set by the ranks' places in the ring)."""
+    import torch
+    import torch.distributed as dist
+
+    tensor = bucket.buffer()
+    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, tensor)
+    total = parts[0].clone()
+    for part in parts[1:]:
+        total += part
+    future: Any = torch.futures.Future()
+    future.set_result(total / len(parts))
+    return future
+
+
 def digest(state: dict[str, Any]) -> str:
     """sha256 over every tensor of a (nested) state dict, in key order."""
     import torch
@@ -197,6 +216,7 @@ def train(args: argparse.Namespace) -> None:
     elems = max(1, int(args.payload_mb * 1e6 / 4 / me.world))
     model, optimizer, payload = build(args.seed, elems, me.rank, device)
     ddp = DistributedDataParallel(model)
+    ddp.register_comm_hook(None, ordered_mean)
     atomic = not args.no_atomic
 
     def state() -> dict[str, Any]:
@@ -261,6 +281,7 @@ def train(args: argparse.Namespace) -> None:
     began = time.monotonic()
     fresh, fresh_optimizer, _ = build(args.seed, 1, me.rank, device)
     fresh_ddp = DistributedDataParallel(fresh)
+    fresh_ddp.register_comm_hook(None, ordered_mean)
     for step in range(1, args.steps + 1):
         inputs, labels = batch(args.seed, step, me.rank, device)
         fresh_optimizer.zero_grad(set_to_none=True)

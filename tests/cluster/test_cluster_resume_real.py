@@ -69,3 +69,43 @@ def test_losing_a_node_that_is_not_rank_0s_resumes_exactly(bed2, cluster_context
     assert all(result.facts["cleanup"].values()) and list(shared_dir.iterdir()) == []
     assert [leftovers(bed2, n) for n in bed2.nodes] == [[], []]
     assert elapsed < 150
+
+
+def test_losing_rank_0s_node_with_two_ranks_on_it_resumes_exactly(bed2, cluster_context, shared_dir):
+    result, elapsed = run_check(cluster_context(bed2, timeout_s=200), shared_dir, kill_node="first", ranks_per_node=2)
+    assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
+    kills = [e for e in result.facts["events"] if e.get("event") == "kill"]
+    assert {e["node"] for e in kills} == {"n1"} and kills[0]["rank"] == 0
+    # Both of n1's ranks (0 and 1) died at once: both started again after the kill.
+    after = {(e["node"], e["rank"]) for e in result.facts["events"]
+             if e.get("event") == "start" and e["t"] > kills[0]["t"]}
+    assert {("n1", 0), ("n1", 1)} <= after
+    assert {m.name: m.value for m in result.measurements}["final weights equal an uninterrupted run"] == "yes"
+    assert [leftovers(bed2, n) for n in bed2.nodes] == [[], []]
+    assert elapsed < 150
+
+
+def test_without_elastic_restarts_the_job_ends(bed2, cluster_context, shared_dir):
+    result, elapsed = run_check(cluster_context(bed2, timeout_s=200), shared_dir, max_restarts=0)
+    assert result.status is Status.FAIL
+    assert ids(result) == ["checkpoint.cluster_resume.no-restart"], result.summary
+    assert [leftovers(bed2, n) for n in bed2.nodes] == [[], []]
+    assert elapsed < 120
+
+
+def test_a_save_cut_short_and_published_in_place_is_a_torn_checkpoint(bed2, cluster_context, shared_dir, monkeypatch):
+    monkeypatch.setenv(faults.ENV, faults.env_value({"checkpoint.cluster_resume": {"no_atomic": True}}))
+    result, elapsed = run_check(cluster_context(bed2, timeout_s=200), shared_dir, kill_phase="save", kill_at_step=20)
+    assert result.status is Status.FAIL
+    assert "checkpoint.cluster_resume.torn-checkpoint" in ids(result), result.summary
+    assert list(shared_dir.iterdir()) == []
+    assert elapsed < 150
+
+
+def test_a_directory_that_is_not_shared_is_named(make_testbed, cluster_context, shared_dir):
+    bed = make_testbed(2, private_dirs={2: [str(shared_dir)]})
+    result, elapsed = run_check(cluster_context(bed, timeout_s=200), shared_dir, payload_mb=2)
+    assert result.status is Status.FAIL
+    assert {"checkpoint.cluster_resume.not-shared", "checkpoint.cluster_resume.resume-step-differs"} <= set(ids(result)), \
+        result.summary
+    assert elapsed < 150
