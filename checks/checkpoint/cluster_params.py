@@ -63,6 +63,8 @@ FIX_SHARED = ("Point the checkpoint directory at a filesystem mounted on every n
 REMEDIATION = (FIX_RESTART, FIX_NOTICE, FIX_ATOMIC, FIX_SHARED)
 FIXES = {
     **TOO_FEW_NODES_FIXES,
+    "no-dir": ("Set the shared checkpoint directory: [checkpoint] dir = \"/shared/checkpoints\" in preflight.toml, or "
+               "--set checkpoint.cluster_resume.dir=/shared/checkpoints."),
     "too-few-usable": "Install torch for the Python preflight runs on at least two nodes.",
     "no-backend": 'Run with backend = "gloo", or give every node GPUs and a torch built with NCCL.',
     "unknown-node": 'Set kill_node to "first", "last" or a node name of the hosts file.',

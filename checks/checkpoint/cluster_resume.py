@@ -41,6 +41,10 @@ from preflight_checks.checkpoint.interval import DEFAULT_FAILURES_PER_NODE_DAY, 
 
 MODULE = "resume_train"
 RUN_PREFIX = "preflight-resume-"
+# Said in every report, so nobody reads the verdict as covering TensorFlow jobs.
+TENSORFLOW_NOTE = ("TensorFlow is not measured by this check: MultiWorkerMirroredStrategy has no launcher that "
+                   "restarts a lost worker (the scheduler must start every worker again with its TF_CONFIG, and "
+                   "BackupAndRestore then restores the epoch), and this check does not play that scheduler yet")
 
 
 def victim(nodes: list[str], choice: str) -> str | None:
@@ -240,6 +244,7 @@ def judge(check: type[Check] | Check, facts: dict[str, Any], params: Params) -> 
         if not same:
             found("weights-differ", Status.FAIL, "the resumed job's final weights and optimizer state differ from an "
                   "uninterrupted run's" + ("" if result.get("ranks_agree") else " (and the ranks disagree)"))
+    details.append(TENSORFLOW_NOTE)
     advice = interval_advice(line, facts, params)
     if advice:
         measurements += advice[0]
