@@ -75,8 +75,8 @@ class CheckpointClusterResume(Check):
                                 "more"},
               "thorough": {"timeout": 600, "steps": 60, "payload_mb": 256.0, "kill_at_step": 35}}
 
-    def expected_to_run(self, expect: Expect) -> bool:
-        return bool(expect.nodes and expect.nodes > 1)
+    # Not expected_to_run: without a shared directory it has nothing to resume from, and says so
+    # (SKIP, no-dir) without blocking; with one, a run that fails is ERROR or FAIL and blocks.
 
     # -- collect -------------------------------------------------------------------------------
 
