@@ -17,6 +17,9 @@ VENV="${PREFLIGHT_VENV:-.venv-test}"
 PYTHON="${PYTHON:-python3}"
 TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
 TENSORFLOW_SPEC="${TENSORFLOW_SPEC:-tensorflow-cpu==2.21.0}"
+# Keras 2 for tf.distribute.MultiWorkerMirroredStrategy in model.fit (checkpoint.cluster_resume): the Keras 3 of
+# TensorFlow 2.16+ does not run model.fit under it.
+TF_KERAS_SPEC="${TF_KERAS_SPEC:-tf-keras==2.21.0}"
 # A second environment with another torch: one test-bed node runs it, and versions.consistency must
 # name that node. 2.14.1 is a CUDA build (about 5 GB) that runs on the CPU too.
 DRIFT_VENV="${PREFLIGHT_DRIFT_VENV:-.venv-test-drift}"
@@ -41,7 +44,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 "$VENV/bin/python" -m pip uninstall -q -y preflight >/dev/null 2>&1 || true  # renamed preflight-cluster
-"$VENV/bin/python" -m pip install -q "$TORCH_SPEC" "$TENSORFLOW_SPEC" -e '.[test]'
+"$VENV/bin/python" -m pip install -q "$TORCH_SPEC" "$TENSORFLOW_SPEC" "$TF_KERAS_SPEC" -e '.[test]'
 "$VENV/bin/python" -m pip install -q --no-deps -e tests/plugins/preflight-example
 
 if [ ! -x "$DRIFT_VENV/bin/python" ]; then

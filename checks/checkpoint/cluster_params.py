@@ -38,6 +38,11 @@ class Params:
     socket_ifname: str | None = param(None, kind="text",
                                       help="interface for gloo and NCCL sockets (GLOO/NCCL_SOCKET_IFNAME); unset: found")
     env: dict[str, str] = param(kind="table", factory=dict, help="extra environment variables for torchrun on every node")
+    # TensorFlow: MultiWorkerMirroredStrategy with BackupAndRestore, one worker lost after tf_kill_epoch.
+    tensorflow: bool = param(True, kind="flag",
+                             help="also lose a TensorFlow worker where TensorFlow and tf_keras are installed (true/false)")
+    tf_epochs: int = param(6, kind="count", minimum=2, help="epochs of the TensorFlow run (count)")
+    tf_kill_epoch: int = param(2, kind="count", help="epoch after which a TensorFlow worker is lost (epoch number)")
     # How often to checkpoint: the planned job, and the failure rate ([job] nodes and days in preflight.toml).
     job_nodes: int | None = param(None, kind="count", minimum=1,
                                   help="nodes of the planned training job (count); unset: this run's nodes")
@@ -81,6 +86,14 @@ FIXES = {
     "resume-failed": "Read the ranks' errors in the details and the torchrun output in the evidence.",
     "weights-differ": ("Save and restore everything training depends on: model, optimizer, step, the data order and "
                        "random-number states; load with the same world size and sharding."),
+    "tensorflow-failed": "Read the TensorFlow workers' output in the evidence (TF_CONFIG addresses, ports, tf_keras).",
+    "tensorflow-never-noticed": ("Let the coordination service notice lost workers: keep its heartbeats on (the "
+                                 "default) and bound collectives (tf.distribute.experimental.CommunicationOptions("
+                                 "timeout_seconds=...))."),
+    "tensorflow-from-zero": ("Give model.fit the BackupAndRestore callback with a backup_dir on shared storage, the "
+                             "same path for every worker, and restart every worker after a failure."),
+    "tensorflow-weights-differ": ("Seed everything (keras.utils.set_random_seed) and keep the data order per epoch "
+                                  "fixed, so that a resumed epoch sees the data an uninterrupted one sees."),
     "slow-resume": ("Faster restarts: keep the training image and data cached on the nodes, load checkpoints in "
                     "parallel from every rank (torch.distributed.checkpoint), and shorten rendezvous timeouts."),
 }

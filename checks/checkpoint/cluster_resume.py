@@ -37,16 +37,11 @@ from preflight.run.context import ClusterContext
 from preflight.run.faults import fault
 from preflight_checks.checkpoint.cluster_events import agent_facts, stopped_by_us, timeline
 from preflight_checks.checkpoint.cluster_params import FIXES, REMEDIATION, Params
+from preflight_checks.checkpoint.cluster_tf import judge_tensorflow, run_tensorflow
 from preflight_checks.checkpoint.interval import DEFAULT_FAILURES_PER_NODE_DAY, DEFAULT_SOURCE, plan, sentence
 
 MODULE = "resume_train"
 RUN_PREFIX = "preflight-resume-"
-# Said in every report, so nobody reads the verdict as covering TensorFlow jobs.
-TENSORFLOW_NOTE = ("TensorFlow is not measured by this check: MultiWorkerMirroredStrategy has no launcher that "
-                   "restarts a lost worker (the scheduler must start every worker again with its TF_CONFIG, and "
-                   "BackupAndRestore then restores the epoch), and this check does not play that scheduler yet")
-
-
 def victim(nodes: list[str], choice: str) -> str | None:
     """The node to lose: "first" (rank 0's), "last", or a node's name; None when it is not in the run. Pure."""
     if choice == "first":
@@ -69,7 +64,7 @@ class CheckpointClusterResume(Check):
     remediation = REMEDIATION
     fixes = FIXES
     Params = Params
-    timeout_s = 300.0
+    timeout_s = 480.0
     config_aliases = {"job.nodes": "job_nodes", "job.days": "job_days"}
     levels = {"quick": {"skip": "it starts torchrun on every node, loses one and waits for the restart, a minute or "
                                 "more"},
@@ -103,7 +98,8 @@ class CheckpointClusterResume(Check):
                 plan_[node]["env"].setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
         facts["plan"] = plan_
         run_dir = f"{params.dir.rstrip('/')}/{RUN_PREFIX}{uuid.uuid4().hex[:12]}"
-        budget = max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S - 35.0)  # 35 s kept for the clean-up
+        left = ctx.time_left() - SLACK_S - 35.0  # 35 s kept for the clean-up
+        budget = max(MIN_LAUNCH_S, left * (0.45 if params.tensorflow else 1.0))
         rdzv_s, _, pg_s = worker_timeouts(budget, params.rdzv_timeout_s, 3.0, params.pg_timeout_s)
         args = ["--dir", run_dir, "--steps", str(params.steps), "--save-every", str(params.save_every),
                 "--seed", str(params.seed), "--backend", choice["backend"], "--device", choice["device"],
@@ -124,8 +120,13 @@ class CheckpointClusterResume(Check):
         began = time.monotonic()
         try:
             agents = run_agents(ctx, specs, budget)
+            if params.tensorflow:
+                facts["tensorflow"] = run_tensorflow(ctx, usable, plan_, f"{run_dir}-tf", target, params,
+                                                     max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S - 35.0))
         finally:
             facts["cleanup"] = self._cleanup(ctx, usable, run_dir)
+            if params.tensorflow:
+                facts["cleanup_tf"] = self._cleanup(ctx, usable, f"{run_dir}-tf")
         facts["wall_s"] = round(time.monotonic() - began, 1)
         facts["events"] = [{**report, "from": node} for node, agent in agents.items()
                            for report in agent.get("reports", [])]
@@ -187,6 +188,10 @@ def judge(check: type[Check] | Check, facts: dict[str, Any], params: Params) -> 
     def found(kind: str, level: Status, message: str, node: str | None = None) -> None:
         findings.append(check.finding(kind, level, message, node=node))
 
+    if facts.get("tensorflow"):
+        tf_measurements, tf_details = judge_tensorflow(facts["tensorflow"], found)
+        measurements += tf_measurements
+        details += tf_details
     unshared = {n: seen for n, seen in line["visible"].items() if set(usable) - set(seen)}
     if unshared:
         found("not-shared", Status.FAIL, f"{facts.get('dir')} is not one directory on every node: "
@@ -244,7 +249,6 @@ def judge(check: type[Check] | Check, facts: dict[str, Any], params: Params) -> 
         if not same:
             found("weights-differ", Status.FAIL, "the resumed job's final weights and optimizer state differ from an "
                   "uninterrupted run's" + ("" if result.get("ranks_agree") else " (and the ranks disagree)"))
-    details.append(TENSORFLOW_NOTE)
     advice = interval_advice(line, facts, params)
     if advice:
         measurements += advice[0]

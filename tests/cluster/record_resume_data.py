@@ -5,7 +5,7 @@
 
 Two nodes over ssh; the unit tests judge these files. Cases: n2 lost between checkpoints (passes);
 no elastic restart (--max-restarts=0); n2 lost while saving, checkpoints published in place (torn);
-n2 with a private directory where n1 has the shared one.
+n2 with a private directory where n1 has the shared one; TensorFlow's worker 1 lost too.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ CASES = {
     "no-restart": ({"max_restarts": 0}, {}, {}),
     "torn": ({"kill_phase": "save", "kill_at_step": 20}, {"no_atomic": True}, {}),
     "not-shared": ({"payload_mb": 2}, {}, {2: True}),
+    "tensorflow": ({"tensorflow": True, "steps": 12, "save_every": 5, "kill_at_step": 7}, {}, {}),
 }
 
 
@@ -42,13 +43,14 @@ def record(name: str, overrides: dict, fault: dict, private: dict) -> None:
     try:
         bed.start()
         specs = [bed.transport(n.index, name=n.name).to_spec() for n in bed.nodes]
-        ctx = ClusterContext(nodes=specs, output_dir=scratch, scratch_dir=scratch, expect=Expect(), timeout_s=200)
+        ctx = ClusterContext(nodes=specs, output_dir=scratch, scratch_dir=scratch, expect=Expect(), timeout_s=300)
         if fault:
             import os
 
             os.environ[faults.ENV] = faults.env_value({"checkpoint.cluster_resume": fault})
         check = CheckpointClusterResume()
-        params = check.params_from({"dir": str(directory), "rdzv_timeout_s": 40, "pg_timeout_s": 40, **overrides})
+        params = check.params_from({"dir": str(directory), "rdzv_timeout_s": 40, "pg_timeout_s": 40, "tensorflow": False,
+                                    **overrides})
         result = execute(check, ctx, params, ctx.expect, node="cluster")
         facts = {k: v for k, v in result.facts.items() if k not in ("probes", "plan")}
         facts["_source"] = f"recorded on the network-namespace test bed (tests/cluster/record_resume_data.py): {name}"

@@ -45,7 +45,8 @@ def run_check(ctx, directory, **overrides):
     from preflight_checks.checkpoint.cluster_resume import CheckpointClusterResume
 
     check = CheckpointClusterResume()
-    params = check.params_from({"dir": str(directory), "rdzv_timeout_s": 40, "pg_timeout_s": 40, **overrides})
+    params = check.params_from({"dir": str(directory), "rdzv_timeout_s": 40, "pg_timeout_s": 40, "tensorflow": False,
+                                **overrides})
     start = time.monotonic()
     result = execute(check, ctx, params, ctx.expect, node="cluster")
     return result, time.monotonic() - start
@@ -109,3 +110,20 @@ def test_a_directory_that_is_not_shared_is_named(make_testbed, cluster_context, 
     assert {"checkpoint.cluster_resume.not-shared", "checkpoint.cluster_resume.resume-step-differs"} <= set(ids(result)), \
         result.summary
     assert elapsed < 150
+
+
+def test_tensorflow_loses_a_worker_and_resumes_from_backup_and_restore(bed2, cluster_context, shared_dir):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("tf_keras")
+    result, elapsed = run_check(cluster_context(bed2, timeout_s=300), shared_dir, tensorflow=True, steps=12,
+                                save_every=5, kill_at_step=7)
+    assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
+    seen = {m.name: m.value for m in result.measurements}
+    assert seen["TensorFlow final weights equal an uninterrupted run"] == "yes"
+    assert seen["TensorFlow failure noticed after"] > 0
+    first, second = result.facts["tensorflow"]["starts"]
+    assert [e["index"] for e in first["events"] if e.get("event") == "kill"] == [1]
+    assert min(e["epoch"] for e in second["events"] if e.get("event") == "epoch-begin") == 3
+    assert all(result.facts["cleanup_tf"].values()) and list(shared_dir.iterdir()) == []
+    assert [leftovers(bed2, n) for n in bed2.nodes] == [[], []]
+    assert elapsed < 240
