@@ -256,6 +256,8 @@ def judge(check: type[Check] | Check, facts: dict[str, Any], params: Params) -> 
     passed = (f"{kill['node']} lost after step {kill['step']}; the job noticed in {line.get('noticed_s')} s, resumed "
               f"from step {line.get('resumed_step')} in {line.get('resume_s')} s and ended bit for bit equal to an "
               "uninterrupted run")
+    if any(m.name.startswith("TensorFlow final") and m.value == "yes" for m in measurements):
+        passed += "; TensorFlow (MultiWorkerMirroredStrategy, BackupAndRestore) resumed equal too"
     if advice:
         passed += f"; {advice[2]}"
     return outcome_from_findings(findings, measurements, passed=passed, notes=details)

@@ -153,3 +153,46 @@ def test_recorded_facts_are_not_changed_by_judging():
     before = copy.deepcopy(facts)
     judge(facts)
     assert facts == before
+
+
+def tf_starts(facts: dict) -> tuple[list, list]:
+    first, second = facts["tensorflow"]["starts"]
+    return first["events"], second["events"]
+
+
+def test_tensorflow_resumes_from_backup_and_restore_and_ends_equal():
+    facts = recorded("tensorflow")
+    outcome = judge(facts)
+    assert outcome.status is Status.PASS, outcome.summary
+    seen = figures(outcome)
+    assert seen["TensorFlow final weights equal an uninterrupted run"] == "yes"
+    assert seen["TensorFlow failure noticed after"] > 0
+
+
+def test_tensorflow_findings_from_the_recorded_run_changed():
+    facts = recorded("tensorflow")
+    _, second = tf_starts(facts)
+    next(e for e in second if e.get("ok") is True)["reference_digest"] = "0" * 64
+    assert kinds(judge(facts)) == ["tensorflow-weights-differ"]
+    facts = recorded("tensorflow")
+    _, second = tf_starts(facts)
+    for e in second:
+        if e.get("event") == "epoch-begin":
+            e["epoch"] -= 3  # the restart began at epoch 0: nothing was restored
+    assert "tensorflow-from-zero" in kinds(judge(facts))
+    facts = recorded("tensorflow")
+    for agent in facts["tensorflow"]["starts"][0]["agents"].values():
+        agent["killed"] = True
+    assert kinds(judge(facts)) == ["tensorflow-never-noticed"]
+    facts = recorded("tensorflow")
+    facts["tensorflow"]["starts"][1]["events"] = [e for e in tf_starts(facts)[1] if e.get("ok") is not True]
+    assert kinds(judge(facts)) == ["tensorflow-failed"]
+
+
+def test_without_tf_keras_the_tensorflow_part_says_why_and_blocks_nothing():
+    facts = recorded("lost-n2")
+    reason = "Keras 3 (tf.keras in TensorFlow 2.16 and later) does not run model.fit under MultiWorkerMirroredStrategy"
+    facts["tensorflow"] = {"starts": [{"events": [{"skip": reason, "from": "n1"}], "agents": {}}]}
+    outcome = judge(facts)
+    assert outcome.status is Status.PASS
+    assert any(reason in d for d in outcome.details)
