@@ -21,7 +21,7 @@ def test_losing_rank_0s_node_in_a_slurm_allocation_resumes_exactly(make_slurm_be
     config = tmp_path / "preflight.toml"
     config.write_text(f'[expect]\nnodes = 2\n[checkpoint]\ndir = "{shared}"\n[job]\nnodes = 64\ndays = 14\n'
                       '[checks."checkpoint.cluster_resume"]\nkill_node = "first"\nrdzv_timeout_s = 40\n'
-                      'pg_timeout_s = 40\n')
+                      'pg_timeout_s = 40\ntensorflow = false\n')
     out = tmp_path / "out"
     proc = subprocess.run(["salloc", "-N2", sys.executable, "-m", "preflight", "run", "--slurm", "--config", str(config),
                            "--checks", "checkpoint.cluster_resume", "--out", str(out)], cwd=tmp_path,
