@@ -20,6 +20,9 @@ PYTHON="${PYTHON:-python3}"
 # machine with the +cpu wheel on disk or in its index needs nothing.
 TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0+cpu}"
 TENSORFLOW_SPEC="${TENSORFLOW_SPEC:-tensorflow-cpu==2.21.0}"
+# Keras 2 for tf.distribute.MultiWorkerMirroredStrategy in model.fit (checkpoint.cluster_resume): the Keras 3 of
+# TensorFlow 2.16+ does not run model.fit under it.
+TF_KERAS_SPEC="${TF_KERAS_SPEC:-tf-keras==2.21.0}"
 # A second environment with another torch: one test-bed node runs it, and versions.consistency must
 # name that node. 2.14.1 is a CUDA build (about 5 GB) that runs on the CPU too.
 DRIFT_VENV="${PREFLIGHT_DRIFT_VENV:-.venv-test-drift}"
@@ -44,9 +47,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 "$VENV/bin/python" -m pip uninstall -q -y preflight >/dev/null 2>&1 || true  # renamed preflight-cluster
-if ! "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" "$TENSORFLOW_SPEC" -e '.[test]'; then
-    echo "scripts/test.sh: could not install $TORCH_SPEC $TENSORFLOW_SPEC: for torch's CPU build, set" \
-         "PIP_EXTRA_INDEX_URL to PyTorch's CPU index, or choose another with TORCH_SPEC" >&2
+if ! "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" "$TENSORFLOW_SPEC" "$TF_KERAS_SPEC" -e '.[test]'; then
+    echo "scripts/test.sh: could not install $TORCH_SPEC $TENSORFLOW_SPEC $TF_KERAS_SPEC: for torch's CPU build," \
+         "set PIP_EXTRA_INDEX_URL to PyTorch's CPU index, or choose another with TORCH_SPEC" >&2
     exit 1
 fi
 "$VENV/bin/python" -m pip install -q --no-deps -e tests/plugins/preflight-example

@@ -282,7 +282,8 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
         else:
             # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
             area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
-            if not area:
+            aliased = {k.split(".", 1)[1] for c in checks.values() for k in c.config_aliases if k.split(".")[0] == section}
+            if not area and not aliased:
                 areas = {cid.split(".", 1)[0] for cid in checks}
                 fail("unknown section; expected [run], [expect], [history], [silence], [checks.\"<id>\"] or a check "
                      f"area such as [{sorted(areas)[0]}]"
@@ -290,7 +291,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
             _expect_table(body, section, fail)
             for key, value in body.items():
                 takers = [c for c in area if key in _param_fields(c) or key in COMMON_CHECK_KEYS]
-                if not takers:
+                if not takers and key not in aliased:
                     known = {k for c in area for k in _param_fields(c)}
                     fail(f"no {section}.* check has a parameter {key!r}{suggest(key, known)}", f"{section}.{key}")
                 for check in takers:

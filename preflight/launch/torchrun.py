@@ -39,7 +39,7 @@ PROBE_MODULE = "preflight.workers.probe"
 
 def torchrun_argv(python: str, *, nnodes: int, nproc: int, rdzv_endpoint: str, run_id: str, is_host: bool,
                   local_addr: str, rdzv_timeout_s: float, env: dict[str, str], module: str,
-                  worker_args: list[str]) -> list[str]:
+                  worker_args: list[str], max_restarts: int = 0) -> list[str]:
     """The command run on one node (under the guard, which fills in the log directory). Pure."""
     timeout = max(1, int(round(rdzv_timeout_s)))
     return [
@@ -48,7 +48,7 @@ def torchrun_argv(python: str, *, nnodes: int, nproc: int, rdzv_endpoint: str, r
         f"--nnodes={nnodes}", f"--nproc-per-node={nproc}",
         "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id={run_id}",
         f"--rdzv-conf=is_host={1 if is_host else 0},join_timeout={timeout},read_timeout={timeout}",
-        f"--local-addr={local_addr}", "--max-restarts=0", f"--log-dir={LOG_DIR_PLACEHOLDER}",
+        f"--local-addr={local_addr}", f"--max-restarts={max_restarts}", f"--log-dir={LOG_DIR_PLACEHOLDER}",
         "-m", f"preflight.workers.{module}", *worker_args,
     ]
 
@@ -227,8 +227,10 @@ def node_plan(ctx: ClusterContext, probes: dict[str, dict[str, Any]], nodes: lis
 
 def launch(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any], nproc: int, module: str,
            worker_args: list[str], budget_s: float, rdzv_timeout_s: float, port: int | None,
-           group: str = "all", absent_node: str | None = None) -> tuple[list[AgentSpec], dict[str, Any]]:
-    """Agent specs for one torchrun launch over `nodes`, hosted by the first; and the launch's facts."""
+           group: str = "all", absent_node: str | None = None,
+           max_restarts: int = 0) -> tuple[list[AgentSpec], dict[str, Any]]:
+    """Agent specs for one torchrun launch over `nodes`, hosted by the first; and the launch's facts.
+    `max_restarts`: how often torchrun restarts the group after a failure (elastic restarts)."""
     host = nodes[0]
     run_id = f"preflight-{uuid.uuid4().hex[:12]}"
     rdzv = endpoint(plan[host]["ip"], port) if port else None
@@ -241,7 +243,7 @@ def launch(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any], nproc
             argv = torchrun_argv(entry["python"], nnodes=len(nodes), nproc=nproc, rdzv_endpoint=rdzv or "",
                                  run_id=run_id, is_host=node == host, local_addr=entry["ip"],
                                  rdzv_timeout_s=rdzv_timeout_s, env=entry["env"], module=module,
-                                 worker_args=worker_args)
+                                 worker_args=worker_args, max_restarts=max_restarts)
         specs.append(AgentSpec(node=node, argv=argv, group=group))
     facts = {"nodes": list(nodes), "host": host, "rdzv_endpoint": rdzv, "run_id": run_id, "nproc_per_node": nproc,
              "world_size": nproc * len(nodes), "timeouts_s": {"launch": round(budget_s, 1),

@@ -108,6 +108,21 @@ def kill_session(session_id: int) -> list[int]:
     return killed
 
 
+def kill_children(parent_pid: int) -> list[int]:
+    """SIGKILL every child of `parent_pid` at once, the caller too when it is one: all of a node's
+    training processes under their launcher, as a lost node ends them. Returns the PIDs signalled."""
+    try:
+        children = psutil.Process(parent_pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    mine = [c for c in children if c.pid == os.getpid()]
+    others = [c for c in children if c.pid != os.getpid()]
+    killed = [c.pid for c in others if _signal(c, signal.SIGKILL)]
+    if mine:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return killed
+
+
 def kill_matching(pid: int, accept: Callable[[psutil.Process], bool]) -> bool:
     """SIGKILL `pid` and its descendants, but only while `accept(process)` says it is still ours
     (a PID that exited may have been reused by something else)."""

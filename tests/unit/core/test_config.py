@@ -289,3 +289,18 @@ def test_unknown_names_get_a_did_you_mean():
         cfg.apply_cli_settings(cfg.parse("", CHECKS), ["node.environment.min_shm_gb=2"], CHECKS)
     with pytest.raises(cfg.ConfigError, match="did you mean 'node.environment.min_shm_gib'"):
         cfg.apply_cli_settings(cfg.parse("", CHECKS), ["node.enviroment.min_shm_gib=2"], CHECKS)
+
+
+def test_the_job_section_reaches_the_checks_that_plan_for_the_job():
+    from preflight_checks.checkpoint.cluster_resume import CheckpointClusterResume
+
+    checks = {**CHECKS, "checkpoint.cluster_resume": CheckpointClusterResume}
+    config = cfg.parse("[job]\nnodes = 128\ndays = 30\n", checks)
+    assert config.params_for(CheckpointClusterResume).job_nodes == 128
+    assert config.params_for(CheckpointClusterResume).job_days == 30
+    cfg.apply_cli_settings(config, ["job.days=12"], checks)
+    assert config.params_for(CheckpointClusterResume).job_days == 12
+    with pytest.raises(cfg.ConfigError, match="job.gpus"):
+        cfg.parse("[job]\ngpus = 8\n", checks)
+    with pytest.raises(cfg.ConfigError, match="unknown section"):
+        cfg.parse("[job]\nnodes = 8\n", CHECKS)  # no check plans for a job: the section is unknown

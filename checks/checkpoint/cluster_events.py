@@ -1,0 +1,73 @@
+"""What one kill-and-resume launch came to, read from the events its ranks printed
+(preflight.workers.resume_train) and from how each node's torchrun ended. Pure.
+
+Times are the ranks' wall clocks (seconds since the epoch); across nodes they are as close as the
+nodes' clocks are (NTP keeps them within milliseconds, well below the seconds measured here).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+
+def _of(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("event") == name]
+
+
+def timeline(events: list[dict[str, Any]], agents: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Figures and facts of one launch: the kill, when it was noticed, the resume, saves, the result."""
+    out: dict[str, Any] = {}
+    saves: dict[int, list[dict[str, Any]]] = {}
+    kills = _of(events, "kill")
+    kill = min(kills, key=lambda e: e["t"]) if kills else None
+    kill_t = kill["t"] if kill else None
+    for e in _of(events, "saved"):
+        saves.setdefault(int(e["step"]), []).append(e)
+    per_save = [max(s["save_s"] for s in group) for _, group in sorted(saves.items())]
+    out["saves"] = [{"step": step, "save_s": max(s["save_s"] for s in group),
+                     "bytes": sum(s.get("bytes", 0) for s in group), "ranks": len(group)}
+                    for step, group in sorted(saves.items())]
+    out["save_s"] = statistics.median(per_save) if per_save else None
+    if out["saves"]:
+        out["save_bytes"] = statistics.median(s["bytes"] for s in out["saves"])
+    visible: dict[str, list[str]] = {}
+    for e in _of(events, "visible"):
+        visible.setdefault(e["node"], e.get("nodes", []))
+    out["visible"] = visible
+    result = next((e for e in events if e.get("ok") is True), None)
+    out["result"] = result
+    out["errors"] = [e for e in events if e.get("ok") is False]
+    out["agents"] = agents
+    if kill is None:
+        return out
+    out["kill"] = {"node": kill["node"], "step": kill["step"], "phase": kill.get("phase"), "t": kill_t,
+                   "ranks": sorted(e["rank"] for e in kills)}
+    out["saved_before_kill"] = max((s for s in saves if any(e["t"] < kill_t for e in saves[s])), default=0)
+    after = [e for e in events if e.get("t", 0) > kill_t]
+    signs = [e["t"] for e in after if e.get("event") == "start" or (e.get("ok") is False and e["node"] != kill["node"])]
+    out["noticed_s"] = round(min(signs) - kill_t, 3) if signs else None
+    restarted = sorted({e["node"] for e in _of(after, "start")})
+    out["restarted_nodes"] = restarted
+    chosen = [{"node": e["node"], "rank": e["rank"], "step": e["step"], "complete": e.get("complete"),
+               "path": e.get("path")} for e in _of(after, "resume")]
+    out["resume_choices"] = chosen
+    resumed = _of(after, "resumed")
+    if resumed:
+        out["resumed_step"] = min(e["step"] for e in resumed)
+        out["resume_s"] = round(max(e["t"] for e in resumed) - kill_t, 3)
+        out["load_s"] = max(e.get("load_s", 0.0) for e in resumed)
+        out["steps_lost"] = kill["step"] - out["resumed_step"]
+    return out
+
+
+def stopped_by_us(agents: dict[str, dict[str, Any]]) -> list[str]:
+    """Nodes whose torchrun was still running at the launch's deadline and was stopped."""
+    return sorted(n for n, a in agents.items() if a.get("killed"))
+
+
+def agent_facts(agents: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """How each node's torchrun ended, without the ranks' reports (kept as events)."""
+    keep = ("returncode", "killed", "transport_failure", "duration_s", "rendezvous", "last_error")
+    return {node: {k: a.get(k) for k in keep} | {"last_error": (a.get("last_error") or "")[-600:]}
+            for node, a in agents.items()}
