@@ -107,6 +107,8 @@ def check_ids_known(found: Any, wanted: list[str], skipped: set[str]) -> None:
         if check_id not in found.checks:
             hint = ""
             broken = [e for e in found.errors if plugin_name(e) == check_id]
+            if check_id in skipped and check_id in getattr(found, "not_imported", {}):
+                continue  # --skip of a third party's plugin: never imported
             if broken and check_id in skipped:
                 continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
             if broken:
@@ -164,9 +166,12 @@ def json_option(f: Callable) -> Callable:
 
 
 def registry() -> Any:
+    """The checks, less the third-party plugins the command's --skip names (never imported)."""
     from preflight.core.registry import discover
 
-    return discover()
+    ctx = click.get_current_context(silent=True)
+    skip = (ctx.params.get("skip") if ctx is not None else None) or ""
+    return discover(skip=set(split_ids(skip)))
 
 
 def check_formats(formats: str) -> list[str]:

@@ -39,6 +39,7 @@ from preflight.transport.process import TIMEOUT, RemoteProcess
 from preflight.run.child import run_json_child
 from preflight.transport import Transport
 from preflight.core.verdict import Verdict, decide
+from preflight.reporters import load_errors as reporter_load_errors
 
 # An agent that writes nothing for the timeout of the check it is on plus this long has lost its node.
 AGENT_GRACE_S = 15.0
@@ -136,7 +137,7 @@ class Runner:
             profile=plan.config.profile,
             profile_sources=list(plan.config.profile_sources),
             command=plan.command,
-            load_errors=plan.load_errors,
+            load_errors=[*plan.load_errors, *reporter_load_errors()],
             level=plan.config.level,
             level_budget_s=levels.BUDGET_S.get(plan.config.level),
             judged_with=plan.judged_with,
