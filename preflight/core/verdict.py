@@ -20,6 +20,7 @@ SKIP because the run level leaves the check out (--level quick) never blocks.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 from preflight.core.check import NEEDS_FRAMEWORK, NEEDS_GPU, ROLE_INVENTORY
 from preflight.core.compare import comparison_results
 from preflight.core.expectations import expectation_results
-from preflight.core.findings import Found, findings_of
+from preflight.core.findings import Found, findings_of, is_transport
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.nodeset import fold
 from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, Finding, RunReport, Scope, Status
@@ -173,6 +174,14 @@ def blocking_text(found: list[Found], shown: int = 2) -> str:
 SILENCE_CHECK = "preflight.silence"
 
 
+def _is_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text[:10])
+    except ValueError:
+        return False
+    return len(text) == 10 or text[10] in "T "
+
+
 def active_silences(report: RunReport) -> tuple[dict[str, dict[str, str]], list[CheckResult]]:
     """The silences in force on the day the run started, and one WARN result per silence past its date.
 
@@ -180,10 +189,16 @@ def active_silences(report: RunReport) -> tuple[dict[str, dict[str, str]], list[
     day = (report.started_at or "")[:10]
     active, expired = {}, []
     for finding_id, silence in sorted((report.silenced or {}).items()):
-        until = silence.get("until") or ""
-        if until and day and until < day:
+        until = str(silence.get("until") or "")
+        if until and not _is_date(until):
+            message = (f"the silence of {finding_id} has an end date that is not a date ({until!r}): it silences "
+                       "nothing")
+        elif until and day and until[:10] < day:
             message = (f"the silence of {finding_id} expired on {until} ({silence.get('reason', '')}): it counts "
                        "again")
+        else:
+            message = ""
+        if message:
             expired.append(CheckResult(
                 SILENCE_CHECK, CLUSTER_NODE, Status.WARN, message, title="Silenced findings", scope=Scope.CLUSTER,
                 findings=[Finding(f"{SILENCE_CHECK}.expired", Status.WARN, message,
@@ -223,7 +238,7 @@ def decide(report: RunReport) -> Decision:
     for result in [*results, *expired]:
         for finding in findings_of(result, result.node in unreachable):
             stand_in = all(f.id != finding.id for f in result.findings)
-            if finding.id in silences:
+            if finding.id in silences and not is_transport(finding.id):  # a transport's: never silenced
                 acknowledged.append(Found(result, finding, "", stand_in))
             elif finding.level in blocking_statuses:
                 blocking_found.append(Found(result, finding, f"{finding.level.value} blocks", stand_in))
@@ -269,6 +284,10 @@ def decide(report: RunReport) -> Decision:
         n, checks = len(warning_found), len({f.result.check_id for f in warning_found})
         reason = "every check passed" if not warning_found else \
             f"no blocking findings ({n} warning{'s' if n != 1 else ''} from {checks} check{'s' if checks != 1 else ''})"
+        if acknowledged:  # what passed only because it was silenced is never "every check passed"
+            quiet = len(acknowledged)
+            reason = (f"GO with {quiet} silenced finding{'s' if quiet != 1 else ''} ([silence] in the config)"
+                      + (f"; {reason}" if warning_found else ""))
     if report.stopped_early:
         reason += f"; the run was stopped early ({report.stopped_early})"
     if report.load_errors:

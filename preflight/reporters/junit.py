@@ -38,6 +38,8 @@ def _clean(text: str) -> str:
 def render(report: RunReport) -> str:
     decision = decide(report)
     blocking = {id(r) for r in decision.blocking}
+    # A result whose blocking findings are all silenced passes, as the verdict says, and says so.
+    silenced = {id(f.result) for f in decision.acknowledged_findings} - blocking
     suites = ET.Element("testsuites", name="preflight")
     unreachable = {n.name for n in report.nodes if n.reachable is False}
     comparison = baseline_of(report)
@@ -64,7 +66,10 @@ def render(report: RunReport) -> str:
             body = _clean("\n".join(
                 [f"{m.name}: {format_value(m)} {format_threshold(m)}".rstrip() for m in result.measurements]
                 + [f"fix: {hint}" for hint in fixes(result, unreachable)]))
-            if result.status is Status.ERROR:
+            if id(result) in silenced and result.status in (Status.ERROR, Status.FAIL, Status.WARN):
+                body = "silenced in [silence]: " + ", ".join(
+                    f.id for f in decision.acknowledged_findings if f.result is result) + ("\n" + body if body else "")
+            elif result.status is Status.ERROR:
                 counts["errors"] += 1
                 ET.SubElement(case, "error", message=message, type="ERROR").text = body
             elif result.status is Status.FAIL or (result.status is Status.WARN and id(result) in blocking):

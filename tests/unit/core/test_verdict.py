@@ -275,3 +275,30 @@ def test_a_silenced_finding_is_acknowledged_never_blocking_until_its_date():
     assert [f.id for f in decision.blocking_findings] == ["node.environment.shm-small"]
     assert "preflight.silence.expired" in [f.id for f in decision.warning_findings]
     assert decision.acknowledged_findings == []
+
+
+def test_a_go_that_silences_says_so_and_never_that_every_check_passed():
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    report = make_report([_env("n1", status=Status.FAIL, findings=[shm])])
+    report.silenced = {"node.environment.shm-small": {"reason": "shared", "until": ""}}
+    decision = decide(report)
+    assert decision.verdict is Verdict.GO and decision.exit_code == 0
+    assert "GO with 1 silenced finding" in decision.reason and "every check passed" not in decision.reason.lower()
+
+
+def test_a_transport_finding_blocks_even_when_a_results_file_silences_it():
+    report = make_report([make_result("node.environment", "n1", Status.ERROR, "timed out after 60s")])
+    report.silenced = {"node.environment.timed-out": {"reason": "edited by hand", "until": ""}}
+    decision = decide(report)
+    assert decision.verdict is Verdict.NO_GO
+    assert [f.id for f in decision.blocking_findings] == ["node.environment.timed-out"]
+
+
+@pytest.mark.parametrize("until", ["never", "0", "False", "2027-13-01", "31/01/2027"])
+def test_a_silence_whose_end_is_not_a_date_silences_nothing(until):
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    report = make_report([_env("n1", status=Status.FAIL, findings=[shm])])
+    report.silenced = {"node.environment.shm-small": {"reason": "r", "until": until}}
+    decision = decide(report)
+    assert decision.verdict is Verdict.NO_GO
+    assert "preflight.silence.expired" in [f.id for f in decision.warning_findings]
