@@ -100,3 +100,4 @@ def test_a_healthcheck_neither_drains_nor_overruns_its_budget_for_a_plugin_that_
     assert bare.returncode == 0, bare.stdout + bare.stderr
     assert "acme.exit" in bare.stdout + bare.stderr and "acme-slow 0.3" in bare.stdout + bare.stderr
     assert f": GO (" not in bare.stdout + bare.stderr
+
