@@ -82,7 +82,7 @@ def _nodes(ctx: click.Context, param: click.Parameter, value: str | None) -> lis
 
 def nodes_option(f: Callable) -> Callable:
     return click.option("--nodes", "nodes_in", callback=_nodes, metavar="SET",
-                        help="Only these nodes: names or ranges, gpu[01-16],cpu3.")(f)
+                        help="Only these nodes: names or ranges, gpu[01-16],cpu3 (at most 100,000).")(f)
 
 
 def image_option(f: Callable) -> Callable:
