@@ -25,7 +25,9 @@ class UsageProblem(click.ClickException):
     exit_code = EXIT_USAGE
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"preflight: error: {self.format_message()}", err=True)
+        from preflight.core.redact import redact_text
+
+        click.echo(f"preflight: error: {redact_text(self.format_message())}", err=True)
 
 
 class FiniteFloat(click.FloatRange):
@@ -227,8 +229,10 @@ def finish(report: Any, out: Path, formats: list[str], announce: bool = True, ke
     file never written over (the results `preflight report` reads)."""
     # The report is complete: keep the garbage collector from walking its objects (a million at
     # 1,000 nodes) again on every collection that the reporters' allocations trigger.
+    from preflight.core.redact import scrub
     from preflight.reporters import view
 
+    scrub(report)  # no URL password or token reaches a report file (preflight.core.redact)
     gc.freeze()
     try:
         with view.shared():  # one view of the report for every reporter that draws one

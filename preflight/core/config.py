@@ -42,6 +42,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 from preflight.core import levels
 from preflight.core.check import PARAM_AT_LEAST, PARAM_AT_MOST, PARAM_KIND, Check, Expect
 from preflight.core.values import is_number as _number, value_problem
+from preflight.core.redact import url_problem
 from preflight.core.silence import parse_silence
 from preflight.core.suggest import suggest
 
@@ -210,6 +211,9 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
                     fail(f"expected true or false, got {type(value).__name__} {value!r}", "history.enabled")
                 if key == "url":
                     _expect_type(value, (str,), "history.url", fail)
+                    problem = url_problem(value)
+                    if problem:
+                        fail(problem, "history.url")
             config.history_enabled = bool(body.get("enabled", True))
             config.history_url = body.get("url") or None
         elif section == "expect":

@@ -45,6 +45,9 @@ class HistoryError(Exception):
     """Something about the history store, with the store named in the message."""
 
     def __init__(self, location: str, problem: str) -> None:
+        from preflight.core.redact import redact_text
+
+        location, problem = redact_text(location), redact_text(problem)  # a driver's message may quote the URL
         super().__init__(f"history store {location}: {problem}")
         self.location = location
         self.problem = problem
@@ -97,8 +100,10 @@ def resolve(url: str | Path | None) -> tuple[sqlalchemy.URL, str, Path | None]:
         raw = "postgresql+psycopg://" + raw.split("://", 1)[1]
     try:
         parsed = make_url(raw)
-    except sqlalchemy.exc.ArgumentError as exc:
-        raise HistoryError(raw, f"not a database URL ({exc})") from None
+    except (sqlalchemy.exc.ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        from preflight.core.redact import redact_url
+
+        raise HistoryError(redact_url(raw), f"not a database URL ({redact_url(exc)})") from None
     location = parsed.render_as_string(hide_password=True)
     if parsed.get_backend_name() == "sqlite":
         if not parsed.database or parsed.database == ":memory:":

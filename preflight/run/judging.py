@@ -74,15 +74,21 @@ def record_judging(config: Any, checks: dict[str, type[Check]], *, profile: str 
     for key, flag in (("fail_on", "--fail-on"), ("level", "--level")):
         given = flags.get(flag)
         run_sources[f"run.{key}"] = flag if given else (f"--config {config_file}" if config_file else "default")
-    return {
-        "params": copy.deepcopy(config.params),
+    from preflight.core.redact import NOTE, redact_text, scrub
+
+    text = _read_text(config_file)
+    record = {
+        "params": scrub(copy.deepcopy(config.params)),
         "expect": config.expect.to_dict(),
         "sources": {**sources, **expect_sources, **run_sources},
         "profile": profile or "",
         "config_file": config_file or "",
-        "config_text": _read_text(config_file),
-        "settings": list(settings),
+        "config_text": redact_text(text, assignments=True),  # a password in the file is never recorded
+        "settings": [redact_text(s, assignments=True) for s in settings],
     }
+    if record["config_text"] != text or record["settings"] != list(settings) or record["params"] != config.params:
+        record["redacted"] = NOTE
+    return record
 
 
 def _merge(params: dict[str, dict[str, Any]], layer: dict[str, dict[str, Any]]) -> None:

@@ -316,3 +316,11 @@ def test_a_silence_must_name_a_finding_its_check_declares():
 def test_what_a_transport_reports_cannot_be_silenced(finding_id):
     with pytest.raises(cfg.ConfigError, match="cannot be silenced"):
         cfg.parse(f'[silence]\n"{finding_id}" = {{reason = "r"}}\n', CHECKS)
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:hunter2XYZ@db:5x32/h", "postgresql://u:hunter2XYZ@[::1/h",
+                                 "postgresql://u:hunter2XYZ@db:99999/h"])
+def test_a_history_url_that_does_not_parse_is_refused_naming_the_key_with_its_password_masked(url):
+    with pytest.raises(cfg.ConfigError, match="history.url") as caught:
+        cfg.parse(f'[history]\nurl = "{url}"\n', CHECKS)
+    assert "hunter2XYZ" not in str(caught.value)
