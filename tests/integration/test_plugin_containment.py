@@ -101,3 +101,32 @@ def test_a_healthcheck_neither_drains_nor_overruns_its_budget_for_a_plugin_that_
     assert "acme.exit" in bare.stdout + bare.stderr and "acme-slow 0.3" in bare.stdout + bare.stderr
     assert f": GO (" not in bare.stdout + bare.stderr
 
+
+
+def test_sigterm_while_a_plugin_import_hangs_ends_the_run_within_seconds(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    make_distribution(site, "acme-slow", {"preflight.checks": {"acme.hang": "acme_hang:Plugged"}},
+                      {"acme_hang": f"import pathlib, time\npathlib.Path({str(tmp_path / 'importing')!r}).touch()\n"
+                                    "time.sleep(600)\n"})
+    proc = subprocess.Popen([sys.executable, "-m", "preflight", "run", "--checks", "node.environment", "--out", "out"],
+                            cwd=tmp_path, env={**os.environ, **_env(site), "CI": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "importing").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the plugin's import is under way
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert took < 3, took
+    assert "Traceback" not in stderr and "nothing ran" in stderr
