@@ -21,9 +21,9 @@ MASK = "***"
 # Query keys whose value is a secret (matched case-insensitively, also as a suffix: x-api-key, db_password).
 SECRET_KEYS = r"(?:password|passwd|pwd|secret|token|access_token|auth|authorization|api[-_]?key|apikey|key|sig|signature|credential|credentials)"
 
-# scheme://user:password@ : the password runs to the last @ before the host (a password may hold @).
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s:@\"'<>]*:)(?P<secret>[^\s\"'<>]*?)(?P<at>@)"
-                       r"(?=[^@\s\"'<>]*(?:[/?#\s\"'<>]|$))")
+# scheme://user:password@ : the password runs to the last @ of the URL; what follows it holds none.
+_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s:@\"'<>]*:)(?P<secret>[^\s\"<>]*)(?P<at>@)"
+                       r"(?=[^@\s\"<>]*(?:[\s\"<>]|$))")  # to the last @ of the word: a password may hold @ ? / #
 # scheme://token@host (no colon): a bare user part that looks like a token is masked too.
 _TOKEN_USER = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<secret>[A-Za-z0-9_\-.~%]{20,})(?P<at>@)")
 _QUERY = re.compile(r"(?P<head>[?&;](?:[A-Za-z0-9_.\-]*[_\-.])?" + SECRET_KEYS + r"=)(?P<secret>[^&#\s\"'<>]*)", re.I)

@@ -149,21 +149,21 @@ def _first_blocking(found: Found, headlines: list[str]) -> tuple:
     return (headline, rank, found.result.check_id, found.node)
 
 
-def where_text(nodes: list[str]) -> str:
-    """'on gpu02', 'on gpu[01-03]', or 'across the cluster' for a cluster check's own result."""
-    if nodes == [CLUSTER_NODE]:
-        return "across the cluster"
-    return f"on {fold(n for n in nodes if n != CLUSTER_NODE)}"
+def where_text(nodes: list[str | None]) -> str:
+    """'on gpu02', 'on gpu[01-03]', or 'across the cluster' for a cluster check's own result (None: a
+    host may be called "cluster", so the name never says it)."""
+    named = [n for n in nodes if n is not None]
+    return f"on {fold(named)}" if named else "across the cluster"
 
 
 def blocking_text(found: list[Found], shown: int = 2) -> str:
     """'2 blocking findings: SENTENCE (on gpu02); SENTENCE (across the cluster)': what blocks, in the
     checks' own words, the first `shown` of them; one sentence found on several nodes is named once."""
-    sentences: dict[str, list[str]] = {}
+    sentences: dict[str, list[str | None]] = {}
     for f in found:
         # A cluster check's own result is told by its scope (a host may be called "cluster" too).
-        sentences.setdefault(f.finding.message, []).append(
-            CLUSTER_NODE if f.result.scope is Scope.CLUSTER else f.node)
+        own = f.result.scope is Scope.CLUSTER and f.node == CLUSTER_NODE
+        sentences.setdefault(f.finding.message, []).append(None if own else f.node)
     parts = [f"{message} ({where_text(nodes)})" for message, nodes in list(sentences.items())[:shown]]
     more = len(sentences) - len(parts)
     n = len(found)

@@ -136,6 +136,10 @@ class Store:
         self.engine: Engine | None = None
         self.dialect = self.url.get_backend_name()
         self.migrated: list[int] = []
+        # A store this user may only read (a file or folder without write permission, read-only media)
+        # is opened read-only: reading it writes nothing, not even the journal mode.
+        self.read_only = bool(not create and self.path is not None and self.path.is_file()
+                              and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)))
         with self._guard():
             if self.path is not None:
                 self._prepare_file(create)
@@ -162,7 +166,13 @@ class Store:
 
     def _engine(self) -> Engine:
         if self.dialect == "sqlite":
-            engine = create_engine(self.url, connect_args={"timeout": self.timeout_s})
+            url = self.url
+            if self.read_only:
+                from urllib.parse import quote
+
+                url = make_url(f"sqlite:///file:{quote(str(self.path))}?mode=ro&immutable=1&uri=true")
+            engine = create_engine(url, connect_args={"timeout": self.timeout_s})
+            read_only = self.read_only
             busy_ms = int(self.timeout_s * 1000)
 
             @event.listens_for(engine, "connect")
@@ -170,8 +180,9 @@ class Store:
                 dbapi_conn.isolation_level = None  # transactions are begun below, not by the driver
                 cursor = dbapi_conn.cursor()
                 cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                cursor.execute("PRAGMA journal_mode = WAL")
-                cursor.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; WAL keeps it consistent
+                if not read_only:
+                    cursor.execute("PRAGMA journal_mode = WAL")
+                    cursor.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; WAL keeps it consistent
                 cursor.execute("PRAGMA cache_size = -65536")  # 64 MiB: index pages of a large history stay cached
                 cursor.execute("PRAGMA foreign_keys = ON")
                 cursor.execute("PRAGMA temp_store = MEMORY")  # sorts never spill into files beside others

@@ -302,3 +302,19 @@ def test_a_silence_whose_end_is_not_a_date_silences_nothing(until):
     decision = decide(report)
     assert decision.verdict is Verdict.NO_GO
     assert "preflight.silence.expired" in [f.id for f in decision.warning_findings]
+
+
+def test_a_host_called_cluster_is_never_reported_across_the_cluster():
+    from preflight.core.compare import compare
+    from preflight.reporters import markdown, terminal
+    from preflight.reporters.baseline import describe
+
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    report = make_report([make_result("node.environment", "cluster", Status.FAIL, "shm", findings=[shm])],
+                         nodes=["cluster"])
+    assert "(on cluster)" in decide(report).reason and "across the cluster" not in decide(report).reason
+    for text in (markdown.render(report), terminal.render(report)):
+        assert "across the cluster" not in text
+    before = make_report([make_result("node.environment", "cluster", Status.PASS, "fine")], nodes=["cluster"])
+    [change] = compare(before, report).statuses
+    assert "on cluster" in describe(change) and "across the cluster" not in describe(change)
