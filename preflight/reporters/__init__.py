@@ -73,7 +73,10 @@ def _discovered() -> tuple[dict[str, Reporter], dict[str, str], tuple[dict[str, 
 
 def load_errors() -> list[dict[str, str]]:
     """The reporter plugins that failed to load (entry_point, distribution, error): a run records them
-    with the checks' load errors, so its verdict is INCOMPLETE."""
+    with the checks' load errors, so its verdict is INCOMPLETE. Only once the formats were looked up
+    in this process (`run` does, before it starts): a command that writes no report imports none."""
+    if not _discovered.cache_info().currsize:
+        return []
     return [dict(e) for e in _discovered()[2]]
 
 
