@@ -32,12 +32,17 @@ _ASSIGNED = re.compile(r"(?P<head>\b(?:[A-Za-z0-9_]*?(?:password|passwd|secret|t
                        r"authorization|credentials?)\b\s*[=:]\s*[\"']?)(?P<secret>[^\s\"',}&]+)", re.I)
 
 
+# What any of the patterns needs to find at all, for one quick scan of text that holds none of it.
+_ANY_URL = re.compile(r"://|[?&;][^=\s]*=", re.I)
+_ANY_ASSIGNED = re.compile(r"://|[?&;][^=\s]*=|passw|pwd|secret|token|auth|credential|api[-_]?key", re.I)
+
+
 def redact_text(text: object, assignments: bool = False) -> str:
     """`text` with every URL's password and every secret query value masked. `assignments` also masks
     `password = ...` / `token: ...` outside URLs (the text of a config file)."""
     value = "" if text is None else str(text)
-    if "@" not in value and "=" not in value and ":" not in value:
-        return value  # nothing of the forms above: most text, at no cost
+    if not (_ANY_ASSIGNED if assignments else _ANY_URL).search(value):
+        return value  # nothing of the forms below: most text, for one scan
     value = _USERINFO.sub(lambda m: m.group("head") + (MASK if m.group("secret") else "") + m.group("at"), value)
     value = _TOKEN_USER.sub(lambda m: m.group("head") + MASK + m.group("at"), value)
     value = _QUERY.sub(lambda m: m.group("head") + (MASK if m.group("secret") else ""), value)
@@ -61,31 +66,47 @@ NOTE = "passwords and tokens in URLs are masked (***) in what preflight records"
 def scrub(obj: Any, assignments: bool = False, _depth: int = 0) -> Any:
     """`obj` with every string in it redacted: dicts, lists and dataclasses are changed in place (and
     returned), a string is returned redacted."""
-    if isinstance(obj, enum.Enum) or _depth > 64:
-        return obj  # a status or a scope: a str subclass, never a secret
-    if isinstance(obj, str):
+    kind = type(obj)
+    if kind is str:
         new = redact_text(obj, assignments)
         return obj if new == obj else new
-        return obj
-    if isinstance(obj, dict):
-        for key, value in list(obj.items()):
+    if kind in _PLAIN or _depth > 64 or isinstance(obj, enum.Enum):
+        return obj  # a number, or a status or scope (a str subclass): never a secret
+    if kind is dict:
+        for key, value in obj.items():
+            if type(value) in _PLAIN:
+                continue
             new = scrub(value, assignments, _depth + 1)
             if new is not value:
                 obj[key] = new
-    elif isinstance(obj, list):
+    elif kind is list:
         for i, value in enumerate(obj):
+            if type(value) in _PLAIN:
+                continue
             new = scrub(value, assignments, _depth + 1)
             if new is not value:
                 obj[i] = new
-    elif isinstance(obj, tuple):
+    elif kind is tuple:
         return tuple(scrub(v, assignments, _depth + 1) for v in obj)
+    elif isinstance(obj, str):
+        return redact_text(obj, assignments)
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
+        fields = getattr(obj, "__dict__", None)
+        names = list(fields) if fields is not None else [f.name for f in dataclasses.fields(obj)]
+        for name in names:
+            if name in _FIGURES:
+                continue  # figures: numbers with the names the check declared, never a URL
+            value = getattr(obj, name)
+            if type(value) in _PLAIN:
+                continue
             new = scrub(value, assignments, _depth + 1)
-            if new is not value and new != value:
-                object.__setattr__(obj, f.name, new)
+            if new is not value:
+                object.__setattr__(obj, name, new)
     return obj
+
+
+_PLAIN = frozenset({int, float, bool, type(None), bytes})
+_FIGURES = frozenset({"measurements", "samples", "status", "scope", "duration_s", "exit_code"})
 
 
 class RedactingStream:
