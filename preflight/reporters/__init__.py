@@ -9,6 +9,7 @@ adds a format with a package of its own.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -47,6 +48,7 @@ def _discovered() -> tuple[dict[str, Reporter], dict[str, str], tuple[dict[str, 
     found: dict[str, Reporter] = {}
     refused: dict[str, str] = {}
     errors: list[dict[str, str]] = []
+    deadline = time.monotonic() + 3 * PLUGIN_IMPORT_LIMIT_S
     # The built-in formats first, so that a plugin can never take over their files.
     entry_points = sorted(metadata.entry_points(group=GROUP),
                           key=lambda e: (not e.value.startswith("preflight.reporters."), e.name))
@@ -55,7 +57,11 @@ def _discovered() -> tuple[dict[str, Reporter], dict[str, str], tuple[dict[str, 
         origin = f"{dist.metadata['Name']} {dist.version}" if dist is not None else "unknown distribution"
         module, _, _ = ep.value.partition(":")
         try:
-            filename = contained(lambda: _filename(module), PLUGIN_IMPORT_LIMIT_S)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PluginLoadError(f"not imported: the formats before it used the {3 * PLUGIN_IMPORT_LIMIT_S:g} s "
+                                      "all imports may take")
+            filename = contained(lambda: _filename(module), min(PLUGIN_IMPORT_LIMIT_S, left))
         except PluginLoadError as exc:
             refused[ep.name] = f"the {ep.name} format of {origin} is left out: it failed to load ({exc})"
             errors.append({"entry_point": f"{ep.name} = {ep.value}", "distribution": origin,

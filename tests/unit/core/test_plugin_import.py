@@ -67,3 +67,29 @@ def test_a_skipped_third_party_plugin_is_not_imported(tmp_path, monkeypatch):
     found = registry_mod.discover(only={check_id, "node.environment"}, skip={check_id, "node.environment"})
     assert not marker.exists() and check_id in found.not_imported
     assert "node.environment" in found.checks  # preflight's own are imported: others may read them
+
+
+@pytest.mark.parametrize("body", [HOSTILE["hang"], HOSTILE["exit"], HOSTILE["interrupt"]])
+def test_a_report_format_whose_import_exits_or_hangs_is_left_out_as_a_load_error(tmp_path, monkeypatch, body):
+    from preflight import reporters
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry_mod, "PLUGIN_IMPORT_LIMIT_S", 0.5)
+    n = next(_names)
+    module = f"hostile_format_{n}_{time.monotonic_ns()}"
+    dist_info = tmp_path / f"hostile_format_{n}-0.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: hostile-format-{n}\nVersion: 0.3\n")
+    (dist_info / "entry_points.txt").write_text(f"[preflight.reporters]\nhostile{n} = {module}\n")
+    (tmp_path / f"{module}.py").write_text(body + "FILENAME = 'h.txt'\n")
+    importlib.invalidate_caches()
+    reporters._discovered.cache_clear()
+    try:
+        start = time.monotonic()
+        assert f"hostile{n}" not in reporters.available() and f"hostile{n}" in reporters.refused()
+        assert time.monotonic() - start < 5
+        [error] = [e for e in reporters.load_errors() if e["entry_point"].startswith(f"hostile{n} =")]
+        assert error["distribution"] == f"hostile-format-{n} 0.3"
+        assert "json" in reporters.available()  # the others load
+    finally:
+        reporters._discovered.cache_clear()
