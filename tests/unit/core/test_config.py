@@ -324,3 +324,13 @@ def test_a_history_url_that_does_not_parse_is_refused_naming_the_key_with_its_pa
     with pytest.raises(cfg.ConfigError, match="history.url") as caught:
         cfg.parse(f'[history]\nurl = "{url}"\n', CHECKS)
     assert "hunter2XYZ" not in str(caught.value)
+
+
+def test_a_url_setting_whose_port_is_no_number_is_refused_naming_the_key_with_its_password_masked():
+    from preflight_checks.monitoring.alarms import MonitoringAlarms
+
+    checks = {"monitoring.alarms": MonitoringAlarms}
+    with pytest.raises(cfg.ConfigError, match="monitoring.alarms.prometheus_url") as caught:
+        cfg.apply_cli_settings(cfg.parse("", checks), ["monitoring.alarms.prometheus_url=http://a:hunter2XYZ@h:9x9"],
+                               checks)
+    assert "hunter2XYZ" not in str(caught.value)
