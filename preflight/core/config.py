@@ -225,6 +225,8 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
         elif section == "checks":
             _expect_table(body, "checks", fail)
             for check_id, overrides in body.items():
+                if check_id in _not_imported(checks):
+                    continue  # a plugin --skip kept from being imported: its settings cannot be read
                 if check_id not in checks:
                     fail(f"unknown check id{suggest(check_id, checks) or '; known: ' + ', '.join(sorted(checks))}",
                          f"checks.{check_id}")
@@ -233,6 +235,8 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
         else:
             # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
             area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
+            if not area and any(cid.split(".", 1)[0] == section for cid in _not_imported(checks)):
+                continue  # the area of plugins --skip kept from being imported
             if not area:
                 areas = {cid.split(".", 1)[0] for cid in checks}
                 fail("unknown section; expected [run], [expect], [history], [silence], [checks.\"<id>\"] or a check "
@@ -280,6 +284,9 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
         else:
             targets = [c for cid, c in checks.items() if cid.split(".", 1)[0] == check_id and param in _param_fields(c)]
         aliased = [c for c in checks.values() if key in c.config_aliases and c not in targets]
+        if not targets and not aliased and (check_id in _not_imported(checks)
+                                            or check_id.split(".", 1)[0] in {c.split(".", 1)[0] for c in _not_imported(checks)}):
+            continue  # a setting of a plugin --skip kept from being imported
         if not targets and not aliased:
             known = [f"{cid}.{p}" for cid, c in checks.items() for p in _param_fields(c)]
             raise ConfigError("no check has this parameter" + suggest(key, known), "--set", key)
@@ -290,6 +297,11 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
             if not any(s.split("=", 1)[0] == own for s in settings):
                 _apply_check_overrides(config, check, {check.config_aliases[key]: value}, key,
                                        lambda m, k: _raise(ConfigError(m, "--set", k)))
+
+
+def _not_imported(checks: Any) -> dict[str, str]:
+    """The check ids of plugins --skip kept from being imported (preflight.core.registry.CheckSet)."""
+    return getattr(checks, "not_imported", None) or {}
 
 
 def _raise(exc: Exception) -> typing.NoReturn:

@@ -63,9 +63,20 @@ class LoadError:
         return {"entry_point": self.entry_point, "distribution": self.distribution, "error": self.error}
 
 
+class CheckSet(dict):
+    """Check id -> Check class, and `not_imported`: the ids of plugins `skip` kept from being imported
+    (their sections and settings in a config are passed over, not refused as unknown)."""
+
+    not_imported: dict[str, str]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.not_imported = {}
+
+
 @dataclass
 class Registry:
-    checks: dict[str, type[Check]] = field(default_factory=dict)
+    checks: dict[str, type[Check]] = field(default_factory=CheckSet)
     errors: list[LoadError] = field(default_factory=list)
     origin: dict[str, str] = field(default_factory=dict)  # check id -> distribution
     not_imported: dict[str, str] = field(default_factory=dict)  # a skipped plugin's check id -> distribution
@@ -119,6 +130,7 @@ def discover(skip: Collection[str] = (), only: Collection[str] | None = None,
             continue
         if ep.name in skip and not is_own(dist):
             registry.not_imported[ep.name] = dist
+            getattr(registry.checks, "not_imported", {})[ep.name] = dist
             continue
         try:
             left = deadline - time.monotonic()

@@ -74,7 +74,11 @@ def test_plugins_that_exit_or_raise_at_import_are_named_and_the_run_is_incomplet
 
 def test_a_skipped_plugin_is_not_imported(tmp_path):
     site = _hostile_site(tmp_path)
-    run = run_preflight("run", "--checks", "node.environment", "--skip", "acme.exit,acme.interrupt,acme.base",
+    # What a config says of a skipped plugin's checks cannot be checked without importing it: passed over.
+    (tmp_path / "preflight.toml").write_text('[checks."acme.exit"]\nfoo = 1\n\n[acme]\nbar = 2\n\n'
+                                             '[silence]\n"acme.base.odd" = {reason = "r"}\n')
+    run = run_preflight("run", "--config", "preflight.toml", "--checks", "node.environment", "--skip",
+                        "acme.exit,acme.interrupt,acme.base", "--set", "acme.interrupt.x=1",
                         "--format", "json", "--out", "out", cwd=tmp_path, env=_env(site))
     assert run.returncode in (0, 1, 3), run.stdout + run.stderr
     assert not (tmp_path / "imported").exists()
