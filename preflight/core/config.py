@@ -42,13 +42,13 @@ else:  # pragma: no cover - exercised on 3.10 only
 from preflight.core import levels
 from preflight.core.check import PARAM_AT_LEAST, PARAM_AT_MOST, PARAM_KIND, Check, Expect
 from preflight.core.values import is_number as _number, value_problem
-from preflight.core.redact import url_problem
+from preflight.core.history_settings import parse_history
+from preflight.core.registry import not_imported
 from preflight.core.silence import parse_silence
 from preflight.core.suggest import suggest
 
 RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
 FAIL_ON_CHOICES = ("fail", "warn")
-HISTORY_KEYS = {"enabled": (bool,), "url": (str,)}
 # Keys every check section accepts besides its Params fields.
 COMMON_CHECK_KEYS = {"timeout": (int, float)}
 # What those keys are, as a Params field declares it (preflight.core.check.param).
@@ -204,18 +204,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
                 config.level = body["level"]
         elif section == "history":
             _expect_table(body, "history", fail)
-            for key, value in body.items():
-                if key not in HISTORY_KEYS:
-                    fail(f"unknown key; [history] accepts {', '.join(sorted(HISTORY_KEYS))}", f"history.{key}")
-                if key == "enabled" and not isinstance(value, bool):
-                    fail(f"expected true or false, got {type(value).__name__} {value!r}", "history.enabled")
-                if key == "url":
-                    _expect_type(value, (str,), "history.url", fail)
-                    problem = url_problem(value)
-                    if problem:
-                        fail(problem, "history.url")
-            config.history_enabled = bool(body.get("enabled", True))
-            config.history_url = body.get("url") or None
+            config.history_enabled, config.history_url = parse_history(body, fail)  # core/history_settings.py
         elif section == "expect":
             _expect_table(body, "expect", fail)
             config.expect = _parse_expect(body, fail)
@@ -225,7 +214,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
         elif section == "checks":
             _expect_table(body, "checks", fail)
             for check_id, overrides in body.items():
-                if check_id in _not_imported(checks):
+                if not_imported(checks, check_id):
                     continue  # a plugin --skip kept from being imported: its settings cannot be read
                 if check_id not in checks:
                     fail(f"unknown check id{suggest(check_id, checks) or '; known: ' + ', '.join(sorted(checks))}",
@@ -235,7 +224,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
         else:
             # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
             area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
-            if not area and any(cid.split(".", 1)[0] == section for cid in _not_imported(checks)):
+            if not area and not_imported(checks, section):
                 continue  # the area of plugins --skip kept from being imported
             if not area:
                 areas = {cid.split(".", 1)[0] for cid in checks}
@@ -284,8 +273,7 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
         else:
             targets = [c for cid, c in checks.items() if cid.split(".", 1)[0] == check_id and param in _param_fields(c)]
         aliased = [c for c in checks.values() if key in c.config_aliases and c not in targets]
-        if not targets and not aliased and (check_id in _not_imported(checks)
-                                            or check_id.split(".", 1)[0] in {c.split(".", 1)[0] for c in _not_imported(checks)}):
+        if not targets and not aliased and not_imported(checks, check_id):
             continue  # a setting of a plugin --skip kept from being imported
         if not targets and not aliased:
             known = [f"{cid}.{p}" for cid, c in checks.items() for p in _param_fields(c)]
@@ -297,11 +285,6 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
             if not any(s.split("=", 1)[0] == own for s in settings):
                 _apply_check_overrides(config, check, {check.config_aliases[key]: value}, key,
                                        lambda m, k: _raise(ConfigError(m, "--set", k)))
-
-
-def _not_imported(checks: Any) -> dict[str, str]:
-    """The check ids of plugins --skip kept from being imported (preflight.core.registry.CheckSet)."""
-    return getattr(checks, "not_imported", None) or {}
 
 
 def _raise(exc: Exception) -> typing.NoReturn:

@@ -74,6 +74,12 @@ class CheckSet(dict):
         self.not_imported = {}
 
 
+def not_imported(checks: Any, name: str) -> bool:
+    """Whether `name` (a check id or an area) is that of a plugin --skip kept from being imported."""
+    ids = getattr(checks, "not_imported", None) or {}
+    return name in ids or name in {i.split(".", 1)[0] for i in ids}
+
+
 @dataclass
 class Registry:
     checks: dict[str, type[Check]] = field(default_factory=CheckSet)
