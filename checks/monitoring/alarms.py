@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
+from preflight.core.redact import basic_auth, redact_url
 from preflight.run.context import ClusterContext
 from preflight.core.model import Finding, Scope, Status
 
@@ -108,7 +109,8 @@ class MonitoringAlarms(Check):
 
     def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
         nodes = [{"name": n["name"], "address": n.get("address") or "", "kind": n.get("kind", "")} for n in ctx.nodes]
-        facts: dict[str, Any] = {"url": params.prometheus_url, "nodes": nodes}
+        facts: dict[str, Any] = {"url": redact_url(params.prometheus_url) if params.prometheus_url else None,
+                                 "nodes": nodes}
         if params.rule_files:
             from preflight_checks.monitoring.rule_files import RuleFileError, read_rule_files
 
@@ -119,12 +121,16 @@ class MonitoringAlarms(Check):
             facts["rule_files"] = list(params.rule_files)
         if not params.prometheus_url:
             return facts
-        base = params.prometheus_url.rstrip("/")
+        real_base, headers = basic_auth(params.prometheus_url.rstrip("/"))
+        base = redact_url(real_base)  # what messages and evidence name: no token in its query either
 
         def get(path: str, **query: str) -> Any:
             url = f"{base}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+            real = f"{real_base}{path}" + (("&" if "?" in real_base else "?") + urllib.parse.urlencode(query)
+                                           if query else "")
             try:
-                with urllib.request.urlopen(url, timeout=params.request_timeout_s) as response:
+                with urllib.request.urlopen(urllib.request.Request(real, headers=headers),
+                                            timeout=params.request_timeout_s) as response:
                     body = json.loads(response.read().decode())
             except urllib.error.HTTPError as exc:  # Prometheus answers a query it cannot run with 4xx/5xx JSON
                 try:
@@ -132,7 +138,7 @@ class MonitoringAlarms(Check):
                 except (OSError, ValueError):
                     body = {"status": "error", "error": str(exc)}
             except (urllib.error.URLError, OSError, ValueError) as exc:
-                reason = getattr(exc, "reason", exc)
+                reason = redact_url(getattr(exc, "reason", exc))
                 ctx.record(["GET", url], None, str(reason))
                 raise CannotMeasure(f"Prometheus at {base} cannot be asked ({path}): {reason}") from exc
             ctx.record(["GET", url], 0, json.dumps(body)[-2000:])

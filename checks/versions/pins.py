@@ -25,6 +25,12 @@ from preflight_checks.versions.pin_files import TomlLines, conda_spec, is_conda_
 
 # ------------------------------------------------------------------------------------ parsing
 
+# What a pin file may be, read at most this far: a real lock file of a large project is a few MiB; a
+# larger one (a 25 MB line of junk) is refused, with the limit named, before it is parsed. YAML is
+# parsed by a slower reader and gets less, as `discover` gives it; a requirement line is short.
+MAX_PIN_FILE_BYTES = 8 << 20
+MAX_YAML_BYTES = 128 << 10  # a conda environment file is a few KiB
+MAX_LINE_CHARS = 8192
 _INCLUDE_OPTIONS = {"-r": "requirement", "--requirement": "requirement", "-c": "constraint", "--constraint": "constraint"}
 _EDITABLE_OPTIONS = ("-e", "--editable")
 
@@ -137,8 +143,14 @@ class _Reader:
             return  # included twice, or an include cycle
         self._seen.add(resolved)
         self.files.append(str(file))
+        limit = MAX_YAML_BYTES if file.suffix in (".yml", ".yaml") else MAX_PIN_FILE_BYTES
         try:
-            text = file.read_text(encoding="utf-8")
+            with open(file, "rb") as handle:
+                data = handle.read(limit + 1)
+            if len(data) > limit:
+                raise CannotMeasure(f"requirements file {path}{where} is larger than {limit >> 10:,} KiB, the most "
+                                    "preflight reads of a pin file: not read")
+            text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CannotMeasure(f"cannot read requirements file {path}{where}: {exc}") from exc
         if file.name in LOCK_READERS:
@@ -153,6 +165,9 @@ class _Reader:
     def _read_requirements(self, file: Path, text: str, source: str) -> None:
         for number, line in _logical_lines(_expand_env(text)):
             where = f"{file}:{number}"
+            if len(line) > MAX_LINE_CHARS:
+                raise CannotMeasure(f"{where}: a line of {len(line):,} characters is not a requirement (at most "
+                                    f"{MAX_LINE_CHARS:,})")
             if line.startswith("-"):
                 self._option(file, number, line, source)
                 continue
@@ -411,7 +426,7 @@ def discover(cwd: Path) -> list[Path]:
               if (cwd / name).is_file() and not (own and name == "pyproject.toml")]
     # A conda environment may have any name (conda.yaml, env.yml): a YAML file with `dependencies:`.
     for path in sorted(list(cwd.glob("*.yml")) + list(cwd.glob("*.yaml"))):
-        if path.is_file() and path not in found and path.stat().st_size < 1 << 20:
+        if path.is_file() and path not in found and path.stat().st_size <= MAX_YAML_BYTES:
             try:
                 if is_conda_environment(path.read_text(encoding="utf-8", errors="replace")):
                     found.append(path)

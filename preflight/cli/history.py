@@ -102,7 +102,7 @@ def _nodes(ctx: click.Context, param: click.Parameter, value: str | None) -> lis
 
 def nodes_option(f: Callable) -> Callable:
     return click.option("--nodes", "nodes_in", callback=_nodes, metavar="SET",
-                        help="Only these nodes: names or ranges, gpu[01-16],cpu3.")(f)
+                        help="Only these nodes: names or ranges, gpu[01-16],cpu3 (at most 100,000).")(f)
 
 
 def image_option(f: Callable) -> Callable:
@@ -173,10 +173,25 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1%}"
 
 
+def _say(text: object, err: bool = False) -> None:
+    """One line of what the store holds, on the terminal: a node name, a command or a finding id from a
+    recorded run is machine text, shown with its control characters neutralised (safe_text)."""
+    from preflight.reporters.safe_text import single_line
+
+    click.echo(single_line(text), err=err)
+
+
 def _table(rows: list[list[str]], header: list[str]) -> None:
+    rows = [[_cell(c) for c in row] for row in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     for line in [header, *rows]:
-        click.echo("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
+        _say("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
+
+
+def _cell(value: object) -> str:
+    from preflight.reporters.safe_text import single_line
+
+    return single_line(value)
 
 
 def _time(when: datetime) -> str:
@@ -209,7 +224,7 @@ def list_command(url: str | None, nodes_in: list[str] | None, image: str | None,
     if as_json:
         return _echo_json(found)
     if not found:
-        click.echo("no recorded run matches")
+        _say("no recorded run matches")
         return
     _table([[str(r.id), _time(r.started), r.verdict, r.level, r.profile or "-", str(r.node_count),
              ", ".join(f"{d[:8] or 'unknown'} x{n}" for d, n in sorted(r.images.items(), key=lambda kv: -kv[1]))]
@@ -229,20 +244,20 @@ def show_command(run: str, url: str | None, as_json: bool) -> None:
     if as_json:
         return _echo_json(detail)
     r = detail.run
-    click.echo(f"run {r.id}: {r.verdict}, started {_time(r.started)} UTC, level {r.level}, preflight "
+    _say(f"run {r.id}: {r.verdict}, started {_time(r.started)} UTC, level {r.level}, preflight "
                f"{r.preflight_version or '?'}" + (f", profile {r.profile}" if r.profile else ""))
-    click.echo(f"  command: {r.command or '-'}; config digest {r.config_digest}")
-    click.echo(f"  nodes ({r.node_count}): {detail.nodes}")
+    _say(f"  command: {r.command or '-'}; config digest {r.config_digest}")
+    _say(f"  nodes ({r.node_count}): {detail.nodes}")
     for img in detail.images:
-        click.echo(f"  image {img['digest'][:12] or 'unknown'} on {img['count']} node(s) {img['nodes']}: "
+        _say(f"  image {img['digest'][:12] or 'unknown'} on {img['count']} node(s) {img['nodes']}: "
                    f"{img['description']}")
-    click.echo("  results: " + ", ".join(f"{n} {s}" for s, n in sorted(detail.statuses.items())) +
+    _say("  results: " + ", ".join(f"{n} {s}" for s, n in sorted(detail.statuses.items())) +
                f"; {detail.figures} figures")
     for f in detail.findings[:40]:
         times = f" x{f['count']}" if f["count"] > 1 else ""
-        click.echo(f"  {f['level']:<5} {f['id']} on {f['node']} ({f['check_id']}){times}")
+        _say(f"  {f['level']:<5} {f['id']} on {f['node']} ({f['check_id']}){times}")
     if len(detail.findings) > 40:
-        click.echo(f"  ... and {len(detail.findings) - 40} more findings (--json lists them all)")
+        _say(f"  ... and {len(detail.findings) - 40} more findings (--json lists them all)")
 
 
 @history.command("trend")
@@ -278,7 +293,7 @@ def trend_command(url: str | None, figure: str | None, check: str | None, series
     if as_json:
         return _echo_json({"figures": keys, "rows": rows})
     if not rows:
-        click.echo(f"no recorded value of {', '.join(k.label for k in keys[:3])} matches")
+        _say(f"no recorded value of {', '.join(k.label for k in keys[:3])} matches")
         return
     if per_node or nodes_in:
         _table([[str(r.run_id), _time(r.started), r.key.label, r.node, r.image[:8] or "-", _num(r.median, r.key.unit)]
@@ -288,7 +303,7 @@ def trend_command(url: str | None, figure: str | None, check: str | None, series
                  f"{_num(r.p05)}-{_num(r.p95)}", f"{_num(r.low)}-{_num(r.high)}"] for r in rows],
                ["run", "started (UTC)", "figure", "image", "nodes", "median", "p5-p95", "min-max"])
     if html_path:
-        click.echo(f"wrote {html_path}")
+        _say(f"wrote {html_path}")
 
 
 @history.command("compare")
@@ -319,7 +334,7 @@ def compare_command(image_a: str, image_b: str, url: str | None, figure: str | N
     if as_json:
         _echo_json({"image_a": side_a, "image_b": side_b, "figures": found})
     else:
-        click.echo(f"A = {image_a} ({', '.join(d[:8] for d in sorted(side_a))}); "
+        _say(f"A = {image_a} ({', '.join(d[:8] for d in sorted(side_a))}); "
                    f"B = {image_b} ({', '.join(d[:8] for d in sorted(side_b))}); {len(found)} figures on both")
         shown = found if show_all else [c for c in found if c.beyond_noise]
         if shown:
@@ -327,10 +342,10 @@ def compare_command(image_a: str, image_b: str, url: str | None, figure: str | N
                      _pct(c.change), f"{_pct(c.spread_a)[1:]}/{_pct(c.spread_b)[1:]}", f"{c.n_a}/{c.n_b} {c.unit_of_observation}",
                      f"p={c.p_value:.2g}"] for c in shown],
                    ["figure", "verdict", "median A", "median B", "change", "IQR A/B", "n A/B", "test"])
-            click.echo(f"test: {found[0].test.split(' (')[0]}, two-sided, alpha {alpha:g}; beyond noise also needs "
+            _say(f"test: {found[0].test.split(' (')[0]}, two-sided, alpha {alpha:g}; beyond noise also needs "
                        f"a change of {min_change:.0%} or more")
         else:
-            click.echo("no figure changed beyond noise" + ("" if show_all else " (--all lists them)"))
+            _say("no figure changed beyond noise" + ("" if show_all else " (--all lists them)"))
     if worse:
         raise SystemExit(1)
 
@@ -354,7 +369,7 @@ def nodes_command(url: str | None, nodes_in: list[str] | None, lemons: bool, k: 
     if as_json:
         return _echo_json(found)
     if not found:
-        click.echo(f"no node was a fleet outlier in {k} of its last {n} runs" if lemons else "no node recorded")
+        _say(f"no node was a fleet outlier in {k} of its last {n} runs" if lemons else "no node recorded")
         return
     _table([[r.name, str(r.runs), _time(r.last_seen), r.image[:8] or "-", f"{r.outlier_runs}/{r.window}",
              ", ".join(r.checks) or "-"] for r in found],
@@ -386,7 +401,7 @@ def import_command(paths: tuple[str, ...], url: str | None) -> None:
             if stated is not None and stated != judged:
                 click.echo(f"{f}: the file says {stated}, but its results say {judged}: recorded as {judged}", err=True)
             done = _run(lambda: store.ingest(report, source=str(f.resolve())))
-            click.echo(f"{f}: " + (f"run {done.run_id}, {done.nodes} nodes, {done.figures} figures" if done.new
+            _say(f"{f}: " + (f"run {done.run_id}, {done.nodes} nodes, {done.figures} figures" if done.new
                                    else f"already recorded as run {done.run_id}"))
 
 
@@ -422,7 +437,7 @@ def learn_command(url: str | None, image: str | None, since: datetime | None, un
         Path(out).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise HistoryProblem(f"--out {out}: cannot write ({exc.strerror or exc})") from None
-    click.echo(f"wrote {out}: {len(provenance['floors'])} thresholds from {provenance['runs']} healthy runs "
+    _say(f"wrote {out}: {len(provenance['floors'])} thresholds from {provenance['runs']} healthy runs "
                f"on {provenance['nodes']} nodes", err=True)
 
 

@@ -34,4 +34,17 @@ for _command in (run, report, diff_runs, alerts_command, list_checks, explain, i
 
 
 def main() -> None:
-    cli(prog_name="preflight")
+    import sys
+
+    from preflight.core.redact import RedactingStream
+
+    # Nothing printed on the terminal carries a URL's password or token (preflight.core.redact).
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        cli(prog_name="preflight")
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass

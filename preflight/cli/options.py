@@ -29,7 +29,9 @@ class UsageProblem(click.ClickException):
     exit_code = EXIT_USAGE
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"preflight: error: {self.format_message()}", err=True)
+        from preflight.core.redact import redact_text
+
+        click.echo(f"preflight: error: {redact_text(self.format_message())}", err=True)
 
 
 class FiniteFloat(click.FloatRange):
@@ -163,9 +165,12 @@ def json_option(f: Callable) -> Callable:
 
 
 def registry() -> Any:
+    """The checks, less the third-party plugins the command's --skip names (never imported)."""
     from preflight.core.registry import discover
 
-    return discover()
+    ctx = click.get_current_context(silent=True)
+    skip = (ctx.params.get("skip") if ctx is not None else None) or ""
+    return discover(skip=set(split_ids(skip)))
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from preflight.core.verdict import EXIT_CODE_HELP
 @click.command(epilog=EXIT_CODE_HELP)
 @click.option("--nodes", "nodes_file", default=None, metavar="FILE|NODESET",
               help="Hosts file (one node per line: user@host:port slots=N group=LEAF), or a node set such as "
-                   "gpu[001-064,070]. Without it, checks this machine.")
+                   "gpu[001-064,070] (at most 100,000 nodes). Without it, checks this machine.")
 @config_option
 @profile_option
 @checks_option

@@ -53,6 +53,7 @@ class StatusChange:
     kind: str  # "regression", "improvement" or "info"
     summary: str = ""  # the new result's summary, or the old one's when it is gone
     level_skip: bool = False  # one side is a SKIP because its run level leaves the check out
+    cluster: bool = False  # a cluster check's own result (its node is CLUSTER_NODE; a host may be called so too)
 
 
 @dataclass
@@ -131,7 +132,9 @@ class Diff:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Diff:
         data = dict(data)
-        data["statuses"] = [_known(StatusChange, c) for c in data.get("statuses", [])]
+        # Written before `cluster` was recorded: the node's name was all there was to go by.
+        data["statuses"] = [_known(StatusChange, {"cluster": c.get("node") == CLUSTER_NODE, **c}
+                                   if isinstance(c, dict) else c) for c in data.get("statuses", [])]
         data["figures"] = [_known(FigureChange, c) for c in data.get("figures", [])]
         data["versions"] = [_known(VersionChange, c) for c in data.get("versions", [])]
         known = {f.name for f in dataclasses.fields(cls)}
@@ -201,6 +204,9 @@ def compare(old: RunReport, new: RunReport, tolerance: float = DEFAULT_TOLERANCE
             diff.statuses.append(StatusChange(NODE_ENTRY, node, "present", "", "regression",
                                               "the node is not in the new run: nothing was measured on it"))
     diff.versions = _compare_versions(old, new, "regression" if versions_regress else "info")
+    for change in diff.statuses:
+        result = new_results.get((change.check_id, change.node)) or old_results.get((change.check_id, change.node))
+        change.cluster = result is not None and result.scope is Scope.CLUSTER
     return diff
 
 

@@ -42,13 +42,14 @@ else:  # pragma: no cover - exercised on 3.10 only
 from preflight.core import levels
 from preflight.core.check import PARAM_AT_LEAST, PARAM_AT_MOST, PARAM_KIND, Check, Expect
 from preflight.core.values import is_number as _number, value_problem
+from preflight.core.history_settings import parse_history
+from preflight.core.registry import not_imported
 from preflight.core.silence import parse_silence
 from preflight.core.suggest import suggest
 from preflight.core.toml_lines import line_of
 
 RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
 FAIL_ON_CHOICES = ("fail", "warn")
-HISTORY_KEYS = {"enabled": (bool,), "url": (str,)}
 # Keys every check section accepts besides its Params fields.
 COMMON_CHECK_KEYS = {"timeout": (int, float)}
 # What those keys are, as a Params field declares it (preflight.core.check.param).
@@ -256,15 +257,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
                 config.level = body["level"]
         elif section == "history":
             _expect_table(body, "history", fail)
-            for key, value in body.items():
-                if key not in HISTORY_KEYS:
-                    fail(f"unknown key; [history] accepts {', '.join(sorted(HISTORY_KEYS))}", f"history.{key}")
-                if key == "enabled" and not isinstance(value, bool):
-                    fail(f"expected true or false, got {type(value).__name__} {value!r}", "history.enabled")
-                if key == "url":
-                    _expect_type(value, (str,), "history.url", fail)
-            config.history_enabled = bool(body.get("enabled", True))
-            config.history_url = body.get("url") or None
+            config.history_enabled, config.history_url = parse_history(body, fail)  # core/history_settings.py
         elif section == "expect":
             _expect_table(body, "expect", fail)
             config.expect = _parse_expect(body, fail)
@@ -274,6 +267,8 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
         elif section == "checks":
             _expect_table(body, "checks", fail)
             for check_id, overrides in body.items():
+                if not_imported(checks, check_id):
+                    continue  # a plugin --skip kept from being imported: its settings cannot be read
                 if check_id not in checks:
                     fail(f"unknown check id{suggest(check_id, checks) or '; known: ' + ', '.join(sorted(checks))}",
                          f"checks.{check_id}")
@@ -283,6 +278,8 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
             # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
             area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
             aliased = {k.split(".", 1)[1] for c in checks.values() for k in c.config_aliases if k.split(".")[0] == section}
+            if not area and not aliased and not_imported(checks, section):
+                continue  # the area of plugins --skip kept from being imported
             if not area and not aliased:
                 areas = {cid.split(".", 1)[0] for cid in checks}
                 fail("unknown section; expected [run], [expect], [history], [silence], [checks.\"<id>\"] or a check "
@@ -332,6 +329,8 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
         else:
             targets = [c for cid, c in checks.items() if cid.split(".", 1)[0] == check_id and param in _param_fields(c)]
         aliased = [c for c in checks.values() if key in c.config_aliases and c not in targets]
+        if not targets and not aliased and not_imported(checks, check_id):
+            continue  # a setting of a plugin --skip kept from being imported
         if not targets and not aliased:
             known = [f"{cid}.{p}" for cid, c in checks.items() for p in _param_fields(c)]
             raise ConfigError("no check has this parameter" + suggest(key, known), "--set", key)

@@ -24,6 +24,13 @@ COULD_NOT_MEASURE = ".could-not-measure"
 UNREACHABLE = ".unreachable"
 ERROR = ".error"
 NOT_INSTALLED = ".not-installed"
+# What a transport reports (a node not reached, a check that ran out of time) is not a finding about
+# the cluster that a team can accept: it means nothing was measured there. No silence covers it.
+TRANSPORT_SUFFIXES = (UNREACHABLE, TIMED_OUT, ".nodes-unreachable")
+
+
+def is_transport(finding_id: str) -> bool:
+    return finding_id.endswith(TRANSPORT_SUFFIXES)
 
 # The advice for a node that could not be reached, whatever check was to run there.
 UNREACHABLE_FIX = ("Check that the node's name resolves from this machine (`getent hosts NAME`) and that "

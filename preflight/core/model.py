@@ -253,7 +253,10 @@ class RunReport:
     schema_version: int = SCHEMA_VERSION
 
     def add(self, result: CheckResult) -> None:
-        self.results.append(result)
+        """A result joins the report with every URL password and token in it masked (preflight.core.redact)."""
+        from preflight.core.redact import scrub
+
+        self.results.append(scrub(result))
 
     def result_for(self, check_id: str, node: str) -> CheckResult | None:
         for result in self.results:

@@ -15,6 +15,10 @@ from typing import Iterable
 _FOLDABLE = re.compile(r"^[A-Za-z0-9_.:+-]+$")
 
 
+# The most nodes a hosts file, --nodes or a filter may name, all lines together: checked before a range
+# is expanded, so `n[1-100000000]` is refused at once rather than built in memory.
+MAX_NODES = 100_000
+
 def fold(names: Iterable[str]) -> str:
     """`gpu[01-03,05],login1` from the names, in ClusterShell's order; "" for none."""
     return _fold(tuple(dict.fromkeys(n for n in names if n)))

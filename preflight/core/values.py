@@ -37,6 +37,10 @@ def value_problem(spec: Any, value: Any) -> str:
         if value is None or value in choices:
             return ""
         return f"must be one of {', '.join(map(str, choices))}, got {value!r}"
+    if kind == "text" and isinstance(value, str) and "://" in value:
+        from preflight.core.redact import url_problem
+
+        return url_problem(value)  # a URL whose port is no number: refused, its password masked
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return ""
     if kind in ("threshold", "duration", "size", "count", "fraction") and value < 0:

@@ -20,6 +20,7 @@ SKIP because the run level leaves the check out (--level quick) never blocks.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 from preflight.core.check import NEEDS_FRAMEWORK, NEEDS_GPU, ROLE_INVENTORY
 from preflight.core.compare import comparison_results
 from preflight.core.expectations import expectation_results
-from preflight.core.findings import Found, findings_of
+from preflight.core.findings import Found, findings_of, is_transport
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.node_causes import NODES_CHECK, fold_node_causes
 from preflight.core.nodeset import fold
@@ -166,24 +167,24 @@ def _first_blocking(found: Found, headlines: list[str]) -> tuple:
     return (headline, rank, found.result.check_id, found.node)
 
 
-def where_text(nodes: list[str]) -> str:
-    """'on gpu02', 'on gpu[01-03]', or 'across the cluster' for a cluster check's own result."""
-    if nodes == [CLUSTER_NODE]:
-        return "across the cluster"
-    return f"on {fold(n for n in nodes if n != CLUSTER_NODE)}"
+def where_text(nodes: list[str | None]) -> str:
+    """'on gpu02', 'on gpu[01-03]', or 'across the cluster' for a cluster check's own result (None: a
+    host may be called "cluster", so the name never says it)."""
+    named = [n for n in nodes if n is not None]
+    return f"on {fold(named)}" if named else "across the cluster"
 
 
 def blocking_text(found: list[Found], shown: int = 2, pulled_in: dict[str, str] | None = None) -> str:
     """'2 blocking findings: SENTENCE (on gpu02); SENTENCE (across the cluster)': what blocks, in the
     checks' own words, the first `shown` of them; one sentence found on several nodes is named once.
     A warning of a check run only because another reads it (`pulled_in`) says so."""
-    sentences: dict[str, list[str]] = {}
+    sentences: dict[str, list[str | None]] = {}
     whose: dict[str, str] = {}
     distinct = {(f.result.check_id, f.id, f.finding.message) for f in found}  # as the reports list them
     for f in found:
         # A cluster check's own result is told by its scope (a host may be called "cluster" too).
-        sentences.setdefault(f.finding.message, []).append(
-            CLUSTER_NODE if f.result.scope is Scope.CLUSTER else f.node)
+        own = f.result.scope is Scope.CLUSTER and f.node == CLUSTER_NODE
+        sentences.setdefault(f.finding.message, []).append(None if own else f.node)
         if f.level is Status.WARN and pulled_in_text(f.result.check_id, pulled_in or {}):
             whose[f.finding.message] = "; " + pulled_in_text(f.result.check_id, pulled_in or {})
     # A node-level cause names its node set in its sentence already (preflight.core.node_causes).
@@ -199,6 +200,14 @@ def blocking_text(found: list[Found], shown: int = 2, pulled_in: dict[str, str] 
 SILENCE_CHECK = "preflight.silence"
 
 
+def _is_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text[:10])
+    except ValueError:
+        return False
+    return len(text) == 10 or text[10] in "T "
+
+
 def active_silences(report: RunReport) -> tuple[dict[str, dict[str, str]], list[CheckResult]]:
     """The silences in force on the day the run started, and one WARN result per silence past its date.
 
@@ -206,10 +215,16 @@ def active_silences(report: RunReport) -> tuple[dict[str, dict[str, str]], list[
     day = (report.started_at or "")[:10]
     active, expired = {}, []
     for finding_id, silence in sorted((report.silenced or {}).items()):
-        until = silence.get("until") or ""
-        if until and day and until < day:
+        until = str(silence.get("until") or "")
+        if until and not _is_date(until):
+            message = (f"the silence of {finding_id} has an end date that is not a date ({until!r}): it silences "
+                       "nothing")
+        elif until and day and until[:10] < day:
             message = (f"the silence of {finding_id} expired on {until} ({silence.get('reason', '')}): it counts "
                        "again")
+        else:
+            message = ""
+        if message:
             expired.append(CheckResult(
                 SILENCE_CHECK, CLUSTER_NODE, Status.WARN, message, title="Silenced findings", scope=Scope.CLUSTER,
                 findings=[Finding(f"{SILENCE_CHECK}.expired", Status.WARN, message,
@@ -249,7 +264,7 @@ def decide(report: RunReport) -> Decision:
     for result in [*results, *expired]:
         for finding in findings_of(result, result.node in unreachable):
             stand_in = all(f.id != finding.id for f in result.findings)
-            if finding.id in silences:
+            if finding.id in silences and not is_transport(finding.id):  # a transport's: never silenced
                 acknowledged.append(Found(result, finding, "", stand_in))
             elif finding.level in blocking_statuses:
                 # A warning blocks under --fail-on warn; one of a check nobody asked for says whose it is.
@@ -301,6 +316,10 @@ def decide(report: RunReport) -> Decision:
         n, checks = len(warning_found), len({f.result.check_id for f in warning_found})
         reason = "every check passed" if not warning_found else \
             f"no blocking findings ({n} warning{'s' if n != 1 else ''} from {checks} check{'s' if checks != 1 else ''})"
+        if acknowledged:  # what passed only because it was silenced is never "every check passed"
+            quiet = len(acknowledged)
+            reason = (f"GO with {quiet} silenced finding{'s' if quiet != 1 else ''} ([silence] in the config)"
+                      + (f"; {reason}" if warning_found else ""))
     if report.stopped_early:
         reason += f"; the run was stopped early ({report.stopped_early})"
     if report.load_errors:

@@ -7,10 +7,13 @@ display is preflight.core.nodeset.fold, the one every report uses.
 
 from __future__ import annotations
 
+import math
 import re
 
+from preflight.core.nodeset import MAX_NODES
+
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
-MAX_EXPANDED = 1_000_000
+MAX_EXPANDED = MAX_NODES
 
 
 class NodeSetError(ValueError):
@@ -20,11 +23,31 @@ class NodeSetError(ValueError):
 def expand(text: str) -> list[str]:
     """`gpu[01-03],cpu1` -> ['gpu01', 'gpu02', 'gpu03', 'cpu1'] (order kept, duplicates dropped)."""
     names: list[str] = []
-    for part in _split_top(text):
+    parts = _split_top(text)
+    if sum(_count(part, text) for part in parts) > MAX_EXPANDED:  # counted before anything is expanded
+        raise NodeSetError(f"{text!r} names more than {MAX_EXPANDED:,} nodes (the most a node set may name)")
+    for part in parts:
         names.extend(_expand_one(part, text))
         if len(names) > MAX_EXPANDED:
             raise NodeSetError(f"{text!r} names more than {MAX_EXPANDED} nodes")
     return list(dict.fromkeys(names))
+
+
+def _count(pattern: str, whole: str) -> int:
+    """How many names `pattern` expands to, from its brackets' bounds alone."""
+    sizes = []
+    for body in _BRACKET.findall(pattern):
+        size = 0
+        for item in body.split(","):
+            bounds = re.fullmatch(r"(\d+)(?:-(\d+))?", item.strip(), re.ASCII)
+            if not bounds:
+                raise NodeSetError(f"bad range {item.strip()!r} in {whole!r}: expected N or N-M")
+            low, high = int(bounds.group(1)), int(bounds.group(2) or bounds.group(1))
+            if low > high:
+                raise NodeSetError(f"bad range {item.strip()!r} in {whole!r}: {low} is above {high}")
+            size += high - low + 1
+        sizes.append(size)
+    return math.prod(sizes)
 
 
 def _split_top(text: str) -> list[str]:
@@ -33,6 +56,8 @@ def _split_top(text: str) -> list[str]:
     for char in text:
         if char == "[":
             depth += 1
+            if depth > 1:
+                raise NodeSetError(f"nested '[' in {text!r}: a range holds numbers only")
         elif char == "]":
             depth -= 1
             if depth < 0:
@@ -63,10 +88,10 @@ def _range_values(body: str, whole: str) -> list[str]:
     values = []
     for item in body.split(","):
         item = item.strip()
-        if re.fullmatch(r"\d+", item):
+        if re.fullmatch(r"\d+", item, re.ASCII):
             values.append(item)
             continue
-        bounds = re.fullmatch(r"(\d+)-(\d+)", item)
+        bounds = re.fullmatch(r"(\d+)-(\d+)", item, re.ASCII)
         if not bounds:
             raise NodeSetError(f"bad range {item!r} in {whole!r}: expected N or N-M")
         low, high = bounds.groups()

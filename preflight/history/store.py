@@ -44,6 +44,9 @@ class HistoryError(Exception):
     """Something about the history store, with the store named in the message."""
 
     def __init__(self, location: str, problem: str) -> None:
+        from preflight.core.redact import redact_text
+
+        location, problem = redact_text(location), redact_text(problem)  # a driver's message may quote the URL
         super().__init__(f"history store {location}: {problem}")
         self.location = location
         self.problem = problem
@@ -96,8 +99,10 @@ def resolve(url: str | Path | None) -> tuple[sqlalchemy.URL, str, Path | None]:
         raw = "postgresql+psycopg://" + raw.split("://", 1)[1]
     try:
         parsed = make_url(raw)
-    except sqlalchemy.exc.ArgumentError as exc:
-        raise HistoryError(raw, f"not a database URL ({exc})") from None
+    except (sqlalchemy.exc.ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        from preflight.core.redact import redact_url
+
+        raise HistoryError(redact_url(raw), f"not a database URL ({redact_url(exc)})") from None
     location = parsed.render_as_string(hide_password=True)
     if parsed.get_backend_name() == "sqlite":
         if not parsed.database or parsed.database == ":memory:":
@@ -130,6 +135,10 @@ class Store:
         self.engine: Engine | None = None
         self.dialect = self.url.get_backend_name()
         self.migrated: list[int] = []
+        # A store this user may only read (a file or folder without write permission, read-only media)
+        # is opened read-only: reading it writes nothing, not even the journal mode.
+        self.read_only = bool(not create and self.path is not None and self.path.is_file()
+                              and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)))
         with self._guard():
             if self.path is not None:
                 self._prepare_file(create)
@@ -156,7 +165,13 @@ class Store:
 
     def _engine(self) -> Engine:
         if self.dialect == "sqlite":
-            engine = create_engine(self.url, connect_args={"timeout": self.timeout_s})
+            url = self.url
+            if self.read_only:
+                from urllib.parse import quote
+
+                url = make_url(f"sqlite:///file:{quote(str(self.path))}?mode=ro&immutable=1&uri=true")
+            engine = create_engine(url, connect_args={"timeout": self.timeout_s})
+            read_only = self.read_only
             busy_ms = int(self.timeout_s * 1000)
 
             @event.listens_for(engine, "connect")
@@ -164,8 +179,9 @@ class Store:
                 dbapi_conn.isolation_level = None  # transactions are begun below, not by the driver
                 cursor = dbapi_conn.cursor()
                 cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                cursor.execute("PRAGMA journal_mode = WAL")
-                cursor.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; WAL keeps it consistent
+                if not read_only:
+                    cursor.execute("PRAGMA journal_mode = WAL")
+                    cursor.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; WAL keeps it consistent
                 cursor.execute("PRAGMA cache_size = -65536")  # 64 MiB: index pages of a large history stay cached
                 cursor.execute("PRAGMA foreign_keys = ON")
                 cursor.execute("PRAGMA temp_store = MEMORY")  # sorts never spill into files beside others

@@ -9,6 +9,7 @@ adds a format with a package of its own.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -37,10 +38,16 @@ class ReporterError(ValueError):
 
 
 @lru_cache(maxsize=1)
-def _discovered() -> tuple[dict[str, Reporter], dict[str, str]]:
-    """(format name -> Reporter, format name -> why it was left out), read once per process."""
+def _discovered() -> tuple[dict[str, Reporter], dict[str, str], tuple[dict[str, str], ...]]:
+    """(format name -> Reporter, format name -> why it was left out, the plugins whose import failed),
+    read once per process. A reporter's module is imported as a check's is (preflight.core.registry.
+    contained): whatever it raises, or an import that hangs, leaves it out as a load error."""
+    from preflight.core.registry import PLUGIN_IMPORT_LIMIT_S, PluginLoadError, contained
+
     found: dict[str, Reporter] = {}
     refused: dict[str, str] = {}
+    errors: list[dict[str, str]] = []
+    deadline = time.monotonic() + 3 * PLUGIN_IMPORT_LIMIT_S
     # The built-in formats first, so that a plugin can never take over their files.
     entry_points = sorted(metadata.entry_points(group=GROUP),
                           key=lambda e: (not e.value.startswith("preflight.reporters."), e.name))
@@ -48,7 +55,17 @@ def _discovered() -> tuple[dict[str, Reporter], dict[str, str]]:
         dist = getattr(ep, "dist", None)
         origin = f"{dist.metadata['Name']} {dist.version}" if dist is not None else "unknown distribution"
         module, _, _ = ep.value.partition(":")
-        filename = _filename(module)
+        try:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PluginLoadError(f"not imported: the formats before it used the {3 * PLUGIN_IMPORT_LIMIT_S:g} s "
+                                      "all imports may take")
+            filename = contained(lambda: _filename(module), min(PLUGIN_IMPORT_LIMIT_S, left))
+        except PluginLoadError as exc:
+            refused[ep.name] = f"the {ep.name} format of {origin} is left out: it failed to load ({exc})"
+            errors.append({"entry_point": f"{ep.name} = {ep.value}", "distribution": origin,
+                           "error": f"report format: {exc}"})
+            continue
         if ep.name in found or not filename:
             continue  # a duplicate name or a module without FILENAME: left out, named on use
         problem = filename_problem(filename, {r.filename: r.name for r in found.values()})
@@ -56,7 +73,16 @@ def _discovered() -> tuple[dict[str, Reporter], dict[str, str]]:
             refused[ep.name] = f"the {ep.name} format of {origin} is left out: {problem}"
             continue
         found[ep.name] = Reporter(ep.name, filename, module, origin)
-    return dict(sorted(found.items())), refused
+    return dict(sorted(found.items())), refused, tuple(errors)
+
+
+def load_errors() -> list[dict[str, str]]:
+    """The reporter plugins that failed to load (entry_point, distribution, error): a run records them
+    with the checks' load errors, so its verdict is INCOMPLETE. Only once the formats were looked up
+    in this process (`run` does, before it starts): a command that writes no report imports none."""
+    if not _discovered.cache_info().currsize:
+        return []
+    return [dict(e) for e in _discovered()[2]]
 
 
 def available() -> dict[str, Reporter]:
@@ -85,10 +111,7 @@ def filename_problem(filename: str, taken: dict[str, str]) -> str:
 def _filename(module: str) -> str:
     import importlib
 
-    try:
-        return str(getattr(importlib.import_module(module), "FILENAME", "") or "")
-    except Exception:  # noqa: BLE001 - a broken reporter plugin must not stop the others
-        return ""
+    return str(getattr(importlib.import_module(module), "FILENAME", "") or "")
 
 
 def filename(fmt: str) -> str:

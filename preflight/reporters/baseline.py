@@ -24,8 +24,8 @@ def day(timestamp: str) -> str:
     return timestamp[:16].replace("T", " ") if timestamp else "an unknown date"
 
 
-def _where(node: str) -> str:
-    return "across the cluster" if node == CLUSTER_NODE else f"on {node}"
+def _where(node: str, cluster: bool) -> str:
+    return "across the cluster" if cluster else f"on {node}"
 
 
 def headline(diff: Diff) -> str:
@@ -67,7 +67,7 @@ def describe(change: StatusChange | FigureChange | VersionChange) -> str:
     if isinstance(change, StatusChange):
         old = change.old or "no result"
         new = change.new or "no result"
-        text = f"{change.check_id} {_where(change.node)}: {old} -> {new}"
+        text = f"{change.check_id} {_where(change.node, change.cluster)}: {old} -> {new}"
         if change.level_skip:
             return text + " (the run levels differ: not run at one of them)"
         lost = not change.new and change.kind == "regression"

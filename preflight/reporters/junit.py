@@ -15,29 +15,39 @@ Beside the results:
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
 from preflight.core.compare import BASELINE_CHECK_ID, baseline_of
 from preflight.core.model import CLUSTER_NODE, RunReport, Status
 from preflight.reporters.baseline import describe
+from preflight.reporters.safe_text import block, single_line
 from preflight.reporters.view import fixes, format_threshold, format_value
 from preflight.core.verdict import Verdict, decide, derived_results
 
 FILENAME = "junit.xml"  # what this reporter writes in the output directory
 
 
-# XML 1.0 cannot carry most control characters; command output sometimes has them.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
-
-
 def _clean(text: str) -> str:
-    return _CONTROL.sub("", text)
+    """Machine text for XML 1.0, which cannot carry most control characters: neutralised (safe_text)."""
+    return block(text)
+
+
+def _neutralised(root: ET.Element) -> ET.Element:
+    """Every attribute (a node's or a plugin's name: one line) and every text of the tree, neutralised,
+    so the document is valid XML whatever the names and outputs hold."""
+    for element in root.iter():
+        for key, value in element.attrib.items():
+            element.set(key, single_line(value))
+        if element.text:
+            element.text = block(element.text)
+    return root
 
 
 def render(report: RunReport) -> str:
     decision = decide(report)
     blocking = {id(r) for r in decision.blocking}
+    # A result whose blocking findings are all silenced passes, as the verdict says, and says so.
+    silenced = {id(f.result) for f in decision.acknowledged_findings} - blocking
     suites = ET.Element("testsuites", name="preflight")
     unreachable = {n.name for n in report.nodes if n.reachable is False}
     comparison = baseline_of(report)
@@ -64,7 +74,10 @@ def render(report: RunReport) -> str:
             body = _clean("\n".join(
                 [f"{m.name}: {format_value(m)} {format_threshold(m)}".rstrip() for m in result.measurements]
                 + [f"fix: {hint}" for hint in fixes(result, unreachable)]))
-            if result.status is Status.ERROR:
+            if id(result) in silenced and result.status in (Status.ERROR, Status.FAIL, Status.WARN):
+                body = "silenced in [silence]: " + ", ".join(
+                    f.id for f in decision.acknowledged_findings if f.result is result) + ("\n" + body if body else "")
+            elif result.status is Status.ERROR:
                 counts["errors"] += 1
                 ET.SubElement(case, "error", message=message, type="ERROR").text = body
             elif result.status is Status.FAIL or (result.status is Status.WARN and id(result) in blocking):
@@ -98,7 +111,7 @@ def render(report: RunReport) -> str:
     for key in ("tests", "failures", "errors", "skipped"):
         suites.set(key, str(totals[key]))
     suites.set("time", f"{totals['time']:.3f}")
-    ET.indent(suites)
+    ET.indent(_neutralised(suites))
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 

@@ -12,6 +12,7 @@ run's own directory):
     preflight_figure{check, node, name, unit}        one gauge per numeric figure
     preflight_figure_threshold{check, node, name, unit}  the threshold it was judged against, if any
     preflight_verdict{verdict}                       1 for GO, NO-GO or INCOMPLETE, 0 for the others
+    preflight_silenced_findings                      findings [silence] accepted (a GO they did not block)
     preflight_exit_code                              the exit code of the run (130 when it was interrupted)
     preflight_run_finished_timestamp_seconds         when the run ended (Unix time)
 
@@ -94,7 +95,9 @@ class _RunCollector:
             verdict.add_metric([v.value], 1.0 if v is decision.verdict else 0.0)
         code = GaugeMetricFamily("preflight_exit_code", "The exit code of the run: 0 GO, 1 NO-GO, 3 INCOMPLETE, "
                                  "130 interrupted", value=float(decision.exit_code))
-        yield from (status, duration, figure, threshold, verdict, code)
+        silenced = GaugeMetricFamily("preflight_silenced_findings", "Findings accepted by [silence] in the config: "
+                                     "they did not block the verdict", value=float(len(decision.acknowledged_findings)))
+        yield from (status, duration, figure, threshold, verdict, silenced, code)
         finished = _timestamp(self.report.finished_at or self.report.started_at)
         if finished is not None:
             yield GaugeMetricFamily("preflight_run_finished_timestamp_seconds", "When the run ended, Unix time",

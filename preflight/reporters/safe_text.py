@@ -10,8 +10,10 @@ output tail), and nowhere else decides what is safe.
 
 - ANSI escape sequences (CSI, OSC, DCS and the other ESC forms, 8-bit CSI) are removed: they are
   colour and cursor control, never content.
-- Other control characters (C0 but tab and newline, DEL, C1) and the bidirectional controls
-  (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) are shown as `\\xNN` / `\\uNNNN`.
+- Other control characters (C0 but tab and newline, DEL, C1), the bidirectional controls
+  (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), lone surrogates and U+FFFE/U+FFFF are
+  shown as `\\xNN` / `\\uNNNN`. The JUnit reporter passes every attribute and text through these
+  too, so junit.xml is valid XML whatever a node, a plugin or a command is called.
 - `single_line` also turns every line break (\\n, \\r, \\v, \\f, U+0085, U+2028, U+2029, the
   separators U+001C-U+001E) into a space; `block` keeps \\n and turns \\r\\n and a lone \\r into \\n.
 """
@@ -36,7 +38,9 @@ def _shown(char: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-_HIDDEN = re.compile("[" + "".join(re.escape(chr(c)) for c in range(0x20)) + "\x7f-\x9f" + _BIDI + "]")
+# Also what no XML document may hold and no terminal shows: lone surrogates and U+FFFE, U+FFFF.
+_HIDDEN = re.compile("[" + "".join(re.escape(chr(c)) for c in range(0x20)) + "\x7f-\x9f" + _BIDI
+                     + "\ud800-\udfff\ufffe\uffff]")
 
 
 def _neutral(text: str, keep: str) -> str:

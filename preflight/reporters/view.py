@@ -38,9 +38,10 @@ NOISY_SPREAD = 0.20
 MAX_TABLE_ROWS = 40
 
 
-def where(node: str) -> str:
-    """'on gpu01', or 'across the cluster' for the one result of a cluster-scope check."""
-    return "across the cluster" if node == CLUSTER_NODE else f"on {node}"
+def where(node: str, cluster: bool = False) -> str:
+    """'on gpu01', or 'across the cluster' for the one result of a cluster-scope check (told by its
+    scope: a host may be called "cluster" too)."""
+    return "across the cluster" if cluster else f"on {node}"
 
 
 @dataclass
@@ -61,6 +62,7 @@ class NoisyFigure:
     name: str
     spread: float
     runs: int
+    cluster: bool = False  # a cluster check's own figure
 
 
 @dataclass
@@ -274,7 +276,7 @@ def caveat_rows(report: RunReport) -> list[FindingRow]:
 
 def sentence_noisy(found: list[NoisyFigure], threshold: float, several_nodes: bool = True) -> str:
     def name(f: NoisyFigure) -> str:
-        return f.name if f.name == f.node or not several_nodes else f"{f.name} {where(f.node)}"
+        return f.name if f.name == f.node or not several_nodes else f"{f.name} {where(f.node, f.cluster)}"
 
     listed = ", ".join(f"{name(f)} ({spread(f.spread, f.runs)})" for f in found[:3])
     more = f" and {len(found) - 3} more" if len(found) > 3 else ""
@@ -310,7 +312,7 @@ def noisy_figures(report: RunReport, threshold: float = NOISY_SPREAD) -> list[No
         for m in result.measurements:
             if is_noisy(m, threshold):
                 found.append(NoisyFigure(result.check_id, m.node or result.node, m.name, m.spread or 0.0,
-                                         len(m.samples)))
+                                         len(m.samples), cluster=not m.node and result.scope is Scope.CLUSTER))
     found.sort(key=lambda f: -f.spread)
     return found
 

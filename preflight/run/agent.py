@@ -82,7 +82,7 @@ class Agent:
     def run(self) -> None:
         from preflight.core.registry import discover
 
-        registry = discover()
+        registry = discover(only={spec["id"] for spec in self.job["checks"]})  # the plugins it runs, no other
         node = self.job["node"]
         # A remote node gets no output dir from the coordinator: use a private one and remove it after.
         own_dir = not self.job.get("output_dir")

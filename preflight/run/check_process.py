@@ -26,7 +26,7 @@ from preflight.core.results_file import dumps
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     from preflight.core.registry import discover
 
-    registry = discover()
+    registry = discover(only={job["check_id"]})
     check = registry.get(job["check_id"])()
     params = check.params_from(job.get("params"))
     expect = Expect.from_dict(job.get("expect"))

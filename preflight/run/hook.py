@@ -29,12 +29,6 @@ LEVEL = "quick"  # each check's parameters sized for a hook (preflight.core.leve
 ORIGIN = "healthcheck"  # where the hook's own settings come from, as the config records it
 
 
-def own_distribution(error: Any) -> bool:
-    """A load error of preflight's own checks: a broken install, which every hook must report. A third
-    party's check that failed to load cannot declare itself a hook check, so it is not counted."""
-    return str(getattr(error, "distribution", "")).split(" ")[0] in ("preflight-cluster", "preflight_cluster")
-
-
 def hook_check_ids(checks: dict) -> list[str]:
     """The registered node checks that declare themselves cheap enough for a hook (Check.hook)."""
     return sorted(cid for cid, check in checks.items() if check.scope is Scope.NODE and check.hook)
@@ -64,11 +58,13 @@ def after_settings(config: Any) -> None:
     config.expect.nodes = None
 
 
-def allot(checks: list[Any], config: Any, budget_s: float) -> tuple[dict[str, float], dict[str, str]]:
+def allot(checks: list[Any], config: Any, budget_s: float,
+          spent_s: float = 0.0) -> tuple[dict[str, float], dict[str, str]]:
     """(check id -> timeout, check id -> why it does not run): in run order, each check gets its own
     timeout (the quick one, unless the configuration sets another) out of what is left of the budget;
-    one that can no longer get its floor is left out, with the reason."""
-    left = budget_s
+    one that can no longer get its floor is left out, with the reason. `spent_s`: the budget used
+    already (loading the plugins)."""
+    left = budget_s - spent_s
     timeouts: dict[str, float] = {}
     left_out: dict[str, str] = {}
     for check in checks:
@@ -100,11 +96,12 @@ def select(registry: Any, only: str | None, skip: str | None) -> tuple[list[str]
 
 
 def load_errors_of(registry: Any, only: str | None, skipped: set[str]) -> list[dict[str, str]]:
-    """The plugins that failed to load among the checks this healthcheck would run: named in --checks,
-    or (without --checks) a hook check; an unrelated plugin's failure is not this node's problem."""
+    """The plugins that failed to load and that this healthcheck might have run: named in --checks, or
+    (without --checks) any not skipped, since a plugin that did not load could not say whether it is
+    a hook check. They make the verdict INCOMPLETE, which drains nothing."""
     asked = set(split_ids(only))
     return [e.to_dict() for e in registry.errors if plugin_name(e) not in skipped
-            and (plugin_name(e) in asked if asked else own_distribution(e))]
+            and (not asked or plugin_name(e) in asked)]
 
 
 def record_left_out(report: RunReport, checks: list[Any], left_out: dict[str, str], node: str) -> None:

@@ -17,6 +17,13 @@ A host name is data that ends up on an ssh command line, so it is validated stri
 is not a host name, an IPv4 address or a bracketed IPv6 address (`a;touch /tmp/x`, `$(reboot)`,
 `-oProxyCommand=...`) is rejected before anything runs. Every problem raises HostsFileError naming
 the file and the line.
+
+One node is one node: two lines that reach the same sshd (`gpu01`, `gpu01:22`, `alice@gpu01`,
+`GPU01.`, `[fd00:0::7]` and `[fd00::7]`; ssh's port is 22 when none is given) are refused with the
+line of each, and so are two names that resolve to the same address and port (`nodes_from_arg`
+resolves them, bounded in time): otherwise one machine written twice would meet `expect.nodes`.
+A file names at most MAX_NODES nodes (100,000) and a line at most MAX_HOSTS_PER_LINE, counted before
+a range is expanded.
 """
 
 from __future__ import annotations
@@ -24,22 +31,30 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import os
+import queue
 import re
+import socket
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from preflight.core.nodeset import MAX_NODES
 from preflight.integrations.topology import valid_group_name
 
 # A range such as [1-1000000] would expand into a million hosts; no real hosts file needs more than
 # this per line, and a typo should fail loudly instead of exhausting memory.
 MAX_HOSTS_PER_LINE = 10000
+SSH_PORT = 22  # what ssh connects to when neither the line nor ~/.ssh/config names a port
+RESOLVE_LIMIT_S = 5.0  # the time all name look-ups of a hosts file may take together
 
 # RFC 1123 labels, plus '_': a name may be a Host alias from ~/.ssh/config, which ssh resolves
 # itself and which people write as gpu_a or train_node1. Never a leading '-' (ssh would read an
 # option), never a shell metacharacter.
 _LABEL = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-_RANGE_BODY = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
+_RANGE_BODY = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$", re.ASCII)
+_NUMBER = re.compile(r"[0-9]{1,6}")
 _IPV6_ZONE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _KNOWN_OPTIONS = ("slots", "python", "group", "rack")
 
@@ -90,15 +105,67 @@ def parse_hosts(text: str, path: str | Path = "<hosts>") -> list[Host]:
         if not line:
             continue
         for host in _parse_line(line, line_no, path):
-            key = (host.hostname.lower().rstrip("."), host.port)
+            key = (canonical(host.hostname), host.port or SSH_PORT)
             if key in seen:
                 first = seen[key]
-                raise HostsFileError(path, line_no, f"duplicate host {host.name!r} (already on line {first.line_no})")
+                raise HostsFileError(path, line_no, f"duplicate host {host.name!r}: the same node as "
+                                                    f"{first.name!r} on line {first.line_no}")
             seen[key] = host
             hosts.append(host)
+            if len(hosts) > MAX_NODES:
+                raise HostsFileError(path, line_no, f"more than {MAX_NODES:,} nodes: at most {MAX_NODES:,} in all")
     if not hosts:
         raise HostsFileError(path, None, "no hosts: the file is empty or holds only comments")
     return hosts
+
+
+def canonical(hostname: str) -> str:
+    """One spelling per host: lower case, no trailing dot, an IPv6 address compressed."""
+    name = hostname.lower().rstrip(".")
+    address, sep, zone = name.partition("%")
+    try:
+        return str(ipaddress.ip_address(address)) + sep + zone
+    except ValueError:
+        return name
+
+
+def same_endpoints(hosts: list[Host], path: str | Path, limit_s: float = RESOLVE_LIMIT_S) -> None:
+    """HostsFileError (file:line of both) when two hosts resolve to the same address and port. Names
+    are looked up in daemon threads for at most `limit_s` in all; one not resolved in time, or not at
+    all (an alias only ~/.ssh/config knows), is compared by its name alone."""
+    names = sorted({h.hostname for h in hosts})
+    found: dict[str, set[str]] = {}
+    todo: queue.Queue[str] = queue.Queue()
+    for name in names:
+        todo.put(name)
+
+    def look_up() -> None:
+        while True:
+            try:
+                name = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+                found[name] = {canonical(str(info[4][0])) for info in infos}
+            except (OSError, UnicodeError, ValueError):
+                continue
+
+    workers = [threading.Thread(target=look_up, daemon=True, name="preflight-resolve")
+               for _ in range(min(16, len(names)))]
+    for worker in workers:
+        worker.start()
+    deadline = time.monotonic() + limit_s
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+    seen: dict[tuple[str, int], Host] = {}
+    for host in sorted(hosts, key=lambda h: h.line_no):
+        for address in sorted(dict(found).get(host.hostname, set())):
+            key = (address, host.port or SSH_PORT)
+            first = seen.setdefault(key, host)
+            if first is not host:
+                raise HostsFileError(path, host.line_no, f"duplicate host {host.name!r}: it reaches the same sshd as "
+                                                         f"{first.name!r} on line {first.line_no} ({address} port {key[1]})")
 
 
 def _parse_line(line: str, line_no: int, path: str | Path) -> list[Host]:
@@ -134,7 +201,7 @@ def _parse_line(line: str, line_no: int, path: str | Path) -> list[Host]:
         options[key] = value
     slots = None
     if "slots" in options:
-        if not options["slots"].isdigit():
+        if not _NUMBER.fullmatch(options["slots"]):
             raise fail(f"slots must be a whole number, got {options['slots']!r}")
         slots = int(options["slots"])
     python = options.get("python")
@@ -185,7 +252,7 @@ def _endpoint(written: str, fail) -> tuple[str, str, int | None]:
         _check_hostname(hostname, fail)
     port = None
     if port_text is not None:
-        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        if not _NUMBER.fullmatch(port_text) or not 1 <= int(port_text) <= 65535:
             raise fail(f"invalid port {port_text!r} in {written!r}: expected 1-65535")
         port = int(port_text)
     return written, hostname, port
@@ -311,11 +378,15 @@ def nodes_from_arg(value: str) -> list[Host]:
     with the same checks as a hosts file line (no shell metacharacters, no leading '-')."""
     path = Path(os.path.expanduser(value))
     if path.is_file():
-        return load_hosts(path)
+        hosts = load_hosts(path)
+        same_endpoints(hosts, path)
+        return hosts
     if "/" in value or path.suffix.lower() in FILE_SUFFIXES:
         raise HostsFileError(value, None, "no such hosts file (a node set has no '/' and no file suffix)")
     if value.strip().startswith("-"):
         raise HostsFileError("--nodes", None, f"{value!r} is neither a file nor a node set (it starts with '-')")
     if not value.strip():
         raise HostsFileError("--nodes", None, "no nodes given")
-    return parse_hosts(value, "--nodes")
+    hosts = parse_hosts(value, "--nodes")
+    same_endpoints(hosts, "--nodes")
+    return hosts

@@ -32,6 +32,8 @@ def check_ids_known(found: Any, wanted: list[str], skipped: set[str]) -> None:
         if check_id not in found.checks:
             hint = ""
             broken = [e for e in found.errors if plugin_name(e) == check_id]
+            if check_id in skipped and check_id in getattr(found, "not_imported", {}):
+                continue  # --skip of a third party's plugin: never imported
             if broken and check_id in skipped:
                 continue  # --skip of a plugin that failed to load: the user knows, its absence is no gap
             if broken:

@@ -40,15 +40,22 @@ def recorded_sources(config: Any) -> dict[str, str]:
 
 def record_judging(config: Any, checks: dict[str, type[Check]]) -> dict[str, Any]:
     """RunReport.judged_with for a run about to start with this (validated, prepared) config."""
-    return {
-        "params": copy.deepcopy(config.params),
+    from preflight.core.redact import NOTE, redact_text, scrub
+
+    text = config.file_text
+    settings = list(config.settings)
+    record = {
+        "params": scrub(copy.deepcopy(config.params)),
         "expect": config.expect.to_dict(),
         "sources": recorded_sources(config),
         "profile": config.profile or "",
         "config_file": config.path or "",
-        "config_text": config.file_text,
-        "settings": list(config.settings),
+        "config_text": redact_text(text, assignments=True) if text else text,  # a password is never recorded
+        "settings": [redact_text(s, assignments=True) for s in settings],
     }
+    if record["config_text"] != text or record["settings"] != list(settings) or record["params"] != config.params:
+        record["redacted"] = NOTE
+    return record
 
 
 def _merge(params: dict[str, dict[str, Any]], layer: dict[str, dict[str, Any]]) -> None:

@@ -8,6 +8,11 @@
   holds two runs' verdicts side by side. Other files in DIR are left as they are; DIR is never
   emptied. An --out that would replace the command's own input (the baseline, the results being
   re-rendered, the config file) is refused, and so is a directory where a report file should go.
+- One run at a time in an --out DIR: a run (or `preflight report`) holds an exclusive flock on DIR
+  itself from before it clears the directory until the process ends; a second one is refused (exit
+  2 naming DIR and the process that holds it) before it touches anything, so the first run's
+  results.jsonl is never removed and results.json never comes from another run than results.jsonl.
+  Locking the directory, not a file in it, leaves nothing behind.
 - A run's scratch space is a directory the run creates itself in its output directory
   (`.preflight-scratch-*`, one per run) and removes at the end; nothing else is removed.
 """
@@ -15,14 +20,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import fcntl
 import os
 import tempfile
 from pathlib import Path
+
+from preflight.core.redact import redact_text
 
 # The files of the built-in formats; owned_files() adds those of every installed report format.
 RESULTS_LOG = "results.jsonl"
 OWNED_FILES = (RESULTS_LOG, "results.json", "report.md", "report.html", "junit.xml", "preflight.prom")
 LATEST = "latest"
+_held: dict[Path, int] = {}  # directory -> the descriptor of its lock file, held until this process ends
 
 
 class OutputDirError(Exception):
@@ -37,6 +47,43 @@ def owned_files() -> tuple[str, ...]:
 
     names = [*OWNED_FILES, *(r.filename for r in available().values())]
     return tuple(n for n in dict.fromkeys(names) if n and "/" not in n and os.sep not in n and n not in (".", ".."))
+
+
+def lock(base: Path) -> None:
+    """Hold an exclusive flock on the directory itself for the rest of this process, or OutputDirError
+    naming the process that holds it. A file system without such locks is used without one."""
+    if base in _held:
+        return  # this process holds it already (an earlier command in the same process)
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+            raise OutputDirError(f"--out {base} is in use by another preflight run ({_holder(base)}); wait for it "
+                                 "to finish or choose another --out directory") from None
+        return
+    _held[base] = fd
+
+
+def _holder(base: Path) -> str:
+    """The process holding the lock on `base`, as /proc/locks and its command line tell."""
+    from preflight.reporters.safe_text import single_line
+
+    try:
+        inode = os.stat(base).st_ino
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            for line in locks:
+                parts = line.split()
+                if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(inode):
+                    pid = parts[4]
+                    with open(f"/proc/{pid}/cmdline", "rb") as cmd:
+                        argv = cmd.read(4096).split(b"\0")
+                    text = " ".join(a.decode("utf-8", "replace") for a in argv if a)
+                    return single_line(f"pid {pid}: {redact_text(text)}")[:300]
+    except OSError:
+        pass
+    return "holder unknown"
 
 
 def _check_writable(out: Path) -> None:
@@ -87,6 +134,7 @@ def run_directory(path: str | Path, *, per_run: bool, now: dt.datetime | None = 
             return out
         base.mkdir(parents=True, exist_ok=True)
         _check_writable(base)
+        lock(base)  # before anything of an earlier run is removed
         for name in names:
             stale = base / name
             if stale.is_symlink() or stale.is_file():

@@ -39,6 +39,8 @@ from preflight.transport.process import TIMEOUT, RemoteProcess
 from preflight.run.child import run_json_child
 from preflight.transport import Transport
 from preflight.core.verdict import Verdict, decide
+from preflight.reporters import load_errors as reporter_load_errors
+from preflight.core.redact import redact_text, scrub
 
 # An agent that writes nothing for the timeout of the check it is on plus this long has lost its node.
 AGENT_GRACE_S = 15.0
@@ -135,13 +137,14 @@ class Runner:
             config_path=plan.config.path or "",
             profile=plan.config.profile,
             profile_sources=list(plan.config.profile_sources),
-            command=plan.command,
-            load_errors=plan.load_errors,
+            command=redact_text(plan.command, assignments=True),
+            load_errors=[*plan.load_errors, *reporter_load_errors()],
             level=plan.config.level,
             level_budget_s=levels.BUDGET_S.get(plan.config.level),
             judged_with=plan.judged_with,
             silenced={k: dict(v) for k, v in plan.config.silence.items()},
         )
+        scrub(self.report.load_errors)
         plan.output_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = plan.output_dir / "results.jsonl"
         self.write_error = ""  # set when results.jsonl could not be written (a full disk): exit 2 naming it

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -134,7 +135,11 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
     if request.textfile_dir is not None and not (os.path.isdir(request.textfile_dir)
                                                  and os.access(request.textfile_dir, os.W_OK)):
         raise RunProblem(f"--textfile-dir {request.textfile_dir}: not a directory this user can write to")
-    registry = registry or discover()
+    start = time.monotonic()
+    # Third-party plugins --skip names are never imported; a hook's imports are bounded by a third of its
+    # budget and count against it (preflight.core.registry contains what a plugin does at import).
+    registry = registry or discover(skip=set(split_ids(request.skip)),
+                                    **({"limit_s": request.hook.budget_s / 3} if request.hook is not None else {}))
     baseline, notes = baseline_of(request, registry.checks)
     config = configure(request, registry.checks)
     wanted, skipped, explicit = _select(request, registry)
@@ -158,7 +163,7 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
         raise RunProblem(str(exc)) from None
     left_out: dict[str, str] = {}
     if request.hook is not None:
-        timeouts, left_out = hook.allot(checks, config, request.hook.budget_s)
+        timeouts, left_out = hook.allot(checks, config, request.hook.budget_s, time.monotonic() - start)
         config.timeouts.update(timeouts)
     out, scratch = _output(request)
     plan = RunPlan(checks=[c for c in checks if c.id not in left_out], config=config, output_dir=out, nodes=nodes,

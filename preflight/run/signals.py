@@ -2,9 +2,11 @@
 
 CI cancels a job with SIGTERM, often more than once; a person presses Ctrl-C twice. The first
 signal stops the run where the run can take it (a KeyboardInterrupt inside `Interrupts.armed()`, the
-runner's own window); every later one is only counted. Outside that window a signal is counted and
-acted on at the next safe point: before the run starts it is raised as soon as the window opens,
-and after the run it marks the report interrupted before any report is written. So reports are
+runner's own window); every later one is only counted. Before the run starts (loading plugins,
+reading the config and the hosts file, resolving names), nothing has run and nothing is to be
+reported: the first signal ends the command at once with exit 130 and a line saying nothing ran,
+whatever it was parsing. After the run a signal marks the report interrupted before any report is
+written. So reports are
 written once, say they were interrupted, and the exit code is 130; never a second
 KeyboardInterrupt out of a cleanup, never click's "Aborted!" with exit 1.
 """
@@ -12,11 +14,13 @@ KeyboardInterrupt out of a cleanup, never click's "Aborted!" with exit 1.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_INTERRUPTED = 130
 
 
 class Interrupts:
@@ -24,6 +28,7 @@ class Interrupts:
         self.count = 0
         self.raised = False
         self._armed = False
+        self._preparing = False  # inside handling(), before the run's window first opens
 
     @contextmanager
     def handling(self) -> Iterator[Interrupts]:
@@ -38,10 +43,11 @@ class Interrupts:
         previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
         for signum in SIGNALS:
             signal.signal(signum, self._handle)
+        self._preparing = True
         try:
             yield self
         finally:
-            self._armed = False
+            self._armed = self._preparing = False
             if self.count:
                 self.raised = True  # nothing raises any more: the handler only counts
             else:
@@ -51,6 +57,12 @@ class Interrupts:
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.count += 1
+        if self._preparing and not self.raised:
+            self.raised = True
+            self._preparing = False
+            sys.stderr.write(f"preflight: interrupted ({signal.Signals(signum).name}) before the run started: "
+                             "nothing ran\n")
+            raise SystemExit(EXIT_INTERRUPTED)
         if self._armed and not self.raised:
             self.raised = True
             raise KeyboardInterrupt
@@ -58,7 +70,7 @@ class Interrupts:
     @contextmanager
     def armed(self) -> Iterator[None]:
         """The window in which the first signal stops the run with a KeyboardInterrupt."""
-        self._armed = True
+        self._armed, self._preparing = True, False
         try:
             if self.count and not self.raised:  # one came before the window opened
                 self.raised = True

@@ -1,6 +1,6 @@
 """`preflight healthcheck` for real on this node, as a Slurm Prolog would run it: only what it
-measured here drains (exit 1); an unrelated broken plugin, a budget too small for a probe, a probe
-given no time and a cluster-wide expectation drain nothing (exit 0)."""
+measured here drains (exit 1); a broken plugin, a budget too small for a probe, a probe given no
+time and a cluster-wide expectation drain nothing (exit 0)."""
 
 from __future__ import annotations
 
@@ -51,12 +51,17 @@ def test_an_unrelated_broken_plugin_does_not_make_every_node_incomplete(tmp_path
     assert asked.returncode == 2 and "its plugin failed to load" in asked.stderr
 
 
-def test_a_broken_third_party_plugin_is_not_this_nodes_problem(tmp_path, broken_plugins):
-    # A plugin that did not load cannot declare itself a hook check (Check.hook), so without --checks
-    # naming it, healthcheck neither counts it nor drains for it; preflight's own broken checks count.
+def test_a_broken_third_party_plugin_is_named_and_drains_nothing(tmp_path, broken_plugins):
+    # A plugin that did not load cannot say whether it is a hook check (Check.hook): without --checks
+    # it counts (INCOMPLETE, named with its distribution), and drains nothing; --skip leaves it out,
+    # and then it is not even imported.
     run, data = healthcheck(tmp_path, "--skip", "gpu.visibility", *ROOMY, env=broken_plugins)
-    assert data["load_errors"] == []
-    assert data["verdict"]["verdict"] != "INCOMPLETE"
+    assert {e["distribution"] for e in data["load_errors"]} == {"acme-node-checks 0.3"}
+    assert data["verdict"]["verdict"] in ("INCOMPLETE", "NO-GO") and "acme.unrelated" in run.stdout
+    assert run.returncode == 0, run.stdout + run.stderr
+    run, data = healthcheck(tmp_path, "--skip", "gpu.visibility,acme.unrelated,versions.acme", *ROOMY,
+                            env=broken_plugins)
+    assert data["load_errors"] == [] and data["verdict"]["verdict"] != "INCOMPLETE"
     assert run.returncode == 0, run.stdout + run.stderr
 
 

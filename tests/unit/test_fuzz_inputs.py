@@ -1,5 +1,8 @@
 """A fuzz corpus for everything preflight reads from a user: results.json and results.jsonl,
-baselines, preflight.toml, --set values and hosts files.
+baselines, preflight.toml, --set values and hosts files; and for what it must hold against any input:
+silences that end on real dates, one node per sshd, node sets bounded before they are expanded, no
+URL password in any text, names with control characters in valid JUnit and inert Markdown, and
+plugins whose import raises anything.
 
 Each input is a known-good document, mutated the way files get damaged: cut short, bytes inserted
 or removed, a value replaced by one of another type, a field removed or misspelt. Every mutated
@@ -26,7 +29,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from preflight.run.hosts import HostsFileError, load_hosts
+from preflight.run.hosts import HostsFileError, load_hosts, parse_hosts
 from preflight.cli.main import cli
 from preflight.core import config as config_mod
 from preflight.core.compare import attach
@@ -338,3 +341,143 @@ def test_a_damaged_hosts_file_never_crashes(data):
         code, output = invoke(["run", "--nodes", str(hosts), "--checks", "node.environment",
                                "--out", str(Path(tmp) / "afile" / "out")])
     assert code == 2 and ("hosts.txt" in output or "afile" in output), output
+
+
+# -- silences: an end that is not a date never means "never expires" ----------------------------
+
+UNTILS = st.one_of(st.text(max_size=24).map(lambda t: json.dumps(t, ensure_ascii=False)), st.integers(-10**9, 10**9).map(str),
+                   st.sampled_from(["true", "false", "0", "[]", "{}", "2027-01-31", "2027-01-31T10:00:00",
+                                    '"2027-02-30"', '"2027-1-5"', '"20270131"', "1979-05-27 07:32:00Z"]))
+
+
+@FUZZ
+@given(UNTILS)
+def test_a_silence_ends_on_a_date_or_is_refused_naming_its_key(until):
+    from preflight.core.silence import parse_silence  # noqa: F401 - the reader under test, through parse
+
+    text = f'[silence]\n"node.environment.shm-small" = {{reason = "r", until = {until}}}\n'
+    try:
+        config = config_mod.parse(text, CHECKS)
+    except ConfigError as exc:
+        assert "silence.node.environment.shm-small" in str(exc) or "invalid TOML" in str(exc), str(exc)
+        return
+    end = config.silence["node.environment.shm-small"]["until"]
+    assert len(end) == 10 and end[4] == end[7] == "-"  # a real date, never ""
+
+
+# -- one node is one node ------------------------------------------------------------------------
+
+@FUZZ
+@given(st.sampled_from(["gpu01", "10.0.0.7", "[fd00::7]", "node-a.example"]), st.data())
+def test_two_spellings_of_one_sshd_are_always_refused(host, data):
+    def spelling() -> str:
+        name = host.upper() if data.draw(st.booleans()) and not host.startswith("[") else host
+        if data.draw(st.booleans()) and not name.startswith("[") and not name[-1].isdigit():
+            name += "."
+        if data.draw(st.booleans()):
+            name += ":22"
+        return (data.draw(st.sampled_from(["", "root@", "alice@"])) + name)
+
+    first, second = spelling(), spelling()
+    try:
+        parse_hosts(f"{first}\n{second}\n", "hosts.txt")
+    except HostsFileError as exc:
+        assert str(exc).startswith("hosts.txt:2: duplicate host"), str(exc)
+    else:
+        raise AssertionError(f"{first!r} and {second!r} were taken for two nodes")
+
+
+# -- bounded work: node sets ---------------------------------------------------------------------
+
+@FUZZ
+@given(st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**9)), min_size=1, max_size=3))
+def test_a_node_set_is_refused_or_expanded_within_the_limit(bounds):
+    from preflight.core.nodeset import MAX_NODES
+    from preflight.history.nodeset import NodeSetError, expand
+
+    pattern = "n" + "-".join(f"[{min(a, b)}-{max(a, b)}]" for a, b in bounds)
+    try:
+        names = expand(pattern)
+    except NodeSetError:
+        names = None
+    assert names is None or len(names) <= MAX_NODES
+    try:
+        hosts = parse_hosts(pattern, "--nodes")
+    except HostsFileError:
+        hosts = None
+    assert hosts is None or len(hosts) <= MAX_NODES
+
+
+# -- no secret in any output: URLs of every shape --------------------------------------------------
+
+SECRET = "Pl4nted"
+URL_PARTS = st.tuples(st.sampled_from(["http", "https", "postgresql", "postgresql+psycopg", "mysql"]),
+                      st.text(alphabet="abcxyz_.-%", min_size=1, max_size=6),
+                      st.text(alphabet="abc123!$&'()*+,;=@:/?#[]~", max_size=6),
+                      st.sampled_from(["db", "127.0.0.1", "[::1]", "[::1", "h.example"]),
+                      st.sampled_from(["", ":5432", ":5x32", ":99999", ":"]),
+                      st.sampled_from(["", "/h", "/api?x=1", "/?token=", "/p?api_key="]))
+
+
+@FUZZ
+@given(URL_PARTS, st.sampled_from(["{url}", 'url = "{url}"', "cannot reach {url}: refused", "{url}\n{url}"]))
+def test_a_password_in_any_url_is_masked(parts, context):
+    from preflight.core.redact import redact_text
+
+    scheme, user, noise, host, port, tail = parts
+    password = noise + SECRET + noise
+    url = f"{scheme}://{user}:{password}@{host}{port}{tail}" + (SECRET if tail.endswith("=") else "")
+    assert SECRET not in redact_text(context.format(url=url), assignments=True), url
+
+
+# -- every machine-readable output valid: names with control characters ----------------------------
+
+CONTROL_TEXT = st.text(alphabet=st.sampled_from(list("ab-1\x00\x07\x1b[2J\r\n\t\x7f\x85\u202e\ud800\ufffe<&\"]]>")),
+                       min_size=1, max_size=12)
+
+
+@FUZZ
+@given(CONTROL_TEXT, CONTROL_TEXT, CONTROL_TEXT)
+def test_control_characters_in_names_and_commands_never_break_an_output(node, plugin, command):
+    import re
+    import xml.etree.ElementTree as ET
+
+    from preflight.core.model import Evidence
+    from preflight.reporters import junit, markdown
+
+    result = make_result("node.environment", node, Status.FAIL, f"bad {node}",
+                         evidence=[Evidence(command, 1, f"out {command}")])
+    report = make_report([result], nodes=[node], command=f"preflight run {command}",
+                         load_errors=[{"entry_point": f"{plugin} = m:C", "distribution": f"{plugin} 1.0",
+                                       "error": f"boom {plugin}"}])
+    xml_text = junit.render(report)
+    ET.fromstring(xml_text.encode("utf-8"))  # valid XML, whatever the names hold
+    md = markdown.render(report)
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e\ud800-\udfff\ufffe]", md), md
+
+
+# -- plugins contained at import -----------------------------------------------------------------
+
+RAISED = st.sampled_from(["SystemExit", "KeyboardInterrupt", "GeneratorExit", "RecursionError", "MemoryError",
+                          "StopIteration", "Exception", "BaseException", "type('Odd', (BaseException,), {})"])
+PAYLOAD = st.sampled_from(["", "0", "1", "3", "None", "'bye'", "[1, 2]", "object()"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(RAISED, PAYLOAD, st.booleans())
+def test_whatever_a_plugin_raises_at_import_is_a_load_error_naming_it(tmp_path_factory, raised, payload, via_exit):
+    import sys
+
+    from tests.unit.core.test_plugin_import import plant
+
+    site = tmp_path_factory.mktemp("site")
+    sys.path.insert(0, str(site))
+    try:
+        body = f"import sys\nsys.exit({payload})\n" if via_exit else f"raise ({raised})({payload})\n"
+        check_id = plant(site, body)
+        found = discover(only={check_id})
+    finally:
+        sys.path.remove(str(site))
+    assert [e.entry_point.split(" =")[0] for e in found.errors] == [check_id]
+    assert found.errors[0].distribution.startswith("hostile-")

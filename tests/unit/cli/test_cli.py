@@ -223,7 +223,7 @@ def _with_broken_plugin(monkeypatch):
     registry = discover()
     registry.errors.append(LoadError("acme.broken = acme_broken:Check", "acme-gpu-checks 0.3",
                                      "ImportError: No module named 'acme_broken'"))
-    monkeypatch.setattr(registry_module, "discover", lambda: registry)
+    monkeypatch.setattr(registry_module, "discover", lambda **_: registry)
 
 
 def test_a_plugin_that_failed_to_load_makes_the_run_incomplete_unless_skipped(runner, tmp_path, monkeypatch):

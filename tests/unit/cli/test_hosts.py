@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.run.hosts import MAX_HOSTS_PER_LINE, Host, HostsFileError, load_hosts, parse_hosts
+from preflight.run.hosts import MAX_HOSTS_PER_LINE, Host, HostsFileError, load_hosts, nodes_from_arg, parse_hosts
 
 
 def names(text: str) -> list[str]:
@@ -138,7 +138,7 @@ def test_malformed_lines(line, words):
 
 def test_duplicates_name_both_lines():
     error = error_of("gpu01\ngpu02\ngpu[01-02]\n")
-    assert error.line_no == 3 and "already on line 1" in error.message
+    assert error.line_no == 3 and "on line 1" in error.message
 
 
 def test_duplicates_ignore_case_and_user_but_not_port():
@@ -204,3 +204,45 @@ def test_nodes_are_named_without_their_port_unless_two_share_an_address(tmp_path
     hosts.write_text("gpu01:2222\nubuntu@10.0.0.7:2200\n127.0.0.1:2201\n127.0.0.1:2202\n[fd00::7]:22\ngpu02\n")
     assert [h.name for h in without_ports(load_hosts(hosts))] == [
         "gpu01", "10.0.0.7", "127.0.0.1:2201", "127.0.0.1:2202", "fd00::7", "gpu02"]
+
+
+# -- one node is one node --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("first, second", [("good1", "good1:22"), ("good1", "alice@good1"), ("good1:22", "bob@GOOD1."),
+                                           ("[fd00::7]", "[fd00:0:0::7]:22"), ("10.0.0.1", "root@10.0.0.1:22")])
+def test_two_spellings_of_one_sshd_are_refused_with_the_line(first, second):
+    with pytest.raises(HostsFileError) as caught:
+        parse_hosts(f"{first}\n# a comment\n{second}\n", "hosts.txt")
+    assert caught.value.line_no == 3 and str(caught.value).startswith("hosts.txt:3: duplicate host")
+
+
+def test_two_names_that_resolve_to_one_address_and_port_are_refused(tmp_path):
+    path = tmp_path / "hosts.txt"
+    path.write_text("localhost\n127.0.0.1:22\n")
+    with pytest.raises(HostsFileError, match=r"hosts.txt:2: duplicate host"):
+        nodes_from_arg(str(path))
+    path.write_text("localhost:2222\n127.0.0.1:22\n")  # another port: another sshd
+    assert [h.port for h in nodes_from_arg(str(path))] == [2222, 22]
+
+
+@pytest.mark.parametrize("line", ["gpu01:\u00b2", "gpu01:\u0661\u0662", "gpu01 slots=\u00b2", "gpu01:99999999999",
+                                  "n[\u0661-\u0663]"])
+def test_a_number_that_is_not_ascii_digits_is_an_error_naming_file_and_line(line):
+    with pytest.raises(HostsFileError) as caught:
+        parse_hosts(f"gpu00\n{line}\n", "hosts.txt")
+    assert str(caught.value).startswith("hosts.txt:2: ")
+
+
+def test_a_huge_range_is_refused_before_it_is_expanded(monkeypatch):
+    import time
+
+    from preflight.cli import hosts
+
+    start = time.monotonic()
+    for text in ("n[1-100000000]", "n[1-9999]-r[1-9999]", "a[1-100000000],b1"):
+        with pytest.raises(HostsFileError):
+            nodes_from_arg(text)
+    assert time.monotonic() - start < 0.5
+    monkeypatch.setattr(hosts, "MAX_NODES", 1000)  # the file's total, over all its lines
+    with pytest.raises(HostsFileError, match="at most 1,000"):
+        parse_hosts("".join(f"r{r}-n[1-400]\n" for r in range(3)), "hosts.txt")

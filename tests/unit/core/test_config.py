@@ -271,9 +271,9 @@ def test_silence_needs_a_finding_id_of_a_known_check_a_reason_and_a_date():
     assert config.silence == {"node.environment.memlock-limited": {"reason": "no RDMA on this pool", "until": "2027-01-31"},
                               "node.environment.nofile-low": {"reason": "raised by the job script", "until": ""}}
     for bad, words in (('"node.enviroment.x" = {reason = "r"}', "did you mean 'node.environment'"),
-                       ('"node.environment.x" = {until = 2027-01-01}', "needs a reason"),
-                       ('"node.environment.x" = {reason = "r", until = "soon"}', "must be a date"),
-                       ('"node.environment.x" = {reason = "r", untill = 2027-01-01}', "did you mean 'until'")):
+                       ('"node.environment.shm-small" = {until = 2027-01-01}', "needs a reason"),
+                       ('"node.environment.shm-small" = {reason = "r", until = "soon"}', "must be an ISO date"),
+                       ('"node.environment.shm-small" = {reason = "r", untill = 2027-01-01}', "did you mean 'until'")):
         with pytest.raises(cfg.ConfigError, match=words.replace("(", r"\(")):
             cfg.parse(f"[silence]\n{bad}\n", CHECKS)
 
@@ -304,3 +304,50 @@ def test_the_job_section_reaches_the_checks_that_plan_for_the_job():
         cfg.parse("[job]\ngpus = 8\n", checks)
     with pytest.raises(cfg.ConfigError, match="unknown section"):
         cfg.parse("[job]\nnodes = 8\n", CHECKS)  # no check plans for a job: the section is unknown
+
+
+@pytest.mark.parametrize("until", ['0', 'false', '""', '"next year"', '[]', '{}', '"2027-13-01"', '20270131',
+                                   '"31/01/2027"', '10:00:00', '"  "'])
+def test_a_silence_end_that_is_not_an_iso_date_is_refused_naming_the_key(until):
+    with pytest.raises(cfg.ConfigError, match=r"silence\.node\.environment\.shm-small\.until"):
+        cfg.parse(f'[silence]\n"node.environment.shm-small" = {{reason = "r", until = {until}}}\n', CHECKS)
+
+
+@pytest.mark.parametrize("until, day", [("2027-01-31", "2027-01-31"), ('"2027-01-31"', "2027-01-31"),
+                                        ("2027-01-31T18:00:00", "2027-01-31"), ('"2027-01-31T18:00:00Z"', "2027-01-31"),
+                                        ("2027-01-31 18:00:00+02:00", "2027-01-31")])
+def test_a_silence_ends_on_an_iso_date_or_date_time(until, day):
+    config = cfg.parse(f'[silence]\n"node.environment.shm-small" = {{reason = "r", until = {until}}}\n', CHECKS)
+    assert config.silence["node.environment.shm-small"]["until"] == day
+
+
+def test_a_silence_must_name_a_finding_its_check_declares():
+    with pytest.raises(cfg.ConfigError, match="did you mean 'node.environment.memlock-limited'"):
+        cfg.parse('[silence]\n"node.environment.memlock-limted" = {reason = "r"}\n', CHECKS)
+    with pytest.raises(cfg.ConfigError, match="declares no finding"):
+        cfg.parse('[silence]\n"node.environment.anything" = {reason = "r"}\n', CHECKS)
+
+
+@pytest.mark.parametrize("finding_id", ["node.environment.unreachable", "node.environment.timed-out",
+                                        "node.environment.nodes-unreachable"])
+def test_what_a_transport_reports_cannot_be_silenced(finding_id):
+    with pytest.raises(cfg.ConfigError, match="cannot be silenced"):
+        cfg.parse(f'[silence]\n"{finding_id}" = {{reason = "r"}}\n', CHECKS)
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:hunter2XYZ@db:5x32/h", "postgresql://u:hunter2XYZ@[::1/h",
+                                 "postgresql://u:hunter2XYZ@db:99999/h"])
+def test_a_history_url_that_does_not_parse_is_refused_naming_the_key_with_its_password_masked(url):
+    with pytest.raises(cfg.ConfigError, match="history.url") as caught:
+        cfg.parse(f'[history]\nurl = "{url}"\n', CHECKS)
+    assert "hunter2XYZ" not in str(caught.value)
+
+
+def test_a_url_setting_whose_port_is_no_number_is_refused_naming_the_key_with_its_password_masked():
+    from preflight_checks.monitoring.alarms import MonitoringAlarms
+
+    checks = {"monitoring.alarms": MonitoringAlarms}
+    with pytest.raises(cfg.ConfigError, match="monitoring.alarms.prometheus_url") as caught:
+        cfg.apply_cli_settings(cfg.parse("", checks), ["monitoring.alarms.prometheus_url=http://a:hunter2XYZ@h:9x9"],
+                               checks)
+    assert "hunter2XYZ" not in str(caught.value)

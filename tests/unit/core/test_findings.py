@@ -91,7 +91,8 @@ def test_short_figures():
 
 
 def test_cluster_results_read_across_the_cluster():
-    assert where(CLUSTER_NODE) == "across the cluster" and where("gpu01") == "on gpu01"
+    assert where(CLUSTER_NODE, cluster=True) == "across the cluster" and where("gpu01") == "on gpu01"
+    assert where(CLUSTER_NODE) == "on cluster"  # a host may be called "cluster": the scope says which
     view = build_view(cluster_run())
     net = [f for f in view.blocking if f.check_id == "net.bandwidth"]
     assert net and net[0].where == "across the cluster"

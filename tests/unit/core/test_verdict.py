@@ -275,3 +275,46 @@ def test_a_silenced_finding_is_acknowledged_never_blocking_until_its_date():
     assert [f.id for f in decision.blocking_findings] == ["node.environment.shm-small"]
     assert "preflight.silence.expired" in [f.id for f in decision.warning_findings]
     assert decision.acknowledged_findings == []
+
+
+def test_a_go_that_silences_says_so_and_never_that_every_check_passed():
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    report = make_report([_env("n1", status=Status.FAIL, findings=[shm])])
+    report.silenced = {"node.environment.shm-small": {"reason": "shared", "until": ""}}
+    decision = decide(report)
+    assert decision.verdict is Verdict.GO and decision.exit_code == 0
+    assert "GO with 1 silenced finding" in decision.reason and "every check passed" not in decision.reason.lower()
+
+
+def test_a_transport_finding_blocks_even_when_a_results_file_silences_it():
+    report = make_report([make_result("node.environment", "n1", Status.ERROR, "timed out after 60s")])
+    report.silenced = {"node.environment.timed-out": {"reason": "edited by hand", "until": ""}}
+    decision = decide(report)
+    assert decision.verdict is Verdict.NO_GO
+    assert [f.id for f in decision.blocking_findings] == ["node.environment.timed-out"]
+
+
+@pytest.mark.parametrize("until", ["never", "0", "False", "2027-13-01", "31/01/2027"])
+def test_a_silence_whose_end_is_not_a_date_silences_nothing(until):
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    report = make_report([_env("n1", status=Status.FAIL, findings=[shm])])
+    report.silenced = {"node.environment.shm-small": {"reason": "r", "until": until}}
+    decision = decide(report)
+    assert decision.verdict is Verdict.NO_GO
+    assert "preflight.silence.expired" in [f.id for f in decision.warning_findings]
+
+
+def test_a_host_called_cluster_is_never_reported_across_the_cluster():
+    from preflight.core.compare import compare
+    from preflight.reporters import markdown, terminal
+    from preflight.reporters.baseline import describe
+
+    shm = Finding("node.environment.shm-small", Status.FAIL, "/dev/shm is 64 MiB", "Raise shm.")
+    report = make_report([make_result("node.environment", "cluster", Status.FAIL, "shm", findings=[shm])],
+                         nodes=["cluster"])
+    assert "(on cluster)" in decide(report).reason and "across the cluster" not in decide(report).reason
+    for text in (markdown.render(report), terminal.render(report)):
+        assert "across the cluster" not in text
+    before = make_report([make_result("node.environment", "cluster", Status.PASS, "fine")], nodes=["cluster"])
+    [change] = compare(before, report).statuses
+    assert "on cluster" in describe(change) and "across the cluster" not in describe(change)

@@ -131,3 +131,51 @@ def test_import_of_a_file_that_is_no_report_records_nothing(recorded, tmp_path):
     result = invoke("history", "import", str(root / "run00" / "results.json"), str(bad), "--url", str(db))
     assert result.exit_code == 2 and str(bad) in result.output
     assert not db.exists()
+
+
+def test_a_read_only_store_can_be_listed_and_shown(recorded):
+    """A store this user may only read (here: a copy in a folder and file without write permission,
+    read by an unprivileged user when the tests run as root) is opened read-only."""
+    import os
+    import shutil
+    import stat
+    import subprocess
+    import sys
+    import tempfile
+
+    _, db = recorded
+    folder = tempfile.mkdtemp(prefix="preflight-ro-")
+    try:
+        copy = os.path.join(folder, "history.sqlite")
+        shutil.copy(db, copy)
+        os.chmod(copy, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        os.chmod(folder, 0o555)
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        if as_user and shutil.which("setpriv") is None:
+            pytest.skip("setpriv (util-linux) is needed to read as another user")
+        for args in (["history", "list"], ["history", "show", "latest"]):
+            done = subprocess.run([*as_user, sys.executable, "-m", "preflight", *args, "--url", copy],
+                                  capture_output=True, text=True, timeout=120, cwd="/")
+            assert done.returncode == 0, done.stderr
+            assert "run " in done.stdout or "GO" in done.stdout
+        assert sorted(os.listdir(folder)) == ["history.sqlite"]  # nothing written beside it
+    finally:
+        os.chmod(folder, 0o755)
+        shutil.rmtree(folder)
+
+
+def test_history_show_neutralises_control_characters_in_what_was_recorded(tmp_path):
+    from preflight.core.model import Status
+    from preflight.history import record_run
+    from tests.conftest import make_report, make_result
+
+    node = "n1\x1b[2J\r## preflight: GO\u202e"
+    report = make_report([make_result("node.environment", node, Status.FAIL, "bad")], nodes=[node],
+                         command="preflight run \x1b]0;title\x07 --x")
+    db = tmp_path / "h.sqlite"
+    assert record_run(report.to_dict(), db) is None
+    shown = invoke("history", "show", "latest", "--url", str(db))
+    assert shown.exit_code == 0, shown.output
+    assert not any(c in shown.output for c in "\x1b\r\x07\u202e")
+    listed = invoke("history", "list", "--url", str(db))
+    assert not any(c in listed.output for c in "\x1b\r\x07\u202e")

@@ -22,3 +22,17 @@ def test_the_core_fold_is_the_inverse_of_expand():
 def test_bad_ranges_say_what_is_wrong(bad):
     with pytest.raises(NodeSetError):
         expand(bad)
+
+
+def test_a_node_set_past_the_limit_is_refused_before_it_is_expanded():
+    import time
+
+    import pytest
+
+    from preflight.history.nodeset import NodeSetError, expand
+
+    start = time.monotonic()
+    for text in ("n[1-100000000]", "a[1-1000]-b[1-1000]", "x[1-60000],y[1-60000]", "n[1-9[0-9]]"):
+        with pytest.raises(NodeSetError):
+            expand(text)
+    assert time.monotonic() - start < 0.5

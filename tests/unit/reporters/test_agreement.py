@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from preflight.cli.main import cli
 from preflight.core.compare import attach
+from preflight.core.findings import findings_of
 from preflight.core.model import CLUSTER_NODE, Measurement, NodeInfo, RunReport, Scope, Status
 from preflight.core.verdict import decide
 from preflight.reporters import json_report
@@ -57,6 +58,10 @@ def run_reports(draw) -> RunReport:
         fail_on=draw(st.sampled_from(["fail", "warn"])),
         expected=draw(st.lists(st.sampled_from(planned), unique=True, max_size=2)),
         incomplete=interrupted or draw(st.integers(0, 5)) == 0, interrupted=interrupted, load_errors=load_errors)
+    ids = sorted({f.id for r in results for f in findings_of(r)})
+    if ids and draw(st.booleans()):  # [silence] of some findings, now and then all of them
+        chosen = ids if draw(st.booleans()) else draw(st.lists(st.sampled_from(ids), unique=True, max_size=3))
+        report.silenced = {i: {"reason": "accepted", "until": ""} for i in chosen}
     if report.incomplete:
         report.incomplete_reason = "interrupted" if interrupted else "the run was stopped"
     if draw(st.booleans()):
@@ -79,6 +84,7 @@ def read_artifacts(out: Path) -> dict:
     reached = re.findall(r'^preflight_verdict\{verdict="([A-Z-]+)"\} 1\.0$', prom, re.M)
     code = re.search(r"^preflight_exit_code ([0-9.]+)$", prom, re.M)
     md_first = (out / "report.md").read_text().splitlines()[0]
+    md_text = (out / "report.md").read_text()
     html = (out / "report.html").read_text()
     return {
         "json": data["verdict"]["verdict"], "json_code": data["verdict"]["exit_code"],
@@ -88,7 +94,7 @@ def read_artifacts(out: Path) -> dict:
                     and c.find("error").get("type") == "MISSING"],
         "load_errors": [c for c in root.iter("testcase") if c.get("classname") == "preflight.plugins"],
         "prometheus": reached, "prometheus_code": int(float(code.group(1))) if code else None,
-        "md": md_first, "html_title": re.search(r"<title>preflight: ([A-Z-]+)</title>", html).group(1),
+        "md": md_first, "md_text": md_text, "html": html, "html_title": re.search(r"<title>preflight: ([A-Z-]+)</title>", html).group(1),
     }
 
 
@@ -115,6 +121,11 @@ def test_every_artifact_agrees_with_the_exit_code(report):
     if verdict == "GO":
         assert seen["failures"] == seen["errors"] == 0 and outcome == []
         assert not report.interrupted and not report.load_errors and not decision.missing
+        if decision.acknowledged_findings:  # a GO that silenced something says so, everywhere
+            n = len(decision.acknowledged_findings)
+            said = f"GO with {n} silenced finding{'s' if n != 1 else ''}"
+            for text in (done.output, seen["md_text"], seen["html"], ET.tostring(seen["verdict_case"], "unicode")):
+                assert said in text and "every check passed" not in text.lower()
     elif verdict == "NO-GO":
         assert outcome == ["failure"] and seen["failures"] >= 1
     else:

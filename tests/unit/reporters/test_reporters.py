@@ -113,10 +113,11 @@ def test_markdown_escapes_text_from_the_machine():
             assert line.count(" | ") + 2 == line.count("|") - line.count("\\|")
 
 
-def test_junit_strips_control_characters():
-    report = make_report([make_result(summary="bad \x1b[31mcolour\x00", status=Status.FAIL)])
-    root = ET.fromstring(junit.render(report))
-    assert root.find(".//failure").get("message") == "bad [31mcolour"
+def test_junit_neutralises_control_characters():
+    report = make_report([make_result(summary="bad \x1b[31mcolour\x00", status=Status.FAIL, node="n\x01\ud800")])
+    root = ET.fromstring(junit.render(report).encode("utf-8"))
+    assert root.find(".//failure").get("message") == "bad colour\\x00"
+    assert root.find(".//failure/..").get("name") == "n\\x01\\ud800"
 
 
 # -- a run compared with its baseline: every report shows it -----------------------------------------

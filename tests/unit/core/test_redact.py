@@ -1,0 +1,67 @@
+"""URL passwords and tokens are masked wherever preflight shows or records text."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from preflight.core.model import CheckResult, Evidence, RunReport, Status
+from preflight.core.redact import RedactingStream, basic_auth, redact_text, scrub
+
+SECRET = "hunter2XYZ"
+
+
+@pytest.mark.parametrize("text", [
+    f"postgresql://preflight:{SECRET}@db:5432/history",
+    f"postgresql+psycopg://preflight:{SECRET}@db/history",
+    f"http://alice:{SECRET}@prom:9090",
+    f"http://alice:p@ss{SECRET}@prom:9090/api",  # an @ in the password
+    f"postgresql://u:{SECRET}@db:5x32/h",  # a port that is no number
+    f"postgresql://u:{SECRET}@[::1/h",  # a bracket never closed
+    f"https://prom/api/v1/query?query=up&token={SECRET}",
+    f"https://prom/?X-Api-Key={SECRET}&a=1",
+    f'cannot reach "http://alice:{SECRET}@prom:9090": refused',
+    f"https://{SECRET}{SECRET}@kube:6443",
+])
+def test_a_secret_in_a_url_is_masked(text):
+    masked = redact_text(text)
+    assert SECRET not in masked and "***" in masked
+
+
+def test_config_text_assignments_are_masked_and_the_rest_kept():
+    text = f'[history]\nurl = "postgresql://a:{SECRET}@db/h"\npassword = "{SECRET}"\nkeyboard = 3\n'
+    masked = redact_text(text, assignments=True)
+    assert SECRET not in masked and "keyboard = 3" in masked and 'url = "postgresql://a:***@db/h"' in masked
+
+
+def test_text_without_secrets_is_unchanged():
+    for text in ("gpu01:22", "http://prom:9090/api?query=up", "a=b", "sqlite:////tmp/h.sqlite", "user@host"):
+        assert redact_text(text) == text
+
+
+def test_scrub_masks_a_report_in_place_and_keeps_statuses():
+    result = CheckResult("x.y", "n1", Status.ERROR, f"http://a:{SECRET}@h failed",
+                         evidence=[Evidence(f"GET http://a:{SECRET}@h/api", None, "")], facts={"url": f"http://a:{SECRET}@h"})
+    report = RunReport(started_at="2026-12-01T00:00:00+00:00", command=f"preflight run --set x.url=http://a:{SECRET}@h")
+    report.add(result)
+    scrub(report)
+    assert SECRET not in repr(report) and report.results[0].status is Status.ERROR
+
+
+def test_the_terminal_stream_masks_what_is_written_even_across_writes():
+    out = io.StringIO()
+    stream = RedactingStream(out)
+    stream.write("postgresql://u:hun")
+    stream.write("ter2XYZ@db/h\n")
+    stream.write(f"token={SECRET}")
+    stream.flush()
+    assert SECRET not in out.getvalue() and "hunter2" not in out.getvalue()
+    with pytest.raises(TypeError):
+        stream.write(b"")
+
+
+def test_credentials_in_a_url_become_basic_authentication():
+    url, headers = basic_auth(f"http://alice:{SECRET}@prom:9090/x")
+    assert url == "http://prom:9090/x" and headers["Authorization"].startswith("Basic ")
+    assert basic_auth("http://prom:9090") == ("http://prom:9090", {})
