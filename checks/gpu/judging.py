@@ -213,6 +213,10 @@ class Judgement:
         label = f"GPU {gpu['index']}"
         if gpu.get("pci_bus_id"):
             label += f" ({gpu['pci_bus_id']})"
+        if gpu.get("lost"):
+            # NVML_ERROR_GPU_IS_LOST: the GPU stopped answering (Xid 79); nothing read of it before holds.
+            self.add("gpu-lost", Status.FAIL, f"{label}: the GPU is lost: {gpu.get('error')}")
+            return
         if gpu.get("error"):
             self.add("gpu-unreadable", Status.FAIL, f"{label}: NVML cannot read it: {gpu['error']}")
             return
@@ -231,6 +235,10 @@ class Judgement:
                 for proc in processes)
             self.add("processes", Status.WARN, f"{label}: already in use by {listed}")
 
+        if gpu.get("ecc_enabled") is None and "ecc_mode" in (gpu.get("unsupported") or []) and p.require_ecc:
+            # NVML answers NOT_SUPPORTED: a GPU without ECC (GeForce, TITAN), not one with ECC turned off.
+            self.add("ecc-unsupported", Status.WARN, f"{label}: {gpu.get('name') or 'this GPU'} has no ECC: "
+                     "memory errors go undetected")
         if gpu.get("ecc_enabled") is False and p.require_ecc:
             pending = " (enabled after the next reset)" if gpu.get("ecc_pending_enabled") else ""
             self.add("ecc-off", Status.WARN, f"{label}: ECC is off{pending}")
