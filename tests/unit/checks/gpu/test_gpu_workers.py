@@ -128,6 +128,7 @@ def _old_bindings(**overrides) -> types.SimpleNamespace:
         nvmlDeviceGetCount=lambda: 1, nvmlDeviceGetHandleByIndex=lambda i: handle,
         nvmlDeviceGetName=lambda h: b"NVIDIA H100 80GB HBM3", nvmlDeviceGetUUID=lambda h: "GPU-0",
         nvmlDeviceGetPciInfo=lambda h: types.SimpleNamespace(busId=b"00000000:18:00.0"),
+        nvmlDeviceGetVbiosVersion=lambda h: b"96.00.74.00.0D", nvmlDeviceGetSerial=lambda h: b"1650124031592",
         nvmlDeviceGetMemoryInfo=lambda h: memory,
         nvmlDeviceGetComputeRunningProcesses=lambda h: [], nvmlDeviceGetGraphicsRunningProcesses=lambda h: [],
         nvmlDeviceGetEccMode=lambda h: (1, 1), nvmlDeviceGetTotalEccErrors=lambda h, a, b: 0,
