@@ -42,6 +42,17 @@ def library_dir() -> Path:
     return dest
 
 
+def node_driver(dest: Path, name_or_path: str | Path) -> Path:
+    """A directory holding the stand-in and its node description side by side (nvml-standin.json), as
+    a node's system library directory would hold the driver's library: a process finds both without
+    any environment variable once the directory is among the places the loader searches."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(library_dir() / LIBRARY, dest / LIBRARY)
+    path = Path(name_or_path) if isinstance(name_or_path, Path) else description(name_or_path)
+    shutil.copy2(path, dest / "nvml-standin.json")
+    return dest
+
+
 def description(name: str) -> Path:
     path = DESCRIPTIONS / f"{name}.json"
     if not path.is_file():

@@ -4,7 +4,8 @@
  * It exports the NVML entry points preflight reaches through nvidia-ml-py's pynvml, with nvml.h's
  * signatures, struct layouts, struct versions and return codes, and answers them from a node
  * description: a JSON file named by PREFLIGHT_NVML_STANDIN (tests/nvml/descriptions/, converted from
- * real `nvidia-smi -q` readings by tests/nvml/describe.py).
+ * real `nvidia-smi -q` readings by tests/nvml/describe.py), or nvml-standin.json in the directory
+ * this library was loaded from.
  *
  * A function this file does not define is absent from the library, as it is from a driver older
  * than the function: pynvml's dlsym lookup fails and it raises NVMLError_FunctionNotFound. A
@@ -32,6 +33,7 @@
 
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,10 +243,24 @@ static int in_list(const cJSON *list, const char *name) {
     return 0;
 }
 
+/* The node description: PREFLIGHT_NVML_STANDIN, else nvml-standin.json beside this library (a node
+   whose system library directory holds both, as a driver installed on that node only). */
+static const char *description_path(char *buffer, size_t size) {
+    const char *path = getenv("PREFLIGHT_NVML_STANDIN");
+    if (path && *path) return path;
+    Dl_info info;
+    if (!dladdr((void *)&description_path, &info) || !info.dli_fname) return NULL;
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (!slash) return NULL;
+    snprintf(buffer, size, "%.*s/nvml-standin.json", (int)(slash - info.dli_fname), info.dli_fname);
+    return buffer;
+}
+
 static nvmlReturn_t load(void) {
     if (root) return NVML_SUCCESS;
-    const char *path = getenv("PREFLIGHT_NVML_STANDIN");
-    if (!path || !*path) return NVML_ERROR_DRIVER_NOT_LOADED; /* no node described: no driver */
+    char beside[4096];
+    const char *path = description_path(beside, sizeof(beside));
+    if (!path) return NVML_ERROR_DRIVER_NOT_LOADED; /* no node described: no driver */
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "nvml stand-in: cannot open %s\n", path);
