@@ -25,7 +25,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,11 +32,10 @@ from pathlib import Path
 
 from preflight.integrations.slurm import NodeState, parse_show_node
 from tests.cluster.testbed import TestBed, _kill_pids, _netns_pids, _run, unavailable_reason
+from tests.nvml.standin import OVERLAY_LIBS, SYSTEM_LIBRARY_DIR
 
 SLURM_BINARIES = ("slurmctld", "slurmd", "srun", "salloc", "sbatch", "scontrol", "sinfo", "munged", "nsenter", "unshare")
 PARTITION = "pft"
-# Where the dynamic loader looks for system libraries it has no cache entry for (Debian's multiarch dir).
-SYSTEM_LIBRARY_DIR = f"/usr/lib/{sysconfig.get_config_var('MULTIARCH') or 'x86_64-linux-gnu'}"
 
 
 def slurm_unavailable_reason() -> str | None:
@@ -190,7 +188,7 @@ class SlurmBed(TestBed):
             'hostname "$NODE" && mount --bind "$DIR/hosts" /etc/hosts && '
             'mount --bind "$DIR/resolv.conf" /etc/resolv.conf && '
             + ('mount -t tmpfs -o "size=$SHM,mode=1777" pft-shm /dev/shm && ' if shm else "")
-            + ('mount -t overlay pft-libs -o "lowerdir=$LIBS:$SYSLIB" "$SYSLIB" && ' if self.node_libs.get(index) else "")
+            + (OVERLAY_LIBS if self.node_libs.get(index) else "")
             + 'exec "$@"'
         )
         argv = ["nsenter", f"--net=/run/netns/{node.netns}", "unshare", "--uts", "--mount",

@@ -12,6 +12,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -20,6 +21,11 @@ SOURCE = HERE / "nvml_standin.c"
 DESCRIPTIONS = HERE.parent / "descriptions"
 ENV = "PREFLIGHT_NVML_STANDIN"
 LIBRARY = "libnvidia-ml.so.1"
+# Where the dynamic loader looks for system libraries it has no cache entry for (Debian's multiarch
+# directory), and the shell step that lays $LIBS over it ($SYSLIB) in a private mount namespace: how a
+# test bed gives one node the stand-in as an installed driver.
+SYSTEM_LIBRARY_DIR = f"/usr/lib/{sysconfig.get_config_var('MULTIARCH') or 'x86_64-linux-gnu'}"
+OVERLAY_LIBS = 'mount -t overlay pft-libs -o "lowerdir=$LIBS:$SYSLIB" "$SYSLIB" && '
 
 
 def build(dest: Path) -> Path:
