@@ -246,3 +246,24 @@ def test_the_worker_names_the_lost_gpu(tmp_path):
                         {"probe_tensorflow": False})
     lost = [f for f in result["findings"] if f["id"] == "gpu.visibility.gpu-lost"]
     assert result["status"] == "FAIL" and len(lost) == 1 and "00000000:75:00.0" in lost[0]["message"]
+
+
+def test_the_canary_samples_utilisation_of_the_gpu_cuda_visible_devices_names_by_uuid():
+    uuid = json.loads(description("gpud_535.183.01_h100_sw_thermal").read_text())["gpus"][1]["uuid"]
+    got = python(f"""
+        import json, os, time
+        os.environ["CUDA_VISIBLE_DEVICES"] = "{uuid}"
+        from preflight.workers.canary import UtilisationSampler
+        with UtilisationSampler(1) as sampler:
+            time.sleep(0.5)
+        print(json.dumps({{"samples": sampler.samples[0], "error": sampler.error}}))
+    """, "gpud_535.183.01_h100_sw_thermal")
+    assert got["error"] is None and got["samples"] and set(got["samples"]) == {0}  # the reading's "Gpu : 0 %"
+    lost = python("""
+        import json, os, time
+        from preflight.workers.canary import UtilisationSampler
+        with UtilisationSampler(2) as sampler:
+            time.sleep(0.5)
+        print(json.dumps({"error": sampler.error}))
+    """, "fault-gpu-lost")
+    assert "GpuIsLost" in lost["error"]  # reported as not measured, with the reason
