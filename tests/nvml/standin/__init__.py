@@ -74,7 +74,3 @@ def standin_env(name_or_path: str | Path, base: dict[str, str] | None = None) ->
     libdir = str(library_dir())
     env["LD_LIBRARY_PATH"] = libdir + (os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     return env
-
-
-def gcc_available() -> bool:
-    return shutil.which("gcc") is not None
