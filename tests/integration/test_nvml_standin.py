@@ -124,8 +124,8 @@ def test_nvml_facts_are_what_nvidia_smi_printed(name):
         assert {k: ours[k] for k in compared} == {k: theirs[k] for k in compared}
         assert ours["mig_enabled"] == theirs["mig_enabled"]
     # The real readings' own findings, now reached through NVML.
-    source = json.loads((ROOT / json.loads(description(name).read_text())["source"]["reading"]).with_name(
-        Path(json.loads(description(name).read_text())["source"]["reading"]).name + ".source.json").read_text())
+    reading = ROOT / json.loads(description(name).read_text())["source"]["reading"]
+    source = json.loads(reading.with_name(reading.name + ".source.json").read_text())
     ids = judged(nvml)
     assert set(source["expect"]["findings"]) <= ids, ids
     assert not set(source["expect"]["not_findings"]) & ids, ids
