@@ -1,7 +1,8 @@
-"""kubernetes.gpus against the real API server: two GPU nodes, each advertising 2 nvidia.com/gpu,
+"""kubernetes.gpus against the real API server: three GPU nodes, each advertising 2 nvidia.com/gpu,
 whose pods find the stand-in NVML library as their node's driver (tests/nvml/standin) answering from
-a real two-GPU H100 reading; on one of them a GPU has fallen out of the driver's count. NVML's count
-is compared with allocatable on each, and only the node that lost a GPU fails."""
+a real two-GPU H100 reading; on one a GPU has fallen out of the driver's count, on another NVML still
+lists a GPU it has lost. NVML's usable GPUs are compared with allocatable on each, and only those two
+nodes fail."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from tests.k8s.test_k8s_real import _left, _run
 from tests.nvml.standin import node_driver
 
 pytestmark = pytest.mark.k8s
-NODES = {"k8s-h100a": "gpud_535.161.08_h100_hw_slowdown", "k8s-h100b": "fault-gpu-missing"}
+NODES = {"k8s-h100a": "gpud_535.161.08_h100_hw_slowdown", "k8s-h100b": "fault-gpu-missing",
+         "k8s-h100c": "fault-gpu-lost-midrun"}
 
 
 @pytest.fixture
@@ -32,7 +34,7 @@ def nvml_nodes(kube, tmp_path):
             admin.delete_node(name)
 
 
-def test_nvml_counts_against_allocatable_fail_only_the_node_that_lost_a_gpu(kube, nvml_nodes, tmp_path):
+def test_nvml_counts_against_allocatable_fail_only_the_nodes_that_lost_a_gpu(kube, nvml_nodes, tmp_path):
     with Kubelet(kube["admin"], kube["bed"], kube["namespace"], list(NODES), python=kube["python"], libs=nvml_nodes):
         run = _run(kube, tmp_path, "--set", "gpu.visibility.probe_tensorflow=false", selector="role=nvml",
                    checks="gpu.visibility,kubernetes.gpus")
@@ -40,9 +42,11 @@ def test_nvml_counts_against_allocatable_fail_only_the_node_that_lost_a_gpu(kube
     report = json.loads((tmp_path / "out" / "results.json").read_text())
     gpus = next(r for r in report["results"] if r["check_id"] == "kubernetes.gpus")
     assert gpus["facts"]["nodes"] == {"k8s-h100a": {"allocatable": 2, "nvml": 2},
-                                      "k8s-h100b": {"allocatable": 2, "nvml": 1}}
+                                      "k8s-h100b": {"allocatable": 2, "nvml": 1},
+                                      "k8s-h100c": {"allocatable": 2, "nvml": 1}}
     failing = [(f["id"], f.get("node")) for f in gpus["findings"] if f["level"] == "FAIL"]
-    assert failing == [("kubernetes.gpus.allocatable-mismatch", "k8s-h100b")]
+    assert failing == [("kubernetes.gpus.allocatable-mismatch", "k8s-h100b"),
+                       ("kubernetes.gpus.allocatable-mismatch", "k8s-h100c")]
     visibility = {r["node"]: r for r in report["results"] if r["check_id"] == "gpu.visibility"}
     assert visibility["k8s-h100a"]["facts"]["nvml"]["driver_version"] == "535.161.08"
     assert _left(kube) == []
