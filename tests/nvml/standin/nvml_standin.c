@@ -617,6 +617,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode) {
     DEVICE_CALL(device);
+    if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned int value;
     nvmlReturn_t ret = uint_at(get(device->desc, "persistence_mode"), &value);
     if (ret == NVML_SUCCESS) *mode = value ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
@@ -674,6 +675,7 @@ nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, int cause, unsigned 
 
 nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t *isPending) {
     DEVICE_CALL(device);
+    if (!isPending) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned int value;
     nvmlReturn_t ret = uint_at(path2(device->desc, "retired_pages", "pending"), &value);
     if (ret == NVML_SUCCESS) *isPending = value ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
