@@ -6,7 +6,8 @@
 # As root it installs the Debian packages the multi-node test bed and the browser tests use
 # (iperf3, openssh-server, iproute2, chromium), prometheus (the server and promtool: the alerting
 # tests start their own server on loopback; the package's service plays no part), and slurm-wlm
-# and munge for the Slurm test bed; and, through scripts/k8s/build-apiserver.sh, etcd and a
+# and munge for the Slurm test bed, gcc and libcjson-dev to build the stand-in NVML library
+# (tests/nvml/standin); and, through scripts/k8s/build-apiserver.sh, etcd and a
 # kube-apiserver for the Kubernetes tests. It makes a virtual environment (.venv-test, or
 # $PREFLIGHT_VENV) with preflight, its test extras, the example plugin, and pinned CPU builds of
 # the frameworks preflight tests (override with TORCH_SPEC / TENSORFLOW_SPEC).
@@ -27,7 +28,8 @@ TF_KERAS_SPEC="${TF_KERAS_SPEC:-tf-keras==2.21.0}"
 # name that node. 2.14.1 is a CUDA build (about 5 GB) that runs on the CPU too.
 DRIFT_VENV="${PREFLIGHT_DRIFT_VENV:-.venv-test-drift}"
 TORCH_DRIFT_SPEC="${TORCH_DRIFT_SPEC:-torch==2.14.1}"
-APT_PACKAGES=(iperf3 openssh-server openssh-client iproute2 procps chromium prometheus slurm-wlm munge postgresql)
+APT_PACKAGES=(iperf3 openssh-server openssh-client iproute2 procps chromium prometheus slurm-wlm munge postgresql
+              gcc libc6-dev libcjson-dev)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()

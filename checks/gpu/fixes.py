@@ -44,9 +44,13 @@ FIXES = {
     "framework-count": FIX_FRAMEWORK,
     "count": FIX_MISSING,
     "gpu-unreadable": FIX_MISSING,
+    "gpu-lost": ("drain the node and look for Xid 79 (fallen off the bus) in `dmesg`; reset the GPU (nvidia-smi -r) "
+                 "or reboot, and reseat or replace it if it is lost again"),
     "memory-in-use": FIX_BUSY,
     "processes": FIX_BUSY,
     "ecc-off": FIX_ECC_OFF,
+    "ecc-unsupported": ("train on GPUs with ECC memory (datacenter GPUs), or accept undetected memory errors: "
+                        "`--set gpu.visibility.require_ecc=false`"),
     "ecc-uncorrectable": FIX_ECC,
     "remap-failed": FIX_ECC,
     "remap-pending": FIX_PENDING,

@@ -213,6 +213,10 @@ class Judgement:
         label = f"GPU {gpu['index']}"
         if gpu.get("pci_bus_id"):
             label += f" ({gpu['pci_bus_id']})"
+        if gpu.get("lost"):
+            # NVML_ERROR_GPU_IS_LOST: the GPU stopped answering (Xid 79); nothing read of it before holds.
+            self.add("gpu-lost", Status.FAIL, f"{label}: the GPU is lost: {gpu.get('error')}")
+            return
         if gpu.get("error"):
             self.add("gpu-unreadable", Status.FAIL, f"{label}: NVML cannot read it: {gpu['error']}")
             return
@@ -231,6 +235,10 @@ class Judgement:
                 for proc in processes)
             self.add("processes", Status.WARN, f"{label}: already in use by {listed}")
 
+        if gpu.get("ecc_enabled") is None and "ecc_mode" in (gpu.get("unsupported") or []) and p.require_ecc:
+            # NVML answers NOT_SUPPORTED: a GPU without ECC (GeForce, TITAN), not one with ECC turned off.
+            self.add("ecc-unsupported", Status.WARN, f"{label}: {gpu.get('name') or 'this GPU'} has no ECC: "
+                     "memory errors go undetected")
         if gpu.get("ecc_enabled") is False and p.require_ecc:
             pending = " (enabled after the next reset)" if gpu.get("ecc_pending_enabled") else ""
             self.add("ecc-off", Status.WARN, f"{label}: ECC is off{pending}")
@@ -334,7 +342,8 @@ class Judgement:
             if (self.torch.get("device_count") or self.tf.get("device_count")):
                 self.add("no-product", Status.FAIL, "no framework ran the matrix product on the GPUs")
             else:
-                self.notes.append("no framework sees a GPU, so no GPU computed the check product")
+                # Information, not a fault: the framework counts are judged above; this says what is left.
+                self.add("not-compared", Status.PASS, self._not_compared())
             return
         tol = self.params.matmul_max_rel_error
         errors = []
@@ -363,6 +372,18 @@ class Judgement:
         if errors:
             self.measurements.append(measure("largest matmul error (relative)", float(f"{max(errors):.3g}"), "", at_most=tol,
                                              samples=errors))
+
+    def _not_compared(self) -> str:
+        """What was compared, and what could not be, when no framework sees a GPU that NVML lists."""
+        counts = [f"{self._framework_label(v)} ({v['device_count']})" for v in (self.torch, self.tf) if self._probed(v)]
+        unprobed = [v.get("framework", "") for v in (self.torch, self.tf)
+                    if not self._probed(v) and v.get("framework")]
+        compared = (f"compared NVML's GPU count with {' and '.join(counts)}" if counts and self.nvml.get("available")
+                    else "compared no framework's view with NVML's")
+        if unprobed:
+            compared += f" ({', '.join(unprobed)} not probed)"
+        return (f"no framework sees a GPU: {compared}; not compared: which GPUs a framework sees (UUIDs), the "
+                "matrix product on each GPU, the PCIe link under load and host<->device copy speed")
 
     # host <-> device copies -------------------------------------------------------------------
     def _judge_host_device(self, gpus: list[dict[str, Any]]) -> None:

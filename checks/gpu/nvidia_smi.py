@@ -143,14 +143,9 @@ def _gpu(index: int, bus_id: str, tree: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def parse_query(text: str) -> dict[str, Any]:
-    """{"available", "driver_version", "cuda_driver_version", "device_count", "attached", "gpus"} from
-    `nvidia-smi -q`, in the shape gpu_nvml.nvml_facts returns; a GPU the report leaves out is absent.
-    The XML report (`nvidia-smi -q -x`) is read by nvidia_smi_xml into the same facts."""
-    if text.lstrip().startswith(("<?xml", "<!DOCTYPE nvidia_smi_log", "<nvidia_smi_log")):
-        from preflight_checks.gpu.nvidia_smi_xml import parse_query_xml
-
-        return parse_query_xml(text)
+def report_trees(text: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """`nvidia-smi -q` as trees: the header's, and each GPU block's with its bus id, in report order.
+    A leaf keeps nvidia-smi's text ("81559 MiB", "N/A"); a section is a dict."""
     header: list[str] = []
     blocks: list[tuple[str, list[str]]] = []
     for line in text.splitlines():
@@ -161,8 +156,19 @@ def parse_query(text: str) -> dict[str, Any]:
             blocks[-1][1].append(line)
         else:
             header.append(line)
-    top = _tree(header)
-    gpus = [_gpu(index, bus, _tree(lines)) for index, (bus, lines) in enumerate(blocks)]
+    return _tree(header), [(bus, _tree(lines)) for bus, lines in blocks]
+
+
+def parse_query(text: str) -> dict[str, Any]:
+    """{"available", "driver_version", "cuda_driver_version", "device_count", "attached", "gpus"} from
+    `nvidia-smi -q`, in the shape gpu_nvml.nvml_facts returns; a GPU the report leaves out is absent.
+    The XML report (`nvidia-smi -q -x`) is read by nvidia_smi_xml into the same facts."""
+    if text.lstrip().startswith(("<?xml", "<!DOCTYPE nvidia_smi_log", "<nvidia_smi_log")):
+        from preflight_checks.gpu.nvidia_smi_xml import parse_query_xml
+
+        return parse_query_xml(text)
+    top, trees = report_trees(text)
+    gpus = [_gpu(index, bus, tree) for index, (bus, tree) in enumerate(trees)]
     cuda = top.get("CUDA Version")
     return {"available": bool(gpus), "error_kind": None, "error": None,
             "driver_version": top.get("Driver Version"),

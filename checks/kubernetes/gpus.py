@@ -52,8 +52,9 @@ class KubernetesGpus(Check):
             if SPEC_KEY not in spec:
                 continue
             nvml = (ctx.node_facts.get(spec["name"], {}).get(SOURCE_CHECK) or {}).get("nvml") or {}
-            nodes[spec["name"]] = {"allocatable": spec[SPEC_KEY],
-                                   "nvml": len(nvml.get("gpus") or []) if nvml.get("available") else None}
+            # A GPU NVML still lists but has lost (NVML_ERROR_GPU_IS_LOST, Xid 79) cannot take a job.
+            usable = [g for g in nvml.get("gpus") or [] if not g.get("lost")]
+            nodes[spec["name"]] = {"allocatable": spec[SPEC_KEY], "nvml": len(usable) if nvml.get("available") else None}
         return {"nodes": nodes}
 
     def evaluate(self, facts: dict[str, Any], params: Params, expect: Expect) -> Outcome:

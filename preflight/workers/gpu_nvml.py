@@ -49,8 +49,18 @@ def _text(value: Any) -> Any:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
+class GpuLost(Exception):
+    """NVML_ERROR_GPU_IS_LOST: the GPU stopped answering (fallen off the bus, Xid 79); every later
+    query on it fails the same way, so reading it stops."""
+
+
+def _lost(pynvml: Any, exc: BaseException) -> bool:
+    return getattr(exc, "value", None) == getattr(pynvml, "NVML_ERROR_GPU_IS_LOST", 15)
+
+
 class _FieldReader:
-    """Calls NVML queries for one GPU, keeping None plus a note for each query that fails."""
+    """Calls NVML queries for one GPU, keeping None plus a note for each query that fails (a lost GPU
+    raises GpuLost instead)."""
 
     def __init__(self, pynvml: Any) -> None:
         self.pynvml = pynvml
@@ -65,6 +75,8 @@ class _FieldReader:
         try:
             return query()
         except _nvml_error(self.pynvml) as exc:
+            if _lost(self.pynvml, exc):
+                raise GpuLost(f"{type(exc).__name__}: {exc} (while reading {name})") from exc
             if getattr(exc, "value", None) in self._not_supported:
                 self.unsupported.append(name)
             else:
@@ -126,8 +138,10 @@ def _nvlink(pynvml: Any, handle: Any) -> tuple[int | None, int | None]:
     for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
         try:
             state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
-        except pynvml.NVMLError:
+        except pynvml.NVMLError as exc:
             # Links past the ones this GPU has answer NOT_SUPPORTED or INVALID_ARGUMENT.
+            if _lost(pynvml, exc):
+                raise
             continue
         total += 1
         up += 1 if state == pynvml.NVML_FEATURE_ENABLED else 0
@@ -173,12 +187,28 @@ def _tlimit_fields(pynvml: Any, handle: Any) -> dict[str, int | None]:
 
 
 def gpu_facts(pynvml: Any, index: int, throttle_samples: int = 3, sample_interval_s: float = 0.1) -> dict[str, Any]:
+    """The GPU's facts; one that is lost while being read keeps what was read before, with "lost" and
+    "error" set (a GPU lost before its handle is taken raises, as any NVMLError from the handle)."""
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     r = _FieldReader(pynvml)
     facts: dict[str, Any] = {"index": index}
+    try:
+        _read_gpu(pynvml, handle, r, facts, throttle_samples, sample_interval_s)
+    except GpuLost as exc:
+        facts.update(lost=True, error=str(exc))
+    facts["unsupported"] = r.unsupported
+    facts["errors"] = r.errors
+    return facts
+
+
+def _read_gpu(pynvml: Any, handle: Any, r: _FieldReader, facts: dict[str, Any], throttle_samples: int,
+              sample_interval_s: float) -> None:
     facts["name"] = r.read("name", lambda: _text(pynvml.nvmlDeviceGetName(handle)))
     facts["uuid"] = r.read("uuid", lambda: _text(pynvml.nvmlDeviceGetUUID(handle)))
     facts["pci_bus_id"] = r.read("pci_bus_id", lambda: _text(pynvml.nvmlDeviceGetPciInfo(handle).busId))
+    # The board itself: what a node's image is fingerprinted by (VBIOS) and what an RMA names (serial).
+    facts["vbios_version"] = r.read("vbios_version", lambda: _text(pynvml.nvmlDeviceGetVbiosVersion(handle)))
+    facts["serial"] = r.read("serial", lambda: _text(pynvml.nvmlDeviceGetSerial(handle)))
 
     memory = r.read("memory", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
     facts["memory_total_bytes"] = int(memory.total) if memory is not None else None
@@ -253,10 +283,6 @@ def gpu_facts(pynvml: Any, index: int, throttle_samples: int = 3, sample_interva
     mig = r.read("mig_mode", lambda: pynvml.nvmlDeviceGetMigMode(handle))
     facts["mig_enabled"] = bool(mig[0]) if mig is not None else None
 
-    facts["unsupported"] = r.unsupported
-    facts["errors"] = r.errors
-    return facts
-
 
 def nvml_facts(with_gpus: bool = True, throttle_samples: int = 3) -> dict[str, Any]:
     """Driver and GPU facts; never raises. "available" is False when NVML cannot start.
@@ -301,7 +327,7 @@ def _nvml_facts(pynvml: Any, with_gpus: bool, throttle_samples: int) -> dict[str
                     gpus.append(gpu_facts(pynvml, index, throttle_samples=throttle_samples))
                 except error as exc:
                     # A GPU that has fallen off the bus fails even nvmlDeviceGetHandleByIndex.
-                    gpus.append({"index": index, "error": f"{type(exc).__name__}: {exc}"})
+                    gpus.append({"index": index, "error": f"{type(exc).__name__}: {exc}", "lost": _lost(pynvml, exc)})
             facts["gpus"] = gpus
         return facts
     except error as exc:

@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tests.nvml.standin import OVERLAY_LIBS, SYSTEM_LIBRARY_DIR
+
 STRATEGIC = "application/strategic-merge-patch+json"
 
 
@@ -30,9 +32,12 @@ def _now() -> str:
 
 class Kubelet:
     def __init__(self, api: Any, bed: Any, namespace: str, nodes: list[str], shm: dict[str, str] | None = None,
-                 python: str | None = None) -> None:
+                 python: str | None = None, libs: dict[str, Path] | None = None) -> None:
         self.api, self.bed, self.ns, self.nodes = api, bed, namespace, set(nodes)
         self.shm = shm or {}
+        # Node -> a directory of libraries laid over the system library directory for that node's pods
+        # (the stand-in NVML library, as a driver installed on that node only).
+        self.libs = libs or {}
         self.python = python
         self.procs: dict[str, subprocess.Popen] = {}
         self.stopping = threading.Event()
@@ -104,9 +109,12 @@ class Kubelet:
         command = list(container.command or []) + list(container.args or [])
         if self.python and command and command[0] in ("python3", "python"):
             command[0] = self.python
-        if node in self.shm:
-            script = 'mount -t tmpfs -o "size=$SHM,mode=1777" pft-shm /dev/shm && exec "$@"'
-            command = ["unshare", "--mount", "env", f"SHM={self.shm[node]}", "sh", "-c", script, "sh", *command]
+        if node in self.shm or node in self.libs:
+            script = (('mount -t tmpfs -o "size=$SHM,mode=1777" pft-shm /dev/shm && ' if node in self.shm else "")
+                      + (OVERLAY_LIBS if node in self.libs else "")
+                      + 'exec "$@"')
+            command = ["unshare", "--mount", "env", f"SHM={self.shm.get(node, '')}", f"LIBS={self.libs.get(node, '')}",
+                       f"SYSLIB={SYSTEM_LIBRARY_DIR}", "sh", "-c", script, "sh", *command]
         workdir = self.dir / name
         workdir.mkdir(parents=True, exist_ok=True)
         log = open(workdir / "log", "wb")  # noqa: SIM115 - closed with the process

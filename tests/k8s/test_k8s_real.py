@@ -16,10 +16,10 @@ MANAGED = "app.kubernetes.io/managed-by=preflight"
 CHECKS = "node.environment,versions.pinned,versions.consistency"
 
 
-def _run(kube, tmp_path, *extra, kubeconfig=None, selector="role=cpu", timeout=240):
+def _run(kube, tmp_path, *extra, kubeconfig=None, selector="role=cpu", timeout=240, checks=CHECKS):
     return run_preflight("run", "--k8s", "--namespace", kube["namespace"], "--selector", selector,
                          "--image", "registry.example/team/train:1", "--remote-python", kube["python"],
-                         "--checks", CHECKS, "--out", str(tmp_path / "out"), "--format", "json", *extra,
+                         "--checks", checks, "--out", str(tmp_path / "out"), "--format", "json", *extra,
                          cwd=tmp_path, timeout=timeout, env=k8s_env(kubeconfig or kube["runner"]))
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from preflight.integrations.slurm import NodeState, parse_show_node
 from tests.cluster.testbed import TestBed, _kill_pids, _netns_pids, _run, unavailable_reason
+from tests.nvml.standin import OVERLAY_LIBS, SYSTEM_LIBRARY_DIR
 
 SLURM_BINARIES = ("slurmctld", "slurmd", "srun", "salloc", "sbatch", "scontrol", "sinfo", "munged", "nsenter", "unshare")
 PARTITION = "pft"
@@ -71,6 +72,10 @@ class SlurmBed(TestBed):
     cpus: int = 2
     slurmd_timeout: int = 300  # seconds before slurmctld declares a silent node DOWN
     extra_conf: str = ""  # slurm.conf lines to add (a HealthCheckProgram)
+    # Node index -> a directory of libraries laid over the system library directory for that node's
+    # slurmd and all it starts (an overlay in its mount namespace): the stand-in NVML library on one
+    # node, found as a driver installed there is, by the loader's own search, whatever the environment.
+    node_libs: dict[int, Path] = field(default_factory=dict)
     link_conf: Path | None = None  # a symlink to make to slurm.conf (for programs slurmd starts)
     sdir: Path = field(init=False)
     conf: Path = field(init=False)
@@ -183,10 +188,12 @@ class SlurmBed(TestBed):
             'hostname "$NODE" && mount --bind "$DIR/hosts" /etc/hosts && '
             'mount --bind "$DIR/resolv.conf" /etc/resolv.conf && '
             + ('mount -t tmpfs -o "size=$SHM,mode=1777" pft-shm /dev/shm && ' if shm else "")
+            + (OVERLAY_LIBS if self.node_libs.get(index) else "")
             + 'exec "$@"'
         )
         argv = ["nsenter", f"--net=/run/netns/{node.netns}", "unshare", "--uts", "--mount",
                 "env", f"NODE={node.name}", f"DIR={self.sdir}", f"SHM={shm or ''}",
+                f"LIBS={self.node_libs.get(index) or ''}", f"SYSLIB={SYSTEM_LIBRARY_DIR}",
                 "sh", "-c", script, "sh", _binary("slurmd"), "-D", "-f", str(self.conf), "-N", node.name]
         self._start(f"slurmd-{node.name}", argv)
 

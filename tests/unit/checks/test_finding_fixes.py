@@ -71,7 +71,8 @@ SAME_CAUSE = {
 # Kinds written in a check's code that have nothing to fix, on purpose.
 NOTHING_TO_FIX = {
     "canary.training": {"no-gpu"},  # PASS: the GPU figures are not measured on a CPU node
-    "gpu.visibility": {"cpu-only-framework"},  # PASS: information beside a framework that sees every GPU
+    # PASS: information beside a framework that sees every GPU, or what could not be compared without one
+    "gpu.visibility": {"cpu-only-framework", "not-compared"},
     "scaling.multi_gpu": {"efficiency", "single-device.not-applicable", "cpu-only.not-applicable"},
     "kubernetes.gpus": {"not-applicable"},  # SKIP: no node of the run came from the Kubernetes API
 }

@@ -297,6 +297,27 @@ def test_gpu_nvml_cannot_read_fails():
     assert outcome.status is Status.FAIL and named(outcome, "gpu-unreadable") == ["GPU 4"]
 
 
+def test_a_lost_gpu_is_named_once_with_what_was_read_before():
+    data = healthy()
+    gpu = data["nvml"]["gpus"][3]
+    data["nvml"]["gpus"][3] = {"index": 3, "name": gpu["name"], "uuid": gpu["uuid"], "pci_bus_id": gpu["pci_bus_id"],
+                               "lost": True, "error": "NVMLError_GpuIsLost: GPU is lost (while reading temperature)",
+                               "unsupported": [], "errors": {}}
+    outcome = judge(data)
+    assert outcome.status is Status.FAIL and named(outcome, "gpu-lost") == ["GPU 3"]
+    assert "gpu-unreadable" not in kinds(outcome)
+
+
+def test_a_gpu_without_ecc_warns_unless_ecc_is_not_required():
+    data = healthy()
+    gpu = data["nvml"]["gpus"][2]
+    gpu.update(ecc_enabled=None, ecc_pending_enabled=None, unsupported=gpu.get("unsupported", []) + ["ecc_mode"])
+    assert named(judge(data), "ecc-unsupported") == ["GPU 2"]
+    assert "ecc-unsupported" not in kinds(judge(data, require_ecc=False))
+    gpu["unsupported"].remove("ecc_mode")  # ECC unknown for another reason (an error): not said to be absent
+    assert "ecc-unsupported" not in kinds(judge(data))
+
+
 def test_mixed_models_warn():
     data = healthy()
     data["nvml"]["gpus"][7]["name"] = "NVIDIA H100 PCIe"

@@ -128,6 +128,7 @@ def _old_bindings(**overrides) -> types.SimpleNamespace:
         nvmlDeviceGetCount=lambda: 1, nvmlDeviceGetHandleByIndex=lambda i: handle,
         nvmlDeviceGetName=lambda h: b"NVIDIA H100 80GB HBM3", nvmlDeviceGetUUID=lambda h: "GPU-0",
         nvmlDeviceGetPciInfo=lambda h: types.SimpleNamespace(busId=b"00000000:18:00.0"),
+        nvmlDeviceGetVbiosVersion=lambda h: b"96.00.74.00.0D", nvmlDeviceGetSerial=lambda h: b"1650124031592",
         nvmlDeviceGetMemoryInfo=lambda h: memory,
         nvmlDeviceGetComputeRunningProcesses=lambda h: [], nvmlDeviceGetGraphicsRunningProcesses=lambda h: [],
         nvmlDeviceGetEccMode=lambda h: (1, 1), nvmlDeviceGetTotalEccErrors=lambda h, a, b: 0,
@@ -174,3 +175,15 @@ def test_bindings_that_fail_outside_nvmlerror_become_facts(monkeypatch):
     assert facts["available"] is False and facts["error_kind"] == "bindings"
     assert "AttributeError" in facts["error"]
     assert set(facts["bindings"]) == {"nvidia-ml-py", "pynvml"}
+
+
+@pytest.mark.parametrize("query", ["nvmlDeviceGetTemperature", "nvmlDeviceGetNvLinkState"])
+def test_a_gpu_lost_while_read_stops_being_read_and_keeps_what_came_before(monkeypatch, query):
+    def lost(*_a):
+        raise _NVMLError(15)  # NVML_ERROR_GPU_IS_LOST
+
+    module = _old_bindings(NVML_ERROR_GPU_IS_LOST=15, **{query: lost})
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    gpu = gpu_nvml.nvml_facts(throttle_samples=1)["gpus"][0]
+    assert gpu["lost"] is True and gpu["name"] == "NVIDIA H100 80GB HBM3" and gpu["errors"] == {}
+    assert "nvlink_links" not in gpu and "mig_enabled" not in gpu  # read after the loss: not read at all
