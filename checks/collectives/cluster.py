@@ -56,7 +56,7 @@ from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, probe_problems, processes_text, share_a_machine,
     shared_machine_findings, unique,
 )
-from preflight.launch.isolation_findings import judge_isolation
+from preflight.launch.isolation_findings import isolation_findings
 from preflight.launch.isolation_launch import adaptive_pass, isolation_method, judged_group, node_times, pinned
 from preflight.launch.topology import topology_of
 from preflight.launch.pairs import attribute, round_robin
@@ -319,16 +319,18 @@ class CollectivesCluster(Check):
                       "if these nodes have an RDMA fabric, NCCL is not using it")
 
         pairwise = facts.get("pairwise")
-        judged = [judge_pairwise(pairwise, params)] if pairwise else judge_isolation(facts.get("isolation"))
-        for kind, text, pair_measurements, pair_details in judged:
+        problems = [f.level for f in findings if f.level is not Status.PASS and not f.id.endswith(".no-floor")]
+        level = worst(problems) if problems else Status.PASS
+        for kind, text, pair_measurements, pair_details in [judge_pairwise(pairwise, params)] if pairwise else []:
             measurements += pair_measurements
             details += pair_details
-            problems = [f.level for f in findings if f.level is not Status.PASS and not f.id.endswith(".no-floor")]
-            if problems:
-                found(kind, worst(problems), text)
-            else:
-                found(kind, Status.PASS, text)
+            found(kind, level, text)
+            if not problems:
                 details.append(text)
+        isolated, isolation_details = ([], []) if pairwise else isolation_findings(type(self), facts.get("isolation"),
+                                                                                   level)
+        findings += isolated
+        details += isolation_details + ([f.message for f in isolated] if not problems else [])
 
         passed = ""
         if run and run.get("ok"):

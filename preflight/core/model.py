@@ -118,6 +118,46 @@ class Measurement:
         return (ordered[-1] - ordered[0]) / abs(median)
 
 
+# What a finding's component names (Component.kind): what --drain, --cordon and the healthcheck act on.
+COMPONENT_NODE = "node"  # the node itself
+COMPONENT_GPU = "gpu"  # one GPU of a node (`gpu` its index): acting on it acts on its node
+COMPONENT_LINK = "link"  # the path between two nodes: neither end is at fault alone
+COMPONENT_BOUNDARY = "boundary"  # the path between two topology groups (a trunk, an uplink): no node is
+COMPONENT_KINDS = (COMPONENT_NODE, COMPONENT_GPU, COMPONENT_LINK, COMPONENT_BOUNDARY)
+
+
+@dataclass
+class Component:
+    """The part a finding names at fault, as data, and whether that was confirmed.
+
+    `nodes`: the node (node, gpu), both ends (link), or none (boundary); `gpu`: the GPU's index on
+    its node; `groups`: the two topology groups of a boundary. `confirmed` False is a suspect: seen
+    bad, but not as often, or with as many different partners, as blaming asks; nothing acts on it.
+    `confirmation` says how: `bad_in` of `of` measurements, the `partners`, each measurement.
+    """
+
+    kind: str
+    nodes: list[str] = field(default_factory=list)
+    gpu: int | None = None
+    groups: list[str] = field(default_factory=list)
+    confirmed: bool = True
+    confirmation: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """"node n5", "GPU 3 of n5", "link n2 - n6", "boundary rack1 - rack2"."""
+        if self.kind == COMPONENT_GPU:
+            return f"GPU {self.gpu} of {self.nodes[0] if self.nodes else '?'}"
+        if self.kind == COMPONENT_BOUNDARY:
+            return "boundary " + " - ".join(self.groups)
+        return f"{self.kind} " + " - ".join(self.nodes)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Component:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 @dataclass
 class Finding:
     """One thing a check found, with its own fix: what the reports show and what tests assert on.
@@ -126,7 +166,7 @@ class Finding:
     breaks no test. `level` is the status this finding alone would give the check (PASS for a
     positive finding worth stating, SKIP for "not applicable" with its reason). `fix` is advice for
     this finding's own cause, never the check's generic hints. `node` names the node or link at fault
-    for a cluster check.
+    for a cluster check, as text; `component` names it as data (preflight.core.blame reads only that).
     """
 
     id: str
@@ -134,11 +174,14 @@ class Finding:
     message: str
     fix: str = ""
     node: str | None = None
+    component: Component | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
         data = dict(data)
         data["level"] = Status(data["level"])
+        if data.get("component") is not None:
+            data["component"] = Component.from_dict(data["component"])
         return cls(**data)
 
 
