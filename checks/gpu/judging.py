@@ -349,6 +349,7 @@ class Judgement:
                          f"{device['max_rel_error']:.2e} (relative), more than {tol:.0e}")
             if device.get("max_rel_error") is not None:
                 errors.append(device["max_rel_error"])
+        self._matmul_rates(runs)
         correct = sum(1 for _, d in runs if not d.get("error") and d.get("finite", True)
                       and d.get("max_rel_error") is not None and d["max_rel_error"] <= tol)
         want = max(len(runs), should_compute or 0)
@@ -363,6 +364,17 @@ class Judgement:
         if errors:
             self.measurements.append(measure("largest matmul error (relative)", float(f"{max(errors):.3g}"), "", at_most=tol,
                                              samples=errors))
+
+    def _matmul_rates(self, runs: list[tuple[str, dict[str, Any]]]) -> None:
+        """Each GPU's matrix-multiply rate, declared per GPU: judged by no floor here, it is compared with
+        the run's other GPUs of the same kind (fleet.fail-slow, preflight.history.outliers)."""
+        for framework, device in runs:
+            size = ((self.torch if framework == "torch" else self.tf).get("matmul") or {}).get("size")
+            seconds = device.get("matmul_s")
+            if device.get("error") or not size or not seconds or seconds <= 0 or not isinstance(device.get("index"), int):
+                continue
+            self.measurements.append(Measurement("matmul rate", round(2 * size ** 3 / seconds / 1e9, 3), "GFLOP/s",
+                                                 series=framework, better="higher", gpu=device["index"]))
 
     # host <-> device copies -------------------------------------------------------------------
     def _judge_host_device(self, gpus: list[dict[str, Any]]) -> None:

@@ -94,6 +94,7 @@ class Measurement:
     series: str | None = None  # the line or group within the chart ("nccl", "write", "measured")
     at: float | int | str | None = None  # the condition: bytes, devices, "a -> b", a label
     better: str | None = None  # "higher" or "lower"; None: derived from `comparison`
+    gpu: int | None = None  # the GPU's index on its node, for a per-GPU figure (compared GPU by GPU)
 
     @property
     def direction(self) -> str | None:
@@ -354,6 +355,10 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+# Fields left out of the JSON while None, so that files stay as they were for what does not use them.
+_OMIT_NONE: dict[type, tuple[str, ...]] = {}
+
+
 def _to_jsonable(obj: Any) -> Any:
     if isinstance(obj, (dict, list, tuple)):
         if isinstance(obj, dict):
@@ -362,7 +367,9 @@ def _to_jsonable(obj: Any) -> Any:
     if isinstance(obj, enum.Enum):
         return obj.value
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {name: _to_jsonable(getattr(obj, name)) for name in _field_names(type(obj))}
+        omit = _OMIT_NONE.get(type(obj), ())
+        return {name: _to_jsonable(getattr(obj, name)) for name in _field_names(type(obj))
+                if not (name in omit and getattr(obj, name) is None)}
     return obj
 
 
@@ -373,7 +380,8 @@ def _plain(obj: Any) -> Any:
     if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         names = _field_names(type(obj))
     if names is not None:
-        out = {name: getattr(obj, name) for name in names}
+        omit = _OMIT_NONE.get(type(obj), ())
+        out = {name: getattr(obj, name) for name in names if not (name in omit and getattr(obj, name) is None)}
         if type(obj) is RunReport and out["history"] is None:
             del out["history"]  # as to_dict() leaves it out
         return out
@@ -387,3 +395,6 @@ def json_text(obj: Any, **options: Any) -> str:
     json's C encoder walks the objects itself (str enums are their values; other objects their text).
     `options` go to json.dumps; `indent` would switch it to the pure-Python encoder."""
     return json.dumps(obj, default=_plain, **options)
+
+
+_OMIT_NONE.update({Measurement: ("gpu",), Finding: ("component",)})

@@ -61,6 +61,7 @@ class FigureRow(NamedTuple):
     ok: bool | None
     samples_n: int
     spread: float | None  # relative: (max - min) / median of the samples
+    gpu: int | None = None  # the GPU's index on its node, for a per-GPU figure
 
 
 @dataclass
@@ -129,7 +130,8 @@ def extract(report: dict[str, Any]) -> Extracted:
                 samples = [x for x in map(number, samples) if x is not None]
             rows.append(FigureRow(key, str(m.get("node") or node), value, number(threshold),
                                   ok if ok is True or ok is False else None, len(samples or ()),
-                                  relative_spread(samples) if samples else None))
+                                  relative_spread(samples) if samples else None,
+                                  m["gpu"] if isinstance(m.get("gpu"), int) else None))
         for f in result.get("findings") or ():
             if isinstance(f, dict) and f.get("id"):
                 findings.append((check_id, str(f.get("node") or node), str(f["id"]), str(f.get("level", ""))))
