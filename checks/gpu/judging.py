@@ -370,10 +370,11 @@ class Judgement:
         the run's other GPUs of the same kind (fleet.fail-slow, preflight.history.outliers)."""
         for framework, device in runs:
             size = ((self.torch if framework == "torch" else self.tf).get("matmul") or {}).get("size")
-            seconds = device.get("matmul_s")
-            if device.get("error") or not size or not seconds or seconds <= 0 or not isinstance(device.get("index"), int):
-                continue
-            self.measurements.append(Measurement("matmul rate", round(2 * size ** 3 / seconds / 1e9, 3), "GFLOP/s",
+            timed = [t for t in device.get("matmul_rate_s") or [] if isinstance(t, (int, float)) and t > 0]
+            if device.get("error") or not size or not timed or not isinstance(device.get("index"), int):
+                continue  # a probe of an older version timed only the cold first product: no rate
+            rates = [round(2 * size ** 3 / t / 1e9, 3) for t in timed]
+            self.measurements.append(Measurement("matmul rate", statistics.median(rates), "GFLOP/s", samples=rates,
                                                  series=framework, better="higher", gpu=device["index"]))
 
     # host <-> device copies -------------------------------------------------------------------

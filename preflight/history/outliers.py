@@ -15,7 +15,8 @@ identical figures does not flag a node for a difference in the last digit.
 A per-GPU figure (a measurement that declares its `gpu`, as gpu.visibility's matrix-multiply rate
 does) is compared GPU by GPU across every node of the kind: a GPU that lags the run's other GPUs
 while passing is `fleet.fail-slow`, naming that GPU (its component), with a smaller least distance
-(FAIL_SLOW_MIN_DEVIATION, 3%): a GPU's own run-to-run spread is near 1%, a node's figures' wider.
+(FAIL_SLOW_MIN_DEVIATION, 3%) and a larger z-score (FAIL_SLOW_Z_LIMIT, 5): a GPU's own spread is
+near 1%, a node's figures' wider, and a run has eight times more GPUs than nodes to raise false alarms.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from preflight.history.stats import median, robust_sigma
 OUTLIER_ID = "fleet.outlier"
 FAIL_SLOW_ID = "fleet.fail-slow"  # one GPU slower than the run's other GPUs of its kind, though it passes
 FAIL_SLOW_MIN_DEVIATION = 0.03
+# Beyond 5 robust standard deviations: among the 8,192 GPUs of 1,024 nodes, a healthy GPU with 1% spread
+# crosses it about once in 3,000 runs (one-sided normal tail 2.9e-7 per GPU), while one 5% slow, its
+# rate the median of three readings, lies near 7 of them (bench/error_rates.py measures both).
+FAIL_SLOW_Z_LIMIT = 5.0
 Z_LIMIT = 3.5
 MIN_NODES = 5  # nodes of one kind that measured the figure, the outlier included
 MIN_DEVIATION = 0.05  # relative distance from the median below which no node is an outlier
@@ -127,8 +132,9 @@ def outliers_of(ex: Extracted, *, z_limit: float = Z_LIMIT, min_nodes: int = MIN
         better = directions[(kind, key)]
         per_gpu = members[0][4] is not None
         least = min(min_deviation, FAIL_SLOW_MIN_DEVIATION) if per_gpu else min_deviation
+        limit = max(z_limit, FAIL_SLOW_Z_LIMIT) if per_gpu else z_limit
         values = [member[1] for member in members]
-        for index, centre, z in lagging(values, better, [m[2] for m in members], z_limit=z_limit, least=least):
+        for index, centre, z in lagging(values, better, [m[2] for m in members], z_limit=limit, least=least):
             node, value, _, judged, gpu = members[index]
             peers = [member[1] for i, member in enumerate(members) if i != index]
             name = key.name if kind != "links" else f"{key.series or 'link bandwidth'} {node}"

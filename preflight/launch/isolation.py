@@ -21,7 +21,7 @@ What comes back lists every round (the groups, why each was measured, what each 
 attributions: node, link (a fault only between two particular nodes: both are named, neither is
 blamed alone), boundary (between two topology groups), straggler (a node whose time is far above
 its group's median: above median + k * MAD and above median * (1 + min_excess), both taken over the
-fastest three quarters of the group so a few stragglers do not move them, in most of at least two
+fastest three quarters of the group so a few stragglers do not move them, in most of at least three
 observations), and unexplained, flagged ambiguous, with its candidates, where the evidence does
 not single out a component. The searches themselves are in preflight.launch.isolation_plan.
 """
@@ -57,6 +57,7 @@ class IsolationParams:
     straggler_min_excess: float = 0.25  # ... and above median * (1 + this)
     straggler_min_group: int = 4  # nodes with times a group needs before its median means anything
     straggler_partners: int = 4  # known-good nodes a straggler is measured again among
+    straggler_confirm: int = 3  # slow in at least this many observations (and most of them) to be named
     # Blame only when confirmed (preflight.launch.isolation_plan.confirm): bad in at least confirm_bad
     # of at most confirm_of measurements, with confirm_partners different known-good partners at least.
     confirm_bad: int = 4

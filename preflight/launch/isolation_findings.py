@@ -48,7 +48,10 @@ def isolation_findings(check: Any, facts: dict[str, Any] | None, level: Status, 
     for found in result.get("attributions", []):
         kind, text, component = describe(found)
         sure = kind not in ("suspect", "isolation-ambiguous")
-        findings.append(_with(check.finding(kind, level if sure else soft, f"{prefix}: {text}"), component))
+        # A straggler confirmed in a run that met its floors is slow but passing: a WARN, never a PASS.
+        at = (level if level.severity >= Status.WARN.severity else Status.WARN) if kind == "straggler" \
+            else level if sure else soft
+        findings.append(_with(check.finding(kind, at, f"{prefix}: {text}"), component))
         if component is not None and found.get("confirmation"):
             confirmed.append(confirmation_line(component, found["confirmation"]))
     if not findings:

@@ -27,7 +27,8 @@ And around them:
 - clearance: when every search has ended, what was bad is measured again without what was named
   in it; still bad (twice): the search starts again on it;
 - straggler: a node whose time was far above its group's median once is measured again among
-  known-good nodes; it is named when it was slow in at least two observations and most of them.
+  known-good nodes; it is named when it was slow in at least `straggler_confirm` (3) observations and
+  most of them.
 """
 
 from __future__ import annotations
@@ -333,13 +334,13 @@ def straggler_task(e: Any, node: str) -> Iterator[list[Probe]]:
             return
         seen = e.observations(node)
         slow = [o for o in seen if o["slow"]]
-        if len(slow) >= 2 and len(slow) * 2 > len(seen):
+        if len(slow) >= p.straggler_confirm and len(slow) * 2 > len(seen):
             e.blame(straggler(node, seen, slow))
             return
         if len(seen) - len(slow) >= max(2, len(slow)):
             e.note(f"{node} was slow in {len(slow)} of {len(seen)} observations: not a straggler")
             return
-        if probes >= 3:
+        if probes >= p.straggler_confirm + 1:
             break
         if len(e.good - {node}) < p.straggler_min_group - 1 and e.searching():
             yield []  # slow in the screen, before any node is known good: wait for the searches to find some
