@@ -46,6 +46,47 @@ def percent(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{100 * value:.{digits}f}%"
 
 
+def pooled(rows: list[dict], nodes: int, noise: float) -> dict:
+    """One size and noise level, over every fault type: the goals' figures."""
+    mine = [r for r in rows if r["nodes"] == nodes and r["noise"] == noise and r["floor"] == 0.8]
+    faulty = [r for r in mine if r["missed"] is not None]
+    healthy_runs = sum(r["false_nogo_node_runs"] is not None for r in mine)
+    slow_gpu = [r for r in mine if r["fault"] == "gpu-5pct-slow"]
+    isolating = [r for r in mine if r["rounds"] and r["fault"] not in ("healthy",)]
+    return {
+        "node_runs_acted": max((r["false_nogo_node_runs"] or 0) for r in mine) if healthy_runs else None,
+        "healthy_nogo": next((r["false_nogo_runs"] for r in mine if r["fault"] == "healthy"), None),
+        "missed": sum(r["missed"] * r["runs"] for r in faulty) / max(1, sum(r["runs"] for r in faulty)),
+        "precision": sum(r["true_blames"] for r in mine) / max(1, sum(r["blames"] for r in mine)),
+        "recall": sum(r["true_blames"] for r in mine) / max(1, sum(r["faults"] for r in mine)),
+        "rounds": max((r["rounds"] for r in isolating), default=0.0),
+        "rounds_of": max(isolating, key=lambda r: r["rounds"])["fault"] if isolating else "",
+        "gpu_recall": slow_gpu[0]["recall"] if slow_gpu else None,
+        "gpu_false_alarms": max(r["gpu_false_alarms"] for r in mine) if mine else None,
+    }
+
+
+def markdown(rows: list[dict]) -> str:
+    """The README's table: each goal against what each size and noise level measured."""
+    sizes = sorted({r["nodes"] for r in rows})
+    noises = sorted({r["noise"] for r in rows if r["floor"] == 0.8})
+    cols = [(n, x) for n in sizes for x in noises]
+    figures = {c: pooled(rows, *c) for c in cols}
+    head = "| goal | " + " | ".join(f"{n:,} nodes, noise {x:.0%}" for n, x in cols) + " |"
+    lines = [head, "|" + "---|" * (len(cols) + 1)]
+    goals = [("healthy node-runs acted on: <= 0.5%", lambda f: percent(f["node_runs_acted"], 3)),
+             ("healthy runs NO-GO (one all-node reading below its floor)", lambda f: percent(f["healthy_nogo"])),
+             ("missed faults: <= 5%", lambda f: percent(f["missed"])),
+             ("attribution precision: >= 95%", lambda f: percent(f["precision"])),
+             ("attribution recall: >= 95%", lambda f: percent(f["recall"])),
+             ("rounds, the slowest fault type's mean: <= 12", lambda f: f"{f['rounds']:.1f} ({f['rounds_of']})"),
+             ("one GPU 5% slow found: >= 95%", lambda f: percent(f["gpu_recall"])),
+             ("healthy GPUs named fail-slow: <= 1%", lambda f: percent(f["gpu_false_alarms"], 3))]
+    for name, show in goals:
+        lines.append(f"| {name} | " + " | ".join(show(figures[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="8,64,1024")
@@ -58,7 +99,11 @@ def main() -> None:
                         help="healthy runs just above the floor (0.95, noise 0.05) at 8 and 64 nodes")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON list")
+    parser.add_argument("--markdown", metavar="FILE", help="print the goals table of rows recorded with --json")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return
     faults = args.faults.split(",")
     unknown = sorted(set(faults) - set(FAULT_TYPES))
     if unknown:

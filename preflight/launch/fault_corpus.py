@@ -196,6 +196,7 @@ def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed
         if faulty else None,
         "precision": round(true_blames / blames, 4) if blames else None,
         "recall": round(true_blames / truths, 4) if truths else None,
+        "blames": blames, "true_blames": true_blames, "faults": truths,  # for pooling rows
         "suspects_per_run": round(sum(t.suspects for t in runs) / trials, 3),
         "gpu_false_alarms": round(sum(t.gpus_flagged for t in runs) / max(1, sum(t.gpus for t in runs)), 6),
         "rounds": round(sum(t.rounds for t in runs) / trials, 2),

@@ -278,8 +278,8 @@ def link_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
     if unmeasured and not bad:
         e.blame(attribution("unexplained", [a, b], trail, ambiguous=True, confidence="unconfirmed",
                             candidates=[{"kind": "link", "members": [a, b]}]))
-    elif not bad:
-        e.note(f"{a} with {b} was bad, and good when measured again: not reproduced")
+    elif bad < 2:
+        e.note(f"{a} with {b} was bad, and then bad in {bad} of {len(pair)} measurements again: not reproduced")
     elif bad < p.confirm_bad:
         e.blame(attribution("link", members, trail, confidence="unconfirmed", confirmation=confirmation(pair)))
     elif not across:
