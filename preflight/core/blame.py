@@ -72,12 +72,11 @@ def own_findings(report: RunReport) -> dict[str, list[tuple[str, str]]]:
 
 
 def held(report: RunReport) -> list[Blame]:
-    """Blocking, confirmed findings that name a link or a boundary: no node is drained for them."""
+    """Blocking, confirmed findings that name a link or a boundary: no node is drained for them, and
+    each is named (also where its check ended in ERROR for another reason: a link not measured)."""
     levels = blocking_levels(report.fail_on)
     out = []
     for result in report.results:
-        if result.status not in levels:
-            continue
         for finding in result.findings:
             component = finding.component
             if finding.level in levels and component is not None and component.confirmed \
