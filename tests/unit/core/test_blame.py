@@ -80,3 +80,12 @@ def test_a_component_round_trips_through_json():
     r = report(cluster(found("isolated-link", component)))
     again = RunReport.from_dict(json.loads(json.dumps(r.to_dict())))
     assert again.results[0].findings[0].component == component
+
+
+def test_a_results_file_with_components_passes_the_schema_and_loads():
+    from preflight.core.results_file import parse_report
+
+    component = Component("gpu", ["n2"], gpu=5, confirmation={"peers": 31})
+    r = report(cluster(found("isolated-node", Component("node", ["n3"])), found("x", component, level=Status.WARN)))
+    again = parse_report(json.dumps(r.to_dict()), "results.json")
+    assert [f.component for f in again.results[0].findings] == [Component("node", ["n3"]), component]
