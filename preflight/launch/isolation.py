@@ -5,8 +5,8 @@ measures groups instead, as group testing does: screen every node at once (or ea
 a rack, a leaf switch), split what is bad into parts measured at once and recurse, confirm each
 suspect against nodes already known good, and probe across topology groups with one known-good node
 of each, so a fault between two groups (a trunk, a cable) is found and named as that boundary. One
-bad node among N is named in about log8(N) + 4 rounds (7 at 1,024 nodes); a bad link in about
-log2(N) + 5; the bound kept for one bad node is 2 * ceil(log2 N) + 4 (`round_bound`).
+bad node among N is named in about log8(N) + 6 rounds (9 at 1,024 nodes, each blame confirmed); a
+bad link in about log2(N) + 7; the bound kept for one bad node is 2 * ceil(log2 N) + 4 (`round_bound`).
 
     isolate(nodes, measure, topology=None, screen=None, params=None) -> Isolation
 
