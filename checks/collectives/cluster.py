@@ -56,8 +56,10 @@ from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, probe_problems, processes_text, share_a_machine,
     shared_machine_findings, unique,
 )
-from preflight.launch.isolation_findings import judge_isolation
-from preflight.launch.isolation_launch import adaptive_pass, isolation_method, judged_group, node_times, pinned
+from preflight.launch.isolation_findings import isolation_findings
+from preflight.launch.isolation_launch import (
+    adaptive_pass, isolation_method, judged_group, node_times, pinned, slow_ranks_reason,
+)
 from preflight.launch.topology import topology_of
 from preflight.launch.pairs import attribute, round_robin
 from preflight.launch.nccl_log import nccl_by_node
@@ -97,8 +99,10 @@ def shortfalls(figures: dict[str, Any], params: Params) -> list[str]:
     return problems
 
 
-def pairwise_reason(run: dict[str, Any], params: Params, node_count: int) -> str | None:
-    """Why the pairwise pass should run after the main launch, or None. Pure."""
+def pairwise_reason(run: dict[str, Any], params: Params, node_count: int, shared_machine: bool = False) -> str | None:
+    """Why the pairwise pass should run after the main launch, or None. Pure. A run that met its floors
+    starts the adaptive pass when one node's ranks were far slower than the others' (a straggler to
+    confirm), unless nodes share a machine (a rank's time is then not its node's)."""
     if node_count < 3:
         return None  # with two nodes the only pair is the run itself
     if not run.get("ok"):
@@ -106,7 +110,9 @@ def pairwise_reason(run: dict[str, Any], params: Params, node_count: int) -> str
             return None  # already pinned on a node
         return "the all-reduce across all nodes failed"
     problems = shortfalls(run_figures(run["result"]), params)
-    return "; ".join(problems) if problems else None
+    if problems:
+        return "; ".join(problems)
+    return None if shared_machine or params.isolation != "adaptive" else slow_ranks_reason(run_node_times(run))
 
 
 # -- the check -----------------------------------------------------------------------------------
@@ -165,7 +171,7 @@ class CollectivesCluster(Check):
                                        absent_node=fault("collectives.cluster", "absent_node"))
         if choice["backend"] == "nccl":
             facts["nccl_network"], facts["nccl_unrecognised"] = nccl_by_node(facts["run"].get("agents") or {})
-        reason = pairwise_reason(facts["run"], params, len(usable))
+        reason = pairwise_reason(facts["run"], params, len(usable), share_a_machine(probes, usable))
         if reason and params.pairwise:
             budget = min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
             if params.isolation == "pairs":
@@ -320,16 +326,18 @@ class CollectivesCluster(Check):
                       "if these nodes have an RDMA fabric, NCCL is not using it")
 
         pairwise = facts.get("pairwise")
-        judged = [judge_pairwise(pairwise, params)] if pairwise else judge_isolation(facts.get("isolation"))
-        for kind, text, pair_measurements, pair_details in judged:
+        problems = [f.level for f in findings if f.level is not Status.PASS and not f.id.endswith(".no-floor")]
+        level = worst(problems) if problems else Status.PASS
+        for kind, text, pair_measurements, pair_details in [judge_pairwise(pairwise, params)] if pairwise else []:
             measurements += pair_measurements
             details += pair_details
-            problems = [f.level for f in findings if f.level is not Status.PASS and not f.id.endswith(".no-floor")]
-            if problems:
-                found(kind, worst(problems), text)
-            else:
-                found(kind, Status.PASS, text)
+            found(kind, level, text)
+            if not problems:
                 details.append(text)
+        isolated, isolation_details = ([], []) if pairwise else isolation_findings(type(self), facts.get("isolation"),
+                                                                                   level)
+        findings += isolated
+        details += isolation_details + ([f.message for f in isolated] if not problems else [])
 
         passed = ""
         if run and run.get("ok"):

@@ -358,6 +358,7 @@ class Judgement:
                          f"{device['max_rel_error']:.2e} (relative), more than {tol:.0e}")
             if device.get("max_rel_error") is not None:
                 errors.append(device["max_rel_error"])
+        self._matmul_rates(runs)
         correct = sum(1 for _, d in runs if not d.get("error") and d.get("finite", True)
                       and d.get("max_rel_error") is not None and d["max_rel_error"] <= tol)
         want = max(len(runs), should_compute or 0)
@@ -384,6 +385,18 @@ class Judgement:
             compared += f" ({', '.join(unprobed)} not probed)"
         return (f"no framework sees a GPU: {compared}; not compared: which GPUs a framework sees (UUIDs), the "
                 "matrix product on each GPU, the PCIe link under load and host<->device copy speed")
+
+    def _matmul_rates(self, runs: list[tuple[str, dict[str, Any]]]) -> None:
+        """Each GPU's matrix-multiply rate, declared per GPU: judged by no floor here, it is compared with
+        the run's other GPUs of the same kind (fleet.fail-slow, preflight.history.outliers)."""
+        for framework, device in runs:
+            size = ((self.torch if framework == "torch" else self.tf).get("matmul") or {}).get("size")
+            timed = [t for t in device.get("matmul_rate_s") or [] if isinstance(t, (int, float)) and t > 0]
+            if device.get("error") or not size or not timed or not isinstance(device.get("index"), int):
+                continue  # a probe of an older version timed only the cold first product: no rate
+            rates = [round(2 * size ** 3 / t / 1e9, 3) for t in timed]
+            self.measurements.append(Measurement("matmul rate", statistics.median(rates), "GFLOP/s", samples=rates,
+                                                 series=framework, better="higher", gpu=device["index"]))
 
     # host <-> device copies -------------------------------------------------------------------
     def _judge_host_device(self, gpus: list[dict[str, Any]]) -> None:

@@ -57,7 +57,7 @@ from preflight.launch.topology import topology_of
 from preflight_checks.net.isolation import (
     ISOLATION_METHODS, adaptive_pass, screen_reason,
 )
-from preflight_checks.net.isolation_findings import judge_isolation, round_lines
+from preflight.launch.isolation_findings import isolation_findings
 from preflight.transport.process import RemoteProcess
 
 INSTALL_HINT = "install iperf3 on every node (Debian/Ubuntu: apt-get install iperf3; RHEL/Fedora: dnf install iperf3)"
@@ -178,6 +178,8 @@ class NetBandwidth(Check):
                           "switch ports between them if they share one."),
         "isolated-boundary": ("The path between the two topology groups named: check the trunk or uplinks between "
                               "their switches (error counters, oversubscription, a failed member of a LAG)."),
+        "suspect": ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
+                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then."),
         "isolation-ambiguous": ('The evidence names several candidates: run again with pattern = "full" on just those '
                                 "nodes (--nodes), which measures every ordered pair among them."),
         "isolation-not-reproduced": ("The ring was slow but no group reproduced it: a transient fault, or one that "
@@ -457,9 +459,12 @@ class NetBandwidth(Check):
         isolation = facts.get("isolation")
         floor = ((isolation or {}).get("thresholds") or {}).get("min_gbps")
         if isolation and (slow or any(f.id.endswith(".not-measured") for f in findings)):
-            for kind, level, text in judge_isolation(isolation):
-                findings.append(self.finding(kind, level, text))
-            details += round_lines(isolation)
+            isolated, more = isolation_findings(
+                type(self), isolation, Status.FAIL, floor=f"{floor:g} Gbit/s" if floor is not None else "",
+                not_reproduced=("no group of nodes reproduced the slow or failed link: it was transient, or it "
+                                "shows only while every link of the ring carries traffic"))
+            findings += isolated
+            details += more
             if floor is not None and floor != params.min_gbps:
                 details.append(f"the isolation pass judged its groups against {floor:g} Gbit/s, not "
                                f"{params.min_gbps:g}")

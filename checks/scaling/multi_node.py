@@ -34,7 +34,7 @@ from preflight.core.check import (
 )
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch_and_wait, node_plan, pick_port, probe_usable
-from preflight.launch.isolation_findings import judge_isolation
+from preflight.launch.isolation_findings import isolation_findings
 from preflight.launch.isolation_launch import isolation_method
 from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, probe_problems, processes_text, share_a_machine,
@@ -392,10 +392,8 @@ class ScalingMultiNode(Check):
     def _isolated(self, facts: dict[str, Any], problems: list[Finding], details: list[str]) -> list[Finding]:
         """The isolation pass's attributions, at the level of what made the run bad; its rounds join `details`."""
         bad = [f.level for f in problems if f.level is not Status.PASS]
-        out = []
-        for kind, text, _, more in judge_isolation(facts.get("isolation")):
-            details += more
-            out.append(self.finding(kind, worst(bad) if bad else Status.PASS, text))
+        out, more = isolation_findings(type(self), facts.get("isolation"), worst(bad) if bad else Status.PASS)
+        details += more
         return out
 
     @staticmethod

@@ -32,6 +32,8 @@ ISOLATION_FIXES = {
                           "switches (error counters, oversubscription, a failed member of a LAG)."),
     "straggler": ("The node named computes a step slower than its peers, though it works: compare its GPU clocks, "
                   "thermal and power state and host load with theirs (gpu.visibility, scaling.multi_gpu)."),
+    "suspect": ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
+                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then."),
     "isolation-ambiguous": ("The evidence names several candidates: run scaling.multi_node or collectives.cluster "
                             "again on just those nodes (--nodes), or measure each candidate link with net.bandwidth."),
     "isolation-not-reproduced": ("No smaller group reproduced the loss: it appears only with every node at once "

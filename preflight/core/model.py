@@ -98,6 +98,7 @@ class Measurement:
     series: str | None = None  # the line or group within the chart ("nccl", "write", "measured")
     at: float | int | str | None = None  # the condition: bytes, devices, "a -> b", a label
     better: str | None = None  # "higher" or "lower"; None: derived from `comparison`
+    gpu: int | None = None  # the GPU's index on its node, for a per-GPU figure (compared GPU by GPU)
 
     @property
     def direction(self) -> str | None:
@@ -122,6 +123,46 @@ class Measurement:
         return (ordered[-1] - ordered[0]) / abs(median)
 
 
+# What a finding's component names (Component.kind): what --drain, --cordon and the healthcheck act on.
+COMPONENT_NODE = "node"  # the node itself
+COMPONENT_GPU = "gpu"  # one GPU of a node (`gpu` its index): acting on it acts on its node
+COMPONENT_LINK = "link"  # the path between two nodes: neither end is at fault alone
+COMPONENT_BOUNDARY = "boundary"  # the path between two topology groups (a trunk, an uplink): no node is
+COMPONENT_KINDS = (COMPONENT_NODE, COMPONENT_GPU, COMPONENT_LINK, COMPONENT_BOUNDARY)
+
+
+@dataclass
+class Component:
+    """The part a finding names at fault, as data, and whether that was confirmed.
+
+    `nodes`: the node (node, gpu), both ends (link), or none (boundary); `gpu`: the GPU's index on
+    its node; `groups`: the two topology groups of a boundary. `confirmed` False is a suspect: seen
+    bad, but not as often, or with as many different partners, as blaming asks; nothing acts on it.
+    `confirmation` says how: `bad_in` of `of` measurements, the `partners`, each measurement.
+    """
+
+    kind: str
+    nodes: list[str] = field(default_factory=list)
+    gpu: int | None = None
+    groups: list[str] = field(default_factory=list)
+    confirmed: bool = True
+    confirmation: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """"node n5", "GPU 3 of n5", "link n2 - n6", "boundary rack1 - rack2"."""
+        if self.kind == COMPONENT_GPU:
+            return f"GPU {self.gpu} of {self.nodes[0] if self.nodes else '?'}"
+        if self.kind == COMPONENT_BOUNDARY:
+            return "boundary " + " - ".join(self.groups)
+        return f"{self.kind} " + " - ".join(self.nodes)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Component:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 @dataclass
 class Finding:
     """One thing a check found, with its own fix: what the reports show and what tests assert on.
@@ -130,7 +171,7 @@ class Finding:
     breaks no test. `level` is the status this finding alone would give the check (PASS for a
     positive finding worth stating, SKIP for "not applicable" with its reason). `fix` is advice for
     this finding's own cause, never the check's generic hints. `node` names the node or link at fault
-    for a cluster check.
+    for a cluster check, as text; `component` names it as data (preflight.core.blame reads only that).
     """
 
     id: str
@@ -138,11 +179,14 @@ class Finding:
     message: str
     fix: str = ""
     node: str | None = None
+    component: Component | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
         data = dict(data)
         data["level"] = Status(data["level"])
+        if data.get("component") is not None:
+            data["component"] = Component.from_dict(data["component"])
         return cls(**data)
 
 
@@ -318,6 +362,10 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+# Fields left out of the JSON while None, so that files stay as they were for what does not use them.
+_OMIT_NONE: dict[type, tuple[str, ...]] = {}
+
+
 def _to_jsonable(obj: Any) -> Any:
     if isinstance(obj, (dict, list, tuple)):
         if isinstance(obj, dict):
@@ -326,7 +374,9 @@ def _to_jsonable(obj: Any) -> Any:
     if isinstance(obj, enum.Enum):
         return obj.value
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {name: _to_jsonable(getattr(obj, name)) for name in _field_names(type(obj))}
+        omit = _OMIT_NONE.get(type(obj), ())
+        return {name: _to_jsonable(getattr(obj, name)) for name in _field_names(type(obj))
+                if not (name in omit and getattr(obj, name) is None)}
     return obj
 
 
@@ -337,7 +387,8 @@ def _plain(obj: Any) -> Any:
     if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         names = _field_names(type(obj))
     if names is not None:
-        out = {name: getattr(obj, name) for name in names}
+        omit = _OMIT_NONE.get(type(obj), ())
+        out = {name: getattr(obj, name) for name in names if not (name in omit and getattr(obj, name) is None)}
         if type(obj) is RunReport and out["history"] is None:
             del out["history"]  # as to_dict() leaves it out
         return out
@@ -351,3 +402,6 @@ def json_text(obj: Any, **options: Any) -> str:
     json's C encoder walks the objects itself (str enums are their values; other objects their text).
     `options` go to json.dumps; `indent` would switch it to the pure-Python encoder."""
     return json.dumps(obj, default=_plain, **options)
+
+
+_OMIT_NONE.update({Measurement: ("gpu",), Finding: ("component",)})

@@ -61,6 +61,7 @@ class FigureRow(NamedTuple):
     ok: bool | None
     samples_n: int
     spread: float | None  # relative: (max - min) / median of the samples
+    gpu: int | None = None  # the GPU's index on its node, for a per-GPU figure
 
 
 @dataclass
@@ -123,7 +124,8 @@ class _Figures:
         samples = [x for x in map(number, m.get("samples") or ()) if x is not None]
         self.rows.append(FigureRow(key, str(m.get("node") or node), value, number(threshold),
                                    ok if ok is True or ok is False else None, len(samples),
-                                   relative_spread(samples) if samples else None))
+                                   relative_spread(samples) if samples else None,
+                                   m["gpu"] if isinstance(m.get("gpu"), int) else None))
 
 
 def extract(report: dict[str, Any]) -> Extracted:

@@ -31,7 +31,7 @@ from sqlalchemy import and_, select
 
 from preflight.history.extract import describe_image
 from preflight.history.queries import Key, _key_from, image_fields, resolve_image
-from preflight.history.outliers import OUTLIER_ID
+from preflight.history.outliers import FAIL_SLOW_ID, OUTLIER_ID
 from preflight.history.schema import figure_keys, figures, findings, node_images, runs
 from preflight.history.stats import median, percentile, robust_sigma
 from preflight.history.store import Store
@@ -144,7 +144,7 @@ def _query(store: Store, image: str | None, since: datetime | None, until: datet
                 query = query.where(node_images.c.digest.in_(digests))
             rows.extend(conn.execute(query).all())
         outliers = set(conn.execute(select(findings.c.run_id, findings.c.node_id, findings.c.check_id)
-                                    .where(findings.c.finding_id == OUTLIER_ID, findings.c.run_id.in_(run_ids))).all())
+                                    .where(findings.c.finding_id.in_((OUTLIER_ID, FAIL_SLOW_ID)), findings.c.run_id.in_(run_ids))).all())
         described = image_fields(conn, digests) if digests else {}
     return {"healthy": healthy, "scope": scope, "chosen": chosen, "rows": rows, "outliers": outliers,
             "described": described}

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from preflight.history.extract import IMAGE_FIELDS, describe_image
 from preflight.core.nodeset import fold
-from preflight.history.outliers import OUTLIER_ID
+from preflight.history.outliers import FAIL_SLOW_ID, OUTLIER_ID
 from preflight.history.schema import (figure_keys, figure_stats, figures, findings, node_images, nodes, results,
                                       runs)
 from preflight.history.store import Store
@@ -357,7 +357,7 @@ def nodes_summary(store: Store, *, nodes_in: list[str] | None = None, window: in
                   .join(runs, runs.c.id == node_images.c.run_id)
                   .where(node_images.c.run_id.in_(select(recent_runs.c.id))))
         bad = (select(findings.c.node_id, findings.c.run_id, findings.c.check_id)
-               .where(findings.c.finding_id == OUTLIER_ID, findings.c.run_id.in_(select(recent_runs.c.id))))
+               .where(findings.c.finding_id.in_((OUTLIER_ID, FAIL_SLOW_ID)), findings.c.run_id.in_(select(recent_runs.c.id))))
         if ids is not None:
             totals = totals.where(node_images.c.node_id.in_(ids))
             ranked = ranked.where(node_images.c.node_id.in_(ids))

@@ -375,12 +375,12 @@ def _stats_rows(run_id: int, ex: Extracted, key_id: dict[FigureKey, int]) -> lis
 
 def _add_outliers(ex: Extracted) -> None:
     """Fleet outliers within this run, unless the run's report carries them already."""
-    from preflight.history.outliers import OUTLIER_ID, outliers_of
+    from preflight.history.outliers import FAIL_SLOW_ID, OUTLIER_ID, outliers_of
 
-    if any(f[2] == OUTLIER_ID for f in ex.findings):
+    if any(f[2] in (OUTLIER_ID, FAIL_SLOW_ID) for f in ex.findings):
         return
     for o in outliers_of(ex):
-        ex.findings.append((o.check_id, o.node, OUTLIER_ID, "WARN"))
+        ex.findings.append((o.check_id, o.node, o.finding_id, "WARN"))
 
 
 def read_report(path: str | Path) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from preflight.core.blame import blames, blocking_levels, held, held_text, own_findings  # noqa: F401 (used here and by callers)
 from preflight.core.model import RunReport, Scope, Status
 from preflight.transport.process import CommandTimeout, Completed, run_command
 
@@ -182,32 +183,12 @@ def show_nodes(names: list[str], run: Runner = run_command) -> dict[str, NodeSta
 # -- deciding what to drain and resume (pure) ------------------------------------------------------
 
 
-def blocking_levels(fail_on: str) -> set[Status]:
-    return {Status.FAIL, Status.WARN} if fail_on == "warn" else {Status.FAIL}
-
-
-def own_findings(report: RunReport) -> dict[str, list[tuple[str, str]]]:
-    """Node -> [(check id, finding id)] of the blocking findings that are that node's own."""
-    levels = blocking_levels(report.fail_on)
-    nodes = set(report.node_names)
-    found: dict[str, list[tuple[str, str]]] = {}
-    for result in report.results:
-        if result.status not in levels:
-            continue
-        if result.scope is Scope.NODE and result.node in nodes:
-            ids = [f.id for f in result.findings if f.level in levels] or [result.check_id]
-            found.setdefault(result.node, []).extend((result.check_id, i) for i in ids)
-        elif result.scope is Scope.CLUSTER:
-            for finding in result.findings:
-                if finding.level in levels and finding.node in nodes:
-                    found.setdefault(finding.node, []).append((result.check_id, finding.id))
-    return found
-
-
-def drain_reason(findings: list[tuple[str, str]], limit: int = MAX_REASON_CHARS) -> str:
-    """`preflight: node.environment (node.environment.shm-small) +1 more`, at most `limit` characters."""
-    check_id, finding_id = findings[0]
-    text = f"{REASON_PREFIX} {check_id}" + (f" ({finding_id})" if finding_id != check_id else "")
+def drain_reason(findings: list[tuple[str, ...]], limit: int = MAX_REASON_CHARS) -> str:
+    """`preflight: node.environment (node.environment.shm-small) +1 more`, at most `limit` characters;
+    the component a cluster finding names follows its id (`..., GPU 3 of n5`)."""
+    check_id, finding_id, *rest = findings[0]
+    named = [x for x in (finding_id if finding_id != check_id else "", rest[0] if rest else "") if x]
+    text = f"{REASON_PREFIX} {check_id}" + (f" ({', '.join(named)})" if named else "")
     more = f" +{len(findings) - 1} more" if len(findings) > 1 else ""
     if len(text) + len(more) > limit:
         text = text[: max(len(REASON_PREFIX) + 2, limit - len(more) - 3)] + "..."
@@ -218,7 +199,7 @@ def drain_plan(report: RunReport, states: Mapping[str, NodeState]) -> dict[str, 
     """Node -> reason, for each node with blocking findings of its own. A node an operator already
     drained keeps its drain and reason; one preflight drained gets this run's reason."""
     plan = {}
-    for node, findings in sorted(own_findings(report).items()):
+    for node, findings in sorted(blames(report).items()):
         state = states.get(node)
         if state is not None and state.drained and not state.drained_by_preflight:
             continue
@@ -249,13 +230,15 @@ def resume_plan(report: RunReport, states: Mapping[str, NodeState]) -> list[str]
 @dataclass
 class Action:
     node: str
-    what: str  # "drain" or "resume"
+    what: str  # "drain", "resume", or "hold" (a link or boundary at fault: no node drained, `reason` names it)
     reason: str = ""
     error: str = ""
 
     def describe(self) -> str:
         if self.error:
             return f"could not {self.what} {self.node}: {self.error}"
+        if self.what == "hold":
+            return f"not drained: {self.reason}"
         return f"{'drained' if self.what == 'drain' else 'resumed'} {self.node}" + (f": {self.reason}" if self.reason else "")
 
 
@@ -267,6 +250,7 @@ def apply(report: RunReport, drain: bool, resume: bool, run: Runner = run_comman
         return [Action(", ".join(report.node_names), "drain" if drain else "resume", error=str(exc))]
     actions = []
     if drain:
+        actions += [Action(b.component, "hold", held_text(b)) for b in held(report)]
         for node, reason in drain_plan(report, states).items():
             action = Action(node, "drain", reason)
             try:

@@ -5,8 +5,8 @@ measures groups instead, as group testing does: screen every node at once (or ea
 a rack, a leaf switch), split what is bad into parts measured at once and recurse, confirm each
 suspect against nodes already known good, and probe across topology groups with one known-good node
 of each, so a fault between two groups (a trunk, a cable) is found and named as that boundary. One
-bad node among N is named in about log8(N) + 4 rounds (7 at 1,024 nodes); a bad link in about
-log2(N) + 5; the bound kept for one bad node is 2 * ceil(log2 N) + 4 (`round_bound`).
+bad node among N is named in about log8(N) + 6 rounds (9 at 1,024 nodes, each blame confirmed); a
+bad link in about log2(N) + 7; the bound kept for one bad node is 2 * ceil(log2 N) + 4 (`round_bound`).
 
     isolate(nodes, measure, topology=None, screen=None, params=None) -> Isolation
 
@@ -21,7 +21,7 @@ What comes back lists every round (the groups, why each was measured, what each 
 attributions: node, link (a fault only between two particular nodes: both are named, neither is
 blamed alone), boundary (between two topology groups), straggler (a node whose time is far above
 its group's median: above median + k * MAD and above median * (1 + min_excess), both taken over the
-fastest three quarters of the group so a few stragglers do not move them, in most of at least two
+fastest three quarters of the group so a few stragglers do not move them, in most of at least three
 observations), and unexplained, flagged ambiguous, with its candidates, where the evidence does
 not single out a component. The searches themselves are in preflight.launch.isolation_plan.
 """
@@ -57,6 +57,12 @@ class IsolationParams:
     straggler_min_excess: float = 0.25  # ... and above median * (1 + this)
     straggler_min_group: int = 4  # nodes with times a group needs before its median means anything
     straggler_partners: int = 4  # known-good nodes a straggler is measured again among
+    straggler_confirm: int = 3  # slow in at least this many observations (and most of them) to be named
+    # Blame only when confirmed (preflight.launch.isolation_plan.confirm): bad in at least confirm_bad
+    # of at most confirm_of measurements, with confirm_partners different known-good partners at least.
+    confirm_bad: int = 4
+    confirm_of: int = 4
+    confirm_partners: int = 2
 
 
 def round_bound(nodes: int) -> int:

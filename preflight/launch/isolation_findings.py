@@ -1,69 +1,112 @@
-"""What an adaptive isolation pass found (preflight.launch.isolation_launch facts), as findings. Pure.
+"""What an adaptive isolation pass found (the facts of preflight.launch.isolation_launch or of
+net.bandwidth's pass), as findings: the one translator collectives.cluster, scaling.multi_node and
+net.bandwidth use. Pure.
 
-`judge_isolation` gives one (kind, sentence, measurements, details) per attribution, in the shape
-collectives.cluster's pairwise pass uses; the kinds become finding ids under the id of the check
-that ran the pass (collectives.cluster, scaling.multi_node), and each such check declares a fix for
-every kind in ISOLATION_KINDS:
-- `isolated-node`: a node at fault (bad with several known-good partners);
-- `isolated-link`: the link between two nodes (bad together, each good with others);
+`isolation_findings(check, facts, level)` gives the findings, each with the component it names
+(preflight.core.model.Component), and the detail lines (every round, the pass's notes, how each
+blame was confirmed). The kinds become finding ids under the id of the check that ran the pass, and
+each such check declares a fix for every kind in ISOLATION_KINDS:
+- `isolated-node`: a node at fault, confirmed (bad in N of M measurements with different known-good
+  partners: preflight.launch.isolation_plan.confirm);
+- `isolated-link`: the link between two nodes (bad together, confirmed, each good with others);
 - `isolated-boundary`: the path between two topology groups (a trunk, an uplink);
-- `straggler`: a node far slower than its groups' median;
+- `straggler`: a node far slower than its groups' median, in most of several observations;
+- `suspect`: a node, link or boundary seen bad, but not as often as blaming asks: a WARN, never acted on;
 - `isolation-ambiguous`: what the evidence narrowed it down to, and what it could be;
 - `isolation-not-reproduced`: nothing was singled out (no group reproduced the fault).
-The details show each round: which groups, and how each measured.
+A confirmed component gets `level` (the level of what made the run bad); the others WARN at most.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from preflight.core.model import (
+    COMPONENT_BOUNDARY, COMPONENT_LINK, COMPONENT_NODE, Component, Finding, Status,
+)
 from preflight.launch.nodes import names_text
-from preflight.core.model import Measurement
 
-Judged = tuple[str, str, list[Measurement], list[str]]
+ISOLATION_KINDS = ("isolated-node", "isolated-link", "isolated-boundary", "straggler", "suspect",
+                   "isolation-ambiguous", "isolation-not-reproduced")
 
-ISOLATION_KINDS = ("isolated-node", "isolated-link", "isolated-boundary", "straggler", "isolation-ambiguous",
-                   "isolation-not-reproduced")
+NOT_REPRODUCED = ("no group of nodes reproduced the fault on its own: it appears only with all nodes together "
+                  "(congestion, an oversubscribed uplink, the size of the job), or it was transient")
 
 
-def judge_isolation(facts: dict[str, Any] | None) -> list[Judged]:
-    """One entry per attribution (none without facts); the rounds and notes go with the first."""
+def isolation_findings(check: Any, facts: dict[str, Any] | None, level: Status, *, floor: str = "",
+                       not_reproduced: str = NOT_REPRODUCED) -> tuple[list[Finding], list[str]]:
+    """(findings, detail lines) of an isolation pass's facts; none without facts. `check`: the check
+    class (its `finding` builds ids and fixes); `floor`: what its groups were judged against."""
     if not facts:
-        return []
+        return [], []
     result = facts.get("isolation") or {}
     rounds = result.get("round_count", 0)
-    prefix = f"adaptive isolation ({facts.get('reason')}; {rounds} round{'' if rounds == 1 else 's'})"
-    judged = [(kind, f"{prefix}: {text}") for kind, text in map(describe, result.get("attributions", []))]
-    if not judged:
-        text = ("no group of nodes reproduced the fault on its own: it appears only with all nodes together "
-                "(congestion, an oversubscribed uplink, the size of the job), or it was transient")
+    prefix = (f"adaptive isolation ({facts.get('reason')}; {rounds} round{'' if rounds == 1 else 's'}"
+              + (f" against {floor}" if floor else "") + ")")
+    soft = Status.WARN if level.severity >= Status.WARN.severity else level
+    findings, confirmed = [], []
+    for found in result.get("attributions", []):
+        kind, text, component = describe(found)
+        sure = kind not in ("suspect", "isolation-ambiguous")
+        # A straggler confirmed in a run that met its floors is slow but passing: a WARN, never a PASS.
+        at = (level if level.severity >= Status.WARN.severity else Status.WARN) if kind == "straggler" \
+            else level if sure else soft
+        findings.append(_with(check.finding(kind, at, f"{prefix}: {text}"), component))
+        if component is not None and found.get("confirmation"):
+            confirmed.append(confirmation_line(component, found["confirmation"]))
+    if not findings:
+        text = not_reproduced
         if result.get("stopped"):
             text = f"stopped ({result['stopped']}) before anything was singled out"
-        judged = [("isolation-not-reproduced", f"{prefix}: {text}")]
-    details = round_lines(result) + list(result.get("notes", []))
-    return [(kind, text, [], details if index == 0 else []) for index, (kind, text) in enumerate(judged)]
+        findings.append(check.finding("isolation-not-reproduced", soft, f"{prefix}: {text}"))
+    return findings, round_lines(result) + list(result.get("notes", [])) + confirmed
 
 
-def describe(found: dict[str, Any]) -> tuple[str, str]:
-    """An attribution's finding kind and sentence."""
+def _with(finding: Finding, component: Component | None) -> Finding:
+    finding.component = component
+    return finding
+
+
+def describe(found: dict[str, Any]) -> tuple[str, str, Component | None]:
+    """An attribution's finding kind, sentence and component."""
     kind, members, figures = found["kind"], found["members"], found.get("figures") or {}
-    if found.get("ambiguous"):
+    sure = found.get("confidence", "confirmed") == "confirmed"
+    how = found.get("confirmation") or {}
+    if found.get("ambiguous") or kind not in ("node", "link", "boundary", "straggler"):
         could = "; ".join(f"{c['kind']} {' - '.join(c['members'])}" for c in found.get("candidates", []))
         return "isolation-ambiguous", (f"the fault is among {names_text(members)}, but the evidence does not single "
-                                       "out one component" + (f" (it could be: {could})" if could else ""))
+                                       "out one component" + (f" (it could be: {could})" if could else "")), None
+    if kind == "boundary":
+        component = Component(COMPONENT_BOUNDARY, groups=list(members), confirmed=sure, confirmation=how)
+    else:
+        component = Component(COMPONENT_LINK if kind == "link" else COMPONENT_NODE, list(members), confirmed=sure,
+                              confirmation=how)
+    seen = f"bad in {how['bad_in']} of {how['of']} measurements" if how else "bad"
+    if not sure:
+        return "suspect", (f"{component.text} is a suspect, not blamed: {seen}, fewer than confirming a fault "
+                           "takes (it is not acted on)"), component
     if kind == "node":
-        return "isolated-node", (f"{members[0]} is at fault: bad with {names_text(figures.get('bad_with') or [])}, "
-                                 "while they are good with others")
+        return "isolated-node", (f"{members[0]} is at fault: {seen}, with {names_text(figures.get('bad_with') or [])}, "
+                                 "while they are good with others"), component
     if kind == "link":
-        return "isolated-link", (f"the link between {members[0]} and {members[1]} is at fault: bad together, twice, "
-                                 "while each is good with other nodes")
+        return "isolated-link", (f"the link between {members[0]} and {members[1]} is at fault: {seen} together, "
+                                 "while each is good with other nodes (neither is at fault alone)"), component
     if kind == "boundary":
         return "isolated-boundary", (f"the path between topology groups {members[0]} and {members[1]} is at fault "
                                      "(a trunk or uplink between them): different pairs across them are bad while "
-                                     "each group is good on its own")
+                                     "each group is good on its own; no node is at fault"), component
     return "straggler", (f"{members[0]} is a straggler: {figures.get('time_s', 0):.3g} s against its groups' median "
                          f"{figures.get('median_s', 0):.3g} s, slow in {figures.get('slow_in')} of "
-                         f"{figures.get('observed')} observations")
+                         f"{figures.get('observed')} observations"), component
+
+
+def confirmation_line(component: Component, how: dict[str, Any]) -> str:
+    """How a blame (or a suspect) was confirmed: its measurements and partners."""
+    shown = "; ".join(f"round {m.get('round')} {{{names_text(m.get('group') or [], limit=4)}}} "
+                      f"{'bad' if m.get('bad') else 'good'}" for m in how.get("measurements", []))
+    partners = how.get("partners") or []
+    return (f"{component.text}: bad in {how.get('bad_in')} of {how.get('of')} measurements"
+            + (f", with known-good partners {names_text(partners)}" if partners else "") + (f" ({shown})" if shown else ""))
 
 
 def round_lines(result: dict[str, Any], limit: int = 8) -> list[str]:
@@ -71,14 +114,10 @@ def round_lines(result: dict[str, Any], limit: int = 8) -> list[str]:
     lines = []
     for entry in result.get("rounds", []):
         groups = entry["groups"]
-        shown = [f"{_group_text(g['members'])} {_state(g)}" for g in groups[:limit]]
+        shown = [f"{{{names_text(g['members'], limit=4)}}} {_state(g)}" for g in groups[:limit]]
         more = f"; and {len(groups) - limit} more groups" if len(groups) > limit else ""
         lines.append(f"isolation round {entry['round']}: " + "; ".join(shown) + more)
     return lines
-
-
-def _group_text(members: list[str]) -> str:
-    return "{" + names_text(members, limit=4) + "}"
 
 
 def _state(group: dict[str, Any]) -> str:
@@ -87,6 +126,4 @@ def _state(group: dict[str, Any]) -> str:
     text = "good" if group["ok"] else "bad"
     if group.get("figure") is not None:
         text += f" ({group['figure']:.3g})"
-    if not group["ok"] and group.get("note"):
-        text += f": {group['note']}"
-    return text
+    return text + (f" [{group['note']}]" if group.get("note") else "")

@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from preflight.core.check import CannotMeasure
+from preflight.history.outliers import lagging
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, launch, pick_port, run_launch, worker_timeouts
 from preflight.launch.isolation import GroupResult, Stop, isolate
@@ -65,6 +66,28 @@ def node_times(rank_times_s: list[float] | None, rank_nodes: dict[Any, str] | No
         if node is not None and seconds is not None and seconds > 0:
             out[node] = max(out.get(node, 0.0), float(seconds))
     return out or None
+
+
+# A node whose ranks are this far above the others' median (the modified z-score of fleet.outlier,
+# and at least straggler_min_excess above it) starts the pass after an all-node run that met its floors.
+SLOW_RANKS_Z = 5.0
+SLOW_RANKS_EXCESS = 0.25
+
+
+def slow_ranks_reason(times_s: dict[str, float] | None, min_nodes: int = 4) -> str | None:
+    """Why the pass should run though the all-node run met its floors: one node's ranks far slower
+    than the others' (per-rank all-reduce or step times), to be confirmed among known-good nodes by
+    the pass's straggler search. None with fewer than `min_nodes` timed nodes. Pure."""
+    if not times_s or len(times_s) < min_nodes:
+        return None
+    names = list(times_s)
+    slow = lagging([times_s[n] for n in names], "lower", z_limit=SLOW_RANKS_Z, least=SLOW_RANKS_EXCESS)
+    if not slow:
+        return None
+    index, median_s, _ = max(slow, key=lambda found: times_s[names[found[0]]])
+    more = f" (and {len(slow) - 1} more)" if len(slow) > 1 else ""
+    return (f"{names[index]}'s ranks took {times_s[names[index]]:.3g} s against the nodes' median "
+            f"{median_s:.3g} s{more}")
 
 
 def judged_group(judged: dict[str, Any], figure: str = "busbw_gbps") -> tuple[GroupResult, dict[str, Any]]:

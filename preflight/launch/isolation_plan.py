@@ -27,135 +27,17 @@ And around them:
 - clearance: when every search has ended, what was bad is measured again without what was named
   in it; still bad (twice): the search starts again on it;
 - straggler: a node whose time was far above its group's median once is measured again among
-  known-good nodes; it is named when it was slow in at least two observations and most of them.
+  known-good nodes; it is named when it was slow in at least `straggler_confirm` (3) observations and
+  most of them.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
-
-@dataclass
-class GroupResult:
-    """What one group's burst measured. `ok` None: it could not be measured (no verdict)."""
-
-    ok: bool | None
-    figure: float | None = None  # the group's figure (busbw, Gbit/s, ...), shown in the rounds
-    times_s: dict[str, float] | None = None  # per node: the time its ranks took (the slowest of them)
-    note: str = ""  # how it failed, or what the figure is
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "figure": self.figure, "note": self.note}
-
-
-@dataclass(frozen=True)
-class Probe:
-    """A group a search wants measured: fixed members plus known-good partners the engine picks."""
-
-    members: tuple[str, ...] = ()
-    # One entry per known-good partner wanted: the topology group to draw it from (None: any).
-    partners: tuple[str | None, ...] = ()
-    strict: bool = False  # partners only from the topology groups named
-    at_least: int | None = None  # fewest partners that will do (None: all of them)
-    avoid: frozenset[str] = frozenset()  # never as partners
-    # Instead of members: whatever of these nodes no live search holds and no fault was named on.
-    pool: frozenset[str] | None = None
-    purpose: str = ""
-    search: bool = False  # still narrowing down (the clearance waits until no search is)
-
-
-@dataclass
-class Outcome:
-    """A probe as the engine ran it. `result` None: not run (`why_not`)."""
-
-    round: int | None
-    group: list[str]
-    partners: list[str]
-    result: GroupResult | None
-    why_not: str = ""
-
-    @property
-    def bad(self) -> bool:
-        return self.result is not None and self.result.ok is False
-
-    @property
-    def good(self) -> bool:
-        return self.result is not None and self.result.ok is True
-
-
-@dataclass
-class Attribution:
-    """One component named at fault, or a set the evidence could not narrow down (`ambiguous`).
-
-    kind: node (members: the node), link (the two nodes), boundary (the two topology groups),
-    straggler (the node; `figures` its time against its groups' medians), unexplained (the nodes
-    among which the fault is; `candidates` what it could be).
-    """
-
-    kind: str
-    members: list[str]
-    evidence: list[str]
-    rounds: list[int]
-    confidence: str = "confirmed"  # "confirmed": reproduced against different known-good nodes
-    ambiguous: bool = False
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-Trail = list[tuple[int | None, str]]  # (round, what it showed): how a search got where it is
-
-
-def label(group: list[str] | tuple[str, ...]) -> str:
-    group = list(group)
-    if len(group) <= 4:
-        return "{" + ", ".join(group) + "}"
-    return f"{len(group)} nodes ({group[0]} .. {group[-1]})"
-
-
-def state(outcome: Outcome) -> str:
-    if outcome.result is None:
-        return f"not run ({outcome.why_not})"
-    if outcome.result.ok is None:
-        return "not measured" + (f" ({outcome.result.note})" if outcome.result.note else "")
-    text = "good" if outcome.result.ok else "bad"
-    if outcome.result.figure is not None:
-        text += f" ({outcome.result.figure:.3g})"
-    if not outcome.result.ok and outcome.result.note:
-        text += f": {outcome.result.note}"
-    return text
-
-
-def step(outcomes: list[Outcome], what: str = "") -> tuple[int | None, str]:
-    rounds = [o.round for o in outcomes if o.round is not None]
-    where = f"round {rounds[0]}" if rounds else "not run"
-    parts = "; ".join(f"{label(o.group)} {state(o)}" for o in outcomes)
-    return (rounds[0] if rounds else None, f"{where}: {what + ': ' if what else ''}{parts}")
-
-
-def attribution(kind: str, members: list[str], trail: Trail, **kwargs: Any) -> Attribution:
-    return Attribution(kind=kind, members=list(members), evidence=[text for _, text in trail],
-                       rounds=sorted({r for r, _ in trail if r is not None}), **kwargs)
-
-
-def split(nodes: list[str], arity: int) -> list[list[str]]:
-    """`arity` parts of near-equal size, in order, each of two nodes where that is possible."""
-    return split_at_most(nodes, max(2, min(arity, len(nodes) // 2)))
-
-
-def split_at_most(nodes: list[str], count: int) -> list[list[str]]:
-    """At most `count` parts of near-equal size, in order (single nodes allowed)."""
-    count = max(1, min(count, len(nodes)))
-    size, extra = divmod(len(nodes), count)
-    parts, start = [], 0
-    for index in range(count):
-        end = start + size + (1 if index < extra else 0)
-        parts.append(nodes[start:end])
-        start = end
-    return parts
+from preflight.launch.isolation_types import (  # noqa: F401 (the names the searches' callers import from here)
+    Attribution, GroupResult, Outcome, Probe, Trail, attribution, label, split, split_at_most, state, step,
+)
 
 
 # -- the searches ------------------------------------------------------------------------------
@@ -286,7 +168,13 @@ def halves(nodes: list[str]) -> tuple[list[str], list[str]]:
 
 
 def pair_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
-    """{a, b} measured bad: node a, node b, the link between them, or the boundary of their groups."""
+    """{a, b} measured bad: node a, node b, the link between them, or the boundary of their groups.
+
+    Each node not known good is measured with known-good partners, a different one each time, until
+    `confirm` decides: a node bad in at least `confirm_bad` of at most `confirm_of` measurements, with
+    at least `confirm_partners` different partners, is at fault; one bad at least twice but less than
+    that is a suspect (never blamed); good at its first measurement, or too often to be confirmed, it
+    is not at fault."""
     trail = list(trail)
     need = [x for x in (a, b) if not e.is_good(x)]
     votes: dict[str, list[Outcome]] = {x: [] for x in need}
@@ -296,33 +184,33 @@ def pair_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
     verdict: dict[str, str] = {}
     while pending:
         first = all(not votes[x] for x in pending)
-        outcomes = yield [Probe((x,), partners=(e.topo(x),), avoid=frozenset(used[x]),
+        # A different partner each time while there is one; then the known-good ones again.
+        outcomes = yield [Probe((x,), partners=(e.topo(x),), avoid=frozenset(used[x] if e.has_good(list(used[x]))
+                                                                              else {a, b}),
                                 purpose=f"{x} with {'a' if first else 'another'} known-good node") for x in pending]
         trail.append(step(outcomes, "each with a known-good node" if first else "again, with other known-good nodes"))
         following = []
         for x, outcome in zip(pending, outcomes):
             if outcome.result is None or outcome.result.ok is None:
                 if votes[x]:
-                    verdict[x] = "unconfirmed" if votes[x][-1].bad else "not"
+                    verdict[x] = confirm(e.params, votes[x], final=True)
                 else:
                     unknown.append(x)
                 continue
             used[x] |= set(outcome.partners)
             votes[x].append(outcome)
-            bad = sum(v.bad for v in votes[x])
-            good = len(votes[x]) - bad
-            if bad >= 2 and bad > good:
-                verdict[x] = "node"
-            elif (good >= 1 and bad == 0) or (good >= 2 and good > bad) or len(votes[x]) >= 3:
-                verdict[x] = "not"
+            decided = confirm(e.params, votes[x])
+            if decided:
+                verdict[x] = decided
             else:
                 following.append(x)
         pending = following
-    named = [x for x, v in verdict.items() if v in ("node", "unconfirmed")]
+    named = [x for x, v in verdict.items() if v in ("node", "suspect")]
     for x in named:
         partners = [p for v in votes[x] if v.bad for p in v.partners]
         e.blame(attribution("node", [x], trail, confidence="confirmed" if verdict[x] == "node" else "unconfirmed",
-                            figures={"bad_with": sorted(set(partners) | ({a, b} - {x}))}))
+                            figures={"bad_with": sorted(set(partners) | ({a, b} - {x}))},
+                            confirmation=confirmation(votes[x])))
     if unknown:
         others = [x for x in (a, b) if x not in unknown and x not in named]
         candidates = [{"kind": "node", "members": [x]} for x in unknown]
@@ -337,37 +225,77 @@ def pair_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
     yield from link_task(e, a, b, trail)
 
 
+def confirm(params: Any, votes: list[Outcome], final: bool = False) -> str:
+    """"node" (confirmed), "suspect", "not", or "" (measure again) from a node's measurements with
+    known-good partners, each with a different partner (the rule of `pair_task`). Pure."""
+    bad = [v for v in votes if v.bad]
+    good = len(votes) - len(bad)
+    partners = {p for v in bad for p in v.partners}
+    if len(bad) >= params.confirm_bad and len(partners) >= params.confirm_partners:
+        return "node"
+    if (good and not bad) or good > params.confirm_of - params.confirm_bad or len(votes) >= params.confirm_of \
+            or final:
+        return "suspect" if len(bad) >= 2 else "not"
+    return ""
+
+
+def confirmation(readings: list[Outcome]) -> dict[str, Any]:
+    """How a blame was confirmed: which measurements (round, group, good or bad), with which partners."""
+    return {"bad_in": sum(o.bad for o in readings), "of": len(readings),
+            "partners": sorted({p for o in readings for p in o.partners}),
+            "measurements": [{"round": o.round, "group": o.group, "bad": o.bad} for o in readings]}
+
+
 def link_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
     """Neither node is at fault alone: the pair again, and beside it another pair across the same
-    two topology groups when a and b are in different ones."""
+    two topology groups when a and b are in different ones, up to `confirm_of` times, until the
+    pair is bad `confirm_bad` times (a link; a boundary when the other pairs were bad as often) or
+    can no longer be."""
+    p = e.params
     ga, gb = e.topo(a), e.topo(b)
     across = ga is not None and gb is not None and ga != gb
-    probes = [Probe((a, b), purpose=f"{a} with {b} again")]
-    if across:
-        probes.append(Probe((), partners=(ga, gb), strict=True, avoid=frozenset({a, b}),
-                            purpose=f"two other nodes, of {ga} and of {gb}"))
-    outcomes = yield probes
-    trail = trail + [step(outcomes, "the pair again" + (", and another across the same groups" if across else ""))]
-    again = outcomes[0]
-    other = outcomes[1] if across else None
-    if again.result is None or again.result.ok is None:
+    pair: list[Outcome] = []
+    others: list[Outcome] = []
+    unmeasured = False
+    while len(pair) < p.confirm_of:
+        probes = [Probe((a, b), purpose=f"{a} with {b} again")]
+        if across:
+            probes.append(Probe((), partners=(ga, gb), strict=True, avoid=frozenset({a, b}),
+                                purpose=f"two other nodes, of {ga} and of {gb}"))
+        outcomes = yield probes
+        trail = trail + [step(outcomes, "the pair again" + (", and another across the same groups" if across else ""))]
+        if outcomes[0].result is None or outcomes[0].result.ok is None:
+            unmeasured = True
+            break
+        pair.append(outcomes[0])
+        if across and (outcomes[1].bad or outcomes[1].good):
+            others.append(outcomes[1])
+        bad = sum(o.bad for o in pair)
+        if bad >= p.confirm_bad or len(pair) - bad > p.confirm_of - p.confirm_bad or not bad:
+            break
+    bad = sum(o.bad for o in pair)
+    members = sorted([a, b], key=e.position)
+    if unmeasured and not bad:
         e.blame(attribution("unexplained", [a, b], trail, ambiguous=True, confidence="unconfirmed",
                             candidates=[{"kind": "link", "members": [a, b]}]))
-    elif again.good:
-        e.note(f"{a} with {b} was bad, and good when measured again: not reproduced")
+    elif bad < 2:
+        e.note(f"{a} with {b} was bad, and then bad in {bad} of {len(pair)} measurements again: not reproduced")
+    elif bad < p.confirm_bad:
+        e.blame(attribution("link", members, trail, confidence="unconfirmed", confirmation=confirmation(pair)))
     elif not across:
-        e.blame(attribution("link", sorted([a, b], key=e.position), trail))
-    elif other is None or not (other.bad or other.good):
-        e.blame(attribution("unexplained", sorted([a, b], key=e.position),
+        e.blame(attribution("link", members, trail, confirmation=confirmation(pair)))
+    elif not others:
+        e.blame(attribution("unexplained", members,
                             trail + [(None, f"no other pair across {ga} and {gb} could be measured")],
                             ambiguous=True, confidence="unconfirmed",
                             candidates=[{"kind": "link", "members": [a, b]},
                                         {"kind": "boundary", "members": sorted([ga, gb])}]))
-    elif other.bad:
-        e.blame(attribution("boundary", sorted([ga, gb]), trail,
-                            figures={"pairs": [[a, b], other.group]}))
+    elif sum(o.bad for o in others) * 2 > len(others):
+        pairs = [[a, b]] + [list(g) for g in dict.fromkeys(tuple(o.group) for o in others if o.bad)]
+        e.blame(attribution("boundary", sorted([ga, gb]), trail, figures={"pairs": pairs},
+                            confirmation=confirmation(pair + others)))
     else:
-        e.blame(attribution("link", sorted([a, b], key=e.position), trail))
+        e.blame(attribution("link", members, trail, confirmation=confirmation(pair)))
 
 
 def small_task(e: Any, nodes: list[str], trail: Trail) -> Iterator[list[Probe]]:
@@ -406,13 +334,13 @@ def straggler_task(e: Any, node: str) -> Iterator[list[Probe]]:
             return
         seen = e.observations(node)
         slow = [o for o in seen if o["slow"]]
-        if len(slow) >= 2 and len(slow) * 2 > len(seen):
+        if len(slow) >= p.straggler_confirm and len(slow) * 2 > len(seen):
             e.blame(straggler(node, seen, slow))
             return
         if len(seen) - len(slow) >= max(2, len(slow)):
             e.note(f"{node} was slow in {len(slow)} of {len(seen)} observations: not a straggler")
             return
-        if probes >= 3:
+        if probes >= p.straggler_confirm + 1:
             break
         if len(e.good - {node}) < p.straggler_min_group - 1 and e.searching():
             yield []  # slow in the screen, before any node is known good: wait for the searches to find some

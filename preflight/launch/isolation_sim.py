@@ -10,7 +10,8 @@ a straggler's multiplied by its ratio. Faults:
 - bad-link: only groups holding both nodes are slowed (a route, a cable between the two);
 - dead-rank: a group holding the node never completes (timed out, no figure, no times);
 - straggler: the node's own time is `factor` times the others'; the group's figure is not affected;
-- boundary: groups holding nodes of both topology groups are slowed (a trunk between two racks).
+- boundary: groups holding nodes of both topology groups are slowed (a trunk between two racks);
+- flapping: the node's NIC runs at `factor` in half the bursts it is in (each burst drawn anew).
 
 Everything random comes from one `random.Random(seed)`: the same seed gives the same rounds.
 """
@@ -26,12 +27,12 @@ from preflight.launch.isolation import GroupResult, Isolation
 SINGLE = ("slow-node", "bad-link", "dead-rank", "straggler")
 FAULT_MODELS = ("slow-node", "bad-link", "dead-rank", "straggler", "two-faults", "three-faults", "boundary")
 ATTRIBUTED_AS = {"slow-node": "node", "dead-rank": "node", "bad-link": "link", "straggler": "straggler",
-                 "boundary": "boundary"}
+                 "boundary": "boundary", "flapping": "node"}
 
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # slow-node | bad-link | dead-rank | straggler | boundary
+    kind: str  # slow-node | bad-link | dead-rank | straggler | boundary | flapping
     members: tuple[str, ...]  # the node, the two nodes, or the two topology groups
     factor: float = 1.0  # the fraction of the healthy figure; for a straggler, its time ratio
 
@@ -53,6 +54,7 @@ class FaultModel:
         self.straggle = {f.members[0]: f.factor for f in faults if f.kind == "straggler"}
         self.links = [(f.members, f.factor) for f in faults if f.kind == "bad-link"]
         self.trunks = [(f.members, f.factor) for f in faults if f.kind == "boundary"]
+        self.flapping = {f.members[0]: f.factor for f in faults if f.kind == "flapping"}
         if self.trunks and not self.topology:
             raise ValueError("a boundary fault needs a topology")
         self.rounds = 0
@@ -78,6 +80,9 @@ class FaultModel:
                 figure = min(figure, factor)
         for (a, b), factor in self.links:
             if a in members and b in members:
+                figure = min(figure, factor)
+        for node, factor in self.flapping.items():
+            if node in members and self.rng.random() < 0.5:
                 figure = min(figure, factor)
         if self.trunks:
             spanned = {self.topology[n] for n in group}

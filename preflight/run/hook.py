@@ -115,8 +115,9 @@ def record_left_out(report: RunReport, checks: list[Any], left_out: dict[str, st
 
 
 def drain_worthy(report: RunReport, node: str) -> list[tuple[str, str]]:
-    """This node's own blocking findings, measured (what --drain drains); empty: nothing to drain."""
-    from preflight.integrations.slurm import own_findings
+    """This node's own blocking findings, measured (what --drain drains); empty: nothing to drain. The
+    rule is preflight.core.blame's, which Slurm's drain and Kubernetes' cordon follow too."""
+    from preflight.core.blame import own_findings
 
     return own_findings(report).get(node, [])
 

@@ -1,8 +1,9 @@
 """--cordon and --uncordon: preflight's own taint, node condition and labels, from a run's report.
 
-Deciding reuses the Slurm rules (preflight.integrations.slurm): a node is cordoned only for its own
-blocking findings (a failing node check on it, or a cluster finding naming it alone); ERROR, which
-means "could not measure", cordons nothing. Uncordoning removes only preflight's taint
+Deciding uses the rule Slurm's drain uses (preflight.core.blame): a node is cordoned only for its own
+blocking findings (a failing node check on it, or a confirmed cluster finding whose component is it
+or one of its GPUs); a link or boundary cordons no node and is named instead; ERROR, which means
+"could not measure", cordons nothing. Uncordoning removes only preflight's taint
 (`preflight.dev/not-ready`), never an operator's, and only from nodes this run reached and passed.
 Every node checked gets the labels `preflight.dev/verdict` and `preflight.dev/checked-at`.
 """
@@ -18,31 +19,35 @@ from preflight.core.model import RunReport
 from preflight.integrations.kubernetes.api import (
     CHECKED_LABEL, CONDITION, MERGE, STRATEGIC, TAINT_KEY, VERDICT_LABEL, api_error, label_value,
 )
-from preflight.integrations.slurm import node_passes, own_findings
+from preflight.core.blame import blames, held, held_text
+from preflight.integrations.slurm import node_passes
 
 
 @dataclass
 class NodeAction:
     node: str
-    what: str  # "cordon", "uncordon" or "label"
+    what: str  # "cordon", "uncordon", "label", or "hold" (a link or boundary: no node cordoned, `reason` names it)
     reason: str = ""
     error: str = ""
 
     def describe(self) -> str:
         if self.error:
             return f"could not {self.what} {self.node}: {self.error}"
+        if self.what == "hold":
+            return f"not cordoned: {self.reason}"
         done = {"cordon": "cordoned", "uncordon": "uncordoned", "label": "labelled"}[self.what]
         return f"{done} {self.node}" + (f": {self.reason}" if self.reason else "")
 
 
 def cordon_plan(report: RunReport) -> dict[str, tuple[str, str]]:
-    """Node -> (finding id, its sentence) of the first blocking finding that is the node's own."""
+    """Node -> (finding id, its sentence) of the first blocking finding that is the node's own; the
+    sentence leads with the component a cluster finding names."""
     plan = {}
-    for node, found in own_findings(report).items():
-        check_id, finding_id = found[0]
+    for node, found in blames(report).items():
+        check_id, finding_id, component = found[0]
         message = next((f.message for r in report.results if r.check_id == check_id
                         for f in r.findings if f.id == finding_id), finding_id)
-        plan[node] = (finding_id, message)
+        plan[node] = (finding_id, f"{component}: {message}" if component else message)
     return plan
 
 
@@ -76,7 +81,7 @@ def _set_taint(api: Any, node: str, value: str | None) -> bool:
 
 def apply(api: Any, report: RunReport, cordon: bool, uncordon: bool) -> list[NodeAction]:
     plan = cordon_plan(report)
-    actions: list[NodeAction] = []
+    actions: list[NodeAction] = [NodeAction(b.component, "hold", held_text(b)) for b in held(report)] if cordon else []
     stamp = str(int(time.time()))
     for node in report.node_names:
         verdict = node_verdict(report, node, set(plan))

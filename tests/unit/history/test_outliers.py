@@ -87,3 +87,33 @@ def test_a_slow_link_that_passes_is_named_among_the_links():
     named = [o for o in find_outliers(report) if o.check_id == "net.bandwidth"]
     assert [o.node for o in named] == [f"{NODES[5]} -> {NODES[6]}"]
     assert named[0].kind == "links" and named[0].peers == 15
+
+
+def with_gpu_rates(report, slow=None, noise=0.01, seed=5):
+    """gpu.visibility's per-GPU matmul rates, spread by `noise` (a GPU's run-to-run spread), one GPU
+    slowed: slow = (node, gpu index, factor)."""
+    import random
+
+    rng = random.Random(seed)
+    for result in report["results"]:
+        for m in result["measurements"]:
+            if m.get("gpu") is not None:
+                m["value"] *= 1 + rng.gauss(0, noise)
+                if slow and (result["node"], m["gpu"]) == slow[:2]:
+                    m["value"] *= slow[2]
+    return report
+
+
+def test_one_gpu_five_percent_slow_is_fail_slow_naming_that_gpu():
+    from preflight.history.outliers import FAIL_SLOW_ID
+
+    report = with_gpu_rates(fleet.fleet_report(NODES, fleet.START, seed=12), slow=("gpu05", 3, 0.95))
+    slow = [f for f in outlier_findings(report) if f.id == FAIL_SLOW_ID]
+    assert [(f.component.kind, f.component.nodes, f.component.gpu) for f in slow] == [("gpu", ["gpu05"], 3)]
+    assert slow[0].level is Status.WARN
+    assert not [f for f in outlier_findings(report) if f.id != FAIL_SLOW_ID]  # no node is named for it
+
+
+def test_a_healthy_fleets_gpus_have_no_fail_slow():
+    report = with_gpu_rates(fleet.fleet_report(NODES, fleet.START, seed=12))
+    assert outlier_findings(report) == []

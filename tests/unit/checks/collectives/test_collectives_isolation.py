@@ -85,3 +85,22 @@ def test_a_group_launch_is_judged_as_a_pair_is():
                              "problems": ["busbw 12.00 GB/s below 300"]})
     assert ok == GroupResult(False, figure=12.0, note="busbw 12.00 GB/s below 300") and kept["nodes"] == ["a", "b", "c"]
     assert judged_group({"nodes": ["a", "b"], "state": "error", "error": "no free port"})[0].ok is None
+
+
+def test_an_isolated_node_carries_its_component_and_how_it_was_confirmed():
+    outcome = evaluate(with_isolation([Fault("slow-node", ("gpu03",), 0.3)]))
+    (named,) = [f for f in outcome.findings if f.id == "collectives.cluster.isolated-node"]
+    assert named.component.kind == "node" and named.component.nodes == ["gpu03"] and named.component.confirmed
+    how = named.component.confirmation
+    assert how["bad_in"] >= 4 and len(set(how["partners"])) >= 2
+    assert any(line.startswith("node gpu03: bad in") for line in outcome.details)
+
+
+def test_a_run_that_met_its_floors_starts_the_pass_when_one_nodes_ranks_lag():
+    from preflight.launch.isolation_launch import slow_ranks_reason
+
+    times = {f"n{i}": 1.0 + 0.01 * i for i in range(8)}
+    assert slow_ranks_reason(times) is None
+    times["n5"] = 1.6
+    assert slow_ranks_reason(times).startswith("n5's ranks took 1.6 s")
+    assert slow_ranks_reason({"a": 1.0, "b": 9.0}) is None  # too few nodes to have a median worth the name

@@ -1,0 +1,93 @@
+"""Which blocking finding is whose: the one rule Slurm's --drain, Kubernetes' --cordon and the
+healthcheck's exit code act on. Pure.
+
+A finding is a node's own when it blocks (FAIL, or WARN with fail_on = "warn"), its result is not an
+ERROR (could not measure), and:
+- it is a node check's finding on that node, or
+- it is a cluster check's finding whose component (preflight.core.model.Component) is that node or
+  one of its GPUs, confirmed; a cluster finding of an older results file without a component counts
+  for the node its `node` field names.
+A component that is a link (two nodes: neither end is at fault alone) or a boundary (two topology
+groups: no node is at fault) is nobody's own: `held` lists those, so that the actions can name them
+(the link, the trunk) and act on no node. A suspect (component.confirmed False) is nobody's either.
+Nothing here reads a message.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from preflight.core.model import (
+    COMPONENT_BOUNDARY, COMPONENT_LINK, CheckResult, Finding, RunReport, Scope, Status,
+)
+
+
+class Blame(NamedTuple):
+    check_id: str
+    finding_id: str
+    component: str = ""  # "node n5", "GPU 3 of n5", "link n2 - n6", "boundary rack1 - rack2"; "" for a node check's
+
+
+def blocking_levels(fail_on: str) -> set[Status]:
+    return {Status.FAIL, Status.WARN} if fail_on == "warn" else {Status.FAIL}
+
+
+def _whose(result: CheckResult, finding: Finding, nodes: set[str]) -> str | None:
+    """The node a blocking finding is the own of, or None (a link, a boundary, a suspect, no node)."""
+    component = finding.component
+    if component is not None:
+        if not component.confirmed or component.kind in (COMPONENT_LINK, COMPONENT_BOUNDARY):
+            return None
+        node = component.nodes[0] if component.nodes else None
+        if result.scope is Scope.NODE and node is None:
+            node = result.node
+        return node if node in nodes else None
+    if result.scope is Scope.NODE:
+        return result.node if result.node in nodes else None
+    return finding.node if finding.node in nodes else None
+
+
+def blames(report: RunReport) -> dict[str, list[Blame]]:
+    """Node -> its own blocking findings, each with the component it names."""
+    levels = blocking_levels(report.fail_on)
+    nodes = set(report.node_names)
+    found: dict[str, list[Blame]] = {}
+    for result in report.results:
+        if result.status not in levels:
+            continue
+        blocking = [f for f in result.findings if f.level in levels]
+        if result.scope is Scope.NODE and not blocking and result.node in nodes:
+            found.setdefault(result.node, []).append(Blame(result.check_id, result.check_id))
+        for finding in blocking:
+            node = _whose(result, finding, nodes)
+            if node is not None:
+                text = finding.component.text if finding.component is not None else ""
+                found.setdefault(node, []).append(Blame(result.check_id, finding.id, text))
+    return found
+
+
+def own_findings(report: RunReport) -> dict[str, list[tuple[str, str]]]:
+    """Node -> [(check id, finding id)] of the blocking findings that are that node's own."""
+    return {node: [(b.check_id, b.finding_id) for b in found] for node, found in blames(report).items()}
+
+
+def held(report: RunReport) -> list[Blame]:
+    """Blocking, confirmed findings that name a link or a boundary: no node is drained for them, and
+    each is named (also where its check ended in ERROR for another reason: a link not measured)."""
+    levels = blocking_levels(report.fail_on)
+    out = []
+    for result in report.results:
+        for finding in result.findings:
+            component = finding.component
+            if finding.level in levels and component is not None and component.confirmed \
+                    and component.kind in (COMPONENT_LINK, COMPONENT_BOUNDARY):
+                out.append(Blame(result.check_id, finding.id, component.text))
+    return out
+
+
+def held_text(blame: Blame) -> str:
+    """Why nothing is drained for a link or boundary finding, naming it."""
+    if blame.component.startswith("boundary"):
+        return (f"{blame.component} ({blame.finding_id}): the trunk or uplink between those topology groups; "
+                "no node is at fault: none is acted on")
+    return f"{blame.component} ({blame.finding_id}): neither end is at fault alone: neither is acted on"

@@ -1,0 +1,205 @@
+"""A labelled fault corpus for the simulator, and how preflight does on it: what it blames, what it
+misses, what it calls NO-GO. Pure (seeded).
+
+Each fault type (FAULT_TYPES) injects its faults into a simulated run (preflight.launch.isolation_sim)
+and says what the right answer is: the components to blame. One trial of a type is what a run does:
+- the cross-node checks' all-node reading (collectives.cluster's all-reduce), with measurement noise;
+  below its floor, the check FAILs (NO-GO, as the checks judge today) and the adaptive isolation pass
+  (preflight.launch.isolation, with its confirmation rule) runs from it;
+- the node checks' facts (a small /dev/shm, a read-only checkpoint directory, a second torch, no
+  framework): a fact carries no measurement noise, so the check that reads it FAILs on that node
+  every time; a dead node answers nothing: an ERROR, which is NO-GO and acts on nothing;
+- each GPU's matrix-multiply rate (gpu.visibility), compared across the run's GPUs by the test of
+  fleet.fail-slow (preflight.history.outliers.lagging).
+What is blamed is then read as the actions read it: confirmed components only (preflight.core.blame's
+rule: a node or GPU is acted on; a link or a boundary is named, never drained; a suspect is neither).
+
+Noise (`noise`, the standard deviation of a group's figure as a fraction of it) is the run-to-run
+spread of all-reduce bandwidth; `gpu_noise` that of one GPU's GEMM rate among identical GPUs.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from preflight.history.outliers import FAIL_SLOW_MIN_DEVIATION, FAIL_SLOW_Z_LIMIT, lagging
+from preflight.launch.isolation import IsolationParams, isolate
+from preflight.launch.isolation_launch import slow_ranks_reason
+from preflight.launch.isolation_sim import Fault, FaultModel, node_names, racks
+
+GPUS_PER_NODE = 8
+FLOOR = 0.8  # a group is bad below 0.8 of the healthy figure (isolation_sim's default threshold)
+
+# type -> (what it is, the label of its ground truth)
+FAULT_TYPES: dict[str, str] = {
+    "healthy": "a healthy fleet, measurement noise only: nothing to blame",
+    "slow-node": "one node's NIC at 30-60% of its peers'",
+    "refused-link": "no traffic between two nodes (a firewall rule, a dead route)",
+    "slow-link": "the path between two nodes at 10-60%",
+    "boundary": "the trunk between two racks at 20-60%",
+    "straggler": "one node's ranks 1.5-3x slower than the others' (per-rank times)",
+    "flapping-node": "one node's NIC at 30-60%, in half of the bursts it is in",
+    "two-bad-nodes": "two slow nodes",
+    "node-and-link": "a slow node and a slow link elsewhere",
+    "gpu-5pct-slow": "one GPU's GEMM rate 5% below its peers' (passes every floor)",
+    "nic-rail-half": "one of a node's NIC rails at half speed: its collectives run at the slowest rail's pace",
+    "small-shm": "a node's /dev/shm too small (node.environment)",
+    "read-only-checkpoint": "a node's checkpoint directory mounted read-only (checkpoint.roundtrip)",
+    "torch-drift": "one node with another torch than the rest (versions.consistency)",
+    "no-framework": "one node without torch (node.environment, versions)",
+    "dead-node": "one node does not answer (ERROR: NO-GO, and nothing is acted on for it)",
+}
+NODE_CHECK_FAULTS = ("small-shm", "read-only-checkpoint", "torch-drift", "no-framework")
+
+
+@dataclass
+class Trial:
+    truth: set[tuple[str, frozenset[str]]]  # what should be blamed: (kind, members)
+    fault_nodes: set[str]  # the nodes a fault is on (ends of a link and racks' nodes not included)
+    blamed: set[tuple[str, frozenset[str]]] = field(default_factory=set)  # confirmed, as the actions read them
+    suspects: int = 0
+    suspected: set[tuple[str, frozenset[str]]] = field(default_factory=set)  # named, not confirmed (WARN)
+    nogo: bool = False
+    rounds: int = 0
+    gpus_flagged: int = 0  # GPUs named fail-slow that are healthy
+    gpus: int = 0
+    faulty: bool = True  # a fault was injected (the run should be NO-GO)
+
+
+def inject(kind: str, nodes: list[str], rng: random.Random) -> tuple[list[Fault], dict[str, Any]]:
+    """The simulator's faults of one fault type, and what falls outside the network simulator."""
+    pick = rng.sample(nodes, 4)
+    extra: dict[str, Any] = {}
+    faults: list[Fault] = []
+    if kind in ("slow-node", "two-bad-nodes", "node-and-link"):
+        faults.append(Fault("slow-node", (pick[0],), rng.uniform(0.3, 0.6)))
+    if kind == "two-bad-nodes":
+        faults.append(Fault("slow-node", (pick[1],), rng.uniform(0.3, 0.6)))
+    if kind in ("slow-link", "node-and-link"):
+        faults.append(Fault("bad-link", (pick[2], pick[3]), rng.uniform(0.1, 0.6)))
+    if kind == "refused-link":
+        faults.append(Fault("bad-link", (pick[2], pick[3]), 0.0))
+    if kind == "straggler":
+        faults.append(Fault("straggler", (pick[0],), rng.uniform(1.5, 3.0)))
+    if kind == "flapping-node":
+        faults.append(Fault("flapping", (pick[0],), rng.uniform(0.3, 0.6)))
+    if kind == "nic-rail-half":
+        faults.append(Fault("slow-node", (pick[0],), 0.5))
+    if kind == "gpu-5pct-slow":
+        extra["slow_gpu"] = (pick[0], rng.randrange(GPUS_PER_NODE), 0.95)
+    if kind in NODE_CHECK_FAULTS:
+        extra["node_check"] = pick[0]
+    if kind == "dead-node":
+        extra["dead"] = pick[0]
+    return faults, extra
+
+
+def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: float,
+              params: IsolationParams | None = None, floor: float = FLOOR) -> Trial:
+    """One simulated run of fault type `kind` on `count` nodes."""
+    if kind not in FAULT_TYPES:
+        raise ValueError(f"unknown fault type {kind!r}; known: {', '.join(FAULT_TYPES)}")
+    rng = random.Random(seed)
+    nodes = node_names(count)
+    topology = None
+    faults, extra = inject(kind, nodes, rng)
+    if kind == "boundary":
+        topology = racks(nodes, max(2, min(32, count // 4)))
+        groups = sorted(set(topology.values()))
+        faults = [Fault("boundary", tuple(sorted(rng.sample(groups, 2))), rng.uniform(0.2, 0.6))]
+    model = FaultModel(nodes, faults, topology=topology, noise=noise, threshold=floor, seed=rng.randrange(1 << 30))
+    truth = set(model.truth())
+    trial = Trial(truth, {n for f in faults if f.kind not in ("boundary", "bad-link") for n in f.members},
+                  faulty=kind != "healthy")
+    dead = extra.get("dead")
+    if dead is not None:  # unreachable: an ERROR, NO-GO; nothing measures it, nothing is acted on for it
+        trial.nogo, trial.fault_nodes = True, {dead}
+        nodes = [n for n in nodes if n != dead]
+    if extra.get("node_check"):
+        node = extra["node_check"]
+        trial.truth.add(("node", frozenset([node])))
+        trial.fault_nodes.add(node)
+        trial.blamed.add(("node", frozenset([node])))  # the fact is read, not measured: its check FAILs on it
+        trial.nogo = True
+    screen = model.measure([nodes])[0]
+    if screen.ok is False:
+        trial.nogo = True  # the check's all-node reading is below its floor
+    # The pass starts from a bad all-node reading, or from one that met its floor with one node's ranks
+    # far slower than the others' (collectives.cluster's pairwise_reason).
+    if screen.ok is False or slow_ranks_reason(screen.times_s):
+        result = isolate(nodes, model.measure, topology=topology, screen=screen if topology is None else None,
+                         params=params)
+        trial.rounds = result.round_count
+        for found in result.attributions:
+            if found.ambiguous:
+                continue
+            if found.confidence == "confirmed":
+                trial.blamed.add((found.kind, frozenset(found.members)))
+                trial.nogo = trial.nogo or found.kind != "straggler"  # a straggler alone: slow, passing (WARN)
+            else:
+                trial.suspects += 1
+                trial.suspected.add((found.kind, frozenset(found.members)))
+    _fail_slow(trial, nodes, extra.get("slow_gpu"), gpu_noise, rng)
+    return trial
+
+
+def _fail_slow(trial: Trial, nodes: list[str], slow: tuple[str, int, float] | None, gpu_noise: float,
+               rng: random.Random) -> None:
+    gauss = rng.gauss
+    gpus = [(n, i) for n in nodes for i in range(GPUS_PER_NODE)]
+    # gpu.visibility's rate is the median of three timed products (preflight.workers.gpu_probe)
+    rates = [sorted(1.0 + gauss(0.0, gpu_noise) for _ in range(3))[1] for _ in gpus]
+    if slow is not None:
+        trial.truth.add(("gpu", frozenset([f"{slow[0]}:{slow[1]}"])))
+        trial.fault_nodes.add(slow[0])
+        rates[gpus.index((slow[0], slow[1]))] *= slow[2]
+    for index, _, _ in lagging(rates, "higher", z_limit=FAIL_SLOW_Z_LIMIT, least=FAIL_SLOW_MIN_DEVIATION):
+        node, gpu = gpus[index]
+        trial.blamed.add(("gpu", frozenset([f"{node}:{gpu}"])))
+        if slow is None or (node, gpu) != slow[:2]:
+            trial.gpus_flagged += 1
+    trial.gpus = len(gpus)
+
+
+def _nodes_of(component: tuple[str, frozenset[str]]) -> set[str]:
+    """The nodes an action would act on for a blamed component: a node's; none for a link, a boundary or
+    a fail-slow GPU (a WARN: named, acted on only with fail_on = "warn")."""
+    kind, members = component
+    return set(members) if kind in ("node", "straggler") else set()
+
+
+def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed: int = 1,
+        params: IsolationParams | None = None, floor: float = FLOOR) -> dict[str, Any]:
+    """One row of the error-rate table: `trials` runs of fault type `kind`."""
+    started = time.monotonic()
+    runs = [run_trial(kind, count, seed * 1_000_003 + i, noise=noise, gpu_noise=gpu_noise, params=params, floor=floor)
+            for i in range(trials)]
+    true_blames = sum(len(t.blamed & t.truth) for t in runs)
+    blames = sum(len(t.blamed) for t in runs)
+    truths = sum(len(t.truth) for t in runs)
+    healthy_node_runs = sum(count - len(t.fault_nodes) for t in runs)
+    wrongly_acted = sum(len(set().union(*[_nodes_of(c) for c in t.blamed - t.truth]) - t.fault_nodes)
+                        for t in runs if t.blamed - t.truth)
+    faulty = [t for t in runs if t.faulty]
+    healthy = [t for t in runs if not t.faulty]
+    return {
+        "fault": kind, "nodes": count, "noise": noise, "gpu_noise": gpu_noise, "floor": floor, "runs": trials,
+        # healthy runs called NO-GO (the all-node reading below its floor, or a confirmed blame)
+        "false_nogo_runs": round(sum(t.nogo for t in healthy) / len(healthy), 4) if healthy else None,
+        # healthy node-runs acted on (drained, cordoned, the hook's exit code) for a blame not theirs
+        "false_nogo_node_runs": round(wrongly_acted / healthy_node_runs, 6) if healthy_node_runs else None,
+        # fault runs that went through unnoticed: not NO-GO, and no finding named a faulty component
+        "missed": round(sum(not t.nogo and not ((t.blamed | t.suspected) & t.truth) for t in faulty) / len(faulty), 4)
+        if faulty else None,
+        "precision": round(true_blames / blames, 4) if blames else None,
+        "recall": round(true_blames / truths, 4) if truths else None,
+        "blames": blames, "true_blames": true_blames, "faults": truths,  # for pooling rows
+        "suspects_per_run": round(sum(t.suspects for t in runs) / trials, 3),
+        "gpu_false_alarms": round(sum(t.gpus_flagged for t in runs) / max(1, sum(t.gpus for t in runs)), 6),
+        "rounds": round(sum(t.rounds for t in runs) / trials, 2),
+        "rounds_max": max(t.rounds for t in runs),
+        "wall_s": round(time.monotonic() - started, 2),
+    }

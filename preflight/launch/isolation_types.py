@@ -1,0 +1,131 @@
+"""The data of adaptive fault isolation (preflight.launch.isolation): what a group measured, what a
+search asks for, what came back, what was named, and the helpers that describe them. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class GroupResult:
+    """What one group's burst measured. `ok` None: it could not be measured (no verdict)."""
+
+    ok: bool | None
+    figure: float | None = None  # the group's figure (busbw, Gbit/s, ...), shown in the rounds
+    times_s: dict[str, float] | None = None  # per node: the time its ranks took (the slowest of them)
+    note: str = ""  # how it failed, or what the figure is
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "figure": self.figure, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A group a search wants measured: fixed members plus known-good partners the engine picks."""
+
+    members: tuple[str, ...] = ()
+    # One entry per known-good partner wanted: the topology group to draw it from (None: any).
+    partners: tuple[str | None, ...] = ()
+    strict: bool = False  # partners only from the topology groups named
+    at_least: int | None = None  # fewest partners that will do (None: all of them)
+    avoid: frozenset[str] = frozenset()  # never as partners
+    # Instead of members: whatever of these nodes no live search holds and no fault was named on.
+    pool: frozenset[str] | None = None
+    purpose: str = ""
+    search: bool = False  # still narrowing down (the clearance waits until no search is)
+
+
+@dataclass
+class Outcome:
+    """A probe as the engine ran it. `result` None: not run (`why_not`)."""
+
+    round: int | None
+    group: list[str]
+    partners: list[str]
+    result: GroupResult | None
+    why_not: str = ""
+
+    @property
+    def bad(self) -> bool:
+        return self.result is not None and self.result.ok is False
+
+    @property
+    def good(self) -> bool:
+        return self.result is not None and self.result.ok is True
+
+
+@dataclass
+class Attribution:
+    """One component named at fault, or a set the evidence could not narrow down (`ambiguous`).
+
+    kind: node (members: the node), link (the two nodes), boundary (the two topology groups),
+    straggler (the node; `figures` its time against its groups' medians), unexplained (the nodes
+    among which the fault is; `candidates` what it could be).
+    """
+
+    kind: str
+    members: list[str]
+    evidence: list[str]
+    rounds: list[int]
+    confidence: str = "confirmed"  # "confirmed": reproduced against different known-good nodes
+    ambiguous: bool = False
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+    # How it was confirmed: bad_in of `of` measurements, the partners, each measurement (pair_task).
+    confirmation: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Trail = list[tuple[int | None, str]]  # (round, what it showed): how a search got where it is
+
+
+def label(group: list[str] | tuple[str, ...]) -> str:
+    group = list(group)
+    if len(group) <= 4:
+        return "{" + ", ".join(group) + "}"
+    return f"{len(group)} nodes ({group[0]} .. {group[-1]})"
+
+
+def state(outcome: Outcome) -> str:
+    if outcome.result is None:
+        return f"not run ({outcome.why_not})"
+    if outcome.result.ok is None:
+        return "not measured" + (f" ({outcome.result.note})" if outcome.result.note else "")
+    text = "good" if outcome.result.ok else "bad"
+    if outcome.result.figure is not None:
+        text += f" ({outcome.result.figure:.3g})"
+    if not outcome.result.ok and outcome.result.note:
+        text += f": {outcome.result.note}"
+    return text
+
+
+def step(outcomes: list[Outcome], what: str = "") -> tuple[int | None, str]:
+    rounds = [o.round for o in outcomes if o.round is not None]
+    where = f"round {rounds[0]}" if rounds else "not run"
+    parts = "; ".join(f"{label(o.group)} {state(o)}" for o in outcomes)
+    return (rounds[0] if rounds else None, f"{where}: {what + ': ' if what else ''}{parts}")
+
+
+def attribution(kind: str, members: list[str], trail: Trail, **kwargs: Any) -> Attribution:
+    return Attribution(kind=kind, members=list(members), evidence=[text for _, text in trail],
+                       rounds=sorted({r for r, _ in trail if r is not None}), **kwargs)
+
+
+def split(nodes: list[str], arity: int) -> list[list[str]]:
+    """`arity` parts of near-equal size, in order, each of two nodes where that is possible."""
+    return split_at_most(nodes, max(2, min(arity, len(nodes) // 2)))
+
+
+def split_at_most(nodes: list[str], count: int) -> list[list[str]]:
+    """At most `count` parts of near-equal size, in order (single nodes allowed)."""
+    count = max(1, min(count, len(nodes)))
+    size, extra = divmod(len(nodes), count)
+    parts, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        parts.append(nodes[start:end])
+        start = end
+    return parts

@@ -1,0 +1,91 @@
+"""preflight.core.blame: whose a blocking finding is, read from its component alone."""
+
+from __future__ import annotations
+
+import json
+
+from preflight.core import blame
+from preflight.core.model import CLUSTER_NODE, CheckResult, Component, Finding, RunReport, Scope, Status
+from preflight.integrations import slurm
+from preflight.integrations.kubernetes.cordon import cordon_plan
+from tests.conftest import make_report, make_result
+
+
+def cluster(*findings: Finding, status: Status = Status.FAIL) -> CheckResult:
+    return make_result("collectives.cluster", CLUSTER_NODE, status, "bad", scope=Scope.CLUSTER,
+                       findings=list(findings))
+
+
+def found(kind: str, component: Component | None, level: Status = Status.FAIL, node: str | None = None) -> Finding:
+    # The message names n1 on purpose: nothing may read it to learn whom to act on.
+    return Finding(f"collectives.cluster.{kind}", level, "n1 is named here in words only", "fix it", node, component)
+
+
+def report(*results: CheckResult, **kwargs) -> RunReport:
+    return make_report(list(results), nodes=["n1", "n2", "n3", "n4"], **kwargs)
+
+
+def test_a_confirmed_node_is_that_nodes_own_and_the_reason_names_it():
+    r = report(cluster(found("isolated-node", Component("node", ["n3"]))))
+    assert blame.own_findings(r) == {"n3": [("collectives.cluster", "collectives.cluster.isolated-node")]}
+    assert slurm.drain_plan(r, {}) == {"n3": "preflight: collectives.cluster (collectives.cluster.isolated-node, node n3)"}
+    assert cordon_plan(r)["n3"][1].startswith("node n3: ")
+
+
+def test_a_gpu_is_its_nodes_own_and_the_reason_names_the_gpu():
+    r = report(make_result("gpu.visibility", "n2", Status.FAIL, "slow", findings=[
+        Finding("gpu.visibility.fail-slow", Status.FAIL, "slow", "fix", "n2", Component("gpu", ["n2"], gpu=3))]))
+    assert slurm.drain_plan(r, {}) == {"n2": "preflight: gpu.visibility (gpu.visibility.fail-slow, GPU 3 of n2)"}
+
+
+def test_a_link_drains_neither_end_and_is_named():
+    r = report(cluster(found("isolated-link", Component("link", ["n1", "n2"]))))
+    assert blame.own_findings(r) == {}
+    assert [b.component for b in blame.held(r)] == ["link n1 - n2"]
+    assert slurm.drain_plan(r, {}) == {}
+    assert cordon_plan(r) == {}
+
+
+def test_a_boundary_drains_nobody_and_names_the_trunk():
+    r = report(cluster(found("isolated-boundary", Component("boundary", groups=["rack1", "rack2"]))))
+    assert blame.own_findings(r) == {}
+    (held,) = blame.held(r)
+    assert held.component == "boundary rack1 - rack2" and "trunk" in blame.held_text(held)
+
+
+def test_a_suspect_is_never_acted_on_even_when_warnings_block():
+    suspect = found("suspect", Component("node", ["n3"], confirmed=False), level=Status.WARN)
+    r = report(cluster(suspect, status=Status.WARN), fail_on="warn")
+    assert blame.own_findings(r) == {} and blame.held(r) == []
+
+
+def test_a_node_checks_finding_stays_its_nodes_own_and_error_is_nobodys():
+    r = report(make_result("node.environment", "n4", Status.FAIL, "shm", findings=[
+        Finding("node.environment.shm-small", Status.FAIL, "shm", "fix")]),
+        make_result("node.environment", "n2", Status.ERROR, "timed out"))
+    assert blame.own_findings(r) == {"n4": [("node.environment", "node.environment.shm-small")]}
+
+
+def test_an_older_results_file_without_components_still_loads_and_blames_by_its_node_field():
+    r = report(cluster(found("pairwise-node", None, node="n2")))
+    data = json.loads(json.dumps(r.to_dict()))
+    assert all("component" not in f for result in data["results"] for f in result["findings"])  # as before
+    again = RunReport.from_dict(data)
+    assert again.results[0].findings[0].component is None
+    assert blame.own_findings(again) == {"n2": [("collectives.cluster", "collectives.cluster.pairwise-node")]}
+
+
+def test_a_component_round_trips_through_json():
+    component = Component("link", ["n1", "n2"], confirmed=True, confirmation={"bad_in": 4, "of": 4, "partners": ["n3"]})
+    r = report(cluster(found("isolated-link", component)))
+    again = RunReport.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert again.results[0].findings[0].component == component
+
+
+def test_a_results_file_with_components_passes_the_schema_and_loads():
+    from preflight.core.results_file import parse_report
+
+    component = Component("gpu", ["n2"], gpu=5, confirmation={"peers": 31})
+    r = report(cluster(found("isolated-node", Component("node", ["n3"])), found("x", component, level=Status.WARN)))
+    again = parse_report(json.dumps(r.to_dict()), "results.json")
+    assert [f.component for f in again.results[0].findings] == [Component("node", ["n3"]), component]
