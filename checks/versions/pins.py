@@ -27,7 +27,8 @@ from preflight_checks.versions.pin_files import TomlLines, conda_spec, is_conda_
 
 # What a pin file may be, read at most this far: a real lock file of a large project is a few MiB; a
 # larger one (a 25 MB line of junk) is refused, with the limit named, before it is parsed. YAML is
-# parsed by a slower reader and gets less, as `discover` gives it; a requirement line is short.
+# parsed by a slower reader and gets less, as `discover` gives it; a requirement (its options, such
+# as the --hash list of a pinned line, aside) is short.
 MAX_PIN_FILE_BYTES = 8 << 20
 MAX_YAML_BYTES = 128 << 10  # a conda environment file is a few KiB
 MAX_LINE_CHARS = 8192
@@ -165,13 +166,13 @@ class _Reader:
     def _read_requirements(self, file: Path, text: str, source: str) -> None:
         for number, line in _logical_lines(_expand_env(text)):
             where = f"{file}:{number}"
-            if len(line) > MAX_LINE_CHARS:
-                raise CannotMeasure(f"{where}: a line of {len(line):,} characters is not a requirement (at most "
-                                    f"{MAX_LINE_CHARS:,})")
             if line.startswith("-"):
                 self._option(file, number, line, source)
                 continue
-            spec = _requirement_part(line)
+            spec = _requirement_part(line)  # without its options: a pinned line's --hash list can run to 10 KiB
+            if len(spec) > MAX_LINE_CHARS:
+                raise CannotMeasure(f"{where}: a requirement of {len(spec):,} characters is not one (at most "
+                                    f"{MAX_LINE_CHARS:,})")
             if _looks_like_location(spec) and "@" not in spec.split("://")[0]:
                 wheel = _wheel_version(spec)
                 if wheel:

@@ -236,7 +236,7 @@ def test_a_number_that_is_not_ascii_digits_is_an_error_naming_file_and_line(line
 def test_a_huge_range_is_refused_before_it_is_expanded(monkeypatch):
     import time
 
-    from preflight.cli import hosts
+    from preflight.run import hosts
 
     start = time.monotonic()
     for text in ("n[1-100000000]", "n[1-9999]-r[1-9999]", "a[1-100000000],b1"):
