@@ -14,7 +14,7 @@ from preflight.cli.options import (
     fail_on_option, finish, format_option, json_option, load_baseline, nonempty, out_option, plugin_name,
     profile_option, registry, set_option, skip_option, split_ids, textfile_option, writable_dir, write_textfile,
 )
-from preflight.cli import k8s
+from preflight.cli import k8s, shape as shape_mod
 from preflight.cli.k8s import k8s_options
 from preflight.core.verdict import EXIT_CODE_HELP
 
@@ -61,6 +61,7 @@ from preflight.core.verdict import EXIT_CODE_HELP
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
 @click.option("--fail-fast", is_flag=True, help="Stop the run as soon as the verdict is NO-GO.")
 @k8s_options
+@shape_mod.shape_option
 @click.option("--no-history", is_flag=True, help="Leave fleet history alone: do not show this run's figures "
               "against earlier runs, nor record it (default: $XDG_DATA_HOME/preflight/history.sqlite, or "
               "[history] url).")
@@ -102,6 +103,7 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
     from preflight.run import plan as plan_mod
 
     chosen_formats = check_formats(formats)
+    shape = shape_mod.parse(more.get("shape"))
     textfile_dir = more.get("textfile_dir")
     if textfile_dir is not None and not (os.path.isdir(textfile_dir) and os.access(textfile_dir, os.W_OK)):
         raise UsageProblem(f"--textfile-dir {textfile_dir}: not a directory this user can write to")
@@ -201,6 +203,7 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
         history_context.attach_context(report, config)  # this run among the earlier ones, for its reports
     problem: UsageProblem | None = None
     try:
+        shape_mod.apply(report, shape, nodes, out)  # before the reports: they show the answer
         finish(report, out, chosen_formats, as_json=as_json)
         write_textfile(report, textfile_dir)
     except UsageProblem as exc:  # a report that cannot be written: exit 2 naming it, after the Slurm actions

@@ -101,6 +101,8 @@ class ReportView:
     level_skips: LevelSkips | None = None  # the checks the run level left out, in one line
     acknowledged: list[FindingRow] = field(default_factory=list)  # silenced in [silence]: noted, never blocking
     history: HistoryView | None = None  # against fleet history, when the run read it (RunReport.history)
+    subset: dict | None = None  # the job's shape answered (run --shape): RunReport.subset
+    subset_text: str = ""  # that answer in one sentence
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
@@ -149,6 +151,8 @@ def is_noisy(m: Measurement, threshold: float = NOISY_SPREAD) -> bool:
 def headline(decision: Decision, total: int) -> str:
     """The verdict in words. A GO with skipped checks says so: nothing skipped was shown to be ready."""
     text = HEADLINES[decision.verdict]
+    if decision.subset_go:
+        return "Ready to train on a subset of the nodes only."
     skipped = len(decision.skipped)
     if decision.verdict is Verdict.GO and skipped:
         text = f"Ready to train, as far as was measured: {skipped} of {count(total, 'check')} skipped."
@@ -239,6 +243,8 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         level_skips=lists.level_skips,
         acknowledged=lists.acknowledged,
         history=build_history(report.history),
+        subset=report.subset,
+        subset_text=decision.subset_text,
     )
 
 
