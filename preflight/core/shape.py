@@ -51,7 +51,7 @@ class Shape:
             parts.append(f"within={self.within}")
         if self.gpus_per_node is not None:
             parts.append(f"gpus-per-node={self.gpus_per_node}")
-        return ",".join(parts) or "any"
+        return ",".join(parts) or "nodes-multiple-of=1"
 
 
 def _positive(flag: str, key: str, value: str, limit: int) -> int:

@@ -195,3 +195,24 @@ def test_schema_accepts_the_subset():
     report = _report(NAMES[:5], failing={"gpu02"})
     _subset(report, Shape(3))
     jsonschema.validate(json.loads(json_report.render(report)), schema)
+
+
+@pytest.mark.parametrize("value", ["within=rack", "nodes-multiple-of=0", "bogus=1", "gpus-per-node"])
+def test_run_refuses_a_bad_shape_naming_the_flag_before_anything_runs(tmp_path, monkeypatch, value):
+    from click.testing import CliRunner
+
+    from preflight.cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["run", "--checks", "example.echo", "--shape", value, "--out", "out"])
+    assert result.exit_code == 2 and "--shape" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_help_names_exit_code_4():
+    from click.testing import CliRunner
+
+    from preflight.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["run", "--help"])
+    assert "4 with --shape" in " ".join(result.output.split())
