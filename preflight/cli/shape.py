@@ -34,23 +34,16 @@ def parse(values: tuple[str, ...] | list[str] | None) -> Any:
         raise UsageProblem(str(exc)) from None
 
 
-def own_findings(report: Any) -> dict[str, list[tuple[str, str]]]:
-    """Node -> the blocking findings that are its own: the rule draining and cordoning act on."""
-    from preflight.integrations.slurm import own_findings as rule
-
-    return rule(report)
-
-
 def apply(report: Any, shape: Any, nodes: list[Any], out: Path | None) -> None:
     """Answer the shape for this run (RunReport.subset) and, for a GO on a subset, write its node lists
     into `out`. `nodes` are the run's NodeTargets: their topology gives the groups."""
     if shape is None:
         return
-    from preflight.core.shape import hosts_text, is_partial, kubernetes_text, subset_for
+    from preflight.core.shape import hosts_text, is_partial, kubernetes_text
     from preflight.launch.topology import topology_from_specs
+    from preflight.run.shape import answer
 
-    groups = topology_from_specs([{"name": n.name, **n.topology} for n in nodes]) or {}
-    report.subset = subset_for(report, shape, own_findings(report), groups)
+    answer(report, shape, topology_from_specs([{"name": n.name, **n.topology} for n in nodes]) or {})
     if out is None or not is_partial(report.subset):
         return
     subset = report.subset

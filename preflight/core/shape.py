@@ -200,6 +200,8 @@ def largest(shape: Shape, candidates: list[Candidate], bad: Mapping[str, str], u
     answer["nodes"] = [c.name for c in candidates if c.name in kept]
     answer["exclude"] = [c.name for c in candidates if c.name not in kept]
     answer["group"] = best_group
+    if shape.within == "group":  # kept, so that a re-judged run is answered in the same groups
+        answer["groups"] = {c.name: c.group for c in candidates if c.group}
     answer["slurm_exclude"] = fold(answer["exclude"])  # sbatch/srun --exclude=
     if not best:
         answer["why_not"] = (f"no healthy nodes fit the shape {shape.text()} "
