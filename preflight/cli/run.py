@@ -143,7 +143,8 @@ def _run(nodes_file: str | None, config_file: str | None, profile: str | None, o
 
     run_id = k8s.new_run_id()
     if k8s.wanted(more):
-        nodes = k8s.nodes(more, remote_python, run_id, other_sources=bool(nodes_file or slurm or drain or resume))
+        nodes = k8s.nodes(more, remote_python, run_id, other_sources=bool(nodes_file or slurm or drain or resume),
+                          budget_s=sum(config.timeout_for(c) for c in checks))
     elif slurm or drain or resume:
         nodes = _slurm_nodes(nodes_file, slurm, remote_python)
     elif nodes_file:

@@ -86,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     pod = args.in_name[: -len("-in")]
     channel = Channel(api, namespace, pod, {})
     channel.in_name, channel.out_prefix = args.in_name, args.out_prefix
+    try:
+        channel.adopt_input_metadata()
+    except KubernetesError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 1
     proc = RemoteProcess(Here(), command, stdin=True, guard=False)
     pump = Pump(channel, proc)
     stopping = threading.Event()

@@ -1,0 +1,103 @@
+"""Nothing left behind on Kubernetes, even after SIGKILL: a coordinator killed for real mid-run leaves its
+pods and ConfigMaps, each with the run's deadline and owner; `preflight k8s cleanup` removes them all
+and ends what ran in the pods, and a run still going is never touched."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import preflight_cmd, run_preflight
+from tests.k8s.conftest import CPU_NODES, k8s_env
+from tests.k8s.kubelet import Kubelet
+
+pytestmark = pytest.mark.k8s
+
+
+def _ours(kube):
+    """Every pod and ConfigMap preflight made in the namespace, labelled or not (names start preflight-)."""
+    admin, ns = kube["admin"], kube["namespace"]
+    return ([p.metadata.name for p in admin.list_namespaced_pod(ns).items if p.metadata.name.startswith("preflight-")]
+            + [c.metadata.name for c in admin.list_namespaced_config_map(ns).items
+               if c.metadata.name.startswith("preflight-")])
+
+
+def _wait(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.3)
+
+
+def test_a_coordinator_killed_with_sigkill_leaves_objects_that_cleanup_removes(kube, tmp_path):
+    admin, ns = kube["admin"], kube["namespace"]
+    assert _ours(kube) == []
+    argv = preflight_cmd("run", "--k8s", "--namespace", ns, "--selector", "role=cpu", "--image",
+                         "registry.example/team/train:1", "--remote-python", kube["python"], "--checks",
+                         "example.sleep", "--set", "example.sleep.seconds=120", "--out", str(tmp_path / "out"),
+                         "--no-history")
+    with Kubelet(admin, kube["bed"], ns, CPU_NODES, python=kube["python"]) as kubelet:
+        coordinator = subprocess.Popen(argv, cwd=tmp_path, env=k8s_env(kube["runner"]), stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            running = lambda: sum(1 for p in admin.list_namespaced_pod(ns).items  # noqa: E731
+                                  if p.status and p.status.phase == "Running") == len(CPU_NODES)
+            _wait(lambda: running() or coordinator.poll() is not None, 120, "the run's pods never all ran")
+            assert coordinator.poll() is None, coordinator.communicate()[0][-3000:]
+            # The coordinator and everything it started (its bridges) die at once, as with a lost machine.
+            os.killpg(coordinator.pid, signal.SIGKILL)
+            coordinator.wait(10)
+        finally:
+            if coordinator.poll() is None:
+                os.killpg(coordinator.pid, signal.SIGKILL)
+                coordinator.wait(10)
+            coordinator.stdout.close()
+        pods = admin.list_namespaced_pod(ns).items
+        assert len(pods) == len(CPU_NODES)
+        deadline = int(pods[0].metadata.labels["preflight.dev/expires"])
+        assert 120 < deadline - time.time() < 3600  # the checks' timeouts, the start timeout and a margin
+        assert all(p.spec.active_deadline_seconds and p.metadata.owner_references for p in pods)
+        maps = admin.list_namespaced_config_map(ns).items
+        record = [m for m in maps if (m.metadata.labels or {}).get("preflight.dev/role") == "run"]
+        assert len(record) == 1 and pods[0].metadata.owner_references[0].uid == record[0].metadata.uid
+        outputs = [m for m in maps if "-out-" in m.metadata.name]
+        assert outputs and all(m.metadata.labels.get("preflight.dev/expires") for m in outputs)
+
+        dry = run_preflight("k8s", "cleanup", "--namespace", ns, "--dry-run", cwd=tmp_path,
+                            env=k8s_env(kube["runner"]), timeout=60)
+        assert dry.returncode == 0 and "coordinator" in dry.stdout and "is gone" in dry.stdout, dry.stdout
+        assert len(_ours(kube)) == len(pods) + len(maps)  # a dry run removes nothing
+        done = run_preflight("k8s", "cleanup", "--namespace", ns, cwd=tmp_path, env=k8s_env(kube["runner"]),
+                             timeout=60)
+        assert done.returncode == 0 and f"{len(CPU_NODES)} pod(s)" in done.stdout, done.stdout + done.stderr
+        _wait(lambda: _ours(kube) == [], 60, f"left behind: {_ours(kube)}")
+        assert all(proc.poll() is not None for proc in kubelet.procs.values())  # nothing runs on the nodes
+    again = run_preflight("k8s", "cleanup", "--namespace", ns, cwd=tmp_path, env=k8s_env(kube["runner"]), timeout=60)
+    assert again.returncode == 0 and "nothing" in again.stdout
+
+
+def test_cleanup_leaves_a_live_run_alone_and_needs_run_for_force(kube, tmp_path):
+    from kubernetes import client, config
+
+    from preflight.integrations.kubernetes.runs import RunRecord, runs_in
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=kube["runner"]))
+    record = RunRecord.create(api, kube["namespace"], "alive-run", budget_s=60)
+    try:
+        kept = run_preflight("k8s", "cleanup", "--namespace", kube["namespace"], cwd=tmp_path,
+                             env=k8s_env(kube["runner"]), timeout=60)
+        assert kept.returncode == 0 and "kept run alive-run" in kept.stdout, kept.stdout
+        assert [r.run_id for r in runs_in(api, kube["namespace"])] == ["alive-run"]
+        refused = run_preflight("k8s", "cleanup", "--namespace", kube["namespace"], "--force", cwd=tmp_path,
+                                env=k8s_env(kube["runner"]), timeout=60)
+        assert refused.returncode == 2 and "--run" in refused.stderr
+        forced = run_preflight("k8s", "cleanup", "--namespace", kube["namespace"], "--run", "alive-run", "--force",
+                               cwd=tmp_path, env=k8s_env(kube["runner"]), timeout=60)
+        assert forced.returncode == 0 and runs_in(api, kube["namespace"]) == []
+    finally:
+        record.stop_heartbeat()
+        api.delete_collection_namespaced_config_map(kube["namespace"], label_selector="preflight.dev/run=alive-run")
