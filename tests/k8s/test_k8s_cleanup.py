@@ -101,3 +101,30 @@ def test_cleanup_leaves_a_live_run_alone_and_needs_run_for_force(kube, tmp_path)
     finally:
         record.stop_heartbeat()
         api.delete_collection_namespaced_config_map(kube["namespace"], label_selector="preflight.dev/run=alive-run")
+
+
+def test_every_run_first_removes_what_runs_that_are_over_left(kube, tmp_path):
+    from kubernetes import client, config
+
+    from preflight.integrations.kubernetes.runs import ROLE_LABEL, RUN_ROLE, run_object_labels, runs_in
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=kube["runner"]))
+    ns = kube["namespace"]
+    past = int(time.time()) - 5
+    for name, extra in (("preflight-run-expired-run", {ROLE_LABEL: RUN_ROLE}), ("preflight-expired-run-n1-in", {})):
+        api.create_namespaced_config_map(ns, {"metadata": {"name": name,
+                                                           "labels": {**run_object_labels("expired-run", past), **extra}}})
+    # Objects of a preflight that wrote no deadline are not a sweep's to judge.
+    api.create_namespaced_config_map(ns, {"metadata": {"name": "preflight-legacy-in", "labels": {
+        "app.kubernetes.io/managed-by": "preflight", "preflight.dev/run": "legacy-run"}}})
+    try:
+        with Kubelet(kube["admin"], kube["bed"], ns, CPU_NODES, python=kube["python"]):
+            run = run_preflight("run", "--k8s", "--namespace", ns, "--selector", "role=cpu", "--image",
+                                "registry.example/team/train:1", "--remote-python", kube["python"], "--checks",
+                                "node.environment", "--out", str(tmp_path / "out"), "--no-history", cwd=tmp_path,
+                                env=k8s_env(kube["runner"]), timeout=240)
+        assert "removed 2 object(s) of run expired-run (its deadline has passed)" in run.stderr, run.stderr[-3000:]
+        assert [r.run_id for r in runs_in(api, ns)] == ["legacy-run"]
+    finally:
+        api.delete_collection_namespaced_config_map(ns, label_selector="preflight.dev/run in (legacy-run,expired-run)")
+    assert _ours(kube) == []
