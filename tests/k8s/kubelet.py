@@ -60,6 +60,17 @@ class Kubelet:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
 
+    def running(self) -> list[str]:
+        """What still runs of the pods this kubelet started (every process in a pod's work directory)."""
+        import psutil
+
+        found = []
+        for proc in psutil.process_iter(["pid", "cwd", "cmdline"]):
+            cwd = proc.info.get("cwd") or ""
+            if cwd.startswith(str(self.dir)):
+                found.append(f"{proc.info['pid']} {' '.join(proc.info.get('cmdline') or [])}")
+        return found
+
     def _loop(self) -> None:
         while not self.stopping.is_set():
             try:

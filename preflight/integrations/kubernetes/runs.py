@@ -134,8 +134,8 @@ def _process_gone(annotations: dict[str, str]) -> bool:
         pid = int(annotations.get(PID, ""))
     except ValueError:
         return False
-    started = _start_ticks(pid)
-    return not started or started != annotations.get(PID_START, started)
+    started, recorded = _start_ticks(pid), annotations.get(PID_START, "")
+    return not started or bool(recorded) and started != recorded  # gone, or the pid is another process now
 
 
 def dead_reason(record: Any | None, expires: int | None, now: float) -> str:

@@ -68,3 +68,43 @@ def test_the_transport_passes_deadline_and_owner_to_the_bridge_and_keeps_them_in
 def test_labels_of_a_run_object_carry_the_deadline():
     labels = runs.run_object_labels("run 1", 1700000000, "gpu01")
     assert labels[runs.EXPIRES_LABEL] == "1700000000" and labels["preflight.dev/node"] == "gpu01"
+
+
+class _Channel:
+    def __init__(self, input_data):
+        self.input, self.written = input_data, []
+
+    def read_input(self):
+        return self.input
+
+    def write_output(self, index, data, create):
+        self.written.append((index, dict(data), create))
+
+
+class _Proc:
+    def __init__(self):
+        self.raw_lines, self.stderr_lines, self.closed = [], [], False
+
+    def write(self, text):
+        pass
+
+    def close_stdin(self):
+        self.closed = True
+
+
+def test_a_pod_whose_input_is_gone_writes_no_new_output_object():
+    from preflight.integrations.kubernetes.pod import Pump
+
+    pump = Pump(_Channel(None), _Proc())
+    pump.feed()  # the input ConfigMap was deleted: the run was cleaned up or its bridge is gone
+    assert pump.orphaned and pump.proc.closed
+    pump.flush(exit_code=0)
+    assert pump.channel.written == []  # nothing that no one would delete
+    live = Pump(_Channel({"stdin": "", "closed": "1"}), _Proc())
+    live.proc.raw_lines.append("hello")
+    live.feed()
+    live.flush()
+    live.channel.input = None
+    live.feed()
+    live.flush(exit_code=0)  # its output object exists: the exit is still written into it
+    assert [(i, create) for i, _, create in live.channel.written] == [(0, True), (0, False)]
