@@ -4,6 +4,7 @@ and ends what ran in the pods, and a run still going is never touched."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -51,8 +52,15 @@ def test_a_coordinator_killed_with_sigkill_leaves_objects_that_cleanup_removes(k
 
             _wait(lambda: running() or coordinator.poll() is not None, 120, "the run's pods never all ran")
             assert coordinator.poll() is None, coordinator.communicate()[0][-3000:]
-            # The coordinator and everything it started (its bridges) die at once, as with a lost machine.
+            # The coordinator and everything it started (its bridges, which run in sessions of their own
+            # and would otherwise clean up after it) die at once, as on a machine that is lost.
+            import psutil
+
+            started = psutil.Process(coordinator.pid).children(recursive=True)
             os.killpg(coordinator.pid, signal.SIGKILL)
+            for child in started:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.kill()
             coordinator.wait(10)
         finally:
             if coordinator.poll() is None:
