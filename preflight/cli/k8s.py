@@ -53,7 +53,47 @@ def k8s_request(args: dict[str, Any]) -> Any:
 
 @click.group("k8s")
 def k8s() -> None:
-    """Kubernetes: what a run there needs."""
+    """Kubernetes: what a run there needs, and removing what a dead run left."""
+
+
+@k8s.command("cleanup")
+@click.option("--namespace", default="default", show_default=True, help="Namespace of preflight's pods.")
+@click.option("--context", default=None, help="The kubeconfig context (default: the current one).")
+@click.option("--run", "run_id", default=None, metavar="ID",
+              help="Only this run (also one written by a preflight that set no deadline).")
+@click.option("--force", is_flag=True, help="With --run: remove its objects even if the run looks alive.")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+def cleanup(namespace: str, context: str | None, run_id: str | None, force: bool, dry_run: bool) -> None:
+    """Remove the pods and ConfigMaps of runs that are over: their deadline passed, their coordinator is
+    gone (killed, its machine lost), or their heartbeat stopped. Runs still going are listed, untouched."""
+    from preflight.integrations.kubernetes.api import KubernetesError, core_api
+    from preflight.integrations.kubernetes.runs import runs_in, sweep_dead
+
+    if force and not run_id:
+        raise UsageProblem("--force applies to one run: add --run ID")
+    try:
+        api = core_api(context)
+        if dry_run:
+            for run in runs_in(api, namespace):
+                if run_id is None or run.run_id == run_id:
+                    state = f"over: {run.dead}" if run.dead else "running"
+                    click.echo(f"run {run.run_id}: {run.count} object(s), {state}"
+                               + ("" if run.expires is not None or run.run_id == run_id else " (no deadline: "
+                                  "only --run removes it)"))
+            return
+        removed = sweep_dead(api, namespace, only=run_id, force=force)
+        left = [run for run in runs_in(api, namespace) if run_id is None or run.run_id == run_id]
+    except KubernetesError as exc:
+        raise UsageProblem(str(exc)) from None
+    for run in removed:
+        click.echo(f"removed run {run.run_id}: {len(run.pods)} pod(s), {len(run.config_maps)} ConfigMap(s) "
+                   f"({run.dead or 'forced'})")
+    for run in left:
+        click.echo(f"kept run {run.run_id}: {run.count} object(s), "
+                   + (f"over ({run.dead}) but it set no deadline: --run {run.run_id} removes it" if run.dead
+                      else "still running (--run ID --force removes it anyway)"))
+    if not removed and not left:
+        click.echo(f"nothing of preflight's is left in {namespace}")
 
 
 @k8s.command("manifests")

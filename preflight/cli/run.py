@@ -14,6 +14,7 @@ from preflight.cli.options import (
     out_option, profile_option, run_problems, sayer, set_option, skip_option, split_ids, summary_step,
     textfile_option,
 )
+from preflight.cli import shape as shape_mod
 from preflight.cli.k8s import k8s_options, k8s_request
 from preflight.core.verdict import EXIT_CODE_HELP
 
@@ -60,6 +61,7 @@ from preflight.core.verdict import EXIT_CODE_HELP
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
 @click.option("--fail-fast", is_flag=True, help="Stop the run as soon as the verdict is NO-GO.")
 @k8s_options
+@shape_mod.shape_option
 @click.option("--no-history", is_flag=True, help="Leave fleet history alone: do not show this run's figures "
               "against earlier runs, nor record it (default: $XDG_DATA_HOME/preflight/history.sqlite, or "
               "[history] url).")
@@ -89,11 +91,12 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         argv=tuple(sys.argv[1:]), command=shlex.join(["preflight", *sys.argv[1:]]))
     # From here on, SIGINT and SIGTERM (any number, at any moment) end in exit 130 with the reports
     # written once and marked interrupted (preflight/run/signals.py).
+    shape = shape_mod.parse(more.get("shape"))
     with INTERRUPTS.handling():
-        sys.exit(_run(request, as_json=bool(more.get("as_json"))))
+        sys.exit(_run(request, as_json=bool(more.get("as_json")), shape=shape))
 
 
-def _run(request: Any, as_json: bool) -> int:
+def _run(request: Any, as_json: bool, shape: Any = None) -> int:
     from preflight.core.verdict import decide
     from preflight.run import finish as steps
     from preflight.run import service
@@ -111,8 +114,11 @@ def _run(request: Any, as_json: bool) -> int:
         progress.stop()
     run = steps.Finishing(request, prepared.config, prepared.out, say, baseline=prepared.baseline,
                           write_error=write_error)
+    run_steps = steps.with_step(steps.RUN_STEPS, "reports", "summary", summary_step(as_json))
+    if shape is not None:  # answered before the reports, which show it
+        run_steps = steps.with_step(run_steps, "history context", "shape", shape_mod.step(shape, prepared.nodes))
     with run_problems():
-        steps.finish(report, run, steps.with_step(steps.RUN_STEPS, "reports", "summary", summary_step(as_json)))
+        steps.finish(report, run, run_steps)
     return decide(report).exit_code  # 130 for an interrupted run, as every report says
 
 

@@ -294,6 +294,9 @@ class RunReport:
     # since the nodes' previous runs (preflight.history.context), when the run read fleet history.
     # Data for the reports only: it judges nothing. None when history is off or could not be read.
     history: dict[str, Any] | None = None
+    # The largest healthy subset of the nodes in the shape a job asks for (run --shape;
+    # preflight.core.shape). None when no shape was asked for; left out of results.json then.
+    subset: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def add(self, result: CheckResult) -> None:
@@ -333,8 +336,9 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = _to_jsonable(self)
-        if data["history"] is None:
-            del data["history"]  # present only in runs that read fleet history, as in results.json
+        for name in _OPTIONAL:
+            if data[name] is None:
+                del data[name]  # present only in runs that read fleet history or asked for a shape
         return data
 
     @classmethod
@@ -351,6 +355,9 @@ class RunReport:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
+
+# RunReport fields written only when set (results.json of older versions lacks them).
+_OPTIONAL = ("history", "subset")
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
@@ -389,8 +396,10 @@ def _plain(obj: Any) -> Any:
     if names is not None:
         omit = _OMIT_NONE.get(type(obj), ())
         out = {name: getattr(obj, name) for name in names if not (name in omit and getattr(obj, name) is None)}
-        if type(obj) is RunReport and out["history"] is None:
-            del out["history"]  # as to_dict() leaves it out
+        if type(obj) is RunReport:
+            for name in _OPTIONAL:
+                if out[name] is None:
+                    del out[name]  # as to_dict() leaves them out
         return out
     if isinstance(obj, enum.Enum):
         return obj.value

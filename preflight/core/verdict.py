@@ -32,6 +32,7 @@ from preflight.core.findings import Found, findings_of, is_transport
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.node_causes import NODES_CHECK, fold_node_causes
 from preflight.core.nodeset import fold
+from preflight.core.shape import is_partial, sentence
 from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, Finding, RunReport, Scope, Status
 
 
@@ -43,12 +44,16 @@ class Verdict(str, enum.Enum):
 
 EXIT_CODES = {Verdict.GO: 0, Verdict.NO_GO: 1, Verdict.INCOMPLETE: 3}
 EXIT_USAGE = 2
+# `run --shape`: not every node is ready (or not every node fits the shape), but a subset in the shape
+# is: its own code, so that a gate testing for 0 never reads it as a GO on every node.
+EXIT_SUBSET_GO = 4
 EXIT_INTERRUPTED = 130
 
 EXIT_CODE_HELP = (
     "Exit codes: 0 GO (ready to train, as far as was measured), 1 NO-GO (a check failed, could not measure, "
     "or a check that had to run was skipped), 2 usage or configuration error (nothing ran), "
     "3 INCOMPLETE (no verdict: results missing, a plugin not loaded, or nothing measured), "
+    "4 with --shape: GO on a subset of the nodes only (the reports name the nodes to exclude), "
     "130 interrupted (reports hold what finished)."
 )
 
@@ -76,11 +81,25 @@ class Decision:
     skipped_findings: list[Found] = field(default_factory=list)  # what was not measured, and why
     acknowledged_findings: list[Found] = field(default_factory=list)  # silenced in [silence]: shown, never blocking
     no_gpu: bool = False  # the inventory found no NVIDIA GPU on any node and nothing says there should be one
+    subset: dict[str, Any] | None = None  # the run's answer for a job's shape (RunReport.subset), when asked
+
+    @property
+    def subset_go(self) -> bool:
+        """A GO on a subset of the nodes only: the shape's answer leaves nodes out and keeps some."""
+        return not self.interrupted and is_partial(self.subset)
+
+    @property
+    def subset_text(self) -> str:
+        """'GO on 1,016 of 1,024 nodes (shape ...): exclude these 8: ...', or why no subset fits; ""
+        when no shape was asked for."""
+        return "" if self.subset is None else sentence(self.subset)
 
     @property
     def exit_code(self) -> int:
         """The one exit code of this verdict: every command and every report file takes it from here."""
-        return EXIT_INTERRUPTED if self.interrupted else EXIT_CODES[self.verdict]
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        return EXIT_SUBSET_GO if self.subset_go else EXIT_CODES[self.verdict]
 
     @property
     def measured_text(self) -> str:
@@ -328,8 +347,11 @@ def decide(report: RunReport) -> Decision:
     decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total,
                         interrupted=report.interrupted, blocking_findings=blocking_found,
                         warning_findings=warning_found, skipped_findings=skipped_found,
-                        acknowledged_findings=acknowledged, no_gpu=no_gpu_found(report))
+                        acknowledged_findings=acknowledged, no_gpu=no_gpu_found(report), subset=report.subset)
     decision.reason = f"{reason}. {decision.measured_text}"
+    if decision.subset is not None and (decision.subset_go or not is_partial(decision.subset)
+                                        and verdict is not Verdict.GO):
+        decision.reason += f"; {decision.subset_text}"
     return decision
 
 

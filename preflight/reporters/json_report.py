@@ -31,8 +31,9 @@ def render(report: RunReport) -> str:
 def write(report: RunReport, out: TextIO) -> None:
     """Write results.json to `out`, one top-level item at a time."""
     data: dict[str, Any] = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
-    if data["history"] is None:
-        del data["history"]  # written only by a run that read fleet history
+    for name in ("history", "subset"):
+        if data[name] is None:
+            del data[name]  # written only by a run that read fleet history, or asked for a shape
     # Derived, for consumers that do not want to re-implement the verdict; ignored on load. `findings`
     # lists the same findings as every other report, in the same order, each with its own fix.
     data["verdict"] = verdict_of(build_view(report))
@@ -59,7 +60,8 @@ def summary(report: RunReport) -> dict:
 
 def verdict_of(view) -> dict:
     decision = view.decision
-    return {
+    shape = {} if decision.subset is None else {"subset_go": decision.subset_go, "subset": decision.subset_text}
+    return {**shape,
         "verdict": decision.verdict.value,
         "exit_code": decision.exit_code,
         "reason": decision.reason,

@@ -9,7 +9,8 @@ Beside the results:
   LOAD-ERROR);
 - the suite `preflight` holds one testcase, `verdict`, that is the verdict itself: it passes for GO,
   is a <failure> for NO-GO and an <error> for INCOMPLETE (and for an interrupted run that nothing
-  blocks). A CI test viewer that counts failures and errors therefore never shows green for a run
+  blocks); a GO on a subset of the nodes only (run --shape, exit 4) is a <failure> of type SUBSET-GO,
+  whatever the verdict. A CI test viewer that counts failures and errors therefore never shows green for a run
   whose exit code is not 0.
 """
 
@@ -151,7 +152,9 @@ def _run_suites(report: RunReport, decision) -> list[tuple[ET.Element, dict[str,
                   f"failed to load ({e.get('distribution', '?')}): {e.get('error', '')}; its checks did not run",
                   "LOAD-ERROR") for e in report.load_errors]))
     text = f"{decision.verdict.value}: {decision.reason}"
-    if decision.verdict is Verdict.NO_GO:
+    if decision.subset_go:  # a GO on some nodes only (run --shape) is never a passing verdict
+        verdict = _case("preflight", "verdict", "failure", text, "SUBSET-GO")
+    elif decision.verdict is Verdict.NO_GO:
         verdict = _case("preflight", "verdict", "failure", text, "NO-GO")
     elif decision.verdict is Verdict.INCOMPLETE:
         verdict = _case("preflight", "verdict", "error", text, "INTERRUPTED" if report.interrupted else "INCOMPLETE")

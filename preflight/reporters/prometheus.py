@@ -14,6 +14,8 @@ run's own directory):
     preflight_verdict{verdict}                       1 for GO, NO-GO or INCOMPLETE, 0 for the others
     preflight_silenced_findings                      findings [silence] accepted (a GO they did not block)
     preflight_exit_code                              the exit code of the run (130 when it was interrupted)
+    preflight_subset_nodes, preflight_subset_excluded_nodes  with run --shape: the nodes the job can
+                                                     start on, and those to leave out
     preflight_run_finished_timestamp_seconds         when the run ended (Unix time)
 
 Label values never hold a path or a timestamp (each would start a new series every run): those
@@ -94,10 +96,17 @@ class _RunCollector:
         for v in Verdict:
             verdict.add_metric([v.value], 1.0 if v is decision.verdict else 0.0)
         code = GaugeMetricFamily("preflight_exit_code", "The exit code of the run: 0 GO, 1 NO-GO, 3 INCOMPLETE, "
-                                 "130 interrupted", value=float(decision.exit_code))
+                                 "4 GO on a subset (--shape), 130 interrupted", value=float(decision.exit_code))
         silenced = GaugeMetricFamily("preflight_silenced_findings", "Findings accepted by [silence] in the config: "
                                      "they did not block the verdict", value=float(len(decision.acknowledged_findings)))
         yield from (status, duration, figure, threshold, verdict, silenced, code)
+        subset = self.report.subset
+        if subset is not None:  # run --shape: how many nodes the job can start on, and how many to leave out
+            yield GaugeMetricFamily("preflight_subset_nodes", "Nodes of the largest healthy subset in the job's "
+                                    "shape (0 when none is offered)", value=float(len(subset.get("nodes") or [])
+                                                                                   if subset.get("offered") else 0))
+            yield GaugeMetricFamily("preflight_subset_excluded_nodes", "Nodes that subset leaves out",
+                                    value=float(len(subset.get("exclude") or []) if subset.get("offered") else 0))
         finished = _timestamp(self.report.finished_at or self.report.started_at)
         if finished is not None:
             yield GaugeMetricFamily("preflight_run_finished_timestamp_seconds", "When the run ended, Unix time",

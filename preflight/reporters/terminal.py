@@ -10,6 +10,7 @@ from preflight.core.levels import level_text
 from preflight.reporters.baseline import describe
 from preflight.reporters.safe_text import single_line
 from preflight.core.model import CheckResult, RunReport
+from preflight.core.nodeset import fold
 from preflight.reporters.view import build_view
 
 STYLES = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "ERROR": "bold magenta", "SKIP": "dim",
@@ -45,6 +46,11 @@ def render(report: RunReport, width: int | None = None) -> str:
     lines.append(f"  level {level_text(view.report)}")
     for error in view.report.load_errors:
         lines.append(f"  plugin failed to load: {error['entry_point']} ({error['distribution']}): {error['error']}")
+    if view.subset is not None:
+        lines.append(f"  shape: {view.subset_text}")
+        if view.decision.subset_go:
+            lines.append(f"  sbatch --exclude={fold(view.subset.get('exclude') or [])}  (hosts file and Kubernetes "
+                         "node list: subset-hosts.txt, subset-k8s-affinity.yaml)")
     for name, error in view.unreachable:
         lines.append(f"  unreachable: {name}: {error}")
     for heading, found in (("Blocking", view.blocking), ("Warnings", view.warnings)):

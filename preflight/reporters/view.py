@@ -113,6 +113,8 @@ class ReportView:
         text = format_threshold(m)
         origin = threshold_origin(self.origins, result.check_id, m) if text and self.origins else ""
         return f"{text} ({origin})" if origin else text
+    subset: dict | None = None  # the job's shape answered (run --shape): RunReport.subset
+    subset_text: str = ""  # that answer in one sentence
 
     def is_noisy(self, m: Measurement) -> bool:
         return is_noisy(m, self.noisy_spread)
@@ -166,6 +168,8 @@ def headline(decision: Decision, total: int) -> str:
     """The verdict in words. A GO says what it covers: CPU training when no GPU was found, the checks
     skipped (nothing skipped was shown to be ready), or else how many checks measured."""
     text = HEADLINES[decision.verdict]
+    if decision.subset_go:
+        return "Ready to train on a subset of the nodes only."
     if decision.verdict is not Verdict.GO:
         return text
     ready = CPU_GO if decision.no_gpu else "Ready to train"
@@ -261,6 +265,8 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         history=build_history(report.history),
         caveats=caveat_rows(report),
         origins=threshold_origins(report),
+        subset=report.subset,
+        subset_text=decision.subset_text,
     )
 
 

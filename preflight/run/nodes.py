@@ -21,11 +21,12 @@ from preflight.transport.process import run_command
 
 
 def nodes_for(request: RunRequest, run_id: str = "", env: Mapping[str, str] | None = None,
-              run: Runner = run_command) -> list[NodeTarget]:
-    """The nodes the request names; RunProblem (exit 2) saying what to do when it cannot name them."""
+              run: Runner = run_command, budget_s: float = 0.0, notes: list[str] | None = None) -> list[NodeTarget]:
+    """The nodes the request names; RunProblem (exit 2) saying what to do when it cannot name them.
+    `budget_s` (the checks' timeouts) sets a Kubernetes run's deadline; `notes` gets what was said."""
     source = request.node_source
     if source == K8S:
-        return k8s_nodes(request, run_id)
+        return k8s_nodes(request, run_id, budget_s, notes if notes is not None else [])
     if source == SLURM:
         python = request.remote_python if request.remote_python_given else sys.executable
         try:
@@ -105,10 +106,21 @@ def nodes_for_run(with_hosts_file: bool, slurm: bool, python: str, argv: list[st
 # -- Kubernetes -----------------------------------------------------------------------------------
 
 
-def k8s_nodes(request: RunRequest, run_id: str) -> list[NodeTarget]:
-    """One K8sTransport per node the API lists (GPU nodes, or --selector), named by its Kubernetes name."""
+# The run records of the Kubernetes runs this process coordinates: their heartbeats stop when the run's
+# objects are swept (release_k8s_run).
+_RECORDS: dict[str, Any] = {}
+
+
+def k8s_nodes(request: RunRequest, run_id: str, budget_s: float = 0.0,
+              notes: list[str] | None = None) -> list[NodeTarget]:
+    """One K8sTransport per node the API lists (GPU nodes, or --selector), named by its Kubernetes name.
+
+    First the objects of dead runs in the namespace are removed; then this run's record is made, with
+    its deadline (`budget_s`, the checks' timeouts, plus the pods' start and a margin), and kept alive
+    by a heartbeat until the run's objects are swept (preflight.integrations.kubernetes.runs)."""
     from preflight.integrations.kubernetes.api import KubernetesError, core_api
     from preflight.integrations.kubernetes.nodes import discover
+    from preflight.integrations.kubernetes.runs import RunRecord, sweep_dead
     from preflight.transport.k8s import K8sTransport
 
     k8s = request.k8s
@@ -119,14 +131,26 @@ def k8s_nodes(request: RunRequest, run_id: str) -> list[NodeTarget]:
         raise RunProblem("--k8s needs --image: the training image, with preflight installed, to run the checks in")
     namespace = k8s.namespace or "default"
     try:
-        found = discover(core_api(k8s.context), k8s.selector)
+        api = core_api(k8s.context)
+        found = discover(api, k8s.selector)
+        for dead in sweep_dead(api, namespace):
+            (notes if notes is not None else []).append(
+                f"kubernetes: removed {dead.count} object(s) of run {dead.run_id} ({dead.dead})")
+        record = RunRecord.create(api, namespace, run_id, budget_s + k8s.start_timeout_s).start_heartbeat()
     except KubernetesError as exc:
         raise RunProblem(str(exc)) from None
+    _RECORDS[run_id] = record
     return [NodeTarget(K8sTransport(n.name, n.address, request.remote_python, namespace=namespace, image=k8s.image,
                                     run_id=run_id, context=k8s.context, gpus=n.gpu_allocatable,
-                                    start_timeout_s=k8s.start_timeout_s),
+                                    start_timeout_s=k8s.start_timeout_s, expires=record.expires,
+                                    owner_uid=record.uid),
                        slots=n.gpu_allocatable or None, topology=k8s_topology(n.labels))
             for n in found]
+
+
+def k8s_run_record(run_id: str) -> Any:
+    """This process's record of the Kubernetes run `run_id`, taken off the list (None when there is none)."""
+    return _RECORDS.pop(run_id, None)
 
 
 def k8s_topology(labels: dict[str, str]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from preflight.core.finite import facts_lost_values
 from preflight.run.judging import rejudge_config
 from preflight.run.execute import now_iso, result_from_outcome
 from preflight.run.plan import record_declarations
+from preflight.run.shape import answer_again
 from preflight.core.model import CheckResult, RunReport, Scope, Status
 
 
@@ -92,6 +93,7 @@ def rejudge_report(report: RunReport, registry: Any, config: Any, *, source: str
     rejudged.fail_on = config.fail_on if how.get("config") else report.fail_on
     if how.get("config"):
         rejudged.silenced = {**report.silenced, **config.silence}  # the [silence] of the --config given
+    answer_again(rejudged)  # run --shape: the subset from the re-judged results
     rejudged.rejudged = {"at": now_iso(), "from": source, "preflight_version": _version(),
                          "recorded_with": report.preflight_version, **how, "changed": changed, "kept": kept}
     return rejudged

@@ -151,7 +151,8 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
     config.pulled_in = dict(selection.added)
     notes += [f"also running {added}: {reader} reads what it records" for added, reader in selection.added.items()]
     run_id = new_run_id() if request.node_source == K8S else ""
-    nodes = nodes_for(request, run_id)
+    nodes = nodes_for(request, run_id, budget_s=sum(config.timeout_for(c) for c in registry.ordered(selection.ids)),
+                      notes=notes)
     kinds = {node.transport.kind for node in nodes}
     asked = set(split_ids(request.checks))
     checks = [c for c in registry.ordered(selection.ids) if not c.transports or kinds & set(c.transports)
@@ -203,17 +204,22 @@ def execute(prepared: Prepared, say: Say, on_event: Callable[[Any], None] | None
 def _sweep(prepared: Prepared, say: Say) -> None:
     """Delete whatever this run left in the namespace (the bridges delete their own; this is the net)."""
     from preflight.integrations.kubernetes.api import KubernetesError, core_api
-    from preflight.integrations.kubernetes.sweep import delete_run
+    from preflight.integrations.kubernetes.runs import delete_run
+    from preflight.run.nodes import k8s_run_record
 
     k8s = prepared.request.k8s
     assert k8s is not None
+    record = k8s_run_record(prepared.run_id)
+    if record is not None:
+        record.stop_heartbeat()
     try:
         left = delete_run(core_api(k8s.context), k8s.namespace or "default", prepared.run_id)
     except KubernetesError as exc:
         say(STATUS, f"kubernetes: could not clean up run {prepared.run_id}: {exc}")
         return
-    if left:
-        say(STATUS, f"kubernetes: removed {left} object(s) run {prepared.run_id} left behind")
+    own = 1 if record is not None else 0  # the run's own record is removed too
+    if left > own:
+        say(STATUS, f"kubernetes: removed {left - own} object(s) run {prepared.run_id} left behind")
 
 
 def release(prepared: Prepared) -> None:

@@ -31,7 +31,7 @@ class K8sTransport(Transport):
     def __init__(self, name: str, address: str | None = None, python: str = "python3", *, namespace: str,
                  image: str, run_id: str, context: str | None = None, kubeconfig: str | None = None,
                  gpus: int = 0, start_timeout_s: float = 120.0, coordinator_python: str | None = None,
-                 service_account: str = "preflight") -> None:
+                 service_account: str = "preflight", expires: int | None = None, owner_uid: str = "") -> None:
         if not _NODE_NAME.match(name or ""):
             raise ValueError(f"invalid Kubernetes node name {name!r}")
         super().__init__(name, address or name, python)
@@ -40,11 +40,17 @@ class K8sTransport(Transport):
         self.start_timeout_s = float(start_timeout_s)
         self.coordinator_python = coordinator_python or sys.executable
         self.service_account = service_account
+        # The run's deadline (Unix seconds) and its run record: every pod and ConfigMap carries both.
+        self.expires, self.owner_uid = expires, owner_uid
 
     def bridge_argv(self) -> list[str]:
         argv = [self.coordinator_python, "-m", BRIDGE_MODULE, "--node", self.name, "--namespace", self.namespace,
                 "--image", self.image, "--run-id", self.run_id, "--python", self.python, "--gpus", str(self.gpus),
                 "--start-timeout", f"{self.start_timeout_s:g}", "--service-account", self.service_account]
+        if self.expires is not None:
+            argv += ["--expires", str(int(self.expires))]
+        if self.owner_uid:
+            argv += ["--owner-uid", self.owner_uid]
         if self.context:
             argv += ["--context", self.context]
         if self.kubeconfig:
@@ -70,7 +76,7 @@ class K8sTransport(Transport):
         return {**super().to_spec(), "namespace": self.namespace, "image": self.image, "run_id": self.run_id,
                 "context": self.context, "kubeconfig": self.kubeconfig, "allocatable_gpus": self.gpus,
                 "start_timeout_s": self.start_timeout_s, "coordinator_python": self.coordinator_python,
-                "service_account": self.service_account}
+                "service_account": self.service_account, "expires": self.expires, "owner_uid": self.owner_uid}
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> K8sTransport:
@@ -79,7 +85,8 @@ class K8sTransport(Transport):
                    kubeconfig=spec.get("kubeconfig"), gpus=int(spec.get("allocatable_gpus") or 0),
                    start_timeout_s=float(spec.get("start_timeout_s", 120.0)),
                    coordinator_python=spec.get("coordinator_python"),
-                   service_account=spec.get("service_account") or "preflight")
+                   service_account=spec.get("service_account") or "preflight", expires=spec.get("expires"),
+                   owner_uid=spec.get("owner_uid") or "")
 
     def __repr__(self) -> str:
         return f"K8sTransport({self.name!r}, namespace {self.namespace})"

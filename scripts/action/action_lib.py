@@ -21,6 +21,8 @@ from typing import Any
 # preflight's exit codes (preflight/verdict.py) and the verdict each one stands for.
 VERDICT_OF_EXIT = {0: "GO", 1: "NO-GO", 3: "INCOMPLETE"}
 EXIT_USAGE = 2
+EXIT_SUBSET_GO = 4  # run --shape: a GO on a subset of the nodes only, never a GO
+SUBSET_GO = "SUBSET-GO"
 EXIT_INTERRUPTED = 130
 ERROR = "ERROR"  # no verdict: a usage or configuration error, a crash, an install that failed
 INTERRUPTED = "INTERRUPTED"
@@ -78,6 +80,14 @@ def judge(code: int, results: dict[str, Any] | None, unreadable: str = "") -> tu
             return ERROR, (f"exit code {code} means {want}, but this run's results.json says "
                            f"{said} (exit code {said_code})")
         return want, ""
+    if code == EXIT_SUBSET_GO:
+        verdict = results.get("verdict") if isinstance(results, dict) and isinstance(results.get("verdict"), dict) else {}
+        if verdict.get("subset_go") is True and verdict.get("exit_code") == code:
+            return SUBSET_GO, ""
+        return ERROR, (f"exit code {code} means a GO on a subset of the nodes, but "
+                       + (unreadable or ("this run wrote no results.json" if results is None else
+                                         f"this run's results.json says {verdict.get('verdict')} "
+                                         f"(exit code {verdict.get('exit_code')})")))
     if code == EXIT_USAGE:
         if results is not None or unreadable:
             return ERROR, "exit code 2 means nothing ran, but this run wrote a results.json"

@@ -12,7 +12,7 @@
 #
 # Every output comes from the invocation that just ran: the report files an earlier run left in the
 # report directory are removed before preflight starts, and the verdict is the exit code's
-# (0 GO, 1 NO-GO, 3 INCOMPLETE, 130 INTERRUPTED, anything else ERROR), checked against the
+# (0 GO, 1 NO-GO, 3 INCOMPLETE, 4 SUBSET-GO, 130 INTERRUPTED, anything else ERROR), checked against the
 # results.json this run wrote (scripts/action/action_lib.py).
 #
 # Inputs come as environment variables, as GitHub passes them to composite steps:
@@ -174,6 +174,7 @@ gate)
         1) echo "::error::preflight: NO-GO, the cluster is not ready to train (see the report artifact)" ;;
         2) echo "::error::preflight: usage or configuration error, nothing ran" ;;
         3) echo "::error::preflight: INCOMPLETE, no verdict could be reached" ;;
+        4) echo "::error::preflight: GO on a subset of the nodes only (--shape): the report names the nodes to exclude" ;;
         130) echo "::error::preflight: interrupted; the report artifact holds what finished" ;;
         *) echo "::error::preflight: exited with code $code" ;;
     esac

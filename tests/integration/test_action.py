@@ -150,6 +150,10 @@ def test_the_exit_code_and_a_results_json_that_disagree_are_an_error(tmp_path):
     assert judge(2, "") == ["ERROR", ""]
     assert judge(130, results) == ["INTERRUPTED", ""] and judge(130, "") == ["INTERRUPTED", ""]
     assert judge(137, "") == ["ERROR", ""]
+    assert judge(4)[0] == "ERROR" and judge(4, "")[0] == "ERROR"  # a subset GO that results.json does not back
+    subset = tmp_path / "subset.json"
+    subset.write_text(json.dumps({"verdict": {"verdict": "NO-GO", "exit_code": 4, "subset_go": True}}))
+    assert judge(4, str(subset)) == ["SUBSET-GO", ""]
 
 
 def test_gate_fails_without_an_exit_code_or_with_one_its_verdict_contradicts(tmp_path):
@@ -157,6 +161,7 @@ def test_gate_fails_without_an_exit_code_or_with_one_its_verdict_contradicts(tmp
     assert action("gate", tmp_path, preflight_exit_code="0", preflight_verdict="ERROR").returncode != 0
     assert action("gate", tmp_path, preflight_exit_code="0", preflight_verdict="GO").returncode == 0
     assert action("gate", tmp_path, preflight_exit_code="130", preflight_verdict="INTERRUPTED").returncode == 130
+    assert action("gate", tmp_path, preflight_exit_code="4", preflight_verdict="SUBSET-GO").returncode == 4
 
 
 @pytest.mark.parametrize("inputs, spec", [

@@ -10,6 +10,7 @@ in for the kubelet of the test nodes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -73,13 +74,14 @@ class ApiServer:
         self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                            start_new_session=True))
 
-    def kubeconfig(self, user: str, token: str | None = None) -> Path:
+    def kubeconfig(self, user: str, token: str | None = None, server: str | None = None) -> Path:
+        """A kubeconfig for `user`, reaching the API server at `server` (host:port; default its own)."""
         path = self.dir / f"{user}.kubeconfig"
         path.write_text(f"""apiVersion: v1
 kind: Config
 clusters:
 - name: bed
-  cluster: {{server: "https://127.0.0.1:{self.port}", insecure-skip-tls-verify: true}}
+  cluster: {{server: "https://{server or f'127.0.0.1:{self.port}'}", insecure-skip-tls-verify: true}}
 users:
 - name: {user}
   user: {{token: "{token or TOKENS[user]}"}}
@@ -122,3 +124,66 @@ current-context: {user}
                     proc.kill()
                     proc.wait(5)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Relay:
+    """A TCP relay from `address` (the test bed's bridge, which its network namespaces reach) to the API
+    server on 127.0.0.1, so that pods run inside a node's namespace reach it as pods reach theirs.
+    Bytes pass through untouched (TLS end to end). `with Relay(address, port) as relay:` relay.server."""
+
+    def __init__(self, address: str, port: int) -> None:
+        import threading
+
+        self.target = ("127.0.0.1", port)
+        self.listener = socket.create_server((address, 0))
+        self.listener.settimeout(0.5)
+        self.server = f"{address}:{self.listener.getsockname()[1]}"
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.sockets: list[socket.socket] = []
+
+    def __enter__(self) -> "Relay":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join(5)
+        self.listener.close()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self.stopping.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        src.settimeout(None)
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)

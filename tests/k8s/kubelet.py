@@ -5,9 +5,13 @@ against the real API server: it watches the pods bound (spec.nodeName) to the no
 each pod's command as a local process with the pod's environment and a kubeconfig holding a token
 of the pod's service account (from the TokenRequest API, so RBAC applies to the pod as it would in
 a cluster), reports the pod's phase and its container's exit through the status subresource, and
-ends the process when the pod is deleted, then confirms the deletion. A node may get a private,
-small /dev/shm (a planted fault). Pods of nodes it does not serve stay Pending, as they would on a
-node whose kubelet is gone. preflight's code does not know it is there.
+ends the process when the pod is deleted, then confirms the deletion, and ends a pod past its
+activeDeadlineSeconds (phase Failed, reason DeadlineExceeded) as a kubelet does. A node may get a
+private, small /dev/shm (a planted fault). With `netns` (node -> network namespace of the test bed,
+tests/cluster/testbed.py) each node's pods run inside that node's namespace, with host networking
+meaning the node's own address, and reach the API server through `server` (a relay on the bed's
+bridge). Pods of nodes it does not serve stay Pending, as they would on a node whose kubelet is
+gone. preflight's code does not know it is there.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,13 +37,17 @@ def _now() -> str:
 
 class Kubelet:
     def __init__(self, api: Any, bed: Any, namespace: str, nodes: list[str], shm: dict[str, str] | None = None,
-                 python: str | None = None, libs: dict[str, Path] | None = None) -> None:
+                 python: str | None = None, libs: dict[str, Path] | None = None,
+                 netns: dict[str, str] | None = None, server: str | None = None,
+                 addresses: dict[str, str] | None = None) -> None:
         self.api, self.bed, self.ns, self.nodes = api, bed, namespace, set(nodes)
         self.shm = shm or {}
         # Node -> a directory of libraries laid over the system library directory for that node's pods
         # (the stand-in NVML library, as a driver installed on that node only).
         self.libs = libs or {}
         self.python = python
+        self.netns, self.server, self.addresses = netns or {}, server, addresses or {}
+        self.started_at: dict[str, float] = {}
         self.procs: dict[str, subprocess.Popen] = {}
         self.stopping = threading.Event()
         self.dir = Path(tempfile.mkdtemp(prefix="preflight-kubelet-"))
@@ -56,6 +65,17 @@ class Kubelet:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
+
+    def running(self) -> list[str]:
+        """What still runs of the pods this kubelet started (every process in a pod's work directory)."""
+        import psutil
+
+        found = []
+        for proc in psutil.process_iter(["pid", "cwd", "cmdline"]):
+            cwd = proc.info.get("cwd") or ""
+            if cwd.startswith(str(self.dir)):
+                found.append(f"{proc.info['pid']} {' '.join(proc.info.get('cmdline') or [])}")
+        return found
 
     def _loop(self) -> None:
         while not self.stopping.is_set():
@@ -85,6 +105,13 @@ class Kubelet:
                 self.api.delete_namespaced_pod(name, self.ns, grace_period_seconds=0)
                 self.procs.pop(name, None)
                 continue
+            deadline = pod.spec.active_deadline_seconds
+            if proc is not None and proc.poll() is None and deadline is not None \
+                    and time.monotonic() - self.started_at.get(name, time.monotonic()) > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+                self._finished(pod, 137, reason="DeadlineExceeded")
+                continue
             if proc is None and (pod.status is None or pod.status.phase in (None, "Pending")):
                 self._start(pod)
             elif proc is not None and proc.poll() is not None and pod.status.phase == "Running":
@@ -96,7 +123,7 @@ class Kubelet:
         token = self.api.create_namespaced_service_account_token(
             pod.spec.service_account_name or "default", self.ns,
             {"spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}}).status.token
-        kubeconfig = self.bed.kubeconfig(f"pod-{name}", token)
+        kubeconfig = self.bed.kubeconfig(f"pod-{name}", token, server=self.server)
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH")}
         for item in container.env or []:
             if item.value_from is not None and item.value_from.field_ref is not None:
@@ -115,23 +142,27 @@ class Kubelet:
                       + 'exec "$@"')
             command = ["unshare", "--mount", "env", f"SHM={self.shm.get(node, '')}", f"LIBS={self.libs.get(node, '')}",
                        f"SYSLIB={SYSTEM_LIBRARY_DIR}", "sh", "-c", script, "sh", *command]
+        if node in self.netns:
+            command = ["ip", "netns", "exec", self.netns[node], *command]
         workdir = self.dir / name
         workdir.mkdir(parents=True, exist_ok=True)
         log = open(workdir / "log", "wb")  # noqa: SIM115 - closed with the process
         self.procs[name] = subprocess.Popen(command, env=env, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
         self.started_pods.append(name)
+        self.started_at[name] = time.monotonic()
+        address = self.addresses.get(node, "127.0.0.1")
         self.api.patch_namespaced_pod_status(name, self.ns, {"status": {
-            "phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.1", "startTime": _now(),
+            "phase": "Running", "hostIP": address, "podIP": address, "startTime": _now(),
             "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": _now()}],
             "containerStatuses": [{"name": container.name, "image": container.image, "imageID": "", "ready": True,
                                    "restartCount": 0, "state": {"running": {"startedAt": _now()}}}]}},
             _content_type=STRATEGIC)
 
-    def _finished(self, pod: Any, code: int) -> None:
+    def _finished(self, pod: Any, code: int, reason: str = "") -> None:
         container = pod.spec.containers[0]
         self.api.patch_namespaced_pod_status(pod.metadata.name, self.ns, {"status": {
-            "phase": "Succeeded" if code == 0 else "Failed",
+            "phase": "Succeeded" if code == 0 else "Failed", **({"reason": reason} if reason else {}),
             "containerStatuses": [{"name": container.name, "image": container.image, "imageID": "", "ready": False,
                                    "restartCount": 0, "state": {"terminated": {
                                        "exitCode": code, "reason": "Completed" if code == 0 else "Error",

@@ -25,6 +25,7 @@ from typing import Any
 
 from preflight.integrations.kubernetes.api import KubernetesError, api_error, core_api, object_name, run_labels
 from preflight.integrations.kubernetes.channel import Channel, read_output
+from preflight.integrations.kubernetes.runs import EXPIRES_LABEL, owner_reference
 
 FAILED = 255
 POD_MODULE = "preflight.integrations.kubernetes.pod"
@@ -32,8 +33,11 @@ POLL_S = 0.5
 
 
 def pod_manifest(name: str, node: str, image: str, python: str, service_account: str, gpus: int,
-                 labels: dict[str, str], in_name: str, out_prefix: str, command: list[str]) -> dict[str, Any]:
-    """The pod that runs `command` on `node` (also printed by `preflight k8s manifests`)."""
+                 labels: dict[str, str], in_name: str, out_prefix: str, command: list[str],
+                 deadline_s: int | None = None, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The pod that runs `command` on `node` (also printed by `preflight k8s manifests`). `deadline_s`
+    (activeDeadlineSeconds) ends it when the run's deadline passes, whoever is left to delete it;
+    `owner` is the run record it belongs to (preflight.integrations.kubernetes.runs)."""
     container: dict[str, Any] = {
         "name": "preflight",
         "image": image,
@@ -45,11 +49,13 @@ def pod_manifest(name: str, node: str, image: str, python: str, service_account:
     }
     if gpus > 0:
         container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    spec: dict[str, Any] = {"activeDeadlineSeconds": max(1, int(deadline_s))} if deadline_s is not None else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels, **({"ownerReferences": [owner]} if owner else {})},
         "spec": {
+            **spec,
             "nodeName": node,
             "restartPolicy": "Never",
             "hostNetwork": True,
@@ -81,7 +87,10 @@ class Bridge:
         self.ns = args.namespace
         self.pod = object_name("preflight", args.run_id, args.node, uuid.uuid4().hex[:6])
         self.labels = {**run_labels(args.run_id, args.node), "preflight.dev/pod": self.pod}
-        self.channel = Channel(api, self.ns, self.pod, self.labels)
+        if args.expires is not None:
+            self.labels[EXPIRES_LABEL] = str(int(args.expires))
+        self.owner = owner_reference(args.run_id, args.owner_uid) if args.owner_uid else None
+        self.channel = Channel(api, self.ns, self.pod, self.labels, self.owner)
         self.stopping = threading.Event()
         self.created = False
         self.ran = False  # the pod left Pending: its kubelet will confirm its deletion
@@ -91,11 +100,15 @@ class Bridge:
         self.created = True
         body = pod_manifest(self.pod, self.args.node, self.args.image, self.args.python, self.args.service_account,
                             self.args.gpus, self.labels, self.channel.in_name, self.channel.out_prefix,
-                            self.args.command)
+                            self.args.command, self._deadline_s(), self.owner)
         try:
             self.api.create_namespaced_pod(self.ns, body)
         except Exception as exc:  # noqa: BLE001 - ApiException and transport errors alike
             raise api_error(exc, f"creating pod {self.pod} on {self.args.node}") from None
+
+    def _deadline_s(self) -> int | None:
+        """Seconds from now to the run's deadline (the pod's activeDeadlineSeconds), None without one."""
+        return None if self.args.expires is None else max(1, int(self.args.expires - time.time()))
 
     def forward_stdin(self) -> None:
         text = ""
@@ -170,6 +183,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gpus", type=int, default=0)
     parser.add_argument("--start-timeout", type=float, default=120.0)
     parser.add_argument("--service-account", default="preflight")
+    parser.add_argument("--expires", type=int, default=None, help="the run's deadline, Unix seconds")
+    parser.add_argument("--owner-uid", default=None, help="uid of the run record that owns the pod")
     parser.add_argument("--context")
     parser.add_argument("--kubeconfig")
     parser.add_argument("command", nargs=argparse.REMAINDER)

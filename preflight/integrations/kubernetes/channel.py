@@ -16,13 +16,15 @@ CHUNK_BYTES = 512 * 1024
 
 
 class Channel:
-    def __init__(self, api: Any, namespace: str, pod: str, labels: dict[str, str]) -> None:
-        self.api, self.ns, self.labels = api, namespace, labels
+    def __init__(self, api: Any, namespace: str, pod: str, labels: dict[str, str],
+                 owner: dict[str, Any] | None = None) -> None:
+        self.api, self.ns, self.labels, self.owner = api, namespace, labels, owner
         self.in_name = f"{pod}-in"
         self.out_prefix = f"{pod}-out"
 
     def _body(self, name: str, data: dict[str, str]) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": self.labels},
+        owners = {"ownerReferences": [self.owner]} if self.owner else {}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": self.labels, **owners},
                 "data": data}
 
     def create_input(self) -> None:
@@ -30,6 +32,18 @@ class Channel:
             self.api.create_namespaced_config_map(self.ns, self._body(self.in_name, {"stdin": "", "closed": "0"}))
         except Exception as exc:  # noqa: BLE001
             raise api_error(exc, f"creating ConfigMap {self.in_name} in {self.ns}") from None
+
+    def adopt_input_metadata(self) -> None:
+        """Take the input ConfigMap's labels and owner for the output ones (the pod's side): the run's
+        labels, its deadline and its record, so that whatever removes the run's objects finds these too."""
+        try:
+            meta = self.api.read_namespaced_config_map(self.in_name, self.ns).metadata
+        except Exception as exc:  # noqa: BLE001
+            raise api_error(exc, f"reading ConfigMap {self.in_name}") from None
+        self.labels = dict(meta.labels or {})
+        owners = list(meta.owner_references or [])
+        self.owner = {"apiVersion": owners[0].api_version, "kind": owners[0].kind, "name": owners[0].name,
+                      "uid": owners[0].uid, "blockOwnerDeletion": False} if owners else None
 
     def write_input(self, text: str, closed: bool) -> None:
         try:

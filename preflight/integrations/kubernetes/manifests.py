@@ -15,6 +15,7 @@ from typing import Any
 
 from preflight.integrations.kubernetes.api import MANAGED_BY, MANAGER
 from preflight.integrations.kubernetes.bridge import pod_manifest
+from preflight.integrations.kubernetes.runs import EXPIRES_LABEL
 
 POD_ACCOUNT = "preflight"
 RUNNER_ROLE = "preflight-runner"
@@ -59,11 +60,13 @@ def objects(namespace: str, *, user: str | None = None, group: str | None = None
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RUNNER_ROLE},
              "subjects": subjects},
         ]
+    # The run's deadline and record are filled in per run (preflight.integrations.kubernetes.runs).
     pod = pod_manifest("preflight-run-id-node-name", "node-name", image, "python3", POD_ACCOUNT, 8,
-                       {MANAGED_BY: MANAGER, "preflight.dev/run": "run-id", "preflight.dev/node": "node-name"},
+                       {MANAGED_BY: MANAGER, "preflight.dev/run": "run-id", "preflight.dev/node": "node-name",
+                        EXPIRES_LABEL: "1767225600"},
                        "preflight-run-id-node-name-in", "preflight-run-id-node-name-out",
                        ["python3", "-m", "preflight.workers.guard", "--stdin", "--", "python3", "-m",
-                        "preflight.run.agent"])
+                        "preflight.run.agent"], deadline_s=3600)
     pod["metadata"]["namespace"] = namespace
     found.append(pod)
     return found
@@ -74,6 +77,6 @@ def render(namespace: str, **options: Any) -> str:
 
     docs = objects(namespace, **options)
     head = ("# preflight on Kubernetes: the service account of its pods, the least-privilege roles, and the\n"
-            "# pod each node check runs in (run-id and node-name are filled in per run; the pod is created by\n"
-            "# preflight itself, shown here for review only).\n")
+            "# pod each node check runs in (run-id, node-name, the run's deadline and its owner, the run's\n"
+            "# record, are filled in per run; the pod is created by preflight itself, shown here for review only).\n")
     return head + "\n".join("---\n" + yaml.safe_dump(d, sort_keys=False) for d in docs)

@@ -32,11 +32,15 @@ class Pump:
         self.index = 0
         self.start = {"stdout": 0, "stderr": 0}  # line offsets where the current chunk begins
         self.sent: dict[str, str] = {}
+        # Nobody reads the output any more (the input is gone, or the pod is being deleted): write no new
+        # ConfigMap, which nothing would delete before the run's deadline.
+        self.orphaned = False
 
     def feed(self) -> bool:
         """Pass new input to the command; True when something arrived."""
         data = self.channel.read_input()
-        if data is None:  # the bridge is gone and took its ConfigMap along
+        if data is None:  # the bridge is gone and took its ConfigMap along (or the run was cleaned up)
+            self.orphaned = True
             self.close_input()
             return False
         text = data.get("stdin", "")
@@ -66,6 +70,8 @@ class Pump:
             return
         if exit_code is not None:
             data["exit"] = str(exit_code)
+        if self.orphaned and not self.sent:
+            return
         self.channel.write_output(self.index, data, create=not self.sent)
         self.sent = {k: v for k, v in data.items() if k != "exit"}
 
@@ -86,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     pod = args.in_name[: -len("-in")]
     channel = Channel(api, namespace, pod, {})
     channel.in_name, channel.out_prefix = args.in_name, args.out_prefix
+    try:
+        channel.adopt_input_metadata()
+    except KubernetesError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 1
     proc = RemoteProcess(Here(), command, stdin=True, guard=False)
     pump = Pump(channel, proc)
     stopping = threading.Event()
@@ -97,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     wait_s = FLUSH_S
     while proc.running():
         if stopping.is_set():
+            pump.orphaned = True
             pump.close_input()
             if proc.wait(20) is None:
                 proc.stop(grace_s=0)

@@ -153,3 +153,37 @@ def test_rejudging_records_what_todays_checks_declare():
     assert again.roles == {"node.environment": ROLE_INVENTORY}
     assert "node.environment.no-framework" in again.headlines
     assert again.needs["gpu.visibility"] == ["gpu"]
+
+
+def test_a_shape_is_answered_again_from_the_rejudged_results(tmp_path, monkeypatch):
+    """A recorded run with --shape: re-judged with a floor the pinned node meets, its subset is every node."""
+    from preflight.core.shape import Shape
+    from preflight.core.verdict import EXIT_SUBSET_GO
+    from preflight.run.shape import answer
+
+    check = CHECKS["node.environment"]
+    facts = {"cpu_affinity": 2, "cpu_count": 2, "disks": {}, "env": {}, "fqdn": "localhost", "hostname": "n",
+             "frameworks": {"tensorflow": False, "torch": True}, "hostname_addresses": ["10.0.0.1"],
+             "memlock_hard": -1, "memlock_soft": -1, "memory_available_bytes": 8 << 30,
+             "memory_total_bytes": 16 << 30, "nofile_hard": 1 << 20, "nofile_soft": 1 << 20, "nvidia_gpus": [],
+             "shm_total_bytes": 8 << 30}
+    names = ["n1", "n2", "n3"]
+    report = RunReport(started_at="2026-11-30T09:00:00+00:00", preflight_version="0.0.1",
+                       nodes=[NodeInfo(name=n) for n in names], planned=["node.environment"])
+    from preflight.core.check import Expect
+
+    for name in names:
+        recorded = {**facts, "cpu_affinity": 1 if name == "n3" else 2, "hostname": name}
+        outcome = check().evaluate(recorded, check.params_from({"min_cpus": 2}), Expect())
+        report.add(result_from_outcome(check, outcome, node=name, facts=recorded))
+    report.judged_with = {"params": {"node.environment": {"min_cpus": 2}}}
+    answer(report, Shape(1))
+    assert report.subset["exclude"] == ["n3"] and decide(report).exit_code == EXIT_SUBSET_GO
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(report.to_dict()))
+    out = CliRunner().invoke(cli, ["report", str(path), "--rejudge", "--out", "again", "--format", "json",
+                                   "--set", "node.environment.min_cpus=1"])
+    after = load(Path("again") / "results.json")
+    assert after["subset"]["exclude"] == [] and after["subset"]["offered"], after["subset"]
+    assert out.exit_code == 0 and after["verdict"]["exit_code"] == 0, out.output

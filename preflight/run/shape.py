@@ -1,0 +1,40 @@
+"""The shape's answer for a run (preflight.core.shape), with the rule of which blocking findings are a
+node's own read in one place, and answered again when a recorded run is re-judged."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from preflight.core.model import RunReport
+
+
+def own_findings(report: RunReport) -> dict[str, list[tuple[str, str]]]:
+    """Node -> the blocking findings that are its own: the rule draining and cordoning act on."""
+    from preflight.core.blame import own_findings as rule
+
+    return rule(report)
+
+
+def answer(report: RunReport, shape: Any, groups: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Set and return report.subset: the largest healthy subset of the run's nodes in `shape`."""
+    from preflight.core.shape import subset_for
+
+    report.subset = subset_for(report, shape, own_findings(report), groups)
+    return report.subset
+
+
+def answer_again(report: RunReport) -> None:
+    """After re-judging: the same shape answered from the new results (a stale answer is never kept)."""
+    if not isinstance(report.subset, dict):
+        return
+    from preflight.core.shape import ShapeError, parse
+
+    try:
+        shape = parse([str(report.subset.get("shape") or "")])
+    except ShapeError:
+        shape = None
+    if shape is None:
+        report.subset = None
+        return
+    answer(report, shape, report.subset.get("groups") or None)

@@ -1,0 +1,218 @@
+"""GO in the job's shape (run --shape): the largest healthy subset, and how every output carries it."""
+
+import json
+
+import pytest
+
+from preflight.core.model import CheckResult, Finding, NodeInfo, RunReport, Scope, Status
+from preflight.core.shape import (
+    Candidate, Shape, ShapeError, hosts_text, kubernetes_text, largest, parse, sentence, subset_for,
+)
+from preflight.core.verdict import EXIT_SUBSET_GO, Verdict, decide
+from preflight.run.shape import own_findings
+
+NODE_CHECK = "node.environment"
+CLUSTER_CHECK = "net.bandwidth"
+
+
+def _report(names, failing=(), erroring=(), cluster=None, **kwargs):
+    results = []
+    for name in names:
+        if name in failing:
+            results.append(CheckResult(NODE_CHECK, name, Status.FAIL, "shm small", findings=[
+                Finding(f"{NODE_CHECK}.shm-small", Status.FAIL, "shm small", "grow it")]))
+        elif name in erroring:
+            results.append(CheckResult(NODE_CHECK, name, Status.ERROR, "timed out"))
+        else:
+            results.append(CheckResult(NODE_CHECK, name, Status.PASS, "fine"))
+    if cluster is not None:
+        results.append(cluster)
+    return RunReport(started_at="2026-12-01T00:00:00+00:00", nodes=[NodeInfo(n) for n in names],
+                     planned=[NODE_CHECK] + ([cluster.check_id] if cluster else []),
+                     cluster_checks=[cluster.check_id] if cluster else [], results=results, **kwargs)
+
+
+def _subset(report, shape, groups=None):
+    report.subset = subset_for(report, shape, own_findings(report), groups)
+    return report.subset
+
+
+NAMES = [f"gpu{i:02d}" for i in range(1, 11)]
+
+
+@pytest.mark.parametrize("values, expected", [
+    (["nodes-multiple-of=4"], Shape(4)),
+    (["nodes-multiple-of=4,within=group", "gpus-per-node=8"], Shape(4, "group", 8)),
+    (["within=group"], Shape(1, "group")),
+])
+def test_parse(values, expected):
+    assert parse(values) == expected
+
+
+@pytest.mark.parametrize("value, key", [
+    ("nodes-multiple-of=0", "nodes-multiple-of"), ("nodes-multiple-of=x", "nodes-multiple-of"),
+    ("gpus-per-node=-1", "gpus-per-node"), ("within=rack", "within"), ("node-multiple-of=4", "node-multiple-of"),
+    ("nodes-multiple-of", "nodes-multiple-of"),
+])
+def test_parse_refuses_naming_the_key(value, key):
+    with pytest.raises(ShapeError, match=f"--shape {key}"):
+        parse([value])
+
+
+def test_no_shape_is_none():
+    assert parse([]) is None and parse([" , "]) is None
+
+
+def test_two_broken_nodes_leave_the_largest_multiple():
+    report = _report(NAMES, failing={"gpu03"}, erroring={"gpu07"})
+    subset = _subset(report, Shape(4))
+    assert subset["offered"] and len(subset["nodes"]) == 8
+    assert subset["exclude"] == ["gpu03", "gpu07"]
+    assert subset["reasons"] == {"gpu03": f"{NODE_CHECK}.shm-small", "gpu07": f"{NODE_CHECK}.timed-out"}
+    assert subset["slurm_exclude"] == "gpu[03,07]"
+    decision = decide(report)
+    assert decision.verdict is Verdict.NO_GO and decision.subset_go and decision.exit_code == EXIT_SUBSET_GO
+
+
+def test_multiple_leaves_out_healthy_nodes_last_in_order():
+    report = _report(NAMES, failing={"gpu01"})
+    subset = _subset(report, Shape(4))
+    assert subset["nodes"] == NAMES[1:9] and subset["exclude"] == ["gpu01", "gpu10"]
+    assert subset["reasons"]["gpu10"].startswith("left out to keep a multiple")
+
+
+def test_a_go_on_every_node_in_the_shape_is_a_plain_go():
+    report = _report(NAMES[:8])
+    subset = _subset(report, Shape(4))
+    assert subset["exclude"] == [] and decide(report).exit_code == 0
+
+
+def test_a_go_that_does_not_fit_the_shape_is_not_exit_0():
+    report = _report(NAMES[:9])
+    _subset(report, Shape(4))
+    decision = decide(report)
+    assert decision.verdict is Verdict.GO and decision.exit_code == EXIT_SUBSET_GO
+
+
+def test_unlocated_cluster_failure_offers_no_subset():
+    cluster = CheckResult(CLUSTER_CHECK, "cluster", Status.FAIL, "slow", scope=Scope.CLUSTER, findings=[
+        Finding(f"{CLUSTER_CHECK}.slow", Status.FAIL, "the cluster is slow", "fix it")])
+    report = _report(NAMES, failing={"gpu02"}, cluster=cluster)
+    subset = _subset(report, Shape(3))
+    assert not subset["offered"] and f"{CLUSTER_CHECK}.slow" in subset["why_not"]
+    assert decide(report).exit_code == 1
+    assert "no GO on a subset" in decide(report).reason
+
+
+def test_cluster_finding_naming_a_node_leaves_that_node_out():
+    cluster = CheckResult(CLUSTER_CHECK, "cluster", Status.FAIL, "slow", scope=Scope.CLUSTER, findings=[
+        Finding(f"{CLUSTER_CHECK}.isolated-node", Status.FAIL, "gpu05 is slow", "fix it", node="gpu05")])
+    report = _report(NAMES[:4], cluster=cluster)
+    assert not _subset(report, Shape())["offered"]  # gpu05 is no node of this run: pinned on none of them
+    report = _report(NAMES[:5], cluster=cluster)
+    subset = _subset(report, Shape())
+    assert subset["offered"] and subset["exclude"] == ["gpu05"]
+
+
+def test_missing_cluster_result_offers_no_subset():
+    report = _report(NAMES[:4], failing={"gpu01"})
+    report.planned.append(CLUSTER_CHECK)
+    report.cluster_checks.append(CLUSTER_CHECK)
+    assert not _subset(report, Shape())["offered"]
+
+
+def test_unreachable_node_is_left_out():
+    report = _report(NAMES[:4], erroring={"gpu04"})
+    report.nodes[3].reachable = False
+    assert _subset(report, Shape(3))["reasons"] == {"gpu04": "unreachable"}
+
+
+def test_interrupted_run_offers_nothing_and_keeps_130():
+    report = _report(NAMES[:4], failing={"gpu01"}, interrupted=True)
+    subset = _subset(report, Shape())
+    assert not subset["offered"] and decide(report).exit_code == 130
+
+
+def test_within_group_keeps_the_largest_group():
+    groups = {n: ("leafA" if i < 3 else "leafB") for i, n in enumerate(NAMES)}
+    report = _report(NAMES, failing={"gpu06"})
+    subset = _subset(report, Shape(2, "group"), groups)
+    assert subset["group"] == "leafB" and subset["nodes"] == ["gpu04", "gpu05", "gpu07", "gpu08", "gpu09", "gpu10"]
+    assert subset["reasons"]["gpu01"] == "outside the group leafB"
+
+
+def test_gpus_per_node_counts_gpus_and_unknown_does_not_fit():
+    found = largest(Shape(1, "", 8), [Candidate("a", gpus=8), Candidate("b", gpus=4), Candidate("c")], {})
+    assert found["nodes"] == ["a"] and set(found["exclude"]) == {"b", "c"}
+    assert found["reasons"]["c"] == "GPU count unknown"
+
+
+def test_nothing_fits():
+    found = largest(Shape(4), [Candidate("a"), Candidate("b")], {"a": "x"})
+    assert not found["offered"] and "no healthy nodes fit" in found["why_not"]
+
+
+def test_at_1024_nodes_the_sentence_and_the_lists():
+    names = [f"gpu{i:04d}" for i in range(1, 1025)]
+    bad = {n: "node.environment.shm-small" for n in names[100:106]} | {"gpu0007": "x", "gpu0900": "y"}
+    found = largest(Shape(8), [Candidate(n) for n in names], bad)
+    assert len(found["nodes"]) == 1016 and len(found["exclude"]) == 8
+    assert sentence(found).startswith("GO on 1,016 of 1,024 nodes (shape nodes-multiple-of=8): exclude these 8: ")
+    assert found["slurm_exclude"] == "gpu[0007,0101-0106,0900]"
+    assert hosts_text(found).splitlines() == found["nodes"]
+    assert kubernetes_text(found).count('- "gpu') == 1016
+
+
+def test_outputs_carry_the_subset_and_old_files_load(tmp_path):
+    from preflight.reporters import json_report, junit, markdown, prometheus, terminal
+    from preflight.reporters import html
+
+    report = _report(NAMES[:5], failing={"gpu02"})
+    _subset(report, Shape(3))
+    data = json.loads(json_report.render(report))
+    assert data["subset"]["exclude"] == ["gpu02", "gpu05"] and data["verdict"]["exit_code"] == EXIT_SUBSET_GO
+    assert data["verdict"]["subset_go"] is True
+    again = RunReport.from_dict(data)
+    assert again.subset == report.subset and decide(again).exit_code == EXIT_SUBSET_GO
+    for render in (terminal.render, markdown.render, html.render):
+        assert "gpu[02,05]" in render(report)
+    assert 'type="SUBSET-GO"' in junit.render(report)
+    prom = prometheus.render(report)
+    assert "preflight_exit_code 4.0" in prom and "preflight_subset_nodes 3.0" in prom
+    old = {k: v for k, v in data.items() if k not in ("subset", "verdict")}
+    loaded = RunReport.from_dict(old)
+    assert loaded.subset is None and decide(loaded).exit_code == 1
+    assert "subset" not in json.loads(json_report.render(loaded))
+
+
+def test_schema_accepts_the_subset():
+    import jsonschema
+    from importlib.resources import files
+
+    from preflight.reporters import json_report
+
+    schema = json.loads(files("preflight").joinpath("schema/run-report.schema.json").read_text())
+    report = _report(NAMES[:5], failing={"gpu02"})
+    _subset(report, Shape(3))
+    jsonschema.validate(json.loads(json_report.render(report)), schema)
+
+
+@pytest.mark.parametrize("value", ["within=rack", "nodes-multiple-of=0", "bogus=1", "gpus-per-node"])
+def test_run_refuses_a_bad_shape_naming_the_flag_before_anything_runs(tmp_path, monkeypatch, value):
+    from click.testing import CliRunner
+
+    from preflight.cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["run", "--checks", "example.echo", "--shape", value, "--out", "out"])
+    assert result.exit_code == 2 and "--shape" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_help_names_exit_code_4():
+    from click.testing import CliRunner
+
+    from preflight.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["run", "--help"])
+    assert "4 with --shape" in " ".join(result.output.split())
