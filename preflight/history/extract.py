@@ -282,6 +282,12 @@ def facts_by_node(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str
     return out
 
 
+def images_of_report(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every node's image (see image_of)."""
+    facts = facts_by_node(report.get("results") or [])
+    return {n: image_of(facts.get(n, {})) for n in node_names(report)}
+
+
 def node_image(report: dict[str, Any], node: str) -> dict[str, Any]:
     return image_of(facts_by_node(report.get("results") or []).get(node, {}))
 

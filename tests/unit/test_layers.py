@@ -78,23 +78,35 @@ def test_the_check_ids_of_built_in_checks_appear_nowhere_outside_the_checks():
 
 
 # Modules whose functions are held to the size limits below; the others join as they are split.
-SMALL_FUNCTION_MODULES = [
-    "checks/canary/figures.py",
-    "checks/collectives/local.py",
-    "checks/collectives/nccl_tests.py",
-    "checks/dataloader/throughput.py",
-    "checks/monitoring/alarms.py",
-    "checks/scaling/multi_gpu.py",
-    "checks/scaling/table.py",
-    "checks/storage/shared.py",
-    "preflight/history/extract.py",
-    "preflight/history/learn.py",
-    "preflight/launch/nccl_log.py",
-    "preflight/launch/ranks.py",
-    "preflight/launch/torchrun_log.py",
-    "preflight/reporters/fleet_history.py",
-    "preflight/workers/canary.py",
-]
+# The functions still over the limits, by module and name: this list only shrinks. Every other function
+# of preflight/ and checks/, a new one too, is held to them.
+NOT_YET_SPLIT = {
+    "checks/checkpoint/cluster_events.py:timeline",
+    "checks/checkpoint/cluster_resume.py:judge",
+    "checks/checkpoint/cluster_tf.py:judge_tensorflow",
+    "checks/checkpoint/roundtrip.py:evaluate",
+    "checks/collectives/cluster.py:evaluate",
+    "checks/gpu/judging.py:_judge_counts",
+    "checks/gpu/judging.py:_judge_gpu",
+    "checks/gpu/judging.py:outcome",
+    "checks/net/bandwidth.py:collect",
+    "checks/net/bandwidth.py:evaluate",
+    "checks/scaling/multi_node.py:evaluate",
+    "checks/versions/pinned.py:_judge_pins",
+    "preflight/core/compare.py:compare",
+    "preflight/core/config.py:_build",
+    "preflight/core/expectations.py:expectation_results",
+    "preflight/core/shape.py:largest",
+    "preflight/core/verdict.py:decide",
+    "preflight/launch/isolation_plan.py:pair_task",
+    "preflight/reporters/glance.py:at_a_glance",
+    "preflight/reporters/junit.py:render",
+    "preflight/reporters/terminal.py:render",
+    "preflight/workers/allreduce.py:measure_allreduce",
+    "preflight/workers/ddp_scaling.py:measure_scaling",
+    "preflight/workers/gpu_nvml.py:_read_gpu",
+    "preflight/workers/resume_train.py:train",
+}
 MAX_FUNCTION_LINES = 80
 MAX_COMPLEXITY = 30
 _BRANCHES = (ast.If, ast.IfExp, ast.With, ast.AsyncWith, ast.Assert, ast.match_case)
@@ -143,14 +155,21 @@ def test_the_complexity_count_sees_every_kind_of_branch():
     assert _complexity(function) == 18
 
 
-def test_functions_are_small_enough_to_read():
-    """No function over 80 lines (from its `def` to its last line, decorators aside) and none with a
-    McCabe complexity over 30 (see _complexity), in the modules of SMALL_FUNCTION_MODULES."""
+def _over_the_limits() -> list[str]:
     over = []
-    for rel in SMALL_FUNCTION_MODULES:
-        for node in ast.walk(ast.parse((ROOT / rel).read_text(encoding="utf-8"))):
+    for rel, _, source in _modules():
+        for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines, complexity = node.end_lineno - node.lineno + 1, _complexity(node)
                 if lines > MAX_FUNCTION_LINES or complexity > MAX_COMPLEXITY:
-                    over.append(f"{rel}:{node.lineno} {node.name}: {lines} lines, complexity {complexity}")
-    assert over == []
+                    over.append(f"{rel}:{node.name}")
+    return over
+
+
+def test_functions_are_small_enough_to_read():
+    """No function in preflight/ or checks/ over 80 lines (from its `def` to its last line, decorators
+    aside) or with a McCabe complexity over 30 (see _complexity), but those NOT_YET_SPLIT names; and no
+    name stays on that list once its function is within the limits."""
+    over = _over_the_limits()
+    assert sorted(set(over) - NOT_YET_SPLIT) == []
+    assert sorted(NOT_YET_SPLIT - set(over)) == []
