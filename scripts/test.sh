@@ -98,4 +98,25 @@ if [ -z "${PREFLIGHT_KUBE_APISERVER:-}" ] && [ "$(id -u)" = 0 ] && command -v ap
 fi
 
 # Not exec: the trap above ends the background jobs and removes their state when the tests end.
-"$VENV/bin/python" -m pytest -rs "$@"
+if [ "$#" -gt 0 ]; then
+    "$VENV/bin/python" -m pytest -rs "$@"
+    exit
+fi
+# The whole suite: the unit tests (pure functions and single processes, no test bed) run beside the others,
+# filling the time the multi-node, Slurm and Kubernetes tests spend waiting on links, daemons and pods. Each
+# run's summary is printed; the suite fails when either does.
+"$VENV/bin/python" -m pytest -rs -p no:cacheprovider tests/unit >"$SETUP_DIR/unit.log" 2>&1 &
+unit_pid=$!
+set +e
+"$VENV/bin/python" -m pytest -rs --ignore=tests/unit
+others=$?
+wait "$unit_pid"
+unit=$?
+set -e
+echo
+echo "=== tests/unit, run beside the others (exit $unit) ==="
+cat "$SETUP_DIR/unit.log"
+if [ "$others" -ne 0 ]; then
+    exit "$others"
+fi
+exit "$unit"
