@@ -98,8 +98,8 @@ def test_a_node_named_by_isolation_is_cordoned(kube, netns_nodes, tmp_path):
     result = next(r for r in report["results"] if r["check_id"] == "net.bandwidth")
     isolated = [f for f in result["findings"] if f["id"] == "net.bandwidth.isolated-node"]
     assert isolated, [f["id"] for f in result["findings"]]
-    if isolated[0].get("node") is None:
-        pytest.skip("the isolated-node finding names its node only in its message (no `node` on the finding), "
-                    "so --cordon has nothing to act on yet")
+    component = isolated[0].get("component") or {}
+    assert component.get("kind") == "node" and component.get("nodes") == [slow] and component.get("confirmed"), \
+        isolated[0]  # the finding names the node as data: that is what --cordon acts on
     taints = _taints(kube, names)
     assert TAINT in taints[slow] and all(TAINT not in taints[n] for n in names if n != slow)
