@@ -44,6 +44,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from preflight.workers.checkpoint_train import fsync_directory
+
 STEP_PREFIX = "step-"
 TMP_MARK = ".tmp-"
 TOKENS = "nodes-seen"
@@ -80,14 +82,6 @@ def newest_checkpoint(root: Path, atomic: bool) -> Path | None:
 def complete(path: Path) -> bool:
     """A DCP checkpoint is complete when its metadata is written (rank 0 writes it last)."""
     return (path / ".metadata").is_file()
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def build(seed: int, payload_elems: int, rank: int, device: str):
@@ -267,7 +261,7 @@ def train(args: argparse.Namespace) -> None:
                 dist.barrier()
                 if me.rank == 0:
                     os.replace(path, target)
-                    fsync_dir(root)
+                    fsync_directory(root)
                 dist.barrier()
             written = sum(f.stat().st_size for f in target.glob(f"__{me.rank}_*")) if target.is_dir() else 0
             me.event("saved", step=step, save_s=round(time.monotonic() - began, 4), bytes=written)
