@@ -105,7 +105,7 @@ fi
 # The whole suite: the unit tests (pure functions and single processes, no test bed) run beside the others,
 # filling the time the multi-node, Slurm and Kubernetes tests spend waiting on links, daemons and pods. Each
 # run's summary is printed; the suite fails when either does.
-"$VENV/bin/python" -m pytest -rs -p no:cacheprovider tests/unit >"$SETUP_DIR/unit.log" 2>&1 &
+nice -n 10 "$VENV/bin/python" -m pytest -rs -p no:cacheprovider tests/unit >"$SETUP_DIR/unit.log" 2>&1 &
 unit_pid=$!
 set +e
 "$VENV/bin/python" -m pytest -rs --ignore=tests/unit

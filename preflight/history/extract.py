@@ -261,20 +261,22 @@ def recorded_verdict(report: dict[str, Any]) -> str | None:
 # The image of a node
 # ---------------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=1)
-def image_checks() -> tuple[Any, ...]:
-    """One instance of each installed check that reads a node's image (Check.image_source), most
-    trusted source first (IMAGE_SOURCES), then by id."""
+@functools.lru_cache(maxsize=16)
+def image_checks(ids: frozenset[str]) -> tuple[Any, ...]:
+    """One instance of each installed check among `ids` that reads a node's image (Check.image_source),
+    most trusted source first (IMAGE_SOURCES), then by id. Only those checks are imported: a plugin the
+    run skipped (absent from its results) never is."""
     from preflight.core.check import IMAGE_SOURCES
     from preflight.core.registry import discover
 
-    found = [c for c in discover().checks.values() if c.image_source in IMAGE_SOURCES]
+    found = [c for c in discover(only=set(ids)).checks.values() if c.image_source in IMAGE_SOURCES]
     return tuple(c() for c in sorted(found, key=lambda c: (IMAGE_SOURCES.index(c.image_source), c.id)))
 
 
 def facts_by_node(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """node -> check id -> facts, for the checks the image is read from."""
-    ids = {c.id for c in image_checks()}
+    present = frozenset(str(r["check_id"]) for r in results if isinstance(r, dict) and r.get("check_id"))
+    ids = {c.id for c in image_checks(present)}
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for r in results:
         if isinstance(r, dict) and r.get("check_id") in ids:
@@ -297,7 +299,7 @@ def image_of(facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     each field from the most trusted check that states it (Check.image); "digest" is None when no
     check recorded any of it."""
     image: dict[str, Any] = dict.fromkeys(IMAGE_FIELDS)
-    for check in image_checks():
+    for check in image_checks(frozenset(facts)):
         own = facts.get(check.id)
         if not isinstance(own, dict):
             continue

@@ -136,8 +136,9 @@ def test_a_nodes_image_comes_from_what_the_checks_declare_the_most_trusted_sourc
     from preflight.core.registry import discover
     from preflight.history.extract import image_checks, image_of
 
-    declared = {c.id: c.image_source for c in image_checks()}
-    assert declared == {cid: c.image_source for cid, c in discover().checks.items() if c.image_source}
+    checks = discover().checks
+    declared = {c.id: c.image_source for c in image_checks(frozenset(checks))}
+    assert declared == {cid: c.image_source for cid, c in checks.items() if c.image_source}
     facts = {"versions.pinned": {"stack": {"driver": "550.54.15", "torch": "2.4.1", "kernel": "6.1.0"}},
              "gpu.visibility": {"nvml": {"driver_version": "550.90.07", "device_count": 8,
                                          "gpus": [{"name": "NVIDIA H100 80GB HBM3", "vbios_version": "96.00"}] * 8},
