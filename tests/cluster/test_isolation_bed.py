@@ -158,6 +158,7 @@ def test_collectives_adaptive_names_a_broken_pair_as_a_link(bed, broken, cluster
     assert leftovers(bed) == []
 
 
+@pytest.mark.comparison
 def test_collectives_pairs_on_the_broken_pair_for_comparison(bed, broken, cluster_context):
     result, elapsed = collectives(cluster_context(bed, timeout_s=TIMEOUT_S), min_busbw_gbps=0.01, isolation="pairs")
     record("collectives.cluster, one pair broken, pairwise round-robin", result, elapsed)
