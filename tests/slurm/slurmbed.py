@@ -285,6 +285,16 @@ class SlurmBed(TestBed):
                               timeout=30, stdin=subprocess.DEVNULL)
         return [line for line in proc.stdout.splitlines() if line.strip()]
 
+    def jobs_left(self, settle_s: float = 30.0) -> list[str]:
+        """The jobs still listed after a job ended, once a job listed as COMPLETING (salloc and sbatch can
+        return while Slurm still ends the job's steps) has had `settle_s` to be gone."""
+        deadline = time.monotonic() + settle_s
+        listed = self.jobs()
+        while listed and all(line.endswith("COMPLETING") for line in listed) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            listed = self.jobs()
+        return listed
+
     def leftovers(self, index: int) -> list[tuple[int, str]]:
         """Processes in the node's namespace other than its slurmd and sshd: what a job or step left behind."""
         slurmd = self._procs.get(f"slurmd-{self.node(index).name}")

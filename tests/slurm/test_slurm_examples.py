@@ -31,7 +31,7 @@ def test_the_sbatch_script_checks_every_node_of_its_job_and_exits_with_the_verdi
     assert data["verdict"]["verdict"] == "GO"
     assert {n["name"] for n in data["nodes"]} == {"n1", "n2", "n3"}
     assert {r["node"] for r in data["results"]} == {"n1", "n2", "n3", "cluster"}
-    assert bed.jobs() == []
+    assert bed.jobs_left() == []
     for node in bed.nodes:
         assert bed.leftovers(node.index) == [], bed.leftovers(node.index)
 

@@ -61,7 +61,7 @@ def test_three_node_allocation_is_go_with_every_node_named_by_slurm(make_slurm_b
     assert {r["node"] for r in data["results"] if r["node"] != "cluster"} == {"n1", "n2", "n3"}
     hostnames = {r["node"]: r["facts"]["hostname"] for r in data["results"] if r["check_id"] == "node.environment"}
     assert hostnames == {"n1": "n1", "n2": "n2", "n3": "n3"}  # each agent ran on its own node
-    assert bed.jobs() == []
+    assert bed.jobs_left() == []
     for node in bed.nodes:
         assert bed.leftovers(node.index) == [], bed.leftovers(node.index)
 
