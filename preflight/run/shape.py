@@ -1,5 +1,6 @@
-"""The shape's answer for a run (preflight.core.shape), with the rule of which blocking findings are a
-node's own read in one place, and answered again when a recorded run is re-judged."""
+"""The shape's answer for a run (preflight.core.shape), with which blocking findings are a node's own
+read from preflight.core.blame as drain and cordon read it, and answered again when a recorded run is
+re-judged."""
 
 from __future__ import annotations
 
@@ -9,15 +10,9 @@ from typing import Any
 from preflight.core.model import RunReport
 
 
-def own_findings(report: RunReport) -> dict[str, list[tuple[str, str]]]:
-    """Node -> the blocking findings that are its own: the rule draining and cordoning act on."""
-    from preflight.core.blame import own_findings as rule
-
-    return rule(report)
-
-
 def answer(report: RunReport, shape: Any, groups: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Set and return report.subset: the largest healthy subset of the run's nodes in `shape`."""
+    from preflight.core.blame import own_findings
     from preflight.core.shape import subset_for
 
     report.subset = subset_for(report, shape, own_findings(report), groups)

@@ -9,7 +9,7 @@ from preflight.core.shape import (
     Candidate, Shape, ShapeError, hosts_text, kubernetes_text, largest, parse, sentence, subset_for,
 )
 from preflight.core.verdict import EXIT_SUBSET_GO, Verdict, decide
-from preflight.run.shape import own_findings
+from preflight.core.blame import own_findings
 
 NODE_CHECK = "node.environment"
 CLUSTER_CHECK = "net.bandwidth"
