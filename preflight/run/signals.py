@@ -13,6 +13,7 @@ KeyboardInterrupt out of a cleanup, never click's "Aborted!" with exit 1.
 
 from __future__ import annotations
 
+import atexit
 import signal
 import sys
 import threading
@@ -50,6 +51,10 @@ class Interrupts:
             self._armed = self._preparing = False
             if self.count:
                 self.raised = True  # nothing raises any more: the handler only counts
+                # The handler counts while Python runs; when the interpreter shuts down it puts back
+                # the default action of every signal it handled, and a SIGTERM then would still end
+                # the process by signal (-15, not 130). From the exit handlers on, these are ignored.
+                atexit.register(ignore_from_now)
             else:
                 for signum, handler in previous.items():
                     signal.signal(signum, handler)
@@ -82,6 +87,12 @@ class Interrupts:
     @property
     def received(self) -> bool:
         return self.count > 0
+
+
+def ignore_from_now() -> None:
+    """The command is ending with exit 130: SIGINT and SIGTERM can no longer change how it ends."""
+    for signum in SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 # The one instance of the process: `preflight run` takes the signals with it, the runner arms it around its run.

@@ -66,3 +66,45 @@ def test_once_the_run_has_started_a_signal_stops_it_inside_the_window(restored_h
         for _ in range(1000):
             pass
         assert interrupts.count == 1 and interrupts.received
+
+
+SHUTDOWN_SCRIPT = r'''
+import os, signal, subprocess, sys, time
+from preflight.run.signals import Interrupts
+
+# A helper that sends SIGTERM once told to, while the interpreter is tearing its modules down.
+read_end, write_end = os.pipe()
+helper = subprocess.Popen(["sh", "-c", "read line; kill -TERM %d" % os.getpid()], stdin=read_end)
+os.close(read_end)
+
+
+class SlowToFinalize:
+    def __del__(self, write=os.write, fd=write_end, sleep=time.sleep):
+        write(fd, b"now\n")
+        sleep(1.0)  # the SIGTERM lands here, after the interpreter put back the default handlers
+
+
+kept_until_shutdown = SlowToFinalize()
+interrupts = Interrupts()
+with interrupts.handling():
+    try:
+        with interrupts.armed():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+    except KeyboardInterrupt:
+        pass
+    sys.exit(130)
+'''
+
+
+def test_a_signal_while_the_interpreter_shuts_down_leaves_exit_130(tmp_path):
+    # A CI runner's later SIGTERM can arrive after the exit handlers ran; the process still exits 130.
+    import subprocess
+    import sys
+
+    script = tmp_path / "shutdown.py"
+    script.write_text(SHUTDOWN_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    proc = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
