@@ -123,7 +123,10 @@ FIXES = {
     "pairwise-all-good": FIX_SLOW,
     "pairwise-none": FIX_SLOW,
     # The adaptive pass (preflight.launch.isolation): what it names, and when it cannot.
-    "isolated-node": FIX_SLOW,
+    "isolated-node": ("The node named slows every collective it joins: check its HCAs or NICs (`ibstat`, `ethtool -S`: "
+                      "negotiated speed, errors), which NIC each GPU uses (`nvidia-smi topo -m`), and the transport "
+                      "its ranks picked (NCCL_DEBUG=INFO); leave it out of jobs until it is fixed, then run the check "
+                      "again."),
     "isolated-link": ("The link between the two nodes named: reseat or replace its cable or transceiver, check both "
                       "switch ports (error counters, `ethtool -S`), then run net.bandwidth between the two."),
     "isolated-boundary": ("The path between the two topology groups named: check the trunk or uplinks between their "

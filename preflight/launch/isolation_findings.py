@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from preflight.core.model import (
-    COMPONENT_BOUNDARY, COMPONENT_LINK, COMPONENT_NODE, Component, Finding, Status,
+    COMPONENT_BOUNDARY, COMPONENT_GPU, COMPONENT_LINK, COMPONENT_NODE, Component, Finding, Status,
 )
 from preflight.launch.nodes import names_text
 
@@ -63,7 +63,11 @@ def isolation_findings(check: Any, facts: dict[str, Any] | None, level: Status, 
 
 
 def _with(finding: Finding, component: Component | None) -> Finding:
+    """The finding with its component; one that names a node (or a GPU of one) is on that node, so every
+    report lists it there and not "across the cluster". A link or a boundary is on no one node."""
     finding.component = component
+    if component is not None and component.kind in (COMPONENT_NODE, COMPONENT_GPU) and component.nodes:
+        finding.node = component.nodes[0]
     return finding
 
 

@@ -104,3 +104,27 @@ def test_a_run_that_met_its_floors_starts_the_pass_when_one_nodes_ranks_lag():
     times["n5"] = 1.6
     assert slow_ranks_reason(times).startswith("n5's ranks took 1.6 s")
     assert slow_ranks_reason({"a": 1.0, "b": 9.0}) is None  # too few nodes to have a median worth the name
+
+
+def test_the_reports_list_an_isolated_node_on_that_node_and_a_link_on_neither():
+    from preflight.core.model import CLUSTER_NODE, Scope
+    from preflight.core.verdict import decide
+    from preflight.reporters import markdown
+    from tests.conftest import make_report, make_result
+
+    def report_of(outcome):
+        result = make_result("collectives.cluster", CLUSTER_NODE, outcome.status, outcome.summary,
+                             scope=Scope.CLUSTER, findings=outcome.findings)
+        return make_report([result], nodes=NODES)
+
+    node_outcome = evaluate(with_isolation([Fault("slow-node", ("gpu03",), 0.3)]))
+    (named,) = [f for f in node_outcome.findings if f.id == "collectives.cluster.isolated-node"]
+    assert named.node == "gpu03"
+    report = report_of(node_outcome)
+    assert "(on gpu03)" in decide(report).reason
+    rows = [line for line in markdown.render(report).splitlines() if line.startswith("- ") and "gpu03 is at fault" in line]
+    assert rows and all(line.endswith("collectives.cluster on gpu03") for line in rows)
+
+    link_outcome = evaluate(with_isolation([Fault("bad-link", ("gpu01", "gpu04"), 0.3)]))
+    (link,) = [f for f in link_outcome.findings if f.id == "collectives.cluster.isolated-link"]
+    assert link.node is None and link.component.nodes == ["gpu01", "gpu04"]
