@@ -128,3 +128,28 @@ def test_the_reports_list_an_isolated_node_on_that_node_and_a_link_on_neither():
     link_outcome = evaluate(with_isolation([Fault("bad-link", ("gpu01", "gpu04"), 0.3)]))
     (link,) = [f for f in link_outcome.findings if f.id == "collectives.cluster.isolated-link"]
     assert link.node is None and link.component.nodes == ["gpu01", "gpu04"]
+
+
+def test_a_shortfall_no_group_reproduces_is_measured_again_and_a_reading_that_meets_the_floor_is_a_transient():
+    from preflight_checks.collectives.cluster import below_floor, met_floor
+
+    facts = with_isolation([])  # a healthy fleet: every group meets the floor
+    params = Params(**facts["_params"])
+    assert below_floor(facts["run"], params) and not met_floor(facts["run"], params)
+    good_run = load_facts("collectives_cluster/gpu_2nodes_8x_h100_nccl_built.json")["run"]  # 368 GB/s
+    assert met_floor(good_run, params)
+
+    transient = evaluate({**facts, "rechecks": [good_run]})
+    assert transient.status is Status.WARN  # GO: one reading below, the next met it
+    assert "collectives.cluster.transient" in ids(transient)
+    assert "collectives.cluster.slow-busbw" not in ids(transient)
+    (finding,) = [f for f in transient.findings if f.id == "collectives.cluster.transient"]
+    assert "below its floor in 1 of 2 all-node readings (then 368.0 GB/s)" in finding.message
+
+    confirmed = evaluate({**facts, "rechecks": [facts["run"], facts["run"]]})
+    assert confirmed.status is Status.FAIL
+    (slow,) = [f for f in confirmed.findings if f.id == "collectives.cluster.slow-busbw"]
+    assert "below its floor in 3 of 3 all-node readings" in slow.message
+
+    unmeasured = evaluate({**facts, "rechecks": [{"not_run": "less than 20 s of the check's time was left"}]})
+    assert unmeasured.status is Status.FAIL and "not measured again" in unmeasured.summary
