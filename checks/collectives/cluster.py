@@ -169,7 +169,8 @@ class CollectivesCluster(Check):
         port = params.rdzv_port or probes[usable[0]].get("free_port")
         facts["run"] = self._allreduce(ctx, params, usable, plan, choice, choice["sizes"], params.iters,
                                        params.warmup, budget, port,
-                                       absent_node=fault("collectives.cluster", "absent_node"))
+                                       absent_node=fault("collectives.cluster", "absent_node"),
+                                       stall_s=fault("collectives.cluster", "stall_first_s", 0.0))
         if choice["backend"] == "nccl":
             facts["nccl_network"], facts["nccl_unrecognised"] = nccl_by_node(facts["run"].get("agents") or {})
         reason = pairwise_reason(facts["run"], params, len(usable), share_a_machine(probes, usable))
@@ -190,10 +191,11 @@ class CollectivesCluster(Check):
 
     def _allreduce(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
                    choice: dict[str, Any], sizes: list[int], iters: int, warmup: int, budget_s: float,
-                   port: int | None, absent_node: str | None = None) -> dict[str, Any]:
+                   port: int | None, absent_node: str | None = None, stall_s: float = 0.0) -> dict[str, Any]:
         return launch_and_wait(
             ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="allreduce",
-            worker_args=lambda join_s, pg_s: self._worker_args(params, choice, sizes, iters, warmup, join_s, pg_s),
+            worker_args=lambda join_s, pg_s: self._worker_args(params, choice, sizes, iters, warmup, join_s, pg_s)
+            + (["--stall-s", f"{stall_s:g}"] if stall_s else []),
             budget_s=budget_s, timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s),
             port=port, absent_node=absent_node)
 

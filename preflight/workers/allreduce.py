@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="elements of the random-data correctness tensor")
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for this rank")
+    # Tests only (preflight.run.faults): rank 0 sleeps this long before each timed operation, a real
+    # slowdown of this launch alone (a transient: the next launch is not slowed).
+    parser.add_argument("--stall-s", type=float, default=0.0, help=argparse.SUPPRESS)
     add_dist_arguments(parser)
     return parser
 
@@ -120,7 +123,6 @@ def _random_input(rank: int, seed: int, elements: int) -> Any:
 
 def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
     import torch
-    import torch.distributed as dist
 
     torch.set_num_threads(max(1, args.threads))
     device_kind = args.device or ("cuda" if args.backend == "nccl" else "cpu")
@@ -129,17 +131,55 @@ def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
         device = torch.device("cuda", env.local_rank)
     else:
         device = torch.device("cpu")
-    n = env.world_size
 
     join_start = time.monotonic()
     store, members = join(env, args.join_timeout_s, tag="allreduce")
     joined_s = time.monotonic() - join_start
     init_start = time.monotonic()
     init_group(store, env, args.backend, args.pg_timeout_s, device)
-    dist.barrier()
+    torch.distributed.barrier()
     init_s = time.monotonic() - init_start
 
-    # Correctness first: a fast wrong answer is not a result.
+    wrong, buffers, max_abs_error = _check_sums(args, env, device)  # a fast wrong answer is not a result
+    per_size, own, samples = _time_sizes(args, env, device, buffers)
+    torch.distributed.all_reduce(wrong)  # every rank filled its own column
+    torch.distributed.all_reduce(own)
+    wrong_rows = wrong.cpu().tolist()
+    own_rows = own.cpu().tolist()
+    finish_group()
+    if env.rank != 0:
+        return {}
+    return {
+        "backend": args.backend,
+        "device": device_kind,
+        "world_size": env.world_size,
+        "torch_version": torch.__version__,
+        "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,
+        "members": {str(r): m for r, m in members.items()},
+        "join_s": joined_s,
+        "init_s": init_s,
+        "pg_timeout_s": args.pg_timeout_s,
+        "iters": args.iters,
+        "samples": samples,
+        "timing": "cuda_events" if device_kind == "cuda" else "host",
+        "warmup": args.warmup,
+        "sizes": _size_rows(per_size, env.world_size, wrong_rows, own_rows),
+        "random_check": {
+            "elements": args.check_elements,
+            "seed": args.seed,
+            "wrong_by_rank": wrong_rows[-1],
+            "max_abs_error": max_abs_error,
+        },
+    }
+
+
+def _check_sums(args: argparse.Namespace, env: DistEnv, device: Any) -> tuple[Any, dict[int, Any], float]:
+    """Known sums at every size and the random-data check: (wrong elements per size and rank, this rank's
+    column filled; the buffers per size, reused for timing; the largest absolute error of the random data)."""
+    import torch
+    import torch.distributed as dist
+
+    n = env.world_size
     wrong = torch.zeros(len(args.sizes) + 1, n, dtype=torch.int64, device=device)
     buffers = {}
     expected_known = n * (n + 1) / 2
@@ -157,38 +197,48 @@ def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
         reference += _random_input(rank, args.seed, args.check_elements).to(torch.float64)
     result = data.cpu().to(torch.float64)
     wrong[-1, env.rank] = int((result != reference).sum())
-    max_abs_error = float((result - reference).abs().max())
-    del data, result, reference
+    return wrong, buffers, float((result - reference).abs().max())
+
+
+def _time_sizes(args: argparse.Namespace, env: DistEnv, device: Any,
+                buffers: dict[int, Any]) -> tuple[list[tuple[int, int, int, list[float]]], Any, int]:
+    """Every size timed: ([(requested size, bytes, operations per sample, the slowest rank's sample times)],
+    each rank's own median time per size, this rank's column filled; the samples per size)."""
+    import torch
+    import torch.distributed as dist
 
     per_size = []
-    own = torch.zeros(len(args.sizes), n, dtype=torch.float64, device=device)
+    own = torch.zeros(len(args.sizes), env.world_size, dtype=torch.float64, device=device)
     samples, ops = samples_and_ops(args.iters, args.samples)
+    stall_s = args.stall_s if env.rank == 0 else 0.0
     for index, size in enumerate(args.sizes):
         buf = buffers[size].zero_()
         for _ in range(args.warmup):
             dist.all_reduce(buf)
-        times = [timed_group(lambda: dist.all_reduce(buf), ops, device) for _ in range(samples)]
+
+        def operation(buf: Any = buf) -> None:
+            if stall_s:
+                time.sleep(stall_s)
+            dist.all_reduce(buf)
+
+        times = [timed_group(operation, ops, device) for _ in range(samples)]
         own[index, env.rank] = median(times)
         slowest = torch.tensor(times, dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         per_size.append((size, buf.numel() * DTYPE_BYTES, ops, slowest.cpu().tolist()))
         buffers[size] = None  # free the large buffer before the next size
         del buf
+    return per_size, own, samples
 
-    dist.all_reduce(wrong)  # every rank filled its own column
-    dist.all_reduce(own)
-    wrong_rows = wrong.cpu().tolist()
-    own_rows = own.cpu().tolist()
-    finish_group()
-    if env.rank != 0:
-        return {}
 
-    sizes_out = []
+def _size_rows(per_size: list[tuple[int, int, int, list[float]]], n: int, wrong_rows: list[list[int]],
+               own_rows: list[list[float]]) -> list[dict[str, Any]]:
+    """The report's row per size: times, algbw and busbw (median and samples), wrong elements, rank times."""
+    rows = []
     for index, (size, nbytes, ops, times) in enumerate(per_size):
         algbw = [nbytes / t / 1e9 for t in times]
-        busbw = [a * bus_factor(n) for a in algbw]
         t_med = median(times)
-        sizes_out.append({
+        rows.append({
             "bytes": nbytes,
             "requested_bytes": size,
             "ops_per_sample": ops,
@@ -197,32 +247,11 @@ def measure_allreduce(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
             "algbw_gbps": nbytes / t_med / 1e9,
             "busbw_gbps": nbytes / t_med / 1e9 * bus_factor(n),
             "algbw_samples_gbps": algbw,
-            "busbw_samples_gbps": busbw,
+            "busbw_samples_gbps": [a * bus_factor(n) for a in algbw],
             "known_sum_wrong_by_rank": wrong_rows[index],
             "rank_time_s": own_rows[index],
         })
-    return {
-        "backend": args.backend,
-        "device": device_kind,
-        "world_size": n,
-        "torch_version": torch.__version__,
-        "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,
-        "members": {str(r): m for r, m in members.items()},
-        "join_s": joined_s,
-        "init_s": init_s,
-        "pg_timeout_s": args.pg_timeout_s,
-        "iters": args.iters,
-        "samples": samples,
-        "timing": "cuda_events" if device_kind == "cuda" else "host",
-        "warmup": args.warmup,
-        "sizes": sizes_out,
-        "random_check": {
-            "elements": args.check_elements,
-            "seed": args.seed,
-            "wrong_by_rank": wrong_rows[-1],
-            "max_abs_error": max_abs_error,
-        },
-    }
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
