@@ -89,8 +89,6 @@ NOT_YET_SPLIT = {
     "checks/gpu/judging.py:_judge_counts",
     "checks/gpu/judging.py:_judge_gpu",
     "checks/gpu/judging.py:outcome",
-    "checks/net/bandwidth.py:collect",
-    "checks/net/bandwidth.py:evaluate",
     "checks/scaling/multi_node.py:evaluate",
     "checks/versions/pinned.py:_judge_pins",
     "preflight/core/compare.py:compare",
