@@ -273,6 +273,43 @@ class CollectivesCluster(Check):
         findings: list[Finding] = []
         details: list[str] = []
         measurements: list[Measurement] = []
+        skip = self._prerequisites(facts, expect, findings, details)
+        if skip:
+            return skip
+        run = facts.get("run")
+        label = self._judge_run(facts, params, findings, details, measurements)
+        self._nccl_network(facts, findings, details)
+
+        pairwise = facts.get("pairwise")
+        problems = [f.level for f in findings if f.level is not Status.PASS and not f.id.endswith(".no-floor")]
+        level = worst(problems) if problems else Status.PASS
+        for kind, text, pair_measurements, pair_details in [judge_pairwise(pairwise, params)] if pairwise else []:
+            measurements += pair_measurements
+            details += pair_details
+            findings.append(self.finding(kind, level, text))
+            if not problems:
+                details.append(text)
+        isolated, isolation_details = ([], []) if pairwise else isolation_findings(type(self), facts.get("isolation"),
+                                                                                   level)
+        findings += isolated
+        details += isolation_details + ([f.message for f in isolated] if not problems else [])
+
+        passed = ""
+        if run and run.get("ok"):
+            figures = run_figures(run["result"])
+            passed = (f"{label}: sums exact, latency {figures['latency_us']:.0f} us at "
+                      f"{human_bytes(figures['smallest_bytes'])}, busbw {figures['busbw_gbps']:.2f} GB/s at "
+                      f"{human_bytes(figures['largest_bytes'])}")
+            if unreachable:
+                passed += f" ({names_text(unreachable)} unreachable, not measured)"
+        return outcome_from_findings(findings, measurements, passed=passed, notes=details)
+
+
+    def _prerequisites(self, facts: dict[str, Any], expect: Expect, findings: list[Finding],
+                       details: list[str]) -> Outcome | None:
+        """What keeps nodes from taking part, into `findings` and `details`; a SKIP when torch is on no
+        node and nothing expects it."""
+        names, unreachable = facts.get("nodes", []), facts.get("unreachable", [])
 
         def found(kind: str, level: Status, message: str) -> None:
             findings.append(self.finding(kind, level, message))
@@ -299,69 +336,54 @@ class CollectivesCluster(Check):
         details += choice.get("notes", [])
         if choice.get("error"):
             found("no-backend", Status.FAIL, choice["error"])
+        return None
 
-        run = facts.get("run")
-        label = ""
-        if run:
-            label = (f"{choice.get('backend')} across {len(run['nodes'])} nodes x "
-                     f"{processes_text(choice.get('nproc_per_node') or 0, choice.get('device'))}")
-            details.append(f"rendezvous on {run.get('host')} at {run.get('rdzv_endpoint')}; " + ", ".join(
-                f"{n}: --local-addr={p.get('ip')} GLOO_SOCKET_IFNAME={p.get('interface')}"
-                for n, p in (facts.get("plan") or {}).items()))
-            if run.get("ok"):
-                run_findings, run_measurements = judge_main(run, params, label, choice.get("backend"), type(self))
-                if "rechecks" in facts:
-                    readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params))
-                    run_findings = judged_by_readings(type(self), run_findings, SHORTFALL_KINDS, readings,
-                                                      later=recheck_text(facts["rechecks"]))
-                findings += run_findings
-                measurements += run_measurements
-            else:
-                phase = run.get("phase") or "launch"
-                status = Status.FAIL if phase == "collective" else Status.ERROR
-                found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}")
-        elif len(facts.get("usable", [])) < 2 and not findings:
-            found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured")
+    def _judge_run(self, facts: dict[str, Any], params: Params, findings: list[Finding], details: list[str],
+                   measurements: list[Measurement]) -> str:
+        """The all-node run's findings (judged by every all-node reading) and measurements; its label."""
+        run, choice = facts.get("run"), facts.get("choice") or {}
+        if not run:
+            if len(facts.get("usable", [])) < 2 and not findings:
+                findings.append(self.finding("too-few-usable", Status.ERROR,
+                                             "fewer than two nodes could run torch: nothing was measured"))
+            return ""
+        label = (f"{choice.get('backend')} across {len(run['nodes'])} nodes x "
+                 f"{processes_text(choice.get('nproc_per_node') or 0, choice.get('device'))}")
+        details.append(f"rendezvous on {run.get('host')} at {run.get('rdzv_endpoint')}; " + ", ".join(
+            f"{n}: --local-addr={p.get('ip')} GLOO_SOCKET_IFNAME={p.get('interface')}"
+            for n, p in (facts.get("plan") or {}).items()))
+        if not run.get("ok"):
+            phase = run.get("phase") or "launch"
+            status = Status.FAIL if phase == "collective" else Status.ERROR
+            findings.append(self.finding(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}"))
+            return label
+        run_findings, run_measurements = judge_main(run, params, label, choice.get("backend"), type(self))
+        if "rechecks" in facts:
+            readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params))
+            run_findings = judged_by_readings(type(self), run_findings, SHORTFALL_KINDS, readings,
+                                              later=recheck_text(facts["rechecks"]))
+        findings += run_findings
+        measurements += run_measurements
+        return label
 
-        nccl = facts.get("nccl_network") or {}
-        if nccl:
-            by_network: dict[str, list[str]] = {}
-            for node, network in nccl.items():
-                by_network.setdefault(network or "unknown (NCCL printed no network)", []).append(node)
-            details.append("NCCL between nodes ran over " + "; ".join(
-                f"{network} on {names_text(nodes)}" for network, nodes in by_network.items()))
-            for node, lines in sorted((facts.get("nccl_unrecognised") or {}).items()):  # shown, never a bare "unknown"
-                found("nccl-network-unrecognised", Status.WARN, f"{node}: NCCL's network not readable: {lines[0]!r}")
-            on_sockets = by_network.get("Socket", [])
-            if on_sockets:
-                found("nccl-over-sockets", Status.WARN,
-                      f"NCCL ran over TCP sockets (NET/Socket), not InfiniBand or RoCE, on {names_text(on_sockets)}: "
-                      "if these nodes have an RDMA fabric, NCCL is not using it")
-
-        pairwise = facts.get("pairwise")
-        problems = [f.level for f in findings if f.level is not Status.PASS and not f.id.endswith(".no-floor")]
-        level = worst(problems) if problems else Status.PASS
-        for kind, text, pair_measurements, pair_details in [judge_pairwise(pairwise, params)] if pairwise else []:
-            measurements += pair_measurements
-            details += pair_details
-            found(kind, level, text)
-            if not problems:
-                details.append(text)
-        isolated, isolation_details = ([], []) if pairwise else isolation_findings(type(self), facts.get("isolation"),
-                                                                                   level)
-        findings += isolated
-        details += isolation_details + ([f.message for f in isolated] if not problems else [])
-
-        passed = ""
-        if run and run.get("ok"):
-            figures = run_figures(run["result"])
-            passed = (f"{label}: sums exact, latency {figures['latency_us']:.0f} us at "
-                      f"{human_bytes(figures['smallest_bytes'])}, busbw {figures['busbw_gbps']:.2f} GB/s at "
-                      f"{human_bytes(figures['largest_bytes'])}")
-            if unreachable:
-                passed += f" ({names_text(unreachable)} unreachable, not measured)"
-        return outcome_from_findings(findings, measurements, passed=passed, notes=details)
-
+    def _nccl_network(self, facts: dict[str, Any], findings: list[Finding], details: list[str]) -> None:
+        """Which network NCCL ran over between nodes: a detail, and a WARN for sockets or an unreadable one."""
+        by_network: dict[str, list[str]] = {}
+        for node, network in (facts.get("nccl_network") or {}).items():
+            by_network.setdefault(network or "unknown (NCCL printed no network)", []).append(node)
+        if not by_network:
+            return
+        details.append("NCCL between nodes ran over " + "; ".join(
+            f"{network} on {names_text(nodes)}" for network, nodes in by_network.items()))
+        for node, lines in sorted((facts.get("nccl_unrecognised") or {}).items()):  # shown, never a bare "unknown"
+            findings.append(self.finding("nccl-network-unrecognised", Status.WARN,
+                                         f"{node}: NCCL's network not readable: {lines[0]!r}"))
+        on_sockets = by_network.get("Socket", [])
+        if on_sockets:
+            findings.append(self.finding(
+                "nccl-over-sockets", Status.WARN,
+                f"NCCL ran over TCP sockets (NET/Socket), not InfiniBand or RoCE, on {names_text(on_sockets)}: "
+                "if these nodes have an RDMA fabric, NCCL is not using it"))
 
 def judge_main(run: dict[str, Any], params: Params, label: str, backend: str | None,
                check: type[Check]) -> tuple[list[Finding], list[Measurement]]:

@@ -22,7 +22,9 @@ When the ring finds links below the floor or failed, `isolation = "adaptive"` (t
 what is at fault: a node, the link between two nodes, or a topology boundary, or says that the
 evidence is ambiguous. Groups of nodes measure their own rings at once, bad groups are split and
 searched, and each suspect is confirmed against nodes already measured good (preflight.launch.isolation,
-through preflight_checks.net.isolation): a few rounds where the full matrix takes 2(N-1).
+through preflight_checks.net.isolation): a few rounds where the full matrix takes 2(N-1). When the
+pass blames nothing, the ring is measured again (up to two more times, preflight.launch.recheck): slow
+links below the floor in every ring FAIL, a ring that met it makes them a transient WARN.
 
 A link whose route is local to the sender (the target is one of the sender's own addresses, or
 loopback) would measure memory bandwidth, not the network, so it is ERROR and never measured.
@@ -44,20 +46,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import (
-    TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param,
-    too_few_nodes,
+    TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Learnable, Outcome, outcome_from_findings, param, too_few_nodes,
 )
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import run_probe
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
-from preflight.core.model import FIGURE_LINK, Finding, Measurement, Scope, Status
+from preflight.core.model import Finding, Scope, Status
 from preflight.launch.pairs import full_rounds, ring_rounds
 from preflight.launch.isolation_launch import isolation_method
 from preflight.launch.topology import topology_of
 from preflight_checks.net.isolation import (
     ISOLATION_METHODS, adaptive_pass, screen_reason,
 )
-from preflight.launch.isolation_findings import isolation_findings
+from preflight.launch.recheck import TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks
+from preflight_checks.net.bandwidth_judge import (
+    SHORTFALL_KINDS, below_floor, isolation_part, judge_link, met_floor, recheck_failure, recheck_text, slow_finding,
+)
 from preflight.transport.process import RemoteProcess
 
 INSTALL_HINT = "install iperf3 on every node (Debian/Ubuntu: apt-get install iperf3; RHEL/Fedora: dnf install iperf3)"
@@ -144,6 +148,41 @@ def _is_ip(text: str) -> bool:
     return True
 
 
+def _refuse_bad_params(params: Params) -> None:
+    if params.pattern not in PATTERNS:
+        raise CannotMeasure(f"pattern must be one of {', '.join(PATTERNS)}, not {params.pattern!r}")
+    if params.streams < 1 or params.repeats < 1 or params.duration_s < 1:
+        raise CannotMeasure("streams, repeats and duration_s must each be at least 1")
+    isolation_method(params.isolation, ISOLATION_METHODS)
+
+
+def runnable(rounds: list[list[tuple[str, str]]], probes: dict[str, Any],
+             addresses: dict[str, str]) -> list[list[tuple[str, str]]]:
+    """The rounds' pairs that are measured: not a local route, not an unresolvable address."""
+    links = {pair: link_entry(pair, probes, addresses) for r in rounds for pair in r}
+    to_run = [[p for p in r if not links[p]["local"] and "error" not in links[p]] for r in rounds]
+    return [r for r in to_run if r]
+
+
+def round_time(params: Params) -> float:
+    return params.duration_s + params.omit_s + 3  # traffic, plus starting and reporting
+
+
+def schedule_time(params: Params, rounds: list[list[tuple[str, str]]], probes: dict[str, Any],
+                  addresses: dict[str, str]) -> float:
+    """About how long one measurement of the whole schedule takes (seconds)."""
+    return params.repeats * len(runnable(rounds, probes, addresses)) * round_time(params)
+
+
+def matrix_of(names: list[str], links: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Every cell's median, None where the pattern does not measure that pair (and on the diagonal)."""
+    matrix: dict[str, dict[str, float | None]] = {a: {b: None for b in names if b != a} for a in names}
+    for link in links:
+        values = [s["gbps"] for s in link["samples"] if "gbps" in s]
+        matrix[link["src"]][link["dst"]] = round(statistics.median(values), 3) if values else None
+    return matrix
+
+
 # -- the check -------------------------------------------------------------------------------------
 
 
@@ -185,6 +224,7 @@ class NetBandwidth(Check):
         "isolation-not-reproduced": ("The ring was slow but no group reproduced it: a transient fault, or one that "
                                      "shows only under the whole ring's load; run again, and watch the switches' "
                                      "error and drop counters."),
+        "transient": TRANSIENT_FIX,
     }
     Params = Params
     timeout_s = 300.0
@@ -200,11 +240,7 @@ class NetBandwidth(Check):
     # -- collect -------------------------------------------------------------------------------
 
     def collect(self, ctx: ClusterContext, params: Params) -> dict[str, Any]:
-        if params.pattern not in PATTERNS:
-            raise CannotMeasure(f"pattern must be one of {', '.join(PATTERNS)}, not {params.pattern!r}")
-        if params.streams < 1 or params.repeats < 1 or params.duration_s < 1:
-            raise CannotMeasure("streams, repeats and duration_s must each be at least 1")
-        isolation_method(params.isolation, ISOLATION_METHODS)
+        _refuse_bad_params(params)
         names = ctx.node_names
         addresses = {spec["name"]: spec.get("address") or spec["name"] for spec in ctx.nodes}
         facts: dict[str, Any] = {
@@ -221,40 +257,39 @@ class NetBandwidth(Check):
         usable = [n for n in names if probes[n].get("iperf3")]
         rounds = schedule(usable, params.pattern)
         facts["rounds"] = [[list(pair) for pair in r] for r in rounds]
-
-        links = {pair: link_entry(pair, probes, addresses) for r in rounds for pair in r}
-
-        # A local route or an unresolvable address is reported, never measured.
-        to_run = [[p for p in r if not links[p]["local"] and "error" not in links[p]] for r in rounds]
-        to_run = [r for r in to_run if r]
-        per_round = params.duration_s + params.omit_s + 3  # traffic, plus starting and reporting
-        needed = params.repeats * len(to_run) * per_round
+        needed = schedule_time(params, rounds, probes, addresses)
         if needed > ctx.time_left() - 5:
             raise CannotMeasure(
-                f"the {params.pattern} schedule needs about {needed:.0f}s ({len(to_run)} rounds x {params.repeats} "
-                f"repeats x {per_round:.0f}s) but the check has {ctx.time_left():.0f}s left; raise its timeout "
-                "or lower repeats/duration_s"
+                f"the {params.pattern} schedule needs about {needed:.0f}s ({len(runnable(rounds, probes, addresses))} "
+                f"rounds x {params.repeats} repeats x {round_time(params):.0f}s) but the check has "
+                f"{ctx.time_left():.0f}s left; raise its timeout or lower repeats/duration_s"
             )
 
         self._evidence_budget, self._evidence_skipped = EVIDENCE_JOBS, 0
-        for _ in range(params.repeats):
-            for round_pairs in to_run:
-                self._run_round(ctx, params, round_pairs, probes, addresses, links)
+        facts["links"] = self._measure_schedule(ctx, params, rounds, probes, addresses)
         if self._evidence_skipped:
             ctx.record(f"({self._evidence_skipped} more iperf3 server and client commands like the ones above "
                        "succeeded; not recorded one by one)", 0, "")
-
-        facts["links"] = list(links.values())
-        # Every cell, None where the pattern does not measure that pair (and on the diagonal).
-        matrix: dict[str, dict[str, float | None]] = {a: {b: None for b in names if b != a} for a in names}
-        for link in facts["links"]:
-            values = [s["gbps"] for s in link["samples"] if "gbps" in s]
-            matrix[link["src"]][link["dst"]] = round(statistics.median(values), 3) if values else None
-        facts["matrix_gbps"] = matrix
+        facts["matrix_gbps"] = matrix_of(names, facts["links"])
         reason = screen_reason(facts["links"], params.min_gbps) if params.pattern == "ring" else None
         if reason and params.isolation == "adaptive" and len(usable) >= 3:
             facts["isolation"] = self._isolation(ctx, params, usable, probes, addresses, reason)
+            if below_floor(facts["links"], params.min_gbps) and recheck_wanted(facts["isolation"].get("isolation")):
+                facts["rechecks"] = take_rechecks(  # never NO-GO on one ring (preflight.launch.recheck)
+                    lambda: {"links": self._measure_schedule(ctx, params, rounds, probes, addresses)},
+                    lambda r: met_floor(r, params.min_gbps), lambda: ctx.time_left() - 5, needed)
         return facts
+
+    def _measure_schedule(self, ctx: ClusterContext, params: Params, rounds: list[list[tuple[str, str]]],
+                          probes: dict[str, Any], addresses: dict[str, str]) -> list[dict[str, Any]]:
+        """Every link of the schedule, `repeats` times; a local route or an unresolvable address is
+        reported, never measured."""
+        links = {pair: link_entry(pair, probes, addresses) for r in rounds for pair in r}
+        to_run = runnable(rounds, probes, addresses)
+        for _ in range(params.repeats):
+            for round_pairs in to_run:
+                self._run_round(ctx, params, round_pairs, probes, addresses, links)
+        return list(links.values())
 
     def _isolation(self, ctx: ClusterContext, params: Params, nodes: list[str], probes: dict[str, Any],
                    addresses: dict[str, str], reason: str) -> dict[str, Any]:
@@ -274,7 +309,7 @@ class NetBandwidth(Check):
                 out[pair] = samples[-1] if samples else {"error": "no result"}
             return out
 
-        round_s = params.duration_s + params.omit_s + 3  # a round as the schedule's estimate has it
+        round_s = round_time(params)  # a round as the schedule's estimate has it
         # The last round starts with at least round_s left, and may run over it: keep that much spare.
         budget = min(params.isolation_timeout_s, ctx.time_left() - 5 - round_s)
         return adaptive_pass(nodes, measure_links, min_gbps=params.min_gbps, budget_s=budget, round_s=round_s,
@@ -395,19 +430,8 @@ class NetBandwidth(Check):
         if too_few:
             return too_few
 
-        findings: list[Finding] = []
+        findings = self._probe_findings(names, facts.get("probe", {}))
         details: list[str] = []
-
-        def found(kind: str, level: Status, message: str) -> None:
-            findings.append(self.finding(kind, level, message))
-
-        probes = facts.get("probe", {})
-        missing = [n for n in names if not probes.get(n, {}).get("iperf3") and "error" not in probes.get(n, {})]
-        broken = {n: probes[n]["error"] for n in names if "error" in probes.get(n, {})}
-        if missing:
-            found("no-iperf3", Status.ERROR, f"iperf3 is not installed on {', '.join(missing)}: {INSTALL_HINT}")
-        for node, error in broken.items():
-            found("probe-failed", Status.ERROR, error)
         if unreachable:
             details.append(f"not measured, unreachable: {', '.join(unreachable)}; links among the other nodes only")
 
@@ -415,69 +439,48 @@ class NetBandwidth(Check):
         measured: list[tuple[float, str]] = []
         slow: list[tuple[float, str]] = []
         for link in facts.get("links", []):
-            label = f"{link['src']} -> {link['dst']}"
-
-            def figure(value: float | None, samples: list[float] | None = None, label: str = label) -> Measurement:
-                return measure(label, value, "Gbit/s", at_least=params.min_gbps, samples=samples, node=label,
-                               figure=FIGURE_LINK, at=label, better="higher")
-
-            local_why = link.get("why_local") if link.get("local") else None
-            samples = link.get("samples", [])
-            for sample in samples:
-                for local_host, remote_host in sample.get("connected", []):
-                    if local_host and local_host == remote_host:
-                        local_why = local_why or f"iperf3 connected {local_host} to itself"
-            if local_why:
-                found("local-route", Status.ERROR, f"{label}: the route is local to {link['src']} ({local_why}); "
-                      "a figure over it would be memory bandwidth, not the network")
-                measurements.append(figure(None))
-                continue
-            values = [s["gbps"] for s in samples if "gbps" in s]
-            errors = [s["error"] for s in samples if "error" in s] + ([link["error"]] if link.get("error") else [])
-            if not values:
-                found("not-measured", Status.ERROR, f"{label}: not measured: {errors[0] if errors else 'no samples'}")
-                measurements.append(figure(None))
-                continue
-            median = round(statistics.median(values), 3)
-            m = figure(median, values)
+            problem, m, text = judge_link(type(self), link, params.min_gbps)
             measurements.append(m)
-            measured.append((median, label))
-            text = f"{label}: {median:.2f} Gbit/s (samples {', '.join(f'{v:.2f}' for v in values)})"
-            if errors:
-                text += f"; {len(errors)} failed attempt(s): {errors[0]}"
+            if problem:
+                findings.append(problem)
+                continue
+            measured.append((m.value, m.name))
             details.append(text)
             if not m.ok:
-                slow.append((median, label))
+                slow.append((m.value, m.name))
         if slow:
-            slow.sort()
-            listed = ", ".join(f"{label} {value:.2f}" for value, label in slow[:6])
-            more = f" and {len(slow) - 6} more" if len(slow) > 6 else ""
-            found("slow-link", Status.FAIL, f"{len(slow)} of {len(measured)} links below {params.min_gbps:g} Gbit/s: "
-                  f"{listed}{more} Gbit/s; slowest {slow[0][1]}")
+            shortfall = [slow_finding(type(self), slow, len(measured), params.min_gbps)]
+            if "rechecks" in facts:  # never NO-GO on one ring (preflight.launch.recheck)
+                readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure)
+                shortfall = judged_by_readings(type(self), shortfall, SHORTFALL_KINDS, readings,
+                                               later=recheck_text(facts["rechecks"], params.min_gbps))
+            findings += shortfall
         if not measured and not findings:
-            found("nothing-measured", Status.ERROR, "no link was measured")
-        isolation = facts.get("isolation")
-        floor = ((isolation or {}).get("thresholds") or {}).get("min_gbps")
-        if isolation and (slow or any(f.id.endswith(".not-measured") for f in findings)):
-            isolated, more = isolation_findings(
-                type(self), isolation, Status.FAIL, floor=f"{floor:g} Gbit/s" if floor is not None else "",
-                not_reproduced=("no group of nodes reproduced the slow or failed link: it was transient, or it "
-                                "shows only while every link of the ring carries traffic"))
-            findings += isolated
-            details += more
-            if floor is not None and floor != params.min_gbps:
-                details.append(f"the isolation pass judged its groups against {floor:g} Gbit/s, not "
-                               f"{params.min_gbps:g}")
-        elif isolation:
-            details.append(f"an isolation pass ran against {floor} Gbit/s; judged against {params.min_gbps:g} no "
-                           "ring link is slow or failed, so what it named is not reported")
+            findings.append(self.finding("nothing-measured", Status.ERROR, "no link was measured"))
+        isolated, more = isolation_part(type(self), facts.get("isolation"), params.min_gbps,
+                                        bool(slow) or any(f.id.endswith(".not-measured") for f in findings))
+        findings += isolated
+        details += more
+        return outcome_from_findings(findings, measurements, passed=self._passed(facts, params, measured, slow,
+                                                                                  findings, details), notes=details)
 
-        passed = ""
-        if measured:
-            slowest_value, slowest = min(measured)
-            fastest_value, _ = max(measured)
-            passed = (f"{len(measured)} links ({facts.get('pattern')}), all at least {params.min_gbps:g} Gbit/s; "
-                      f"slowest {slowest} at {slowest_value:.2f} Gbit/s, fastest {fastest_value:.2f}")
-            if findings and not slow:
-                details.append(f"slowest measured link {slowest} at {slowest_value:.2f} Gbit/s")
-        return outcome_from_findings(findings, measurements, passed=passed, notes=details)
+    def _probe_findings(self, names: list[str], probes: dict[str, Any]) -> list[Finding]:
+        """iperf3 missing on a node, or its probe failed."""
+        missing = [n for n in names if not probes.get(n, {}).get("iperf3") and "error" not in probes.get(n, {})]
+        found = [self.finding("no-iperf3", Status.ERROR, f"iperf3 is not installed on {', '.join(missing)}: {INSTALL_HINT}")
+                 ] if missing else []
+        return found + [self.finding("probe-failed", Status.ERROR, probes[n]["error"])
+                        for n in names if "error" in probes.get(n, {})]
+
+    @staticmethod
+    def _passed(facts: dict[str, Any], params: Params, measured: list[tuple[float, str]],
+                slow: list[tuple[float, str]], findings: list[Finding], details: list[str]) -> str:
+        """The summary when every link passed (and the slowest link in the details when some other finding fired)."""
+        if not measured:
+            return ""
+        slowest_value, slowest = min(measured)
+        fastest_value, _ = max(measured)
+        if findings and not slow:
+            details.append(f"slowest measured link {slowest} at {slowest_value:.2f} Gbit/s")
+        return (f"{len(measured)} links ({facts.get('pattern')}), all at least {params.min_gbps:g} Gbit/s; "
+                f"slowest {slowest} at {slowest_value:.2f} Gbit/s, fastest {fastest_value:.2f}")

@@ -21,7 +21,10 @@ there are three nodes or more, an adaptive isolation pass (`isolation = "adaptiv
 `isolation_timeout_s`; preflight.launch.isolation_launch, as collectives.cluster runs it) trains
 groups of the nodes at once, split and confirmed, and names the node, link or topology boundary
 that makes a group's step slow (judged on compute / step, see
-preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times.
+preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. When
+E is below warn_efficiency (a FAIL) and the pass blames nothing, the all-node run is trained again (up
+to two more times, preflight.launch.recheck): below it in every run FAILs, a run at or above it makes
+the shortfall a transient WARN.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import (
-    TOO_FEW_NODES_FIXES, Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param, too_few_nodes,
+    TOO_FEW_NODES_FIXES, Check, Expect, Learnable, Outcome, outcome_from_findings, param, too_few_nodes,
 )
 from preflight.run.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch_and_wait, node_plan, pick_port, probe_usable
@@ -40,12 +43,16 @@ from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, probe_problems, processes_text, share_a_machine,
     shared_machine_findings,
 )
-from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Scope, Status, worst
+from preflight.core.model import Finding, Measurement, Scope, Status, worst
 from preflight_checks.scaling.multi_gpu import CPU_MODEL, GPU_MODEL
 from preflight_checks.scaling.multi_node_isolation import (
     ISOLATION_FIXES, ISOLATION_METHODS, isolation_reason, run_isolation,
 )
 from preflight.run.faults import fault
+from preflight.launch.recheck import TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks
+from preflight_checks.scaling.multi_node_figures import (
+    SHORTFALL_KINDS, below_floor, efficiency, met_floor, recheck_text, run_measurements,
+)
 
 SOURCE_CHECK = "scaling.multi_gpu"
 
@@ -124,12 +131,6 @@ def group_floor(params: Params) -> float:
     return params.warn_efficiency if chosen is None else chosen
 
 
-def efficiency(one: float, all_nodes: float, nodes: int) -> dict[str, float]:
-    """E and effective nodes from the two throughputs. Pure."""
-    value = all_nodes / (nodes * one)
-    return {"efficiency": value, "effective_nodes": nodes * value}
-
-
 def choose_model(params: Params, device: str, earlier: dict[str, Any] | None) -> dict[str, Any]:
     """The workload: parameters first, then what scaling.multi_gpu ran on the node, then its default. Pure."""
     model = dict(GPU_MODEL if device == "cuda" else CPU_MODEL)
@@ -192,6 +193,7 @@ class ScalingMultiNode(Check):
         "timeout": FIX_NETWORK,
         "efficiency": " ".join((FIX_NETWORK, FIX_NCCL, FIX_STRAGGLER)),
         **ISOLATION_FIXES,
+        "transient": TRANSIENT_FIX,
     }
     Params = Params
     timeout_s = 300.0
@@ -254,6 +256,12 @@ class ScalingMultiNode(Check):
                 floor=group_floor(params), budget_s=min(params.isolation_timeout_s, ctx.time_left() - SLACK_S),
                 timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s), port=params.rdzv_port,
                 shared_machine=share_a_machine(probes, usable))
+            if below_floor(one, everyone, params) and recheck_wanted(facts["isolation"].get("isolation")):
+                facts["rechecks"] = take_rechecks(  # never NO-GO on one all-node reading (preflight.launch.recheck)
+                    lambda: self._launch(ctx, params, usable, plan, choice, model, threads,
+                                         max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S),
+                                         params.rdzv_port or pick_port(ctx, host, plan[host]["ip"])),
+                    lambda r: met_floor(one, r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S)
         return facts
 
     def _launch(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
@@ -289,6 +297,42 @@ class ScalingMultiNode(Check):
 
         problems: list[Finding] = []
         details: list[str] = []
+        skip = self._prerequisites(facts, expect, problems, details)
+        if skip:
+            return skip
+
+        one, everyone = facts.get("one_node"), facts.get("all_nodes")
+        measurements: list[Measurement] = []
+        if one is None or everyone is None:
+            if not problems:
+                problems.append(self.finding("too-few-usable", Status.ERROR,
+                                             "fewer than two nodes could run torch: nothing was measured"))
+            return self._outcome(problems, details, measurements)
+        n = len(everyone["nodes"])
+        for label, run in ((f"one node ({one['nodes'][0]})", one), (f"all {n} nodes", everyone)):
+            if not run.get("ok"):
+                phase = run.get("phase") or "launch"
+                status = Status.FAIL if phase == "collective" else Status.ERROR
+                problems.append(self.finding(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}"))
+        if not (one.get("ok") and everyone.get("ok")):
+            return self._outcome(problems + self._isolated(facts, problems, details), details, measurements)
+
+        choice = facts.get("choice") or {}
+        measurements += run_measurements(one, everyone, choice.get("nproc_per_node") or 0, choice.get("device"),
+                                         params)
+        shortfall = [self._efficiency(facts, params, details)]
+        if "rechecks" in facts:  # never NO-GO on one all-node reading (preflight.launch.recheck)
+            readings = readings_of(facts["rechecks"], lambda r: met_floor(one, r, params))
+            shortfall = judged_by_readings(type(self), shortfall, SHORTFALL_KINDS, readings,
+                                           later=recheck_text(one, facts["rechecks"]))
+        problems += shortfall
+        return self._outcome(problems + self._isolated(facts, problems, details), details, measurements)
+
+    def _prerequisites(self, facts: dict[str, Any], expect: Expect, problems: list[Finding],
+                       details: list[str]) -> Outcome | None:
+        """What keeps nodes from taking part, into `problems` and `details`; a SKIP when torch is on no
+        node and nothing expects it."""
+        names, unreachable = facts.get("nodes", []), facts.get("unreachable", [])
 
         def found(kind: str, level: Status, message: str) -> None:
             problems.append(self.finding(kind, level, message))
@@ -322,49 +366,18 @@ class ScalingMultiNode(Check):
             details += shared
             details.append("nodes that share one machine share its CPUs (and memory bandwidth): with more processes "
                            "than cores, N nodes cannot be N times as fast as one")
+        return None
 
-        one, everyone = facts.get("one_node"), facts.get("all_nodes")
-        measurements: list[Measurement] = []
-        per_node = choice.get("nproc_per_node") or 0
-        kind = choice.get("device")
-        if one is None or everyone is None:
-            if not problems:
-                found("too-few-usable", Status.ERROR, "fewer than two nodes could run torch: nothing was measured")
-            return self._outcome(problems, details, measurements)
+    def _efficiency(self, facts: dict[str, Any], params: Params, details: list[str]) -> Finding:
+        """The efficiency finding of two runs that worked, at its level; what explains it joins `details`."""
+        one, everyone, choice = facts["one_node"], facts["all_nodes"], facts.get("choice") or {}
         n = len(everyone["nodes"])
-        for label, run in ((f"one node ({one['nodes'][0]})", one), (f"all {n} nodes", everyone)):
-            if not run.get("ok"):
-                phase = run.get("phase") or "launch"
-                status = Status.FAIL if phase == "collective" else Status.ERROR
-                found(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}")
-        if not (one.get("ok") and everyone.get("ok")):
-            return self._outcome(problems + self._isolated(facts, problems, details), details, measurements)
-
-        x_one = one["result"]["samples_per_s"]
-        x_all = everyone["result"]["samples_per_s"]
+        r_one, r_all = one["result"], everyone["result"]
+        x_one, x_all = r_one["samples_per_s"], r_all["samples_per_s"]
         figures = efficiency(x_one, x_all, n)
-        per_node_text = processes_text(per_node, kind)
-        for label, run, devices in ((f"1 node x {per_node_text}", one, per_node),
-                                    (f"{n} nodes x {per_node_text}", everyone, n * per_node)):
-            result = run["result"]
-            batch = result.get("batch_per_device", 0)
-            measurements.append(measure(f"throughput on {label}", round(result["samples_per_s"], 1), "samples/s",
-                                        samples=[round(devices * batch / t, 1) for t in result.get("step_samples_s", []) if t > 0],
-                                        figure=FIGURE_SCALING, series="torch", at=len(run["nodes"]),
-                                        better="higher"))
-            measurements.append(measure(f"step time on {label}", round(result["step_s"] * 1e3, 2), "ms",
-                                        samples=[round(t * 1e3, 2) for t in result.get("step_samples_s", [])]))
-            measurements.append(measure(f"compute (no_sync) on {label}", round(result["compute_s"] * 1e3, 2), "ms",
-                                        samples=[round(t * 1e3, 2) for t in result.get("compute_samples_s", [])]))
-            measurements.append(measure(f"exposed communication on {label}",
-                                        round((result["step_s"] - result["compute_s"]) * 1e3, 2), "ms"))
-        measurements.append(measure(f"efficiency on {n} nodes", round(figures["efficiency"], 3), "",
-                                    at_least=params.min_efficiency))
-        measurements.append(measure(f"effective nodes of {n}", round(figures["effective_nodes"], 2), ""))
-
+        per_node_text = processes_text(choice.get("nproc_per_node") or 0, choice.get("device"))
         e = figures["efficiency"]
         status = Status.PASS if e >= params.min_efficiency else Status.WARN if e >= params.warn_efficiency else Status.FAIL
-        r_one, r_all = one["result"], everyone["result"]
         summary = (f"{n} nodes deliver the throughput of {figures['effective_nodes']:.2f} (efficiency {e:.2f}; PASS at "
                    f"{params.min_efficiency:.2f}, WARN down to {params.warn_efficiency:.2f}): {x_all:,.0f} samples/s on "
                    f"{n} x {per_node_text} against {x_one:,.0f} on one node")
@@ -384,10 +397,9 @@ class ScalingMultiNode(Check):
         details.append("model: " + (model.get("workload") or f"reference MLP {model.get('layers')} x {model.get('hidden')}")
                        + f", {model.get('batch')} samples per device per step ({model.get('source')})")
         details += _per_node_lines(facts.get("per_node") or {}, one["nodes"][0])
-        if kind == "cpu":
+        if choice.get("device") == "cpu":
             summary += " [CPU only: gloo among CPU processes]"
-        found("efficiency", status, summary)
-        return self._outcome(problems + self._isolated(facts, problems, details), details, measurements)
+        return self.finding("efficiency", status, summary)
 
     def _isolated(self, facts: dict[str, Any], problems: list[Finding], details: list[str]) -> list[Finding]:
         """The isolation pass's attributions, at the level of what made the run bad; its rounds join `details`."""
@@ -425,3 +437,4 @@ def _per_node_lines(per_node: dict[str, Any], baseline: str) -> list[str]:
         lines.append(f"{names_text(slow)} {'is' if len(slow) == 1 else 'are'} more than 10% below the median node "
                      "in scaling.multi_gpu: a straggler holds every step of a multi-node job back")
     return lines
+

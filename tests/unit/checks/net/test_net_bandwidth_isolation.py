@@ -20,7 +20,9 @@ from preflight.launch.isolation import round_bound
 from preflight.launch.isolation_launch import isolation_method
 from preflight.launch.isolation_sim import Fault, FaultModel, racks
 from preflight.launch.pairs import ring_rounds
+from preflight.launch.recheck import recheck_wanted
 from preflight_checks.net.bandwidth import NetBandwidth, Params
+from preflight_checks.net.bandwidth_judge import below_floor, met_floor
 from preflight_checks.net.isolation import (
     ISOLATION_METHODS, adaptive_pass, group_links, group_result, screen_reason,
 )
@@ -45,15 +47,21 @@ def simulated(model: FaultModel):
     return measure_links
 
 
-def facts_for(faults: list[Fault], *, isolated_by: list[Fault] | None = None, budget_s: float = 300.0,
-              seed: int = 3, topology: dict[str, str] | None = None) -> dict:
-    """The facts of a ring run over NODES with `faults`, and its isolation pass (over a cluster with
-    `isolated_by` in place of `faults` when given: a fault that has gone by then)."""
+def ring_links(faults: list[Fault], *, seed: int = 3, topology: dict[str, str] | None = None) -> list[dict]:
+    """The ring's links as the facts hold them, each measured once over a cluster with `faults`."""
     screen = simulated(FaultModel(NODES, faults, topology=topology, seed=seed, times=False))
     links = []
     for pairs in ring_rounds(NODES):
         for (src, dst), sample in screen(pairs).items():
             links.append({"src": src, "dst": dst, "dst_address": dst, "local": False, "samples": [sample]})
+    return links
+
+
+def facts_for(faults: list[Fault], *, isolated_by: list[Fault] | None = None, budget_s: float = 300.0,
+              seed: int = 3, topology: dict[str, str] | None = None) -> dict:
+    """The facts of a ring run over NODES with `faults`, and its isolation pass (over a cluster with
+    `isolated_by` in place of `faults` when given: a fault that has gone by then)."""
+    links = ring_links(faults, seed=seed, topology=topology)
     facts = {"pattern": "ring", "nodes": NODES, "unreachable": [], "addresses": {n: n for n in NODES},
              "streams": 1, "duration_s": 1, "repeats": 1, "probe": {n: {"iperf3": True} for n in NODES},
              "links": links, "rounds": [[list(p) for p in r] for r in ring_rounds(NODES)]}
@@ -217,3 +225,48 @@ def test_the_screen_calls_for_isolation_on_slow_or_failed_links_only():
     assert screen_reason(fast + [link("n3", "n1", local=True, gbps=50.0)], FLOOR) is None
     assert screen_reason(fast + [link("n3", "n1", gbps=1.0)], FLOOR) == "1 ring link below 8 Gbit/s"
     assert "1 ring link failed" in screen_reason(fast + [link("n3", "n1", error="Connection refused")], FLOOR)
+
+
+# -- the ring measured again when the pass blames nothing (preflight.launch.recheck) -------------------
+
+
+def test_only_a_ring_link_below_the_floor_is_measured_again_not_a_failed_or_local_one():
+    slow = ring_links([Fault("slow-node", ("n3",), 0.3)])
+    assert below_floor(slow, FLOOR) and met_floor({"links": slow}, FLOOR) is False
+    healthy = ring_links([])
+    assert not below_floor(healthy, FLOOR) and met_floor({"links": healthy}, FLOOR) is True
+    failed = ring_links([Fault("dead-rank", ("n6",))])  # no figure: an error, not a shortfall
+    assert not below_floor(failed, FLOOR) and met_floor({"links": failed}, FLOOR) is None
+    local = [{**link, "local": True, "why_local": "127.0.0.1"} if "n3" in (link["src"], link["dst"]) else link
+             for link in slow]
+    assert not below_floor(local, FLOOR)
+
+
+def test_a_slow_ring_no_group_reproduces_is_measured_again_and_a_ring_that_meets_the_floor_is_a_transient():
+    facts = facts_for([Fault("slow-node", ("n3",), 0.3)], isolated_by=[])  # gone by the isolation pass
+    assert recheck_wanted(facts["isolation"]["isolation"]) and below_floor(facts["links"], FLOOR)
+    assert evaluate(facts).status is Status.FAIL  # one ring, not measured again: it stands
+    healthy = {"links": ring_links([], seed=5)}
+
+    transient = evaluate({**facts, "rechecks": [healthy]})
+    assert transient.status is Status.WARN  # GO: one ring below, the next met the floor
+    assert ids(transient) == ["isolation-not-reproduced", "transient"]
+    (finding,) = [f for f in transient.findings if f.id == "net.bandwidth.transient"]
+    slowest = min(v for link in healthy["links"] for s in link["samples"] for v in [s["gbps"]])
+    assert f"below its floor in 1 of 2 all-node readings (then slowest {slowest:.2f} Gbit/s)" in finding.message
+
+    slow_again = {"links": facts["links"]}
+    confirmed = evaluate({**facts, "rechecks": [slow_again, slow_again]})
+    assert confirmed.status is Status.FAIL and ids(confirmed) == ["isolation-not-reproduced", "slow-link"]
+    (slow,) = [f for f in confirmed.findings if f.id == "net.bandwidth.slow-link"]
+    assert "below its floor in 3 of 3 all-node readings" in slow.message
+
+    unmeasured = evaluate({**facts, "rechecks": [{"not_run": "less than 12 s of the check's time was left"}]})
+    assert unmeasured.status is Status.FAIL and "not measured again" in unmeasured.summary
+    failed = evaluate({**facts, "rechecks": [{"links": ring_links([Fault("dead-rank", ("n6",))])}]})
+    assert failed.status is Status.FAIL and "not measured again (n5 -> n6" in failed.summary
+
+
+def test_a_fault_the_pass_names_is_never_measured_again():
+    facts = facts_for([Fault("slow-node", ("n3",), 0.3)])
+    assert not recheck_wanted(facts["isolation"]["isolation"])

@@ -13,7 +13,9 @@ from preflight.core.check import CannotMeasure, Expect
 from preflight.core.model import Status
 from preflight.launch.isolation import GroupResult, isolate
 from preflight.launch.isolation_launch import judged_group
+from preflight.launch.recheck import recheck_wanted
 from preflight_checks.scaling.multi_node import Params, ScalingMultiNode, group_floor
+from preflight_checks.scaling.multi_node_figures import below_floor, met_floor
 from preflight_checks.scaling.multi_node_isolation import (
     group_facts, isolation_reason, judge_group, run_node_times, step_efficiency,
 )
@@ -111,3 +113,52 @@ def test_ranks_that_compute_slower_name_a_straggler():
 def test_without_a_pass_nothing_is_attributed():
     outcome = evaluate(load_facts("scaling_multi_node/testbed_3nodes.json"))
     assert not [i for i in finding_ids(outcome) if "isolat" in i or "straggler" in i]
+
+
+# -- the all-node run trained again when the pass blames nothing (preflight.launch.recheck) -------------
+
+
+def all_nodes_at(facts: dict, share: float) -> dict:
+    """The recorded all-node run with its throughput set to `share` of N times the one-node run's."""
+    run = copy.deepcopy(facts["all_nodes"])
+    target = share * len(run["nodes"]) * facts["one_node"]["result"]["samples_per_s"]
+    scale = run["result"]["samples_per_s"] / target
+    run["result"].update(samples_per_s=target, step_s=run["result"]["step_s"] * scale)
+    return run
+
+
+def test_a_shortfall_no_group_reproduces_is_trained_again_and_a_run_at_the_floor_is_a_transient():
+    isolation = run_pass()  # no fault: every group trains well
+    assert recheck_wanted(isolation) and not isolation["attributions"]
+    facts = facts_with(isolation)
+    params = Params(**facts["_params"])
+    one, everyone = facts["one_node"], facts["all_nodes"]
+    assert below_floor(one, everyone, params) and met_floor(one, everyone, params) is False
+    assert evaluate(facts).status is Status.FAIL  # one reading, not measured again: it stands
+    good = all_nodes_at(facts, params.min_efficiency)
+    assert met_floor(one, good, params) and not below_floor(one, good, params)
+
+    transient = evaluate({**facts, "rechecks": [good]})
+    assert transient.status is Status.WARN  # GO: one run below the floor, the next met it
+    assert "scaling.multi_node.transient" in finding_ids(transient)
+    assert "scaling.multi_node.efficiency" not in finding_ids(transient)
+    (finding,) = [f for f in transient.findings if f.id == "scaling.multi_node.transient"]
+    assert f"below its floor in 1 of 2 all-node readings (then efficiency {params.min_efficiency:.2f})" in finding.message
+
+    confirmed = evaluate({**facts, "rechecks": [everyone, everyone]})
+    assert confirmed.status is Status.FAIL
+    (slow,) = [f for f in confirmed.findings if f.id == "scaling.multi_node.efficiency"]
+    assert "below its floor in 3 of 3 all-node readings" in slow.message
+
+    unmeasured = evaluate({**facts, "rechecks": [{"not_run": "less than 20 s of the check's time was left"}]})
+    assert unmeasured.status is Status.FAIL and "not measured again" in unmeasured.summary
+
+
+def test_a_run_that_only_warns_or_did_not_run_is_not_trained_again():
+    facts = load_facts("scaling_multi_node/testbed_3nodes.json")
+    params = Params(**facts["_params"])
+    between = all_nodes_at(facts, (params.min_efficiency + params.warn_efficiency) / 2)
+    assert not below_floor(facts["one_node"], between, params)  # a WARN is GO
+    failed = {**facts["all_nodes"], "ok": False, "phase": "collective", "error": "timed out"}
+    assert not below_floor(facts["one_node"], failed, params) and met_floor(facts["one_node"], failed, params) is None
+    assert not recheck_wanted(run_pass(slow_link="n6"))  # a node the pass named
