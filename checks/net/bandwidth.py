@@ -49,6 +49,7 @@ from preflight.core.check import (
     TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Learnable, Outcome, outcome_from_findings, param, too_few_nodes,
 )
 from preflight.run.context import ClusterContext
+from preflight.run.faults import fault
 from preflight.launch.torchrun import run_probe
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
 from preflight.core.model import Finding, Scope, Status
@@ -266,7 +267,10 @@ class NetBandwidth(Check):
             )
 
         self._evidence_budget, self._evidence_skipped = EVIDENCE_JOBS, 0
+        # Tests only (preflight.run.faults): the first schedule's iperf3 clients capped (-b), a transient.
+        self._bitrate = str(fault("net.bandwidth", "bitrate_first", "") or "")
         facts["links"] = self._measure_schedule(ctx, params, rounds, probes, addresses)
+        self._bitrate = ""
         if self._evidence_skipped:
             ctx.record(f"({self._evidence_skipped} more iperf3 server and client commands like the ones above "
                        "succeeded; not recorded one by one)", 0, "")
@@ -349,6 +353,7 @@ class NetBandwidth(Check):
                     bind = addresses[src] if probes[src].get("own_address_bindable") and _is_ip(addresses[src]) else ""
                     args = ["clients", "--life", str(client_life), "--dst", addresses[dst], "--seconds",
                             str(params.duration_s), "--omit", str(params.omit_s), "--bind", bind, *ports]
+                    args[1:1] = ["--bitrate", self._bitrate] if getattr(self, "_bitrate", "") else []
                     clients[pair] = self._start(ctx, src, args, client_life)
                 limit = client_life + 5
                 for pair, job in clients.items():

@@ -61,13 +61,13 @@ def servers(ports: list[str], life_s: float, forceflush: bool) -> None:
     _say("@@done")
 
 
-def clients(ports: list[str], life_s: float, dst: str, seconds: int, omit: int, bind: str) -> None:
+def clients(ports: list[str], life_s: float, dst: str, seconds: int, omit: int, bind: str, bitrate: str = "") -> None:
     workdir = tempfile.mkdtemp(prefix="preflight-iperf3.")
     try:
         children = []
         for port in ports:
             argv = ["iperf3", "-c", dst, "-p", port, "-t", str(seconds), "-O", str(omit)]
-            argv += (["-B", bind] if bind else []) + ["-J"]
+            argv += (["-B", bind] if bind else []) + (["-b", bitrate] if bitrate else []) + ["-J"]
             with open(os.path.join(workdir, f"{port}.json"), "wb") as out, \
                     open(os.path.join(workdir, f"{port}.err"), "wb") as err:
                 child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     client.add_argument("--seconds", type=int, required=True)
     client.add_argument("--omit", type=int, default=0)
     client.add_argument("--bind", default="")
+    client.add_argument("--bitrate", default="", help=argparse.SUPPRESS)  # tests only: iperf3 -b, a slowed reading
     client.add_argument("ports", nargs="+")
     args = parser.parse_args(argv)
     if shutil.which("iperf3") is None:
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.role == "servers":
         servers(args.ports, args.life, args.forceflush)
     else:
-        clients(args.ports, args.life, args.dst, args.seconds, args.omit, args.bind)
+        clients(args.ports, args.life, args.dst, args.seconds, args.omit, args.bind, args.bitrate)
 
 
 if __name__ == "__main__":

@@ -129,3 +129,19 @@ def test_a_broken_pair_is_named_as_the_link_and_neither_node_alone(bed8, cluster
         bed8.records["broken-link"] = {"fault": f"{a.name} - {b.name} refused", "adaptive": figures(result, wall)}
     finally:
         bed8.mend_link(a, b)
+
+
+def test_a_ring_slow_once_that_no_group_reproduces_is_measured_again_and_is_a_transient(bed8, cluster_context,
+                                                                                        monkeypatch):
+    from preflight.run import faults
+
+    # The first ring's iperf3 clients are capped at 100 Mbit/s (a real, passing slowdown: other traffic,
+    # a flapping port); the pass's groups and the ring measured again run at the links' own speed.
+    monkeypatch.setenv(faults.ENV, faults.env_value({"net.bandwidth": {"bitrate_first": "100M"}}))
+    result, _ = timed(cluster_context(bed8, timeout_s=300), quick())
+    facts = result.facts
+    assert facts["isolation"]["isolation"]["attributions"] == [], "\n".join(result.details)
+    assert len(facts["rechecks"]) == 1, facts["rechecks"]  # it met the floor: no second reading
+    assert result.status is Status.WARN, result.summary + "\n" + "\n".join(result.details)
+    assert "transient" in ids(result) and "slow-link" not in ids(result)
+    assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
