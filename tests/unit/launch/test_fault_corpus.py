@@ -33,3 +33,18 @@ def test_a_healthy_row_acts_on_no_node():
 def test_unknown_fault_types_are_refused():
     with pytest.raises(ValueError, match="unknown fault type"):
         run_trial("cosmic-ray", 8, 1, noise=0.05, gpu_noise=0.01)
+
+
+def test_a_healthy_run_below_its_floor_once_is_go_when_a_recheck_meets_it():
+    # seed 82: the first all-node reading of this healthy fleet falls below its floor, the pass blames
+    # nothing, and the reading taken again meets it (preflight.launch.recheck): GO, one round more
+    trial = run_trial("healthy", 8, 82, noise=0.10, gpu_noise=0.02)
+    assert trial.rechecks == 1 and not trial.nogo and not trial.blamed
+    assert trial.rounds > trial.rechecks
+
+
+def test_a_shortfall_below_the_floor_in_every_reading_is_no_go():
+    # seed 20, a floor near the healthy figure: below it in the first reading and in both rechecks,
+    # with nothing blamed: NO-GO on three readings
+    trial = run_trial("healthy", 8, 20, noise=0.10, gpu_noise=0.02, floor=0.95)
+    assert trial.rechecks == 2 and trial.nogo and not trial.blamed
