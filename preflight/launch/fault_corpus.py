@@ -4,8 +4,10 @@ misses, what it calls NO-GO. Pure (seeded).
 Each fault type (FAULT_TYPES) injects its faults into a simulated run (preflight.launch.isolation_sim)
 and says what the right answer is: the components to blame. One trial of a type is what a run does:
 - the cross-node checks' all-node reading (collectives.cluster's all-reduce), with measurement noise;
-  below its floor, the check FAILs (NO-GO, as the checks judge today) and the adaptive isolation pass
-  (preflight.launch.isolation, with its confirmation rule) runs from it;
+  below its floor, the adaptive isolation pass (preflight.launch.isolation, with its confirmation
+  rule) runs from it; when the pass blames nothing, the reading is taken again as the check does
+  (preflight.launch.recheck: up to RECHECKS more all-node readings, stopping at one that meets the
+  floor), and the check FAILs (NO-GO) only when every reading was below it;
 - the node checks' facts (a small /dev/shm, a read-only checkpoint directory, a second torch, no
   framework): a fact carries no measurement noise, so the check that reads it FAILs on that node
   every time; a dead node answers nothing: an ERROR, which is NO-GO and acts on nothing;
@@ -29,6 +31,7 @@ from preflight.history.outliers import FAIL_SLOW_MIN_DEVIATION, FAIL_SLOW_Z_LIMI
 from preflight.launch.isolation import IsolationParams, isolate
 from preflight.launch.isolation_launch import slow_ranks_reason
 from preflight.launch.isolation_sim import Fault, FaultModel, node_names, racks
+from preflight.launch.recheck import TRANSIENT, readings_of, recheck_wanted, take_rechecks
 
 GPUS_PER_NODE = 8
 FLOOR = 0.8  # a group is bad below 0.8 of the healthy figure (isolation_sim's default threshold)
@@ -63,7 +66,8 @@ class Trial:
     suspects: int = 0
     suspected: set[tuple[str, frozenset[str]]] = field(default_factory=set)  # named, not confirmed (WARN)
     nogo: bool = False
-    rounds: int = 0
+    rounds: int = 0  # the isolation pass's rounds and the all-node rechecks
+    rechecks: int = 0  # all-node readings taken again (each one round)
     gpus_flagged: int = 0  # GPUs named fail-slow that are healthy
     gpus: int = 0
     faulty: bool = True  # a fault was injected (the run should be NO-GO)
@@ -125,14 +129,14 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
         trial.blamed.add(("node", frozenset([node])))  # the fact is read, not measured: its check FAILs on it
         trial.nogo = True
     screen = model.measure([nodes])[0]
-    if screen.ok is False:
-        trial.nogo = True  # the check's all-node reading is below its floor
     # The pass starts from a bad all-node reading, or from one that met its floor with one node's ranks
     # far slower than the others' (collectives.cluster's pairwise_reason).
     if screen.ok is False or slow_ranks_reason(screen.times_s):
         result = isolate(nodes, model.measure, topology=topology, screen=screen if topology is None else None,
                          params=params)
         trial.rounds = result.round_count
+        if screen.ok is False:  # the check's all-node reading is below its floor: NO-GO once confirmed
+            trial.nogo = _shortfall_confirmed(trial, model, nodes, result.to_dict()) or trial.nogo
         for found in result.attributions:
             if found.ambiguous:
                 continue
@@ -144,6 +148,22 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
                 trial.suspected.add((found.kind, frozenset(found.members)))
     _fail_slow(trial, nodes, extra.get("slow_gpu"), gpu_noise, rng)
     return trial
+
+
+def _shortfall_confirmed(trial: Trial, model: FaultModel, nodes: list[str], isolation: dict[str, Any]) -> bool:
+    """Whether an all-node reading below its floor stands, as collectives.cluster judges it: when the
+    pass blamed nothing, every node is measured together again (preflight.launch.recheck), each
+    recheck one more round; the shortfall stands unless a recheck met the floor."""
+    if not recheck_wanted(isolation):
+        return True
+
+    def met(reading: dict[str, Any]) -> bool | None:
+        return reading["ok"]
+
+    rechecks = take_rechecks(lambda: {"ok": model.measure([nodes])[0].ok}, met, lambda: float("inf"), 0.0)
+    trial.rechecks = len(rechecks)
+    trial.rounds += len(rechecks)
+    return readings_of(rechecks, met).outcome != TRANSIENT
 
 
 def _fail_slow(trial: Trial, nodes: list[str], slow: tuple[str, int, float] | None, gpu_noise: float,
@@ -199,6 +219,7 @@ def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed
         "blames": blames, "true_blames": true_blames, "faults": truths,  # for pooling rows
         "suspects_per_run": round(sum(t.suspects for t in runs) / trials, 3),
         "gpu_false_alarms": round(sum(t.gpus_flagged for t in runs) / max(1, sum(t.gpus for t in runs)), 6),
+        "rechecks_per_run": round(sum(t.rechecks for t in runs) / trials, 3),
         "rounds": round(sum(t.rounds for t in runs) / trials, 2),
         "rounds_max": max(t.rounds for t in runs),
         "wall_s": round(time.monotonic() - started, 2),

@@ -159,6 +159,7 @@ class _Engine:
         self._dirty: list[tuple[list[str], int, bool]] = []
         self._ok_groups: list[frozenset[str]] = []
         self._straggling: set[str] = set()
+        self._searched: set[str] = set()  # the nodes live searches hold, as a round is assembled
         self.stopped: str | None = None
 
     # -- what the searches ask -----------------------------------------------------------------
@@ -277,6 +278,9 @@ class _Engine:
     def _assemble(self) -> list[tuple[_Task, list[tuple[Any, ...]]]]:
         """The probes of every live search that fit in one round of disjoint groups."""
         busy: set[str] = set()
+        # Partners are drawn first from known-good nodes no search holds: one that a search holds
+        # would keep that search waiting for a round.
+        self._searched = set().union(*(t.scope for t in self._tasks if t.priority == 0 and not t.done))
         planned: list[tuple[_Task, list[tuple[Any, ...]]]] = []
         claimed: set[int] = set()
         nudged = 0
@@ -375,9 +379,10 @@ class _Engine:
         if not strict or not places:
             places.append(self._good_order)
         for place in places:
-            for avoid_slow in (True, False):
+            for avoid_slow, avoid_searched in ((True, True), (True, False), (False, False)):
                 for node in place:
-                    if node in self.good and node not in exclude and not (avoid_slow and node in self._straggling):
+                    if node in self.good and node not in exclude and not (avoid_slow and node in self._straggling) \
+                            and not (avoid_searched and node in self._searched):
                         return node
         return None
 

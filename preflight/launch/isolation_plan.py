@@ -11,6 +11,9 @@ The searches, for a group `S` that measured bad:
   log8 N rounds); recurse into the bad parts;
 - between: no part is bad, so the fault lies between two parts (a link): the first half of the parts
   and the second at once; a bad half holds it, neither means it lies between the halves;
+- rest: some parts are bad, and the good ones (four nodes or more) are measured together beside their
+  search (twice when bad): a fault between two good parts is searched for at once, not after the
+  clearance;
 - cross: between two parts A and B that are each good, measure A1+B1 and A2+B2; recurse into a bad
   one; when neither is bad, search A1+B2 and A2+B1 at once (one of them holds the link), down to a
   single pair;
@@ -33,7 +36,7 @@ And around them:
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 from preflight.launch.isolation_types import (  # noqa: F401 (the names the searches' callers import from here)
     Attribution, GroupResult, Outcome, Probe, Trail, attribution, label, split, split_at_most, state, step,
@@ -101,8 +104,30 @@ def isolate_task(e: Any, nodes: list[str], trail: Trail) -> Iterator[list[Probe]
         else:
             e.spawn(isolate_task(e, part, trail), scope=part)
     if bad:
+        good = [p for p, o in zip(parts, outcomes) if o.good]
+        if len(good) >= 2 and sum(map(len, good)) >= REST_AT_LEAST:
+            e.spawn(rest_task(e, good, trail), scope=[])
         return
     e.spawn(between_task(e, parts, trail), scope=nodes)
+
+
+REST_AT_LEAST = 4  # nodes in a split's good parts for them to be measured together at once
+
+
+def rest_task(e: Any, parts: list[list[str]], trail: Trail) -> Iterator[list[Probe]]:
+    """Some parts of a split were bad, these were each good: all of them together, beside the search
+    of the bad ones, so a fault between two of them (a link) is searched for now rather than after the
+    clearance. Bad twice (once can be noise): the between search."""
+    union = sum(parts, [])
+    outcomes: list[Outcome] = []
+    for purpose in (f"the {len(parts)} good parts of a split together", "the same, once more"):
+        (outcome,) = yield [Probe(tuple(union), purpose=purpose, search=True)]
+        outcomes.append(outcome)
+        if not outcome.bad:
+            if outcomes[0].bad:
+                e.note(f"{label(union)}, each part good, was bad together once and then good: not reproduced")
+            return
+    e.spawn(between_task(e, parts, trail + [step(outcomes, "the good parts together")]), scope=union)
 
 
 def between_task(e: Any, parts: list[list[str]], trail: Trail) -> Iterator[list[Probe]]:
@@ -176,8 +201,38 @@ def pair_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
     that is a suspect (never blamed); good at its first measurement, or too often to be confirmed, it
     is not at fault."""
     trail = list(trail)
+    votes, verdict, unknown = yield from ends_task(e, a, b, trail)
+    named = [x for x, v in verdict.items() if v in ("node", "suspect")]
+    for x in named:
+        partners = [p for v in votes[x] if v.bad for p in v.partners]
+        e.blame(attribution("node", [x], trail, confidence="confirmed" if verdict[x] == "node" else "unconfirmed",
+                            figures={"bad_with": sorted(set(partners) | ({a, b} - {x}))},
+                            confirmation=confirmation(votes[x])))
+    if unknown:
+        others = [x for x in (a, b) if x not in unknown and x not in named]
+        candidates = [{"kind": "node", "members": [x]} for x in unknown]
+        if others or len(unknown) == 2:
+            candidates.append({"kind": "link", "members": [a, b]})
+        e.blame(attribution("unexplained", [a, b], trail + [(None, "no known-good node was free to measure "
+                                                                  f"{' and '.join(unknown)} against")],
+                            ambiguous=True, confidence="unconfirmed", candidates=candidates))
+        return
+    if named:
+        return
+    yield from link_task(e, a, b, trail)
+
+
+Votes = dict[str, list[Outcome]]
+
+
+def ends_task(e: Any, a: str, b: str,
+              trail: Trail) -> Generator[list[Probe], list[Outcome], tuple[Votes, dict[str, str], list[str]]]:
+    """The measurements of pair_task: each end of {a, b} not known good with known-good partners, a
+    different one each time while there is one, until `confirm` decides. Returns each end's
+    measurements, its verdict ("node", "suspect", "not") and the ends no partner was free for; adds
+    each round to `trail`."""
     need = [x for x in (a, b) if not e.is_good(x)]
-    votes: dict[str, list[Outcome]] = {x: [] for x in need}
+    votes: Votes = {x: [] for x in need}
     used = {x: {a, b} for x in need}
     pending = list(need)
     unknown: list[str] = []
@@ -205,24 +260,7 @@ def pair_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
             else:
                 following.append(x)
         pending = following
-    named = [x for x, v in verdict.items() if v in ("node", "suspect")]
-    for x in named:
-        partners = [p for v in votes[x] if v.bad for p in v.partners]
-        e.blame(attribution("node", [x], trail, confidence="confirmed" if verdict[x] == "node" else "unconfirmed",
-                            figures={"bad_with": sorted(set(partners) | ({a, b} - {x}))},
-                            confirmation=confirmation(votes[x])))
-    if unknown:
-        others = [x for x in (a, b) if x not in unknown and x not in named]
-        candidates = [{"kind": "node", "members": [x]} for x in unknown]
-        if others or len(unknown) == 2:
-            candidates.append({"kind": "link", "members": [a, b]})
-        e.blame(attribution("unexplained", [a, b], trail + [(None, "no known-good node was free to measure "
-                                                                  f"{' and '.join(unknown)} against")],
-                            ambiguous=True, confidence="unconfirmed", candidates=candidates))
-        return
-    if named:
-        return
-    yield from link_task(e, a, b, trail)
+    return votes, verdict, unknown
 
 
 def confirm(params: Any, votes: list[Outcome], final: bool = False) -> str:

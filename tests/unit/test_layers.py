@@ -94,7 +94,6 @@ NOT_YET_SPLIT = {
     "preflight/core/expectations.py:expectation_results",
     "preflight/core/shape.py:largest",
     "preflight/core/verdict.py:decide",
-    "preflight/launch/isolation_plan.py:pair_task",
     "preflight/reporters/glance.py:at_a_glance",
     "preflight/reporters/junit.py:render",
     "preflight/reporters/terminal.py:render",

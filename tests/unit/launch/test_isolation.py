@@ -201,3 +201,17 @@ def test_binary_splitting_gives_the_same_answers():
             nodes, topology, model = scenario(fault, 32, seed)
             result = run(nodes, model, topology=topology, params=IsolationParams(arity=2))
             assert score_isolation(result, model)["right"], (fault, seed)
+
+
+def test_a_link_between_good_parts_is_searched_beside_a_bad_node_not_after_it():
+    # n05 slow, and a link between two parts of the first split that were each good: the good parts
+    # together are bad (twice), and the link's search runs beside the node's confirmation, so both
+    # take about as many rounds as the link alone, not the node's rounds plus the link's
+    nodes = node_names(64)
+    link = Fault("bad-link", ("n20", "n50"), 0.3)
+    alone = run(nodes, FaultModel(nodes, [link], noise=0.0, seed=1))
+    both = run(nodes, FaultModel(nodes, [Fault("slow-node", ("n05",), 0.5), link], noise=0.0, seed=1))
+    assert {(a.kind, tuple(a.members), a.confidence) for a in both.attributions} == {
+        ("node", ("n05",), "confirmed"), ("link", ("n20", "n50"), "confirmed")}
+    assert both.round_count <= alone.round_count + 2
+    assert any("good parts of a split together" in p for r in both.rounds for p in r.purposes)
