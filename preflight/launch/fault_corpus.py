@@ -224,3 +224,18 @@ def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed
         "rounds_max": max(t.rounds for t in runs),
         "wall_s": round(time.monotonic() - started, 2),
     }
+
+
+def healthy_near_floor(count: int, trials: int, params: IsolationParams | None = None, *, floor: float = 0.95,
+                       noise: float = 0.05) -> tuple[int, int]:
+    """Healthy fleets just above their floor through the pass: (runs with a component blamed, runs
+    where the noise made a group bad or left a suspect)."""
+    blamed = flagged = 0
+    nodes = node_names(count)
+    for seed in range(trials):
+        model = FaultModel(nodes, [], noise=noise, threshold=floor, seed=seed, times=False)
+        result = isolate(nodes, model.measure, params=params)
+        blamed += any(a.confidence == "confirmed" and not a.ambiguous for a in result.attributions)
+        flagged += bool(result.attributions) or any(g.ok is False for r in result.rounds for g in r.results)
+    return blamed, flagged
+
