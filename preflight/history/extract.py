@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from preflight.core.check import IMAGE_FIELDS as CHECK_IMAGE_FIELDS
+from preflight.core.finite import dumps
 from preflight.history.stats import relative_spread
 
 CLUSTER = "cluster"  # preflight.core.model.CLUSTER_NODE: where a cluster check files its one result
@@ -227,7 +227,7 @@ def run_key(report: dict[str, Any], nodes: list[str] | None = None) -> str:
     """Identifies a run so that recording or importing it twice keeps one copy."""
     ident = [report.get("started_at"), report.get("finished_at"), report.get("command"),
              sorted(node_names(report) if nodes is None else nodes), len(report.get("results") or [])]
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return hashlib.sha256(dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def config_digest(report: dict[str, Any], thresholds: set[tuple[str, str, str, str]]) -> str:
@@ -235,7 +235,7 @@ def config_digest(report: dict[str, Any], thresholds: set[tuple[str, str, str, s
     ident = {"level": report.get("level"), "profile": report.get("profile"), "fail_on": report.get("fail_on"),
              "expect": report.get("expect"), "expected": sorted(report.get("expected") or []),
              "planned": sorted(report.get("planned") or []), "thresholds": sorted(thresholds)}
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return hashlib.sha256(dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def verdict_of(report: dict[str, Any]) -> str:
@@ -319,7 +319,7 @@ def image_digest(image: dict[str, Any]) -> str | None:
     values = [image.get(k) for k in IMAGE_FIELDS]
     if all(v is None for v in values):
         return None
-    return hashlib.sha256(json.dumps(values, default=str).encode()).hexdigest()[:16]
+    return hashlib.sha256(dumps(values, default=str).encode()).hexdigest()[:16]
 
 
 def node_kind(image: dict[str, Any]) -> str:

@@ -72,7 +72,7 @@ def report_error_files(log_dir: str) -> None:
                 content = json.load(handle)
         except (OSError, ValueError):
             continue
-        print(f"@@error-file {os.path.basename(root)} {json.dumps(content)}", flush=True)
+        print(f"@@error-file {os.path.basename(root)} {json.dumps(content, allow_nan=False)}", flush=True)
 
 
 def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float | None) -> int:
