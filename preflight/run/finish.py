@@ -59,7 +59,7 @@ def fleet_outliers(report: RunReport, run: Finishing) -> None:
 
         fleet = outlier_result(report.to_dict())
         if fleet is not None:
-            report.results.append(fleet)
+            report.add(fleet)  # masked as it joins, as every result
 
 
 def keeps_history(run: Finishing) -> bool:
@@ -79,10 +79,10 @@ def reports(report: RunReport, run: Finishing) -> None:
     """Each report format asked for, through a temporary file and a rename (never through a link
     planted at its name); --textfile-dir; GITHUB_STEP_SUMMARY. results.jsonl is never touched here."""
     from preflight.core.files import FileWriteError, write_atomic
-    from preflight.core.redact import scrub
+    from preflight.core.redact import scrub_report
     from preflight.reporters import filename, renderer, view
 
-    scrub(report)  # no URL password or token reaches a report file (preflight.core.redact)
+    scrub_report(report)  # no URL password or token reaches a report file: the results are masked already
     # The report is complete: keep the garbage collector from walking its objects (a million at
     # 1,000 nodes) again on every collection that the reporters' allocations trigger.
     gc.freeze()
