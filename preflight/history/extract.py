@@ -128,7 +128,10 @@ class _Figures:
                                    m["gpu"] if isinstance(m.get("gpu"), int) else None))
 
 
-def extract(report: dict[str, Any]) -> Extracted:
+def extract(report: dict[str, Any], verdict: str | None = None) -> Extracted:
+    """The rows of one report. `verdict`: the verdict this process judged the report with (a run it
+    has just judged); without it (a file imported, a report read back) the results are judged again
+    here (verdict_of), never taken on trust."""
     if not isinstance(report, dict) or not isinstance(report.get("results"), list) or "started_at" not in report:
         raise NotAReport("not a preflight run report (expected an object with started_at and results)")
     results = [r for r in report["results"] if isinstance(r, dict) and r.get("check_id") and r.get("node")]
@@ -150,7 +153,7 @@ def extract(report: dict[str, Any]) -> Extracted:
         run_key=run_key(report, nodes),
         started=started or datetime.now(timezone.utc).replace(tzinfo=None),
         finished=parse_time(report.get("finished_at")),
-        verdict=verdict_of(report),
+        verdict=verdict if verdict is not None else verdict_of(report),
         level=str(report.get("level") or ""),
         profile=str(report.get("profile") or ""),
         preflight_version=str(report.get("preflight_version") or ""),

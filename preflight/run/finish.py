@@ -36,6 +36,7 @@ class Finishing:
     write_error: str = ""  # results.jsonl could not be written during the run
     written: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    verdict: str | None = None  # the reports' verdict (GO, NO-GO, ...), once they are written
 
 
 Step = Callable[[RunReport, Finishing], None]
@@ -88,6 +89,7 @@ def reports(report: RunReport, run: Finishing) -> None:
     gc.freeze()
     try:
         with view.shared():  # one view of the report for every reporter that draws one
+            run.verdict = view.build_view(report).decision.verdict.value  # what history records, judged once
             for fmt in run.request.formats:
                 path = run.out / filename(fmt)
                 if run.keep is not None and path.resolve() == run.keep.resolve():
@@ -161,7 +163,7 @@ def history_record(report: RunReport, run: Finishing) -> None:
     if keeps_history(run):
         from preflight.run.history_context import record
 
-        record(report, run.config, lambda text: run.say(WARNING, text))
+        record(report, run.config, lambda text: run.say(WARNING, text), verdict=run.verdict)
 
 
 RUN_STEPS: tuple[tuple[str, Step], ...] = (
