@@ -69,7 +69,6 @@ class Extracted:
     run_key: str
     started: datetime
     finished: datetime | None
-    verdict: str
     level: str
     profile: str
     preflight_version: str
@@ -83,6 +82,16 @@ class Extracted:
     keys: dict[FigureKey, KeyInfo]
     findings: list[tuple[str, str, str, str]]  # check_id, node, finding id, level
     warnings: list[str] = field(default_factory=list)
+    # The verdict as the process that judged the run gave it; None: judged from `report` when first
+    # asked (`verdict`), as recording an import does; finding outliers or placing figures never asks.
+    judged: str | None = None
+    report: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def verdict(self) -> str:
+        if self.judged is None:
+            self.judged = verdict_of(self.report or {})
+        return self.judged
 
 
 class NotAReport(ValueError):
@@ -131,7 +140,7 @@ class _Figures:
 def extract(report: dict[str, Any], verdict: str | None = None) -> Extracted:
     """The rows of one report. `verdict`: the verdict this process judged the report with (a run it
     has just judged); without it (a file imported, a report read back) the results are judged again
-    here (verdict_of), never taken on trust."""
+    (verdict_of), never taken on trust, when the verdict is first asked for."""
     if not isinstance(report, dict) or not isinstance(report.get("results"), list) or "started_at" not in report:
         raise NotAReport("not a preflight run report (expected an object with started_at and results)")
     results = [r for r in report["results"] if isinstance(r, dict) and r.get("check_id") and r.get("node")]
@@ -153,7 +162,6 @@ def extract(report: dict[str, Any], verdict: str | None = None) -> Extracted:
         run_key=run_key(report, nodes),
         started=started or datetime.now(timezone.utc).replace(tzinfo=None),
         finished=parse_time(report.get("finished_at")),
-        verdict=verdict if verdict is not None else verdict_of(report),
         level=str(report.get("level") or ""),
         profile=str(report.get("profile") or ""),
         preflight_version=str(report.get("preflight_version") or ""),
@@ -167,6 +175,8 @@ def extract(report: dict[str, Any], verdict: str | None = None) -> Extracted:
         keys=figures.keys,
         findings=findings,
         warnings=warnings,
+        judged=verdict,
+        report=report,
     )
 
 

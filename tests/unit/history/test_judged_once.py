@@ -52,3 +52,13 @@ def test_the_run_just_judged_is_recorded_without_judging_it_again(tmp_path, monk
     done = CliRunner().invoke(cli, ["history", "import", str(tmp_path / "out" / "results.json"), "--url", str(other)])
     assert done.exit_code == 0, done.output
     assert judgings == ["NO-GO"] and recorded_verdicts(other) == ["NO-GO"]
+
+
+def test_finding_outliers_and_extracting_a_report_judge_nothing_until_the_verdict_is_asked(judgings):
+    from preflight.history import outlier_result
+
+    report = make_report([make_result("node.environment", f"n{i}", Status.PASS, "ok") for i in range(4)]).to_dict()
+    outlier_result(report)
+    ex = extract_mod.extract(report)
+    assert judgings == []
+    assert ex.verdict == "GO" and ex.verdict == "GO" and judgings == ["GO"]  # judged once, when asked
