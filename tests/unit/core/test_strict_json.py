@@ -145,3 +145,18 @@ def test_a_worker_line_with_a_nan_loss_is_json_and_reads_back_as_nan():
     losses = payload["losses"]
     assert losses[0] == 2.3 and math.isnan(losses[1]) and losses[2:] == [math.inf, -math.inf]
     assert jsonlines.loads('{"$nonfinite": "NaN", "other": 1}') == {"$nonfinite": "NaN", "other": 1}
+
+
+def test_an_error_file_with_a_nan_is_passed_on_by_the_guard_as_json(tmp_path, capsys):
+    """torchelastic's error.json read by the guard on the node may hold what Python's json wrote."""
+    from preflight.launch.torchrun_log import read_error_file
+    from preflight.workers.guard import report_error_files
+
+    rank_dir = tmp_path / "run" / "attempt_0" / "1"
+    rank_dir.mkdir(parents=True)
+    (rank_dir / "error.json").write_text('{"message": {"message": "loss was NaN", "extraInfo": {"loss": NaN}}}')
+    report_error_files(str(tmp_path))
+    (line,) = capsys.readouterr().out.splitlines()
+    _, _, rest = line.partition(" ")
+    strict(rest.partition(" ")[2])
+    assert read_error_file(rest) == {"local_rank": 1, "message": "loss was NaN"}
