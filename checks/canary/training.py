@@ -19,12 +19,12 @@ On CPU nodes the GPU figures are "not measured: no GPU"; the rest is measured.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
+from preflight.core.jsonlines import loads
 from preflight_checks.canary.figures import collectives_reference, summarise
 from preflight_checks.canary.figures import percentile
 from preflight.machine.frameworks import installed
@@ -221,7 +221,7 @@ class CanaryTraining(Check):
             return {"ok": False, "error": str(exc)}
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         try:
-            payload = json.loads(lines[-1]) if lines else {}
+            payload = loads(lines[-1]) if lines else {}
         except ValueError:
             payload = {}
         if proc.returncode == 0 and payload.get("ok"):

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
+from preflight.core.finite import dumps
 from preflight.core.redact import basic_auth, redact_url
 from preflight.run.context import ClusterContext
 from preflight.core.model import Finding, Scope, Status
@@ -141,7 +142,7 @@ class MonitoringAlarms(Check):
                 reason = redact_url(getattr(exc, "reason", exc))
                 ctx.record(["GET", url], None, str(reason))
                 raise CannotMeasure(f"Prometheus at {base} cannot be asked ({path}): {reason}") from exc
-            ctx.record(["GET", url], 0, json.dumps(body)[-2000:])
+            ctx.record(["GET", url], 0, dumps(body)[-2000:])
             if body.get("status") != "success":
                 raise QueryFailed(f"Prometheus at {base} answered {path} with {body.get('error') or body}")
             return body["data"]

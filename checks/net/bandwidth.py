@@ -37,7 +37,6 @@ leaves one behind.
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 import statistics
 import time
@@ -48,6 +47,7 @@ from typing import Any
 from preflight.core.check import (
     TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Learnable, Outcome, outcome_from_findings, param, too_few_nodes,
 )
+from preflight.core.finite import dumps
 from preflight.run.context import ClusterContext
 from preflight.run.faults import fault
 from preflight.launch.torchrun import run_probe
@@ -368,7 +368,7 @@ class NetBandwidth(Check):
                     sample = links[pair]["samples"][-1] if links[pair]["samples"] else {"error": "no result"}
                     # The full iperf3 JSON is in the facts' figures already; evidence keeps the digest.
                     digest = "\n".join([line for line in job.lines if line.startswith(("pid ", "@@"))]
-                                       + job.stderr_lines + [json.dumps(sample)])
+                                       + job.stderr_lines + [dumps(sample)])
                     self._stop(ctx, job, self._keep_evidence("error" in sample), digest)
         finally:
             until = time.monotonic() + 5  # one grace period for all of them, not one each

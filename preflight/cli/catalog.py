@@ -21,8 +21,9 @@ from preflight.cli.options import UsageProblem, json_option, registry as _regist
 def list_checks(verbose: bool, tag: str | None, as_json: bool) -> None:
     """List the available checks: id, scope, tags and title (-v: with their defaults; --json: all of it)."""
     import dataclasses
-    import json
     import shutil
+
+    from preflight.core.finite import dumps
 
     registry = _registry()
     checks = [c for c in registry.ordered() if tag is None or tag in c.tags]
@@ -34,10 +35,9 @@ def list_checks(verbose: bool, tag: str | None, as_json: bool) -> None:
     from preflight.core.config import shipped_profiles
 
     if as_json:
-        click.echo(json.dumps({"checks": [_check_dict(c, registry) for c in checks],
-                               "profiles": shipped_profiles(),
-                               "load_errors": [e.to_dict() for e in registry.errors]}, indent=2, allow_nan=False,
-                              default=str))
+        click.echo(dumps({"checks": [_check_dict(c, registry) for c in checks],
+                          "profiles": shipped_profiles(),
+                          "load_errors": [e.to_dict() for e in registry.errors]}, indent=2, default=str))
         return
     width = min(shutil.get_terminal_size((100, 24)).columns, 120)
     for check in checks:

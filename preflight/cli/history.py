@@ -400,7 +400,7 @@ def import_command(paths: tuple[str, ...], url: str | None) -> None:
             stated, judged = recorded_verdict(report), verdict_of(report)
             if stated is not None and stated != judged:
                 click.echo(f"{f}: the file says {stated}, but its results say {judged}: recorded as {judged}", err=True)
-            done = _run(lambda: store.ingest(report, source=str(f.resolve())))
+            done = _run(lambda: store.ingest(report, source=str(f.resolve()), verdict=judged))  # judged once
             _say(f"{f}: " + (f"run {done.run_id}, {done.nodes} nodes, {done.figures} figures" if done.new
                                    else f"already recorded as run {done.run_id}"))
 

@@ -220,12 +220,10 @@ def print_summary(report: Any, out: Path, written: list[Path], as_json: bool = F
     if written:
         click.echo("Reports: " + ", ".join(str(p) for p in written), err=as_json)
     if as_json:
-        import json
-
+        from preflight.core.finite import dumps
         from preflight.reporters.json_report import summary
 
-        click.echo(json.dumps({**summary(report), "output_dir": str(out), "reports": [str(p) for p in written]},
-                              indent=2, allow_nan=False))
+        click.echo(dumps({**summary(report), "output_dir": str(out), "reports": [str(p) for p in written]}, indent=2))
 
 
 def summary_step(as_json: bool = False) -> Callable[[Any, Any], None]:

@@ -5,15 +5,20 @@ JSON has no NaN or infinity; Python's json module writes them as bare tokens tha
 would not be JSON. Every result passes through `make_finite` before it is written: the figure
 becomes null, the result says which figure was not finite, and the judgement made from the real
 value (a NaN loss is a FAIL) is kept. `finite` does the same for any JSON-able structure.
+
+`dumps` and `dump` are how preflight writes JSON (files, --json output, job lines, history keys):
+a NaN becomes null. Where null would change the meaning, a call passes allow_nan=False and handles
+the value itself (a worker marks it: preflight.workers.wire); tests/unit/core/test_strict_json.py
+scans the source so that no json.dump or json.dumps call goes without allow_nan=False.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 from preflight.core.model import CheckResult
-
 
 # How the note on facts begins: re-judging keeps such a result as recorded (its facts lost the values).
 FACTS_NOTE = "recorded facts not finite"
@@ -74,3 +79,15 @@ def make_finite(result: CheckResult) -> CheckResult:
 def facts_lost_values(result: CheckResult) -> bool:
     """True when make_finite replaced some of the result's facts: judging them again would not judge what was measured."""
     return any(d.startswith(FACTS_NOTE) for d in result.details)
+
+
+def dumps(data: Any, **options: Any) -> str:
+    """Strict JSON text of `data`: its NaN and infinities written as null (`finite`), never as the
+    bare tokens NaN/Infinity. A non-finite float the copy cannot reach (inside an object that
+    options["default"] turns into JSON) is refused with ValueError rather than written."""
+    return json.dumps(finite(data)[0], allow_nan=False, **options)
+
+
+def dump(data: Any, handle: Any, **options: Any) -> None:
+    """`dumps` written to an open text file."""
+    handle.write(dumps(data, **options))

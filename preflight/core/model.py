@@ -238,7 +238,7 @@ class CheckResult:
 
     def to_json_line(self) -> str:
         # Strict JSON: preflight.core.finite.make_finite turns NaN and infinity into null first.
-        return json_text(self, sort_keys=True, allow_nan=False)
+        return json_text(self, sort_keys=True)
 
 
 @dataclass
@@ -409,8 +409,9 @@ def _plain(obj: Any) -> Any:
 def json_text(obj: Any, **options: Any) -> str:
     """JSON of model objects as `json.dumps(to_dict())` writes it, without building the copy first:
     json's C encoder walks the objects itself (str enums are their values; other objects their text).
-    `options` go to json.dumps; `indent` would switch it to the pure-Python encoder."""
-    return json.dumps(obj, default=_plain, **options)
+    `options` go to json.dumps; `indent` would switch it to the pure-Python encoder. Strict: a NaN
+    or infinity is refused (ValueError), never written as a bare token."""
+    return json.dumps(obj, default=_plain, allow_nan=False, **options)
 
 
 _OMIT_NONE.update({Measurement: ("gpu",), Finding: ("component",)})

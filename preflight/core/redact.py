@@ -6,8 +6,16 @@ server's: in preflight.toml, in --set, in the environment) and every one may car
 `postgresql://user:PASSWORD@db/preflight` or `https://prom?token=SECRET`. Whatever preflight prints,
 logs or records (the command line, the config text it judged with, an error message that quotes
 the URL, even one that does not parse) passes through `redact_text` first, which masks them as
-`***`. `redact_url` is the same for one URL; `scrub` masks every string of a run report (results,
-evidence, facts, the command, the recorded config) in place; `RedactingStream` wraps the terminal.
+`***`. `redact_url` is the same for one URL; `scrub` masks every string of an object in place;
+`RedactingStream` wraps the terminal.
+
+A run report is scrubbed once, piece by piece, where each piece enters it, never as a whole again
+before it is written (a pass over 10,000 results costs about a second): a result when it joins the
+report (RunReport.add, before its line is appended to results.jsonl, so the stream and every report
+format hold the same masked text; preflight.core.results_file for results read back from a file),
+and the rest of the report (the command, the config record, load errors, baseline, history context)
+by `scrub_report` at the write boundary, preflight.run.finish.reports, which leaves the results alone.
+A result that reaches the report some other way would be written unmasked: add it with RunReport.add.
 """
 
 from __future__ import annotations
@@ -95,7 +103,7 @@ def scrub(obj: Any, assignments: bool = False, _depth: int = 0) -> Any:
         names = list(fields) if fields is not None else [f.name for f in dataclasses.fields(obj)]
         for name in names:
             if name in _FIGURES:
-                continue  # figures: numbers with the names the check declared, never a URL
+                continue  # numbers and statuses: never a URL (a figure's name and unit are text, and scrubbed)
             value = getattr(obj, name)
             if type(value) in _PLAIN:
                 continue
@@ -105,8 +113,23 @@ def scrub(obj: Any, assignments: bool = False, _depth: int = 0) -> Any:
     return obj
 
 
+def scrub_report(report: Any) -> Any:
+    """Every field of a run report but its results (each was scrubbed as it joined the report; see
+    the module docstring), in place."""
+    for item in dataclasses.fields(report):
+        if item.name == "results":
+            continue
+        value = getattr(report, item.name)
+        if type(value) in _PLAIN:
+            continue
+        new = scrub(value, _depth=1)
+        if new is not value:
+            setattr(report, item.name, new)
+    return report
+
+
 _PLAIN = frozenset({int, float, bool, type(None), bytes})
-_FIGURES = frozenset({"measurements", "samples", "status", "scope", "duration_s", "exit_code"})
+_FIGURES = frozenset({"samples", "status", "scope", "duration_s", "exit_code", "value", "threshold", "at"})
 
 
 class RedactingStream:

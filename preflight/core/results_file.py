@@ -15,6 +15,7 @@ from typing import Any
 
 from preflight.core.finite import finite, make_finite
 from preflight.core.model import CheckResult, RunReport, Scope
+from preflight.core.redact import scrub
 
 HEADER_KEY = "preflight_plan"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "run-report.schema.json"
@@ -95,6 +96,7 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
         notes.append(f"{path} has no run-plan header (written by an older preflight): missing results cannot be named")
     for result in results:
         make_finite(result)  # a file written by an older preflight may hold NaN tokens
+        scrub(result)  # results join this report here, not through RunReport.add (preflight.core.redact)
     report.finished_at = results[-1].started_at if results else ""
     if header is None and any("cut short" in n for n in notes):
         # Without a plan, a torn line is the only sign that results are missing.
@@ -162,6 +164,7 @@ def parse_report(text: str, path: str) -> RunReport:
         raise ResultsFileError(f"{path} is not a preflight results file: {type(exc).__name__}: {exc}") from None
     for result in report.results:
         make_finite(result)  # a file written by an older preflight may hold NaN tokens
+        scrub(result)  # results join this report here, not through RunReport.add (preflight.core.redact)
     return report
 
 

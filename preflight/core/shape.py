@@ -273,5 +273,5 @@ def kubernetes_text(subset: dict) -> str:
     lines = ["affinity:", "  nodeAffinity:", "    requiredDuringSchedulingIgnoredDuringExecution:",
              "      nodeSelectorTerms:", "      - matchExpressions:", "        - key: kubernetes.io/hostname",
              "          operator: In", "          values:"]
-    lines += [f"          - {json.dumps(name)}" for name in names]
+    lines += [f"          - {json.dumps(name, allow_nan=False)}" for name in names]
     return "\n".join(lines) + "\n"

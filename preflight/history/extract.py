@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from preflight.core.check import IMAGE_FIELDS as CHECK_IMAGE_FIELDS
+from preflight.core.finite import dumps
 from preflight.history.stats import relative_spread
 
 CLUSTER = "cluster"  # preflight.core.model.CLUSTER_NODE: where a cluster check files its one result
@@ -69,7 +69,6 @@ class Extracted:
     run_key: str
     started: datetime
     finished: datetime | None
-    verdict: str
     level: str
     profile: str
     preflight_version: str
@@ -83,6 +82,16 @@ class Extracted:
     keys: dict[FigureKey, KeyInfo]
     findings: list[tuple[str, str, str, str]]  # check_id, node, finding id, level
     warnings: list[str] = field(default_factory=list)
+    # The verdict as the process that judged the run gave it; None: judged from `report` when first
+    # asked (`verdict`), as recording an import does; finding outliers or placing figures never asks.
+    judged: str | None = None
+    report: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def verdict(self) -> str:
+        if self.judged is None:
+            self.judged = verdict_of(self.report or {})
+        return self.judged
 
 
 class NotAReport(ValueError):
@@ -128,7 +137,10 @@ class _Figures:
                                    m["gpu"] if isinstance(m.get("gpu"), int) else None))
 
 
-def extract(report: dict[str, Any]) -> Extracted:
+def extract(report: dict[str, Any], verdict: str | None = None) -> Extracted:
+    """The rows of one report. `verdict`: the verdict this process judged the report with (a run it
+    has just judged); without it (a file imported, a report read back) the results are judged again
+    (verdict_of), never taken on trust, when the verdict is first asked for."""
     if not isinstance(report, dict) or not isinstance(report.get("results"), list) or "started_at" not in report:
         raise NotAReport("not a preflight run report (expected an object with started_at and results)")
     results = [r for r in report["results"] if isinstance(r, dict) and r.get("check_id") and r.get("node")]
@@ -150,7 +162,6 @@ def extract(report: dict[str, Any]) -> Extracted:
         run_key=run_key(report, nodes),
         started=started or datetime.now(timezone.utc).replace(tzinfo=None),
         finished=parse_time(report.get("finished_at")),
-        verdict=verdict_of(report),
         level=str(report.get("level") or ""),
         profile=str(report.get("profile") or ""),
         preflight_version=str(report.get("preflight_version") or ""),
@@ -164,6 +175,8 @@ def extract(report: dict[str, Any]) -> Extracted:
         keys=figures.keys,
         findings=findings,
         warnings=warnings,
+        judged=verdict,
+        report=report,
     )
 
 
@@ -227,7 +240,7 @@ def run_key(report: dict[str, Any], nodes: list[str] | None = None) -> str:
     """Identifies a run so that recording or importing it twice keeps one copy."""
     ident = [report.get("started_at"), report.get("finished_at"), report.get("command"),
              sorted(node_names(report) if nodes is None else nodes), len(report.get("results") or [])]
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return hashlib.sha256(dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def config_digest(report: dict[str, Any], thresholds: set[tuple[str, str, str, str]]) -> str:
@@ -235,7 +248,7 @@ def config_digest(report: dict[str, Any], thresholds: set[tuple[str, str, str, s
     ident = {"level": report.get("level"), "profile": report.get("profile"), "fail_on": report.get("fail_on"),
              "expect": report.get("expect"), "expected": sorted(report.get("expected") or []),
              "planned": sorted(report.get("planned") or []), "thresholds": sorted(thresholds)}
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return hashlib.sha256(dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def verdict_of(report: dict[str, Any]) -> str:
@@ -319,7 +332,7 @@ def image_digest(image: dict[str, Any]) -> str | None:
     values = [image.get(k) for k in IMAGE_FIELDS]
     if all(v is None for v in values):
         return None
-    return hashlib.sha256(json.dumps(values, default=str).encode()).hexdigest()[:16]
+    return hashlib.sha256(dumps(values, default=str).encode()).hexdigest()[:16]
 
 
 def node_kind(image: dict[str, Any]) -> str:

@@ -274,7 +274,7 @@ def _toml(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
-    return json.dumps(str(value), ensure_ascii=False)
+    return json.dumps(str(value), ensure_ascii=False, allow_nan=False)
 
 
 def _quantity(value: float, unit: str) -> str:

@@ -261,9 +261,10 @@ class Store:
 
     # -- recording --------------------------------------------------------------------------------
 
-    def ingest(self, report: dict[str, Any], *, source: str = "") -> Ingested:
-        """Record one run report (the results.json dict) in one transaction."""
-        ex = extract(report)
+    def ingest(self, report: dict[str, Any], *, source: str = "", verdict: str | None = None) -> Ingested:
+        """Record one run report (the results.json dict) in one transaction. `verdict`: the one this
+        process judged the run with; without it (an import) the report's results are judged again."""
+        ex = extract(report, verdict)
         _add_outliers(ex)
         with self.write() as conn:
             existing = conn.execute(select(runs.c.id).where(runs.c.run_key == ex.run_key)).scalar()
@@ -424,12 +425,13 @@ def translate(location: str, exc: sqlalchemy.exc.DBAPIError) -> HistoryError:
 
 
 def record_run(report: dict[str, Any], url: str | Path | None = None, *,
-               timeout_s: float = RECORD_TIMEOUT_S) -> str | None:
+               timeout_s: float = RECORD_TIMEOUT_S, verdict: str | None = None) -> str | None:
     """Record a finished run; never raises. Returns None, or one line saying why it was not recorded
-    (locked, full, unreachable, corrupt, a foreign database), for the run to show as a warning."""
+    (locked, full, unreachable, corrupt, a foreign database), for the run to show as a warning.
+    `verdict`: the verdict the run was just judged with, recorded as is (see Store.ingest)."""
     try:
         with Store(url, create=True, timeout_s=timeout_s) as store:
-            store.ingest(report)
+            store.ingest(report, verdict=verdict)
         return None
     except HistoryError as exc:
         return f"run not recorded in fleet history: {exc}"

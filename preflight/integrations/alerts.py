@@ -230,7 +230,7 @@ def to_yaml(value: Any, indent: int = 0) -> str:
 
 def _key(key: Any) -> str:
     text = str(key)
-    return text if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]*", text) else json.dumps(text)
+    return text if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]*", text) else json.dumps(text, allow_nan=False)
 
 
 def _scalar(value: Any) -> str:
@@ -242,7 +242,7 @@ def _scalar(value: Any) -> str:
         return repr(value)
     if isinstance(value, (dict, list)):
         return "{}" if isinstance(value, dict) else "[]"
-    return json.dumps(str(value), ensure_ascii=False)
+    return json.dumps(str(value), ensure_ascii=False, allow_nan=False)
 
 
 def render(fmt: str, thresholds: Thresholds, *, name: str = "preflight-go-live", namespace: str | None = None,

@@ -3,13 +3,13 @@ and reading what it wrote."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from preflight.core.check import CannotMeasure
+from preflight.core.jsonlines import loads
 from preflight.transport.process import isolated_module_argv
 
 
@@ -59,6 +59,6 @@ def run_probe(ctx: Any, framework: str, options: list[str], timeout_s: float, *,
         return {"framework": framework, "importable": None,
                 "error": f"probe exited with status {proc.returncode} and wrote nothing: {' | '.join(tail)}"}
     try:
-        return json.loads(output.read_text(encoding="utf-8"))
+        return loads(output.read_text(encoding="utf-8"))
     finally:
         output.unlink(missing_ok=True)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from preflight.launch.nccl_log import nccl_network
 from preflight.launch.nodes import names_text
 from preflight.transport.process import EXIT_MARKER, PID_MARKER
-from preflight.core.jsonlines import json_objects
+from preflight.core.jsonlines import json_objects, loads
 
 
 _RANKS = re.compile(r"\bglobal_ranks=\[([\d,\s]*)\]")
@@ -88,7 +88,7 @@ def read_error_file(text: str) -> dict[str, Any]:
     file ({"message": {"message": ..., "extraInfo": {...}}}). Pure."""
     local_rank, _, payload = text.partition(" ")
     try:
-        content = json.loads(payload)
+        content = loads(payload)
     except ValueError:
         content = {}
     message = content.get("message") if isinstance(content, dict) else None

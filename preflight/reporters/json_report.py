@@ -78,14 +78,14 @@ def verdict_of(view) -> dict:
     }
 def _write_value(out: TextIO, value: Any, depth: int) -> None:
     if depth >= PRETTY_DEPTH or not isinstance(value, (dict, list, tuple)) or not value:
-        out.write(json_text(value, sort_keys=True, allow_nan=False))
+        out.write(json_text(value, sort_keys=True))
         return
     pad = "  " * (depth + 1)
     if isinstance(value, dict):
         out.write("{\n")
         for index, key in enumerate(sorted(value)):
             out.write(",\n" if index else "")
-            out.write(f"{pad}{json.dumps(str(key))}: ")
+            out.write(f"{pad}{json.dumps(str(key), allow_nan=False)}: ")
             _write_value(out, value[key], depth + 1)
         out.write(f"\n{'  ' * depth}}}")
     else:

@@ -5,10 +5,10 @@ Both the agent (one child per node check) and the runner (one child per cluster 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from preflight.core.finite import dumps
 from preflight.core.jsonlines import last_json
 from preflight.transport.process import Here, RemoteProcess, isolated_module_argv, kill_session
 
@@ -34,7 +34,7 @@ def run_json_child(module: str, job: dict[str, Any], timeout: float, python: str
     child = RemoteProcess(here, isolated_module_argv(module, python=here.python), stdin=True, guard=False)
     if on_start:
         on_start(child)
-    child.write(json.dumps(job))
+    child.write(dumps(job))
     child.close_stdin()
     timed_out = child.wait(timeout) is None
     if timed_out:

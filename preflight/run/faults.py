@@ -12,6 +12,8 @@ import json
 import os
 from typing import Any
 
+from preflight.core.finite import dumps
+
 ENV = "PREFLIGHT_TEST_FAULTS"
 
 
@@ -30,4 +32,4 @@ def fault(check_id: str, name: str, default: Any = None) -> Any:
 
 def env_value(faults: dict[str, dict[str, Any]]) -> str:
     """PREFLIGHT_TEST_FAULTS's value for these faults (for tests)."""
-    return json.dumps(faults)
+    return dumps(faults)

@@ -36,6 +36,7 @@ class Finishing:
     write_error: str = ""  # results.jsonl could not be written during the run
     written: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    verdict: str | None = None  # the reports' verdict (GO, NO-GO, ...), once they are written
 
 
 Step = Callable[[RunReport, Finishing], None]
@@ -59,7 +60,7 @@ def fleet_outliers(report: RunReport, run: Finishing) -> None:
 
         fleet = outlier_result(report.to_dict())
         if fleet is not None:
-            report.results.append(fleet)
+            report.add(fleet)  # masked as it joins, as every result
 
 
 def keeps_history(run: Finishing) -> bool:
@@ -79,15 +80,16 @@ def reports(report: RunReport, run: Finishing) -> None:
     """Each report format asked for, through a temporary file and a rename (never through a link
     planted at its name); --textfile-dir; GITHUB_STEP_SUMMARY. results.jsonl is never touched here."""
     from preflight.core.files import FileWriteError, write_atomic
-    from preflight.core.redact import scrub
+    from preflight.core.redact import scrub_report
     from preflight.reporters import filename, renderer, view
 
-    scrub(report)  # no URL password or token reaches a report file (preflight.core.redact)
+    scrub_report(report)  # no URL password or token reaches a report file: the results are masked already
     # The report is complete: keep the garbage collector from walking its objects (a million at
     # 1,000 nodes) again on every collection that the reporters' allocations trigger.
     gc.freeze()
     try:
         with view.shared():  # one view of the report for every reporter that draws one
+            run.verdict = view.build_view(report).decision.verdict.value  # what history records, judged once
             for fmt in run.request.formats:
                 path = run.out / filename(fmt)
                 if run.keep is not None and path.resolve() == run.keep.resolve():
@@ -161,7 +163,7 @@ def history_record(report: RunReport, run: Finishing) -> None:
     if keeps_history(run):
         from preflight.run.history_context import record
 
-        record(report, run.config, lambda text: run.say(WARNING, text))
+        record(report, run.config, lambda text: run.say(WARNING, text), verdict=run.verdict)
 
 
 RUN_STEPS: tuple[tuple[str, Step], ...] = (

@@ -10,7 +10,6 @@ what it measured.
 from __future__ import annotations
 
 import io
-import json
 import os
 import queue
 import shlex
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import preflight
+from preflight.core.finite import dumps
 from preflight.run.agent_stream import AgentStream, unreachable_words
 from preflight.core.check import Check, Expect
 from preflight.core.config import Config
@@ -370,7 +370,7 @@ class Runner:
         self.agents[node.name] = agent
         stream = AgentStream(node.name, checks, self.events.put)
         stream.done = done
-        agent.write(json.dumps(self._job(node)) + "\n")
+        agent.write(dumps(self._job(node)) + "\n")
         while True:
             limit = stream.line_limit(self.plan.config.timeout_for, AGENT_GRACE_S)
             line = agent.next_line(limit)

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import preflight
+from preflight.core.finite import dumps
 from preflight.run.agent import HELLO, MORE, STOP
 from preflight.run.agent_stream import AgentStream, unreachable_words
 from preflight.transport.process import EXIT_MARKER, GUARD_MODULE, PID_MARKER, TIMEOUT, RemoteProcess, \
@@ -133,7 +134,7 @@ class StepDriver:
 
     def _follow(self) -> None:
         assert self.proc is not None
-        self.proc.write(json.dumps(self.job()) + "\n")
+        self.proc.write(dumps(self.job()) + "\n")
         looked = time.monotonic()
         while self.open:
             line = self.proc.next_line(POLL_S)

@@ -18,6 +18,8 @@ from typing import Any
 
 from preflight.transport.base import Transport
 
+# Named, not imported: the transport layer may not import preflight.integrations (tests/unit/test_layers.py).
+# tests/unit/transport/test_module_names.py keeps the name importable, as a program, and its exit code agreed.
 BRIDGE_MODULE = "preflight.integrations.kubernetes.bridge"
 BRIDGE_FAILURE_EXIT = 255
 # A Kubernetes node name is a DNS subdomain.

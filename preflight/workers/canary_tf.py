@@ -15,12 +15,13 @@ Prints one JSON line: {"ok": true, ...} or {"ok": false, "error": ...}; tensorfl
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 import traceback
 from typing import Any
+
+from preflight.workers import wire
 
 INPUT_FEATURES = 256
 POOL_BATCHES = 8
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
         traceback.print_exc()
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         payload, code = {"ok": False, "error": f"{type(exc).__name__}: {text}"}, 1
-    out.write(json.dumps(payload) + "\n")
+    out.write(wire.dumps(payload) + "\n")
     out.flush()
     sys.exit(code)
 

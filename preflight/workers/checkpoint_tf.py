@@ -12,7 +12,6 @@ as its last line; exit status 0 when it could run the round trip (exact or not),
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -20,6 +19,7 @@ import traceback
 from pathlib import Path
 
 from preflight.machine.pagecache import drop_page_cache, files_under
+from preflight.workers import wire
 
 
 def _fsync_tree(directory: Path, prefix: str) -> int:
@@ -133,10 +133,10 @@ def main(argv: list[str] | None = None) -> None:
         result = roundtrip(directory, args.size_mb, args.seed)
     except Exception as exc:  # noqa: BLE001 - reported to the check as data, with the traceback on stderr
         traceback.print_exc()
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}",
+        print(wire.dumps({"error": f"{type(exc).__name__}: {exc}",
                           "errno": getattr(exc, "errno", None)}), flush=True)
         sys.exit(1)
-    print(json.dumps(result), flush=True)
+    print(wire.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

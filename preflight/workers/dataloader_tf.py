@@ -12,12 +12,13 @@ timed. Prints one JSON object as its last line.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
 import time
 import traceback
+
+from preflight.workers import wire
 
 
 def measure(paths: list[str], args: argparse.Namespace) -> dict:
@@ -101,9 +102,9 @@ def main(argv: list[str] | None = None) -> None:
         result = measure(paths, args)
     except Exception as exc:  # noqa: BLE001 - reported to the check as data, traceback on stderr
         traceback.print_exc()
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        print(wire.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         sys.exit(1)
-    print(json.dumps(result), flush=True)
+    print(wire.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ field that fails never costs the others.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any, Callable
+
+from preflight.workers import wire
 
 # Bits of nvmlClocksEventReasons (formerly nvmlClocksThrottleReasons), from nvml.h.
 THROTTLE_REASON_BITS = {
@@ -341,7 +342,7 @@ def _nvml_facts(pynvml: Any, with_gpus: bool, throttle_samples: int) -> dict[str
 
 
 def main() -> None:
-    json.dump(nvml_facts(), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write(wire.dumps(nvml_facts(), indent=2, sort_keys=True))
     sys.stdout.write("\n")
 
 

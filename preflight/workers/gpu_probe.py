@@ -17,11 +17,12 @@ with torch. Facts go to --output as JSON; a failure is a fact ("error"), not an 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
 from typing import Any
+
+from preflight.workers import wire
 
 MATMUL_SEED = 20240611
 
@@ -424,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
         facts = torch_facts(args.devices, args.matmul_size, args.pcie_load_s, args.copy_mib, args.copy_repeats)
     else:
         facts = tensorflow_facts(args.devices, args.matmul, args.matmul_size)
-    text = json.dumps(facts, sort_keys=True, default=str)
+    text = wire.dumps(facts, sort_keys=True, default=str)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as out:
             out.write(text + "\n")

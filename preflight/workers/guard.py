@@ -64,6 +64,8 @@ def report_error_files(log_dir: str) -> None:
     torchrun points each worker's TORCHELASTIC_ERROR_FILE at <log dir>/<run>/attempt_N/<local rank>/error.json."""
     import json
 
+    from preflight.workers import wire
+
     for root, _, files in os.walk(log_dir):
         if "error.json" not in files:
             continue
@@ -72,7 +74,7 @@ def report_error_files(log_dir: str) -> None:
                 content = json.load(handle)
         except (OSError, ValueError):
             continue
-        print(f"@@error-file {os.path.basename(root)} {json.dumps(content)}", flush=True)
+        print(f"@@error-file {os.path.basename(root)} {wire.dumps(content)}", flush=True)
 
 
 def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float | None) -> int:

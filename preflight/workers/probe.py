@@ -26,6 +26,8 @@ import subprocess
 import sys
 from typing import Any
 
+from preflight.workers import wire
+
 
 def resolve(name: str) -> list[str]:
     try:
@@ -208,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--targets", nargs="*", default=None, help="addresses this node will send traffic to")
     parser.add_argument("--bindable", help="an address to try to bind")
     parser.add_argument("--free-port", help="print a port free on this address")
-    print(json.dumps(probe(parser.parse_args(argv))))
+    print(wire.dumps(probe(parser.parse_args(argv))))
 
 
 if __name__ == "__main__":

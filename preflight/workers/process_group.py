@@ -36,6 +36,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from preflight.workers import wire
+
 PR_SET_PDEATHSIG = 1
 ROLL_CALL_POLL_S = 0.1
 
@@ -216,7 +218,7 @@ def join(env: DistEnv, timeout_s: float, tag: str) -> tuple[Any, dict[int, dict[
 def roll_call(store: Any, env: DistEnv, timeout_s: float) -> dict[int, dict[str, Any]]:
     """Every rank reports in; rank 0 decides. Returns rank -> {host, pid, local_rank} on success."""
     me = {"host": socket.gethostname(), "pid": os.getpid(), "local_rank": env.local_rank}
-    store.set(f"joined/{env.rank}", json.dumps(me))
+    store.set(f"joined/{env.rank}", wire.dumps(me))
     if env.rank == 0:
         deadline = time.monotonic() + timeout_s
         waiting = set(range(env.world_size))
@@ -225,7 +227,7 @@ def roll_call(store: Any, env: DistEnv, timeout_s: float) -> dict[int, dict[str,
             if waiting:
                 time.sleep(ROLL_CALL_POLL_S)
         missing = sorted(waiting)
-        store.set("verdict", json.dumps({"missing": missing}))
+        store.set("verdict", wire.dumps({"missing": missing}))
         if missing:
             raise RanksMissing(missing, f"{_ranks_text(missing)} of {env.world_size} never joined within {timeout_s:.0f}s")
     else:
@@ -302,7 +304,7 @@ def finish_group() -> None:
 
 
 def emit(payload: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(payload, default=str) + "\n")
+    sys.stdout.write(wire.dumps(payload, default=str) + "\n")
     sys.stdout.flush()
 
 
@@ -344,7 +346,7 @@ def record_error_file(exc: BaseException) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:
-            json.dump(record, handle)
+            handle.write(wire.dumps(record))
     except OSError:
         pass
 

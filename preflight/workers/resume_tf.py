@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import signal
 import sys
 import time
 import traceback
+
+from preflight.workers import wire
 
 LEGACY = ("Keras 3 (tf.keras in TensorFlow 2.16 and later) does not run model.fit under MultiWorkerMirroredStrategy; "
           "install tf_keras, the Keras 2 of the same TensorFlow version (pip install tf-keras=={version}), for the "
@@ -33,12 +34,12 @@ LEGACY = ("Keras 3 (tf.keras in TensorFlow 2.16 and later) does not run model.fi
 
 
 def emit(**payload: object) -> None:
-    sys.stdout.write(json.dumps(payload, default=str) + "\n")
+    sys.stdout.write(wire.dumps(payload, default=str) + "\n")
     sys.stdout.flush()
 
 
 def run(args: argparse.Namespace) -> None:
-    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": args.workers.split(",")},
+    os.environ["TF_CONFIG"] = wire.dumps({"cluster": {"worker": args.workers.split(",")},
                                           "task": {"type": "worker", "index": args.index}})
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["TF_USE_LEGACY_KERAS"] = "1"

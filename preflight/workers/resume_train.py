@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -44,6 +43,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from preflight.workers import wire
 from preflight.workers.checkpoint_train import fsync_directory
 
 STEP_PREFIX = "step-"
@@ -53,7 +53,7 @@ FEATURES, HIDDEN, CLASSES, BATCH = 64, 128, 10, 32
 
 
 def emit(**payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, default=str) + "\n")
+    sys.stdout.write(wire.dumps(payload, default=str) + "\n")
     sys.stdout.flush()
 
 

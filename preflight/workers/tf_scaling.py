@@ -18,12 +18,13 @@ Prints one JSON line: {"ok": true, ...} with the step times, or {"ok": false, "e
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 import traceback
 from typing import Any
+
+from preflight.workers import wire
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         traceback.print_exc()
         payload = {"ok": False, "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
         code = 1
-    out.write(json.dumps(payload) + "\n")
+    out.write(wire.dumps(payload) + "\n")
     out.flush()
     sys.exit(code)
 

@@ -65,3 +65,33 @@ def test_credentials_in_a_url_become_basic_authentication():
     url, headers = basic_auth(f"http://alice:{SECRET}@prom:9090/x")
     assert url == "http://prom:9090/x" and headers["Authorization"].startswith("Basic ")
     assert basic_auth("http://prom:9090") == ("http://prom:9090", {})
+
+
+def test_a_secret_in_a_result_is_in_no_report_format_nor_in_results_jsonl(tmp_path):
+    """Each result is masked once, as it joins the report (before results.jsonl gets its line); the
+    report pass before the reports are written leaves the results alone, and none of them leaks."""
+    from preflight.core.config import Config
+    from preflight.core.model import Finding, Measurement
+    from preflight.reporters import available
+    from preflight.run import finish as steps
+    from preflight.run.request import HISTORY_OFF, RunRequest
+    from preflight.run.runner import Runner, RunPlan
+
+    url = f"http://alice:{SECRET}@prom:9090/api?token={SECRET}"
+    result = CheckResult("x.y", "n1", Status.FAIL, f"cannot reach {url}", details=[f"GET {url}: refused"],
+                         measurements=[Measurement(f"latency of {url}", 1.5, "s", 1.0, "<=", False)],
+                         findings=[Finding("x.y.unreachable", Status.FAIL, f"{url} is down", fix=f"check {url}")])
+    out = tmp_path / "out"
+    runner = Runner(RunPlan(checks=[], config=Config(), output_dir=out, nodes=[],
+                            command=f"preflight run --set x.url={url}"))
+    runner.record(result)
+    runner.jsonl.close()
+    formats = tuple(sorted(available()))
+    assert {"json", "md", "html", "junit", "prometheus"} <= set(formats)
+    run = steps.Finishing(RunRequest(history=HISTORY_OFF, formats=formats), Config(), out, lambda kind, text: None)
+    steps.finish(runner.report, run, (("reports", steps.reports),))
+    written = {path.name: path.read_text(encoding="utf-8") for path in [*run.written, out / "results.jsonl"]}
+    assert len(written) == len(formats) + 1
+    assert [name for name, text in written.items() if SECRET in text] == []
+    assert "latency of http://alice:***@prom:9090/api?token=***" in written["results.jsonl"]
+    assert "cannot reach http://alice:***@" in written["results.json"]
