@@ -93,7 +93,6 @@ NOT_YET_SPLIT = {
     "checks/net/bandwidth.py:evaluate",
     "checks/scaling/multi_node.py:evaluate",
     "checks/versions/pinned.py:_judge_pins",
-    "preflight/core/verdict.py:decide",
     "preflight/launch/isolation_plan.py:pair_task",
     "preflight/reporters/glance.py:at_a_glance",
     "preflight/reporters/junit.py:render",
