@@ -94,7 +94,6 @@ NOT_YET_SPLIT = {
     "checks/scaling/multi_node.py:evaluate",
     "checks/versions/pinned.py:_judge_pins",
     "preflight/launch/isolation_plan.py:pair_task",
-    "preflight/reporters/terminal.py:render",
     "preflight/workers/allreduce.py:measure_allreduce",
     "preflight/workers/ddp_scaling.py:measure_scaling",
     "preflight/workers/gpu_nvml.py:_read_gpu",
