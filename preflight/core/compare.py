@@ -171,43 +171,50 @@ def compare(old: RunReport, new: RunReport, tolerance: float = DEFAULT_TOLERANCE
                 preflight_versions=[old.preflight_version or "", new.preflight_version or ""])
     old_results = {r.key: r for r in old.results if r.check_id != BASELINE_CHECK_ID}
     new_results = {r.key: r for r in new.results if r.check_id != BASELINE_CHECK_ID}
-    order = list(dict.fromkeys([*old_results, *new_results]))
-    for key in order:
-        before, after = old_results.get(key), new_results.get(key)
-        if before is not None and after is None:
-            # Gone from the new run: what the baseline measured here is no longer known (lost coverage).
-            lost = before.status is not Status.SKIP
-            diff.statuses.append(StatusChange(key[0], key[1], before.status.value, "",
-                                              "regression" if lost else "info",
-                                              "no result in the new run: lost coverage" if lost else before.summary))
-            continue
-        if after is not None and before is None:
-            # Only the new run has it: it covers more ground, not a regression.
-            diff.statuses.append(StatusChange(key[0], key[1], "", after.status.value, "info", after.summary))
-            continue
-        assert before is not None and after is not None
-        diff.compared_results += 1
-        if before.status is not after.status:
-            worse = _RANK[after.status.value] > _RANK[before.status.value]
-            # A SKIP because a run's level leaves the check out (--level quick) says nothing about the
-            # cluster: what changed is what was asked for.
-            level_skip = _skipped_at_level(before) or _skipped_at_level(after)
-            kind = "info" if level_skip else "regression" if worse else "improvement"
-            diff.statuses.append(StatusChange(key[0], key[1], before.status.value, after.status.value, kind,
-                                              after.summary, level_skip))
-            if level_skip:
-                continue
-        diff.figures += _compare_figures(before, after, tolerance, diff)
-    new_nodes = set(new.node_names)
-    for node in old.node_names:
-        if node not in new_nodes and node != CLUSTER_NODE:
-            diff.statuses.append(StatusChange(NODE_ENTRY, node, "present", "", "regression",
-                                              "the node is not in the new run: nothing was measured on it"))
+    for key in dict.fromkeys([*old_results, *new_results]):
+        _compare_result(diff, key, old_results.get(key), new_results.get(key))
+    diff.statuses += _lost_nodes(old, new)
     diff.versions = _compare_versions(old, new, "regression" if versions_regress else "info")
     for change in diff.statuses:
         result = new_results.get((change.check_id, change.node)) or old_results.get((change.check_id, change.node))
         change.cluster = result is not None and result.scope is Scope.CLUSTER
     return diff
+
+
+def _compare_result(diff: Diff, key: tuple[str, str], before: CheckResult | None, after: CheckResult | None) -> None:
+    """Add to the diff what changed in one (check, node) result between the runs: its status, its figures."""
+    if before is not None and after is None:
+        # Gone from the new run: what the baseline measured here is no longer known (lost coverage).
+        lost = before.status is not Status.SKIP
+        diff.statuses.append(StatusChange(key[0], key[1], before.status.value, "",
+                                          "regression" if lost else "info",
+                                          "no result in the new run: lost coverage" if lost else before.summary))
+        return
+    if after is not None and before is None:
+        # Only the new run has it: it covers more ground, not a regression.
+        diff.statuses.append(StatusChange(key[0], key[1], "", after.status.value, "info", after.summary))
+        return
+    assert before is not None and after is not None
+    diff.compared_results += 1
+    if before.status is not after.status:
+        worse = _RANK[after.status.value] > _RANK[before.status.value]
+        # A SKIP because a run's level leaves the check out (--level quick) says nothing about the
+        # cluster: what changed is what was asked for.
+        level_skip = _skipped_at_level(before) or _skipped_at_level(after)
+        kind = "info" if level_skip else "regression" if worse else "improvement"
+        diff.statuses.append(StatusChange(key[0], key[1], before.status.value, after.status.value, kind,
+                                          after.summary, level_skip))
+        if level_skip:
+            return
+    diff.figures += _compare_figures(before, after, diff.tolerance, diff)
+
+
+def _lost_nodes(old: RunReport, new: RunReport) -> list[StatusChange]:
+    """A regression for each node of the old run that the new run leaves out."""
+    new_nodes = set(new.node_names)
+    return [StatusChange(NODE_ENTRY, node, "present", "", "regression",
+                         "the node is not in the new run: nothing was measured on it")
+            for node in old.node_names if node not in new_nodes and node != CLUSTER_NODE]
 
 
 def _skipped_at_level(result: CheckResult) -> bool:

@@ -240,21 +240,7 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
             continue
         if section == "run":
             _expect_table(body, "run", fail)
-            for key, value in body.items():
-                if key not in RUN_KEYS:
-                    fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}{suggest(key, RUN_KEYS)}", f"run.{key}")
-                _expect_type(value, RUN_KEYS[key], f"run.{key}", fail)
-                check_value(TIMEOUT_SPEC if key == "timeout" else {}, value, f"run.{key}", fail)
-            if "timeout" in body:
-                config.default_timeout = float(body["timeout"])
-            if "fail_on" in body:
-                if body["fail_on"] not in FAIL_ON_CHOICES:
-                    fail(f"must be one of {', '.join(FAIL_ON_CHOICES)}", "run.fail_on")
-                config.fail_on = body["fail_on"]
-            if "level" in body:
-                if body["level"] not in levels.LEVELS:
-                    fail(f"must be one of {', '.join(levels.LEVELS)}", "run.level")
-                config.level = body["level"]
+            _parse_run(config, body, fail)
         elif section == "history":
             _expect_table(body, "history", fail)
             config.history_enabled, config.history_url = parse_history(body, fail)  # core/history_settings.py
@@ -266,35 +252,64 @@ def _build(data: dict[str, Any], text: str, checks: dict[str, type[Check]], path
             config.silence = parse_silence(body, checks, fail)  # preflight.core.silence
         elif section == "checks":
             _expect_table(body, "checks", fail)
-            for check_id, overrides in body.items():
-                if not_imported(checks, check_id):
-                    continue  # a plugin --skip kept from being imported: its settings cannot be read
-                if check_id not in checks:
-                    fail(f"unknown check id{suggest(check_id, checks) or '; known: ' + ', '.join(sorted(checks))}",
-                         f"checks.{check_id}")
-                _expect_table(overrides, f"checks.{check_id}", fail)
-                _apply_check_overrides(config, checks[check_id], overrides, f"checks.{check_id}", fail)
+            _parse_checks(config, body, checks, fail)
         else:
-            # Area shorthand: [checkpoint] dir = ... reaches every checkpoint.* check with a `dir`.
-            area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
-            aliased = {k.split(".", 1)[1] for c in checks.values() for k in c.config_aliases if k.split(".")[0] == section}
-            if not area and not aliased and not_imported(checks, section):
-                continue  # the area of plugins --skip kept from being imported
-            if not area and not aliased:
-                areas = {cid.split(".", 1)[0] for cid in checks}
-                fail("unknown section; expected [run], [expect], [history], [silence], [checks.\"<id>\"] or a check "
-                     f"area such as [{sorted(areas)[0]}]"
-                     + suggest(section, {"run", "expect", "history", "silence", "checks", *areas}), section)
-            _expect_table(body, section, fail)
-            for key, value in body.items():
-                takers = [c for c in area if key in _param_fields(c) or key in COMMON_CHECK_KEYS]
-                if not takers and key not in aliased:
-                    known = {k for c in area for k in _param_fields(c)}
-                    fail(f"no {section}.* check has a parameter {key!r}{suggest(key, known)}", f"{section}.{key}")
-                for check in takers:
-                    _apply_check_overrides(config, check, {key: value}, f"{section}.{key}", fail)
-                _apply_aliases(config, checks, f"{section}.{key}", value, fail, explicit)
+            _parse_area(config, section, body, checks, fail, explicit)
     return config
+
+
+def _parse_run(config: Config, body: dict[str, Any], fail: Any) -> None:
+    """Check the keys of [run] and set the run-wide settings (timeout, fail_on, level) it names."""
+    for key, value in body.items():
+        if key not in RUN_KEYS:
+            fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}{suggest(key, RUN_KEYS)}", f"run.{key}")
+        _expect_type(value, RUN_KEYS[key], f"run.{key}", fail)
+        check_value(TIMEOUT_SPEC if key == "timeout" else {}, value, f"run.{key}", fail)
+    if "timeout" in body:
+        config.default_timeout = float(body["timeout"])
+    if "fail_on" in body:
+        if body["fail_on"] not in FAIL_ON_CHOICES:
+            fail(f"must be one of {', '.join(FAIL_ON_CHOICES)}", "run.fail_on")
+        config.fail_on = body["fail_on"]
+    if "level" in body:
+        if body["level"] not in levels.LEVELS:
+            fail(f"must be one of {', '.join(levels.LEVELS)}", "run.level")
+        config.level = body["level"]
+
+
+def _parse_checks(config: Config, body: dict[str, Any], checks: dict[str, type[Check]], fail: Any) -> None:
+    """Apply each [checks."<id>"] table to its check; an unknown id fails, one --skip kept unimported is left."""
+    for check_id, overrides in body.items():
+        if not_imported(checks, check_id):
+            continue  # a plugin --skip kept from being imported: its settings cannot be read
+        if check_id not in checks:
+            fail(f"unknown check id{suggest(check_id, checks) or '; known: ' + ', '.join(sorted(checks))}",
+                 f"checks.{check_id}")
+        _expect_table(overrides, f"checks.{check_id}", fail)
+        _apply_check_overrides(config, checks[check_id], overrides, f"checks.{check_id}", fail)
+
+
+def _parse_area(config: Config, section: str, body: Any, checks: dict[str, type[Check]], fail: Any,
+                explicit: set[tuple[str, str]]) -> None:
+    """Apply an area shorthand ([checkpoint] dir = ...) to every check of the area with that parameter."""
+    area = [c for cid, c in sorted(checks.items()) if cid.split(".", 1)[0] == section]
+    aliased = {k.split(".", 1)[1] for c in checks.values() for k in c.config_aliases if k.split(".")[0] == section}
+    if not area and not aliased and not_imported(checks, section):
+        return  # the area of plugins --skip kept from being imported
+    if not area and not aliased:
+        areas = {cid.split(".", 1)[0] for cid in checks}
+        fail("unknown section; expected [run], [expect], [history], [silence], [checks.\"<id>\"] or a check "
+             f"area such as [{sorted(areas)[0]}]"
+             + suggest(section, {"run", "expect", "history", "silence", "checks", *areas}), section)
+    _expect_table(body, section, fail)
+    for key, value in body.items():
+        takers = [c for c in area if key in _param_fields(c) or key in COMMON_CHECK_KEYS]
+        if not takers and key not in aliased:
+            known = {k for c in area for k in _param_fields(c)}
+            fail(f"no {section}.* check has a parameter {key!r}{suggest(key, known)}", f"{section}.{key}")
+        for check in takers:
+            _apply_check_overrides(config, check, {key: value}, f"{section}.{key}", fail)
+        _apply_aliases(config, checks, f"{section}.{key}", value, fail, explicit)
 
 
 def _apply_aliases(config: Config, checks: dict[str, type[Check]], setting: str, value: Any, fail: Any,

@@ -78,58 +78,76 @@ def _result(node: str, scope: Scope, findings: list[Finding]) -> CheckResult:
 
 def expectation_results(report: RunReport) -> list[CheckResult]:
     """The derived results of the expectations this run does not meet (none when it meets them all)."""
-    derived = []
-    wanted_nodes = _count((report.expect or {}).get("nodes"))
-    if wanted_nodes:
-        total = len(report.nodes) or len(report.node_names)
-        reached = [n.name for n in report.nodes if n.reachable is not False] if report.nodes else report.node_names
-        if total < wanted_nodes or len(reached) < wanted_nodes:
-            have = f"{total} node{'s' if total != 1 else ''}" + (f", {len(reached)} reached" if len(reached) < total
-                                                                  else "")
-            derived.append(_result(CLUSTER_NODE, Scope.CLUSTER, [Finding(
-                f"{EXPECT_CHECK_ID}.nodes", Status.FAIL,
-                f"expect.nodes = {wanted_nodes}, but this run has {have}: a cluster this size was not checked",
-                FIX_NODES)]))
-    needs = report.needs or {}
+    derived = [r for r in [_nodes_short(report)] if r is not None]
     by_node: dict[str, list[CheckResult]] = {}
     for result in report.results:
         if result.scope is Scope.NODE:
             by_node.setdefault(result.node, []).append(result)
+    expected_of = _expected_gpus_by_node(report)
+    for node in report.node_names:
+        expected = expected_of[node]
+        findings = _node_gpu_findings(report, node, expected, by_node.get(node, [])) if expected else []
+        if findings:
+            derived.append(_result(node, Scope.NODE, findings))
+    wanted = [g for g in expected_of.values() if g]
+    across = _cluster_without_gpus(report, min(wanted)) if wanted else None
+    return derived + ([across] if across is not None else [])
+
+
+def _nodes_short(report: RunReport) -> CheckResult | None:
+    """The derived result for a run with fewer nodes (or nodes reached) than expect.nodes, if it has."""
+    wanted_nodes = _count((report.expect or {}).get("nodes"))
+    if not wanted_nodes:
+        return None
+    total = len(report.nodes) or len(report.node_names)
+    reached = [n.name for n in report.nodes if n.reachable is not False] if report.nodes else report.node_names
+    if total >= wanted_nodes and len(reached) >= wanted_nodes:
+        return None
+    have = f"{total} node{'s' if total != 1 else ''}" + (f", {len(reached)} reached" if len(reached) < total else "")
+    return _result(CLUSTER_NODE, Scope.CLUSTER, [Finding(
+        f"{EXPECT_CHECK_ID}.nodes", Status.FAIL,
+        f"expect.nodes = {wanted_nodes}, but this run has {have}: a cluster this size was not checked",
+        FIX_NODES)])
+
+
+def _expected_gpus_by_node(report: RunReport) -> dict[str, int | None]:
+    """expected_gpus for every node of the run, reading the nodes and the expectations once."""
     slots: dict[str, int | None] = {}
     for info in report.nodes:
         slots.setdefault(info.name, info.slots)  # the first of a name, as expected_gpus finds it
     per_gpu = _count((report.expect or {}).get("gpus_per_node"))
-    expected_of = {node: _count(slots[node]) if slots.get(node) is not None else per_gpu
-                   for node in report.node_names}
-    for node in report.node_names:
-        expected = expected_of[node]
-        if not expected:
-            continue
-        mine = by_node.get(node, [])
-        findings = []
-        env = next((r for r in mine if (report.roles or {}).get(r.check_id) == ROLE_INVENTORY), None)
-        pci = (env.facts or {}).get("nvidia_gpus") if env is not None else None
-        if isinstance(pci, list) and len(pci) < expected:
-            findings.append(Finding(f"{EXPECT_CHECK_ID}.gpus", Status.FAIL,
-                                    f"{node} is expected to have {expected} GPUs, but its PCI bus shows {len(pci)} "
-                                    "NVIDIA GPU" + ("s" if len(pci) != 1 else ""), FIX_GPUS, node))
-        cpu_path = sorted(r.check_id for r in mine if r.status in MEASURED_OK and needs.get(r.check_id)
-                          and (gpus_used(r.facts) or 0) < expected and gpus_used(r.facts) is not None)
-        if cpu_path:
-            findings.append(Finding(f"{EXPECT_CHECK_ID}.measured-without-gpus", Status.FAIL,
-                                    f"{', '.join(cpu_path)} measured {node} without its {expected} expected GPUs "
-                                    "(on CPU processes or fewer GPUs): not the figures the expectation is about",
-                                    FIX_GPUS, node))
-        if findings:
-            derived.append(_result(node, Scope.NODE, findings))
-    wanted = [g for g in expected_of.values() if g]
-    if wanted:
-        across = sorted(r.check_id for r in report.results if r.scope is Scope.CLUSTER and r.status in MEASURED_OK
-                        and needs.get(r.check_id) and gpus_used(r.facts) is not None
-                        and (gpus_used(r.facts) or 0) < min(wanted))
-        if across:
-            derived.append(_result(CLUSTER_NODE, Scope.CLUSTER, [Finding(
-                f"{EXPECT_CHECK_ID}.measured-without-gpus", Status.FAIL,
-                f"{', '.join(across)} measured across the nodes without the {min(wanted)} GPUs per node expected "
-                "(on CPU processes or fewer GPUs): not the figures the expectation is about", FIX_GPUS)]))
-    return derived
+    return {node: _count(slots[node]) if slots.get(node) is not None else per_gpu for node in report.node_names}
+
+
+def _node_gpu_findings(report: RunReport, node: str, expected: int, mine: list[CheckResult]) -> list[Finding]:
+    """What falls short of a node's expected GPUs: its PCI bus, and the node checks measured without them."""
+    findings = []
+    env = next((r for r in mine if (report.roles or {}).get(r.check_id) == ROLE_INVENTORY), None)
+    pci = (env.facts or {}).get("nvidia_gpus") if env is not None else None
+    if isinstance(pci, list) and len(pci) < expected:
+        findings.append(Finding(f"{EXPECT_CHECK_ID}.gpus", Status.FAIL,
+                                f"{node} is expected to have {expected} GPUs, but its PCI bus shows {len(pci)} "
+                                "NVIDIA GPU" + ("s" if len(pci) != 1 else ""), FIX_GPUS, node))
+    needs = report.needs or {}
+    cpu_path = sorted(r.check_id for r in mine if r.status in MEASURED_OK and needs.get(r.check_id)
+                      and (gpus_used(r.facts) or 0) < expected and gpus_used(r.facts) is not None)
+    if cpu_path:
+        findings.append(Finding(f"{EXPECT_CHECK_ID}.measured-without-gpus", Status.FAIL,
+                                f"{', '.join(cpu_path)} measured {node} without its {expected} expected GPUs "
+                                "(on CPU processes or fewer GPUs): not the figures the expectation is about",
+                                FIX_GPUS, node))
+    return findings
+
+
+def _cluster_without_gpus(report: RunReport, fewest: int) -> CheckResult | None:
+    """The derived result for cluster checks that measured on fewer GPUs per node than the fewest expected."""
+    needs = report.needs or {}
+    across = sorted(r.check_id for r in report.results if r.scope is Scope.CLUSTER and r.status in MEASURED_OK
+                    and needs.get(r.check_id) and gpus_used(r.facts) is not None
+                    and (gpus_used(r.facts) or 0) < fewest)
+    if not across:
+        return None
+    return _result(CLUSTER_NODE, Scope.CLUSTER, [Finding(
+        f"{EXPECT_CHECK_ID}.measured-without-gpus", Status.FAIL,
+        f"{', '.join(across)} measured across the nodes without the {fewest} GPUs per node expected "
+        "(on CPU processes or fewer GPUs): not the figures the expectation is about", FIX_GPUS)])

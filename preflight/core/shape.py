@@ -166,31 +166,9 @@ def largest(shape: Shape, candidates: list[Candidate], bad: Mapping[str, str], u
         shown = ", ".join(unlocated[:3]) + (f" and {len(unlocated) - 3} more" if len(unlocated) > 3 else "")
         answer["why_not"] = f"a blocking finding is pinned on no node ({shown}): no node can be left out for it"
         return answer
-    reasons = {c.name: bad[c.name] for c in candidates if c.name in bad}
-    if shape.gpus_per_node is not None:
-        for c in candidates:
-            if c.name in reasons:
-                continue
-            if c.gpus is None:
-                reasons[c.name] = "GPU count unknown"
-            elif c.gpus < shape.gpus_per_node:
-                reasons[c.name] = f"{c.gpus} GPUs, the shape asks for {shape.gpus_per_node}"
+    reasons = _unfit(shape, candidates, bad)
     healthy = [c for c in candidates if c.name not in reasons]
-    pools: list[tuple[str, list[Candidate]]] = [("", healthy)]
-    if shape.within == "group":
-        groups: dict[str, list[Candidate]] = {}
-        for c in healthy:
-            if c.group:
-                groups.setdefault(c.group, []).append(c)
-        pools = list(groups.items())
-        for c in healthy:
-            if not c.group:
-                reasons[c.name] = "in no topology group"
-    best_group, best = "", []
-    for group, pool in pools:
-        size = len(pool) - len(pool) % shape.nodes_multiple_of
-        if size > len(best):
-            best_group, best = group, pool[:size]
+    best_group, best = _best_pool(shape, _pools(shape, healthy, reasons))
     kept = {c.name for c in best}
     for c in healthy:
         if c.name not in kept and c.name not in reasons:
@@ -209,6 +187,44 @@ def largest(shape: Shape, candidates: list[Candidate], bad: Mapping[str, str], u
         return answer
     answer["offered"] = True
     return answer
+
+
+def _unfit(shape: Shape, candidates: list[Candidate], bad: Mapping[str, str]) -> dict[str, str]:
+    """Why each candidate that cannot be in any subset is out: a blocking finding, or too few GPUs."""
+    reasons = {c.name: bad[c.name] for c in candidates if c.name in bad}
+    if shape.gpus_per_node is None:
+        return reasons
+    for c in candidates:
+        if c.name in reasons:
+            continue
+        if c.gpus is None:
+            reasons[c.name] = "GPU count unknown"
+        elif c.gpus < shape.gpus_per_node:
+            reasons[c.name] = f"{c.gpus} GPUs, the shape asks for {shape.gpus_per_node}"
+    return reasons
+
+
+def _pools(shape: Shape, healthy: list[Candidate], reasons: dict[str, str]) -> list[tuple[str, list[Candidate]]]:
+    """The pools a subset is drawn from: all healthy nodes, or each topology group (the nodes in none are out)."""
+    if shape.within != "group":
+        return [("", healthy)]
+    groups: dict[str, list[Candidate]] = {}
+    for c in healthy:
+        if c.group:
+            groups.setdefault(c.group, []).append(c)
+        else:
+            reasons[c.name] = "in no topology group"
+    return list(groups.items())
+
+
+def _best_pool(shape: Shape, pools: list[tuple[str, list[Candidate]]]) -> tuple[str, list[Candidate]]:
+    """The pool with the most nodes that fit the multiple, the first on a tie, cut to that multiple."""
+    best_group, best = "", []
+    for group, pool in pools:
+        size = len(pool) - len(pool) % shape.nodes_multiple_of
+        if size > len(best):
+            best_group, best = group, pool[:size]
+    return best_group, best
 
 
 def candidates_of(report: RunReport, groups: Mapping[str, str] | None = None) -> list[Candidate]:

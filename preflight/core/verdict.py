@@ -261,13 +261,17 @@ def derived_results(report: RunReport) -> list[CheckResult]:
     return [*comparison_results(report), *expectation_results(report)]
 
 
-def decide(report: RunReport) -> Decision:
-    blocking_statuses = {Status.FAIL, Status.ERROR}
-    if report.fail_on == "warn":
-        blocking_statuses.add(Status.WARN)
+@dataclass
+class _Sorted:
+    """The findings of one run, sorted by what they do to the verdict."""
+    blocking: list[Found] = field(default_factory=list)
+    warning: list[Found] = field(default_factory=list)
+    skipped: list[Found] = field(default_factory=list)
+    acknowledged: list[Found] = field(default_factory=list)
 
+
+def decide(report: RunReport) -> Decision:
     with_gpus = gpu_nodes(report)
-    unreachable = {n.name for n in report.nodes if n.reachable is False}
     results = [*report.results, *derived_results(report)]
     skipped = [r for r in report.results if r.status is Status.SKIP]
     slots: dict[str, int | None] = {}
@@ -275,33 +279,12 @@ def decide(report: RunReport) -> Decision:
         slots.setdefault(node.name, node.slots)  # the first of a name, as a search from the front finds
     skip_reasons = {id(r): skip_blocks(r, report, with_gpus, slots) for r in skipped}
     skipped_expected = [r for r in skipped if skip_reasons[id(r)]]
-    blocking_found: list[Found] = []
-    warning_found: list[Found] = []
-    skipped_found: list[Found] = []
-    acknowledged: list[Found] = []
     silences, expired = active_silences(report)
-    for result in [*results, *expired]:
-        for finding in findings_of(result, result.node in unreachable):
-            stand_in = all(f.id != finding.id for f in result.findings)
-            if finding.id in silences and not is_transport(finding.id):  # a transport's: never silenced
-                acknowledged.append(Found(result, finding, "", stand_in))
-            elif finding.level in blocking_statuses:
-                # A warning blocks under --fail-on warn; one of a check nobody asked for says whose it is.
-                pulled = pulled_in_text(result.check_id, report.pulled_in) if finding.level is Status.WARN else ""
-                blocks = f"{finding.level.value} blocks" + (f" ({pulled})" if pulled else "")
-                blocking_found.append(Found(result, finding, blocks, stand_in))
-            elif finding.level is Status.WARN:
-                warning_found.append(Found(result, finding, "", stand_in))
-            elif finding.level is Status.SKIP and skip_reasons.get(id(result)):
-                blocking_found.append(Found(result, finding, skip_reasons[id(result)], stand_in))
-            elif finding.level is Status.SKIP and result.status is Status.SKIP:
-                # Only a result that measured nothing is "not measured": a figure reported but not judged
-                # inside a result that measured stays in its check's section, never in a second list.
-                skipped_found.append(Found(result, finding, "", stand_in))
+    found = _sort_findings(report, [*results, *expired], silences, skip_reasons)
     headlines = list(report.headlines or [])
-    blocked = {id(f.result) for f in blocking_found}
-    blocking_found = fold_node_causes(blocking_found, report)  # one cause, one finding (its node set)
-    blocking_found.sort(key=lambda found: _first_blocking(found, headlines))
+    blocked = {id(f.result) for f in found.blocking}
+    found.blocking = fold_node_causes(found.blocking, report)  # one cause, one finding (its node set)
+    found.blocking.sort(key=lambda f: _first_blocking(f, headlines))
     results += expired
     blocking = [r for r in results if id(r) in blocked]
     blocking.sort(key=lambda r: (-r.status.severity if r.status is not Status.SKIP else -2.5, r.check_id, r.node))
@@ -309,50 +292,91 @@ def decide(report: RunReport) -> Decision:
     warnings = [r for r in results if r.status is Status.WARN and id(r) not in blocking_ids]
     missing = _missing(report)
     measured, total = measured_counts(report)
-
-    if blocking:
-        verdict = Verdict.NO_GO
-        reason = blocking_text(blocking_found, pulled_in=report.pulled_in)
-    elif report.load_errors:
-        verdict = Verdict.INCOMPLETE
-        reason = ""  # the load errors below say it
-    elif report.incomplete or report.interrupted or missing or not report.results:
-        verdict = Verdict.INCOMPLETE
-        if report.incomplete_reason:
-            reason = report.incomplete_reason
-        elif report.interrupted:
-            reason = "interrupted (SIGINT or SIGTERM): the reports hold what finished"
-        elif not report.results:
-            reason = "no check produced a result"
-        else:
-            reason = (f"{len(missing)} planned result{'s' if len(missing) != 1 else ''} missing: "
-                      f"{_missing_text(missing, report.cluster_checks)}")
-    elif not measured:
-        verdict = Verdict.INCOMPLETE
-        reason = "no check measured anything (every result is SKIP): nothing here was shown to be ready"
-    else:
-        verdict = Verdict.GO
-        n, checks = len(warning_found), len({f.result.check_id for f in warning_found})
-        reason = "every check passed" if not warning_found else \
-            f"no blocking findings ({n} warning{'s' if n != 1 else ''} from {checks} check{'s' if checks != 1 else ''})"
-        if acknowledged:  # what passed only because it was silenced is never "every check passed"
-            quiet = len(acknowledged)
-            reason = (f"GO with {quiet} silenced finding{'s' if quiet != 1 else ''} ([silence] in the config)"
-                      + (f"; {reason}" if warning_found else ""))
-    if report.stopped_early:
-        reason += f"; the run was stopped early ({report.stopped_early})"
-    if report.load_errors:
-        # Named first in every report: its checks are missing from everything below.
-        reason = _load_error_text(report.load_errors) + (f"; {reason}" if reason else "")
+    verdict, reason = _verdict(report, bool(blocking), found, missing, measured)
     decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total,
-                        interrupted=report.interrupted, blocking_findings=blocking_found,
-                        warning_findings=warning_found, skipped_findings=skipped_found,
-                        acknowledged_findings=acknowledged, no_gpu=no_gpu_found(report), subset=report.subset)
+                        interrupted=report.interrupted, blocking_findings=found.blocking,
+                        warning_findings=found.warning, skipped_findings=found.skipped,
+                        acknowledged_findings=found.acknowledged, no_gpu=no_gpu_found(report), subset=report.subset)
     decision.reason = f"{reason}. {decision.measured_text}"
     if decision.subset is not None and (decision.subset_go or not is_partial(decision.subset)
                                         and verdict is not Verdict.GO):
         decision.reason += f"; {decision.subset_text}"
     return decision
+
+
+def _sort_findings(report: RunReport, results: list[CheckResult], silences: dict[str, dict[str, str]],
+                   skip_reasons: dict[int, str]) -> _Sorted:
+    """Each finding of these results as silenced, blocking (under --fail-on too), a warning or not measured."""
+    blocking_statuses = {Status.FAIL, Status.ERROR}
+    if report.fail_on == "warn":
+        blocking_statuses.add(Status.WARN)
+    unreachable = {n.name for n in report.nodes if n.reachable is False}
+    found = _Sorted()
+    for result in results:
+        for finding in findings_of(result, result.node in unreachable):
+            stand_in = all(f.id != finding.id for f in result.findings)
+            if finding.id in silences and not is_transport(finding.id):  # a transport's: never silenced
+                found.acknowledged.append(Found(result, finding, "", stand_in))
+            elif finding.level in blocking_statuses:
+                # A warning blocks under --fail-on warn; one of a check nobody asked for says whose it is.
+                pulled = pulled_in_text(result.check_id, report.pulled_in) if finding.level is Status.WARN else ""
+                blocks = f"{finding.level.value} blocks" + (f" ({pulled})" if pulled else "")
+                found.blocking.append(Found(result, finding, blocks, stand_in))
+            elif finding.level is Status.WARN:
+                found.warning.append(Found(result, finding, "", stand_in))
+            elif finding.level is Status.SKIP and skip_reasons.get(id(result)):
+                found.blocking.append(Found(result, finding, skip_reasons[id(result)], stand_in))
+            elif finding.level is Status.SKIP and result.status is Status.SKIP:
+                # Only a result that measured nothing is "not measured": a figure reported but not judged
+                # inside a result that measured stays in its check's section, never in a second list.
+                found.skipped.append(Found(result, finding, "", stand_in))
+    return found
+
+
+def _verdict(report: RunReport, blocks: bool, found: _Sorted, missing: list[tuple[str, str]],
+             measured: int) -> tuple[Verdict, str]:
+    """The verdict and the sentence that says why, before the count of what was measured."""
+    if blocks:
+        verdict, reason = Verdict.NO_GO, blocking_text(found.blocking, pulled_in=report.pulled_in)
+    elif report.load_errors:
+        verdict, reason = Verdict.INCOMPLETE, ""  # the load errors below say it
+    elif report.incomplete or report.interrupted or missing or not report.results:
+        verdict, reason = Verdict.INCOMPLETE, _incomplete_reason(report, missing)
+    elif not measured:
+        verdict = Verdict.INCOMPLETE
+        reason = "no check measured anything (every result is SKIP): nothing here was shown to be ready"
+    else:
+        verdict, reason = Verdict.GO, _go_reason(found)
+    if report.stopped_early:
+        reason += f"; the run was stopped early ({report.stopped_early})"
+    if report.load_errors:
+        # Named first in every report: its checks are missing from everything below.
+        reason = _load_error_text(report.load_errors) + (f"; {reason}" if reason else "")
+    return verdict, reason
+
+
+def _incomplete_reason(report: RunReport, missing: list[tuple[str, str]]) -> str:
+    """Why a run that was cut short, or is missing planned results, is INCOMPLETE."""
+    if report.incomplete_reason:
+        return report.incomplete_reason
+    if report.interrupted:
+        return "interrupted (SIGINT or SIGTERM): the reports hold what finished"
+    if not report.results:
+        return "no check produced a result"
+    return (f"{len(missing)} planned result{'s' if len(missing) != 1 else ''} missing: "
+            f"{_missing_text(missing, report.cluster_checks)}")
+
+
+def _go_reason(found: _Sorted) -> str:
+    """Why a GO is a GO: every check passed, or the warnings and silenced findings it holds."""
+    n, checks = len(found.warning), len({f.result.check_id for f in found.warning})
+    reason = "every check passed" if not found.warning else \
+        f"no blocking findings ({n} warning{'s' if n != 1 else ''} from {checks} check{'s' if checks != 1 else ''})"
+    if found.acknowledged:  # what passed only because it was silenced is never "every check passed"
+        quiet = len(found.acknowledged)
+        reason = (f"GO with {quiet} silenced finding{'s' if quiet != 1 else ''} ([silence] in the config)"
+                  + (f"; {reason}" if found.warning else ""))
+    return reason
 
 
 def _missing_text(missing: list[tuple[str, str]], cluster_checks: list[str], shown: int = 5) -> str:

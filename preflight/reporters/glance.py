@@ -83,14 +83,30 @@ def _framework_versions(report: RunReport) -> dict[str, str]:
 
 
 def at_a_glance(report: RunReport) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[str, str]] = [_nodes_row(report), *_gpu_rows(report), *_software_rows(report)]
+    thresholds = thresholds_text(report)  # the profile, and what was set over it by origin
+    if thresholds:
+        rows.append(("Thresholds", thresholds))
+    rows.append(("Level", level_text(report)))
+    took = run_duration(report.started_at, report.finished_at)
+    rows.append(("When", when(report.started_at) + (f", took {took}" if took else "")))
+    if report.config_path:
+        rows.append(("Config", report.config_path))
+    return rows
+
+
+def _nodes_row(report: RunReport) -> tuple[str, str]:
+    """The Nodes row: how many, their names folded, and those unreachable."""
     nodes = report.node_names
     unreachable = [n.name for n in report.nodes if n.reachable is False]
     text = f"{len(nodes)}: {fold(nodes)}"
     if unreachable:
         text += f" ({len(unreachable)} unreachable: {fold(unreachable)})"
-    rows.append(("Nodes", text))
+    return "Nodes", text
 
+
+def _gpu_rows(report: RunReport) -> list[tuple[str, str]]:
+    """The GPUs row: the models and how many per node; none when no result holds a GPU inventory."""
     per_node: dict[str, list[str]] = {}
     for result in report.results:
         names = gpu_names(result)
@@ -100,42 +116,35 @@ def at_a_glance(report: RunReport) -> list[tuple[str, str]]:
     for names in per_node.values():
         for name in names:
             models[name] = models.get(name, 0) + 1
-    if models:
-        text = ", ".join(f"{n} x {name}" for name, n in sorted(models.items()))
-        counts = {len(names) for names in per_node.values()}
-        if len(per_node) > 1 and len(counts) == 1:
-            text += f" ({counts.pop()} per node)"
-        elif len(per_node) > 1:
-            by_count: dict[int, list[str]] = {}
-            for node, names in per_node.items():
-                by_count.setdefault(len(names), []).append(node)
-            text += " (" + ", ".join(f"{n} on {fold(on)}" for n, on in sorted(by_count.items(), reverse=True)) + ")"
-        rows.append(("GPUs", text))
-    elif per_node:
-        rows.append(("GPUs", "none found"))
+    if not models:
+        return [("GPUs", "none found")] if per_node else []
+    text = ", ".join(f"{n} x {name}" for name, n in sorted(models.items()))
+    counts = {len(names) for names in per_node.values()}
+    if len(per_node) > 1 and len(counts) == 1:
+        text += f" ({counts.pop()} per node)"
+    elif len(per_node) > 1:
+        by_count: dict[int, list[str]] = {}
+        for node, names in per_node.items():
+            by_count.setdefault(len(names), []).append(node)
+        text += " (" + ", ".join(f"{n} on {fold(on)}" for n, on in sorted(by_count.items(), reverse=True)) + ")"
+    return [("GPUs", text)]
 
+
+def _software_rows(report: RunReport) -> list[tuple[str, str]]:
+    """The Frameworks and Software rows, from the first recorded stack, else the versions checks noted."""
     stacks: dict[str, dict[str, Any]] = {}
     for result in report.results:
         if isinstance((result.facts or {}).get("stack"), dict):
             stacks.setdefault(result.node, result.facts["stack"])
-    if stacks:
-        texts = {node: stack_text(stack) for node, stack in stacks.items()}
-        frameworks, software = next(iter(texts.values()))
-        if frameworks:
-            differs = len(set(texts.values())) > 1
-            rows.append(("Frameworks", frameworks + (" (differs across nodes)" if differs else "")))
-        if software:
-            rows.append(("Software", software))
-    else:
+    if not stacks:
         found = _framework_versions(report)
-        if found:
-            rows.append(("Frameworks", ", ".join(f"{name} {version}" for name, version in found.items())))
-    thresholds = thresholds_text(report)  # the profile, and what was set over it by origin
-    if thresholds:
-        rows.append(("Thresholds", thresholds))
-    rows.append(("Level", level_text(report)))
-    took = run_duration(report.started_at, report.finished_at)
-    rows.append(("When", when(report.started_at) + (f", took {took}" if took else "")))
-    if report.config_path:
-        rows.append(("Config", report.config_path))
+        return [("Frameworks", ", ".join(f"{name} {version}" for name, version in found.items()))] if found else []
+    rows = []
+    texts = {node: stack_text(stack) for node, stack in stacks.items()}
+    frameworks, software = next(iter(texts.values()))
+    if frameworks:
+        differs = len(set(texts.values())) > 1
+        rows.append(("Frameworks", frameworks + (" (differs across nodes)" if differs else "")))
+    if software:
+        rows.append(("Software", software))
     return rows

@@ -17,13 +17,14 @@ Beside the results:
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 
 from preflight.core.compare import BASELINE_CHECK_ID, baseline_of
-from preflight.core.model import CLUSTER_NODE, RunReport, Status
+from preflight.core.model import CLUSTER_NODE, CheckResult, RunReport, Status
 from preflight.reporters.baseline import describe
 from preflight.reporters.safe_text import block, single_line
 from preflight.reporters.view import fixes, format_threshold, format_value
-from preflight.core.verdict import Verdict, decide, derived_results
+from preflight.core.verdict import Decision, Verdict, decide, derived_results
 
 FILENAME = "junit.xml"  # what this reporter writes in the output directory
 
@@ -44,76 +45,95 @@ def _neutralised(root: ET.Element) -> ET.Element:
     return root
 
 
+@dataclass
+class _Reading:
+    """What every result's testcase is judged and written by: the verdict, read once for the whole run."""
+    decision: Decision
+    blocking: set[int]  # ids of the results that block the verdict
+    silenced: set[int]  # ids of the results whose blocking findings are all silenced
+    unreachable: set[str]
+    changes: list[str]  # the baseline's regressions, described, for its testcase's output
+
+
 def render(report: RunReport) -> str:
     decision = decide(report)
     blocking = {id(r) for r in decision.blocking}
     # A result whose blocking findings are all silenced passes, as the verdict says, and says so.
     silenced = {id(f.result) for f in decision.acknowledged_findings} - blocking
-    suites = ET.Element("testsuites", name="preflight")
-    unreachable = {n.name for n in report.nodes if n.reachable is False}
     comparison = baseline_of(report)
-    changes = [describe(c) for c in comparison.regressions[:20]] if comparison else []
+    reading = _Reading(decision, blocking, silenced, {n.name for n in report.nodes if n.reachable is False},
+                       [describe(c) for c in comparison.regressions[:20]] if comparison else [])
+    suites = ET.Element("testsuites", name="preflight")
     by_check: dict[str, list] = {}
     for result in [*report.results, *derived_results(report)]:
         by_check.setdefault(result.check_id, []).append(result)
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
-    for check_id, results in by_check.items():
-        counts = {"tests": len(results), "failures": 0, "errors": 0, "skipped": 0}
-        suite = ET.SubElement(suites, "testsuite", name=check_id, timestamp=report.started_at[:19],
-                              hostname="preflight")
-        if check_id == BASELINE_CHECK_ID and report.baseline:
-            # CI test viewers show suite properties: which run this one was compared with, and how.
-            properties = ET.SubElement(suite, "properties")
-            for name in ("old_label", "old_started_at", "tolerance"):
-                if report.baseline.get(name) not in (None, ""):
-                    ET.SubElement(properties, "property", name=f"baseline.{name}",
-                                  value=_clean(str(report.baseline[name])))
-        for result in results:
-            case = ET.SubElement(suite, "testcase", classname=check_id, name=result.node,
-                                 time=f"{result.duration_s:.3f}")
-            message = _clean(result.summary)
-            body = _clean("\n".join(
-                [f"{m.name}: {format_value(m)} {format_threshold(m)}".rstrip() for m in result.measurements]
-                + [f"fix: {hint}" for hint in fixes(result, unreachable)]))
-            if id(result) in silenced and result.status in (Status.ERROR, Status.FAIL, Status.WARN):
-                body = "silenced in [silence]: " + ", ".join(
-                    f.id for f in decision.acknowledged_findings if f.result is result) + ("\n" + body if body else "")
-            elif result.status is Status.ERROR:
-                counts["errors"] += 1
-                ET.SubElement(case, "error", message=message, type="ERROR").text = body
-            elif result.status is Status.FAIL or (result.status is Status.WARN and id(result) in blocking):
-                counts["failures"] += 1
-                ET.SubElement(case, "failure", message=message, type=result.status.value).text = body
-            elif result.status is Status.SKIP and id(result) in blocking:
-                # An expected check that skipped blocks the verdict: it must not look green in CI.
-                counts["failures"] += 1
-                ET.SubElement(case, "failure", message=f"expected to run but skipped: {message}",
-                              type="SKIP").text = body
-            elif result.status is Status.SKIP:
-                counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=message)
-            out = _clean("\n".join([f"{result.status.value}: {result.summary}", body] + list(result.details)
-                                   + (changes if check_id == BASELINE_CHECK_ID else [])
-                                   + [f"$ {e.command}\n{e.output_tail}" for e in result.evidence]))
-            ET.SubElement(case, "system-out").text = out
-        time_total = sum(r.duration_s for r in results)
-        suite.set("tests", str(counts["tests"]))
-        suite.set("failures", str(counts["failures"]))
-        suite.set("errors", str(counts["errors"]))
-        suite.set("skipped", str(counts["skipped"]))
-        suite.set("time", f"{time_total:.3f}")
-        for key in ("tests", "failures", "errors", "skipped"):
-            totals[key] += counts[key]
-        totals["time"] += time_total
-    for suite, counts in _run_suites(report, decision):
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    checks = [_check_suite(report, check_id, results, reading) for check_id, results in by_check.items()]
+    for suite, counts in [*checks, *_run_suites(report, decision)]:
         suites.append(suite)
-        for key in ("tests", "failures", "errors", "skipped"):
+        for key in totals:
             totals[key] += counts[key]
-    for key in ("tests", "failures", "errors", "skipped"):
-        suites.set(key, str(totals[key]))
-    suites.set("time", f"{totals['time']:.3f}")
+    for key, value in totals.items():
+        suites.set(key, str(value))
+    time_total = sum(sum(r.duration_s for r in results) for results in by_check.values())
+    suites.set("time", f"{time_total:.3f}")
     ET.indent(_neutralised(suites))
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _check_suite(report: RunReport, check_id: str, results: list,
+                 reading: _Reading) -> tuple[ET.Element, dict[str, int]]:
+    """One check's testsuite: a testcase per result, the counts, and the baseline's properties if it is that."""
+    counts = {"tests": len(results), "failures": 0, "errors": 0, "skipped": 0}
+    suite = ET.Element("testsuite", name=check_id, timestamp=report.started_at[:19], hostname="preflight")
+    if check_id == BASELINE_CHECK_ID and report.baseline:
+        # CI test viewers show suite properties: which run this one was compared with, and how.
+        properties = ET.SubElement(suite, "properties")
+        for name in ("old_label", "old_started_at", "tolerance"):
+            if report.baseline.get(name) not in (None, ""):
+                ET.SubElement(properties, "property", name=f"baseline.{name}",
+                              value=_clean(str(report.baseline[name])))
+    for result in results:
+        case, counted = _result_case(check_id, result, reading)
+        suite.append(case)
+        if counted:
+            counts[counted] += 1
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("time", f"{sum(r.duration_s for r in results):.3f}")
+    return suite, counts
+
+
+def _result_case(check_id: str, result: CheckResult, reading: _Reading) -> tuple[ET.Element, str]:
+    """One result's testcase, and the count it adds to ("failures", "errors", "skipped", or "" for none)."""
+    case = ET.Element("testcase", classname=check_id, name=result.node, time=f"{result.duration_s:.3f}")
+    message = _clean(result.summary)
+    body = _clean("\n".join(
+        [f"{m.name}: {format_value(m)} {format_threshold(m)}".rstrip() for m in result.measurements]
+        + [f"fix: {hint}" for hint in fixes(result, reading.unreachable)]))
+    counted = ""
+    blocks = id(result) in reading.blocking
+    if id(result) in reading.silenced and result.status in (Status.ERROR, Status.FAIL, Status.WARN):
+        body = "silenced in [silence]: " + ", ".join(
+            f.id for f in reading.decision.acknowledged_findings if f.result is result) + ("\n" + body if body else "")
+    elif result.status is Status.ERROR:
+        counted = "errors"
+        ET.SubElement(case, "error", message=message, type="ERROR").text = body
+    elif result.status is Status.FAIL or (result.status is Status.WARN and blocks):
+        counted = "failures"
+        ET.SubElement(case, "failure", message=message, type=result.status.value).text = body
+    elif result.status is Status.SKIP and blocks:
+        # An expected check that skipped blocks the verdict: it must not look green in CI.
+        counted = "failures"
+        ET.SubElement(case, "failure", message=f"expected to run but skipped: {message}", type="SKIP").text = body
+    elif result.status is Status.SKIP:
+        counted = "skipped"
+        ET.SubElement(case, "skipped", message=message)
+    out = _clean("\n".join([f"{result.status.value}: {result.summary}", body] + list(result.details)
+                           + (reading.changes if check_id == BASELINE_CHECK_ID else [])
+                           + [f"$ {e.command}\n{e.output_tail}" for e in result.evidence]))
+    ET.SubElement(case, "system-out").text = out
+    return case, counted
 
 
 def _suite(name: str, report: RunReport, cases: list[ET.Element]) -> tuple[ET.Element, dict[str, int]]:

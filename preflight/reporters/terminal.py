@@ -11,7 +11,7 @@ from preflight.reporters.baseline import describe
 from preflight.reporters.safe_text import single_line
 from preflight.core.model import CheckResult, RunReport
 from preflight.core.nodeset import fold
-from preflight.reporters.view import build_view
+from preflight.reporters.view import ReportView, build_view
 
 STYLES = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "ERROR": "bold magenta", "SKIP": "dim",
           "GO": "bold white on green", "NO-GO": "bold white on red", "INCOMPLETE": "bold black on yellow"}
@@ -38,6 +38,16 @@ def render(report: RunReport, width: int | None = None) -> str:
     then warnings, then what was not measured, then the key figures. With `width` (a terminal's), every
     line is wrapped between words to fit it, so the terminal never breaks one mid-word."""
     view = build_view(report)
+    lines = [*_head_lines(view), *_finding_lines(view), *_skipped_lines(view), *_figure_lines(view)]
+    for error in view.report.load_errors:
+        lines.append(f"  plugin failed to load: {error['entry_point']} ({error['distribution']}): {error['error']}")
+    # Every line is built from machine text (summaries, errors, plugin messages): none may start a
+    # line of its own or carry a terminal escape (preflight.reporters.safe_text).
+    return "\n".join(wrap(single_line(line), width) for line in lines) + "\n"
+
+
+def _head_lines(view: ReportView) -> list[str]:
+    """The verdict and what frames it: counts, level, plugins not loaded, the shape's answer, unreachable nodes."""
     reason = view.reason[:1].upper() + view.reason[1:]
     lines = [f"preflight: {view.verdict} - {view.headline} {reason}."]
     lines.append(f"  {view.counts_text}" + (f" in {view.duration}" if view.duration else ""))
@@ -53,6 +63,12 @@ def render(report: RunReport, width: int | None = None) -> str:
                          "node list: subset-hosts.txt, subset-k8s-affinity.yaml)")
     for name, error in view.unreachable:
         lines.append(f"  unreachable: {name}: {error}")
+    return lines
+
+
+def _finding_lines(view: ReportView) -> list[str]:
+    """The blocking findings, the warnings, the caveats and the silenced findings, each with its fix."""
+    lines = []
     for heading, found in (("Blocking", view.blocking), ("Warnings", view.warnings)):
         if found:
             lines.append(f"{heading} ({len(found)}):")
@@ -70,13 +86,25 @@ def render(report: RunReport, width: int | None = None) -> str:
         lines.append(f"Acknowledged ({len(view.acknowledged)}, silenced in preflight.toml, not blocking):")
         for f in view.acknowledged:
             lines.append(f"  {f.level:<5} {f.check_id} {f.where}: {f.message} (silenced {f.silenced})")
-    if view.skipped or view.level_skips:
-        lines.append(f"Not measured ({len(view.skipped) + len(view.level_skips.check_ids if view.level_skips else [])}):")
-        for f in view.skipped:
-            lines.append(f"  SKIP  {f.check_id} {f.where}: {f.message}")
-        if view.level_skips:
-            lines.append(f"  SKIP  at --level {view.level_skips.level}: {', '.join(view.level_skips.check_ids)}"
-                         + (f" ({view.level_skips.fix})" if view.level_skips.fix else ""))
+    return lines
+
+
+def _skipped_lines(view: ReportView) -> list[str]:
+    """What was not measured: each SKIP, and the checks the run's level leaves out."""
+    if not (view.skipped or view.level_skips):
+        return []
+    lines = [f"Not measured ({len(view.skipped) + len(view.level_skips.check_ids if view.level_skips else [])}):"]
+    for f in view.skipped:
+        lines.append(f"  SKIP  {f.check_id} {f.where}: {f.message}")
+    if view.level_skips:
+        lines.append(f"  SKIP  at --level {view.level_skips.level}: {', '.join(view.level_skips.check_ids)}"
+                     + (f" ({view.level_skips.fix})" if view.level_skips.fix else ""))
+    return lines
+
+
+def _figure_lines(view: ReportView) -> list[str]:
+    """The key figures, and the regressions against the baseline run (the first ten)."""
+    lines = []
     if view.key_findings:
         lines.append("Key figures:")
         for k in view.key_findings:
@@ -88,8 +116,4 @@ def render(report: RunReport, width: int | None = None) -> str:
             lines.append(f"  regression: {describe(change)}")
         if len(view.baseline.regressions) > 10:
             lines.append(f"  ... and {len(view.baseline.regressions) - 10} more (preflight diff shows them all)")
-    for error in view.report.load_errors:
-        lines.append(f"  plugin failed to load: {error['entry_point']} ({error['distribution']}): {error['error']}")
-    # Every line is built from machine text (summaries, errors, plugin messages): none may start a
-    # line of its own or carry a terminal escape (preflight.reporters.safe_text).
-    return "\n".join(wrap(single_line(line), width) for line in lines) + "\n"
+    return lines

@@ -351,3 +351,22 @@ def test_a_url_setting_whose_port_is_no_number_is_refused_naming_the_key_with_it
         cfg.apply_cli_settings(cfg.parse("", checks), ["monitoring.alarms.prometheus_url=http://a:hunter2XYZ@h:9x9"],
                                checks)
     assert "hunter2XYZ" not in str(caught.value)
+
+
+def test_an_unknown_run_key_is_refused_naming_it_and_what_run_accepts():
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse("[run]\ntimeoutt = 3\n", CHECKS, "site.toml")
+    assert err.value.key == "run.timeoutt" and "fail_on" in str(err.value) and "timeout" in str(err.value)
+
+
+def test_the_settings_of_a_plugin_skip_kept_from_being_imported_are_passed_over():
+    from preflight.core.registry import CheckSet
+
+    checks = CheckSet(CHECKS)
+    checks.not_imported = {"acme.probe": "acme-checks"}
+    config = cfg.parse('[checks."acme.probe"]\nx = 1\n[acme]\ny = 2\n[node]\nmin_open_files = 4096\n', checks)
+    assert config.params_for(NodeEnvironment).min_open_files == 4096
+    with pytest.raises(cfg.ConfigError, match="unknown check id"):
+        cfg.parse('[checks."acme.probe"]\nx = 1\n', CHECKS)
+    with pytest.raises(cfg.ConfigError, match="unknown section"):
+        cfg.parse("[acme]\ny = 2\n", CHECKS)

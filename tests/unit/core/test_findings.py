@@ -165,6 +165,20 @@ def test_at_a_glance_says_when_versions_differ_and_falls_back_to_other_facts():
     assert rows["Frameworks"] == "torch 2.4.1" and "GPUs" not in rows
 
 
+def test_at_a_glance_counts_gpus_per_node_where_they_differ_and_says_when_none_were_found():
+    report = cluster_run()
+    inventory = report.result_for("gpu.visibility", "gpu03")
+    inventory.facts = copy.deepcopy(inventory.facts)
+    inventory.facts["nvml"]["gpus"] = inventory.facts["nvml"]["gpus"][:4]
+    assert dict(build_view(report).at_a_glance)["GPUs"] == \
+        "20 x NVIDIA H100 80GB HBM3 (8 on gpu[01-02], 4 on gpu03)"
+    for result in report.results:
+        if result.check_id == "gpu.visibility":
+            result.facts = copy.deepcopy(result.facts)
+            result.facts["nvml"]["gpus"], result.facts["torch"]["devices"] = [], []
+    assert dict(build_view(report).at_a_glance)["GPUs"] == "none found"
+
+
 @pytest.mark.parametrize("stamp, text", [
     ("2026-11-29T10:00:00+00:00", "2026-11-29 10:00:00 UTC"),
     ("2026-11-29T10:00:00.123456+01:00", "2026-11-29 10:00:00+01:00"),

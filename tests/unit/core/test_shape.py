@@ -147,6 +147,17 @@ def test_gpus_per_node_counts_gpus_and_unknown_does_not_fit():
     assert found["reasons"]["c"] == "GPU count unknown"
 
 
+def test_a_node_left_out_for_a_finding_keeps_that_reason_when_gpus_are_asked_for_too():
+    found = largest(Shape(1, "", 8), [Candidate("a", gpus=8), Candidate("b", gpus=4)], {"b": "FAIL gpu.health"})
+    assert found["nodes"] == ["a"] and found["reasons"] == {"b": "FAIL gpu.health"}
+
+
+def test_within_group_a_healthy_node_in_no_group_is_left_out_saying_so():
+    found = largest(Shape(1, "group"), [Candidate("a", "leafA"), Candidate("b"), Candidate("c", "leafA")], {})
+    assert found["nodes"] == ["a", "c"] and found["group"] == "leafA"
+    assert found["reasons"] == {"b": "in no topology group"} and found["groups"] == {"a": "leafA", "c": "leafA"}
+
+
 def test_nothing_fits():
     found = largest(Shape(4), [Candidate("a"), Candidate("b")], {"a": "x"})
     assert not found["offered"] and "no healthy nodes fit" in found["why_not"]

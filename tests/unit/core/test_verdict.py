@@ -58,6 +58,13 @@ def test_missing_cluster_result_is_incomplete():
     assert decide(report).missing == [("net.bandwidth", "cluster")]
 
 
+def test_an_interrupted_run_with_no_reason_of_its_own_says_it_was_interrupted_and_a_stop_is_named():
+    report = make_report([make_result(status=Status.PASS)], interrupted=True, stopped_early="--fail-fast")
+    decision = decide(report)
+    assert decision.verdict is Verdict.INCOMPLETE and "SIGINT or SIGTERM" in decision.reason
+    assert "stopped early (--fail-fast)" in decision.reason
+
+
 def test_interrupted_run_without_failures_is_incomplete_but_failures_still_block():
     ok = make_report([make_result(status=Status.PASS)], incomplete=True, incomplete_reason="interrupted")
     assert decide(ok).verdict is Verdict.INCOMPLETE

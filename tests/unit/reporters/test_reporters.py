@@ -236,3 +236,22 @@ def test_markdown_escapes_only_what_would_turn_into_markup():
     assert md_escape("NCCL_DEBUG=INFO _x_ *b* [l](u) <s> & 1 -> 2") == \
         "NCCL_DEBUG=INFO \\_x\\_ \\*b\\* \\[l\\](u) \\<s> \\& 1 -> 2"
     assert md_escape("run `a | b` and ` alone") == "run `a \\| b` and ' alone"
+
+
+def test_the_terminal_lists_the_caveats_with_their_fixes():
+    from preflight.core.model import Finding
+
+    caveat = Finding("node.environment.shm.caveat", Status.PASS, "measured in a container", "run on the host")
+    text = terminal.render(make_report([make_result(findings=[caveat])]))
+    assert "Caveats (1):" in text and "NOTE  node.environment" in text and "fix: run on the host" in text
+
+
+def test_the_terminal_lists_ten_baseline_regressions_and_counts_the_rest():
+    from preflight.core.compare import attach
+
+    nodes = [f"n{i:02d}" for i in range(12)]
+    baseline = make_report([make_result(node=n) for n in nodes])
+    report = make_report([make_result(node=n, status=Status.FAIL) for n in nodes])
+    attach(report, baseline)
+    text = terminal.render(report)
+    assert text.count("  regression: ") == 10 and "... and 2 more" in text
