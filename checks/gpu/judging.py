@@ -12,11 +12,7 @@ from typing import Any
 
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
 from preflight_checks.gpu.rules import (  # noqa: F401 - visible_gpu_indices and friends are re-exported
-    cpu_only as _cpu_only,
-    thermal_slowdown_text,
-    majority as _majority,
-    pcie_link_gbps,
-    runtime_vs_driver,
+    cpu_only as _cpu_only, thermal_slowdown_text, majority as _majority, pcie_link_gbps, runtime_vs_driver,
     visible_gpu_indices,
 )
 from preflight.core.model import Finding, Measurement, Status
@@ -73,26 +69,14 @@ class Judgement:
         if not nvml_ok and not torch_count and not tf_count:
             return self._no_gpus()
 
-        gpus = [g for g in self.nvml.get("gpus") or []] if nvml_ok else []
-        visible = visible_gpu_indices(self.facts.get("cuda_visible_devices"), gpus) if nvml_ok else None
-        judged = [g for g in gpus if visible is None or g["index"] in visible]
-        nvml_visible = len(visible) if visible is not None else None
-        cvd = self.facts.get("cuda_visible_devices")
-        if nvml_ok and cvd is not None and nvml_visible is not None and nvml_visible < len(gpus):
-            self.notes.append(f"CUDA_VISIBLE_DEVICES={cvd!r} shows {nvml_visible} of the {len(gpus)} GPUs NVML lists; "
-                              "the others are not judged")
+        gpus, nvml_visible, judged = self._visible_gpus(nvml_ok)
         if nvml_ok and not gpus and not torch_count and not tf_count:
             return self._no_gpus(driver_loaded=True)
         if nvml_ok and nvml_visible == 0 and gpus and not torch_count and not tf_count:
             return self._no_gpus(hidden=len(gpus))
 
         if not nvml_ok:
-            if self.torch.get("hip") and torch_count:
-                self.notes.append("ROCm build of torch: NVML health facts do not apply to these GPUs")
-            elif self.nvml.get("error_kind") not in ("error", "bindings"):
-                self.add("nvml-unavailable", Status.WARN,
-                         f"frameworks see GPUs but NVML does not start ({self.nvml.get('error')}): "
-                         "memory errors, throttling and links were not read")
+            self._judge_without_nvml(torch_count)
         self._judge_counts(nvml_ok, len(gpus), nvml_visible, torch_count, tf_count, judged)
         for gpu in judged:
             self._judge_gpu(gpu)
@@ -102,6 +86,27 @@ class Judgement:
         self._judge_host_device(gpus)
         self._judge_cuda_compat()
         return self._finish(judged, nvml_visible, torch_count)
+
+    def _visible_gpus(self, nvml_ok: bool) -> tuple[list[dict[str, Any]], int | None, list[dict[str, Any]]]:
+        """NVML's GPUs, how many CUDA_VISIBLE_DEVICES leaves visible (None: all), and those to judge."""
+        gpus = [g for g in self.nvml.get("gpus") or []] if nvml_ok else []
+        visible = visible_gpu_indices(self.facts.get("cuda_visible_devices"), gpus) if nvml_ok else None
+        judged = [g for g in gpus if visible is None or g["index"] in visible]
+        nvml_visible = len(visible) if visible is not None else None
+        cvd = self.facts.get("cuda_visible_devices")
+        if nvml_ok and cvd is not None and nvml_visible is not None and nvml_visible < len(gpus):
+            self.notes.append(f"CUDA_VISIBLE_DEVICES={cvd!r} shows {nvml_visible} of the {len(gpus)} GPUs NVML lists; "
+                              "the others are not judged")
+        return gpus, nvml_visible, judged
+
+    def _judge_without_nvml(self, torch_count: int | None) -> None:
+        """Frameworks see GPUs but NVML does not start: a ROCm note, or a warning that health went unread."""
+        if self.torch.get("hip") and torch_count:
+            self.notes.append("ROCm build of torch: NVML health facts do not apply to these GPUs")
+        elif self.nvml.get("error_kind") not in ("error", "bindings"):
+            self.add("nvml-unavailable", Status.WARN,
+                     f"frameworks see GPUs but NVML does not start ({self.nvml.get('error')}): "
+                     "memory errors, throttling and links were not read")
 
     def _judge_bindings(self, nvml_ok: bool, frameworks_see_gpus: bool) -> None:
         bindings = self.nvml.get("bindings") or {}

@@ -84,7 +84,6 @@ NOT_YET_SPLIT = {
     "checks/collectives/cluster.py:evaluate",
     "checks/gpu/judging.py:_judge_counts",
     "checks/gpu/judging.py:_judge_gpu",
-    "checks/gpu/judging.py:outcome",
     "checks/net/bandwidth.py:collect",
     "checks/net/bandwidth.py:evaluate",
     "checks/scaling/multi_node.py:evaluate",
