@@ -174,13 +174,11 @@ class Judgement:
             self.measurements.append(measure("GPUs visible (NVML)", shown, "", equals=self.expected or None))
         target = reference if reference is not None else self.expected
         views = ((self.torch, torch_count), (self.tf, tf_count))
-        sees_all = [v for v, c in views if c is not None and target is not None and c == target]
+        sees_all = [v for v, c in views if target is not None and c == target]
         for view, count in views:
             name = view.get("framework", "")
             if count is None:
-                if view.get("installed") is not False and view.get("probed") is not False and view.get("error"):
-                    level = Status.FAIL if self._framework_required(name) else Status.WARN
-                    self.add("framework-probe", level, f"{name} could not be probed: {view['error']}")
+                self._judge_probe_error(view)
                 continue
             label = self._framework_label(view)
             source = "NVML" if nvml_visible is not None else "the other framework"
@@ -197,20 +195,35 @@ class Judgement:
             if not judge_count or count == target:
                 continue
             level = Status.FAIL if self._framework_required(name) else Status.WARN
-            why = " (a CPU-only build)" if _cpu_only(view) else ""
-            if view.get("cuda_error"):
-                why += f": {view['cuda_error']}"
-            seen = {str(d["uuid"]).lower() for d in view.get("devices") or [] if d.get("uuid")}
-            unseen = [f"GPU {g['index']}" + (f" ({g['pci_bus_id']})" if g.get("pci_bus_id") else "")
-                      for g in judged if seen and g.get("uuid") and str(g["uuid"]).lower() not in seen]
-            if unseen:
-                why += f"; not seen: {', '.join(unseen)}"
-            self.add("framework-count", level, f"{label} sees {count} GPUs, {source} {reference}{why}")
+            self.add("framework-count", level, f"{label} sees {count} GPUs, {source} {reference}"
+                     f"{self._why_count_differs(view, judged)}")
         if self.expected is not None and reference is not None and reference != self.expected:
-            cvd = self.facts.get("cuda_visible_devices")
-            hint = f" (CUDA_VISIBLE_DEVICES={cvd!r}; NVML lists {nvml_total})" if cvd is not None and nvml_ok else ""
-            self.add("count", Status.FAIL, f"{reference} GPUs visible, {self.expected} expected{hint}",
-                     FIX_FRAMEWORK if hint else None)
+            self._judge_expected_count(reference, nvml_ok, nvml_total)
+
+    def _judge_probe_error(self, view: dict[str, Any]) -> None:
+        """A framework installed and probed that gave no count: its error, blocking if the config needs it."""
+        name = view.get("framework", "")
+        if view.get("installed") is not False and view.get("probed") is not False and view.get("error"):
+            level = Status.FAIL if self._framework_required(name) else Status.WARN
+            self.add("framework-probe", level, f"{name} could not be probed: {view['error']}")
+
+    @staticmethod
+    def _why_count_differs(view: dict[str, Any], judged: list[dict[str, Any]]) -> str:
+        """What explains a framework's short count: a CPU-only build, its CUDA error, the GPUs it does not see."""
+        why = " (a CPU-only build)" if _cpu_only(view) else ""
+        if view.get("cuda_error"):
+            why += f": {view['cuda_error']}"
+        seen = {str(d["uuid"]).lower() for d in view.get("devices") or [] if d.get("uuid")}
+        unseen = [f"GPU {g['index']}" + (f" ({g['pci_bus_id']})" if g.get("pci_bus_id") else "")
+                  for g in judged if seen and g.get("uuid") and str(g["uuid"]).lower() not in seen]
+        return why + (f"; not seen: {', '.join(unseen)}" if unseen else "")
+
+    def _judge_expected_count(self, reference: int, nvml_ok: bool, nvml_total: int) -> None:
+        """The node shows another number of GPUs than the job expects: FAIL, hinting at CUDA_VISIBLE_DEVICES."""
+        cvd = self.facts.get("cuda_visible_devices")
+        hint = f" (CUDA_VISIBLE_DEVICES={cvd!r}; NVML lists {nvml_total})" if cvd is not None and nvml_ok else ""
+        self.add("count", Status.FAIL, f"{reference} GPUs visible, {self.expected} expected{hint}",
+                 FIX_FRAMEWORK if hint else None)
 
     # one GPU -------------------------------------------------------------------------------------
     def _judge_gpu(self, gpu: dict[str, Any]) -> None:
