@@ -82,7 +82,6 @@ def test_the_check_ids_of_built_in_checks_appear_nowhere_outside_the_checks():
 # of preflight/ and checks/, a new one too, is held to them.
 NOT_YET_SPLIT = {
     "checks/collectives/cluster.py:evaluate",
-    "checks/gpu/judging.py:_judge_gpu",
     "checks/net/bandwidth.py:collect",
     "checks/net/bandwidth.py:evaluate",
     "checks/scaling/multi_node.py:evaluate",
