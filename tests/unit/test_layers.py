@@ -85,7 +85,6 @@ NOT_YET_SPLIT = {
     "checks/net/bandwidth.py:collect",
     "checks/net/bandwidth.py:evaluate",
     "checks/scaling/multi_node.py:evaluate",
-    "checks/versions/pinned.py:_judge_pins",
     "preflight/core/compare.py:compare",
     "preflight/core/config.py:_build",
     "preflight/core/expectations.py:expectation_results",
