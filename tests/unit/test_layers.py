@@ -95,7 +95,6 @@ NOT_YET_SPLIT = {
     "preflight/reporters/junit.py:render",
     "preflight/reporters/terminal.py:render",
     "preflight/workers/allreduce.py:measure_allreduce",
-    "preflight/workers/resume_train.py:train",
 }
 MAX_FUNCTION_LINES = 80
 MAX_COMPLEXITY = 30
