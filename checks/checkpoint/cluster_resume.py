@@ -27,10 +27,10 @@ from __future__ import annotations
 import shlex
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
-from preflight.core.model import Finding, Scope, Status
+from preflight.core.model import Finding, Measurement, Scope, Status
 from preflight.launch.nodes import choose_backend
 from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch, node_plan, probe_usable, run_agents, worker_timeouts
 from preflight.run.context import ClusterContext
@@ -175,47 +175,35 @@ class CheckpointClusterResume(Check):
         return judge(self, facts, params)
 
 
-def judge(check: type[Check] | Check, facts: dict[str, Any], params: Params) -> Outcome:
-    """The launch's events and ends, judged under `params`. Pure."""
-    findings: list[Finding] = []
-    details: list[str] = []
+Found = Callable[..., None]
+
+
+def _not_reached(facts: dict[str, Any], params: Params, agents: dict[str, dict[str, Any]], found: Found) -> None:
+    """The run ended before the step where a node was to be lost: ERROR, with the nodes' errors."""
+    errors = "; ".join(f"{n}: {a.get('last_error') or 'exit ' + str(a.get('returncode'))}" for n, a in agents.items()
+                       if a.get("returncode") not in (0, None) or a.get("killed"))
+    found("kill-not-reached", Status.ERROR, f"the training run never reached step {params.kill_at_step}, where "
+          f"{facts.get('kill_node')} was to be lost" + (f" ({errors})" if errors else ""))
+
+
+def _not_restarted(kill: dict[str, Any], agents: dict[str, dict[str, Any]], settings: dict[str, Any],
+                   found: Found) -> None:
+    """No node restarted after the loss: the survivors waited until stopped, or torchrun gave up."""
+    stopped = stopped_by_us(agents)
+    if stopped:
+        found("never-noticed", Status.FAIL, f"the job never noticed that {kill['node']} was lost: "
+              f"{', '.join(stopped)} still waited after {settings.get('launch_timeout_s')} s and was stopped "
+              f"(process-group timeout {settings.get('pg_timeout_s')} s)")
+    else:
+        found("no-restart", Status.FAIL, f"torchrun did not restart the job after {kill['node']} was lost "
+              f"(--max-restarts={settings.get('max_restarts')}): the job ended, and would have to be "
+              "resubmitted by hand")
+
+
+def _judge_resume(line: dict[str, Any], params: Params, found: Found) -> tuple[list[Measurement], bool]:
+    """Where the ranks resumed from (one complete, newest checkpoint) and how fast; whether that went wrong."""
     measurements = []
-    agents = facts.get("agents", {})
-    line = timeline(facts.get("events", []), agents)
-    settings = facts.get("settings", {})
-    usable = facts.get("usable", [])
-
-    def found(kind: str, level: Status, message: str, node: str | None = None) -> None:
-        findings.append(check.finding(kind, level, message, node=node))
-
-    if facts.get("tensorflow"):
-        tf_measurements, tf_details = judge_tensorflow(facts["tensorflow"], found)
-        measurements += tf_measurements
-        details += tf_details
-    unshared = {n: seen for n, seen in line["visible"].items() if set(usable) - set(seen)}
-    if unshared:
-        found("not-shared", Status.FAIL, f"{facts.get('dir')} is not one directory on every node: "
-              + "; ".join(f"{n} sees only {', '.join(seen) or 'nothing'}" for n, seen in sorted(unshared.items())))
-    kill = line.get("kill")
-    if kill is None:
-        errors = "; ".join(f"{n}: {a.get('last_error') or 'exit ' + str(a.get('returncode'))}" for n, a in agents.items()
-                           if a.get("returncode") not in (0, None) or a.get("killed"))
-        found("kill-not-reached", Status.ERROR, f"the training run never reached step {params.kill_at_step}, where "
-              f"{facts.get('kill_node')} was to be lost" + (f" ({errors})" if errors else ""))
-        return outcome_from_findings(findings, measurements, passed="", notes=details)
-    details.append(f"{kill['node']} lost after step {kill['step']} ({kill['phase']}): every training process "
-                   f"on it SIGKILLed at once; newest checkpoint before it: step {line.get('saved_before_kill', 0)}")
-    if not line["restarted_nodes"]:
-        stopped = stopped_by_us(agents)
-        if stopped:
-            found("never-noticed", Status.FAIL, f"the job never noticed that {kill['node']} was lost: "
-                  f"{', '.join(stopped)} still waited after {settings.get('launch_timeout_s')} s and was stopped "
-                  f"(process-group timeout {settings.get('pg_timeout_s')} s)")
-        else:
-            found("no-restart", Status.FAIL, f"torchrun did not restart the job after {kill['node']} was lost "
-                  f"(--max-restarts={settings.get('max_restarts')}): the job ended, and would have to be "
-                  "resubmitted by hand")
-        return outcome_from_findings(findings, measurements, passed="", notes=details)
+    kill = line["kill"]
     if line.get("noticed_s") is not None:
         measurements.append(measure("failure noticed after", line["noticed_s"], "s", better="lower"))
     steps = {c["step"] for c in line["resume_choices"]}
@@ -238,21 +226,28 @@ def judge(check: type[Check] | Check, facts: dict[str, Any], params: Params) -> 
                   f"after the failure, over the budget of {params.max_resume_s:g} s")
     if line.get("save_s") is not None:
         measurements.append(measure("checkpoint save across nodes", round(line["save_s"], 4), "s", better="lower"))
+    return measurements, bool(torn or len(steps) > 1)
+
+
+def _judge_result(line: dict[str, Any], wrong_checkpoint: bool, found: Found) -> list[Measurement]:
+    """Whether the resumed job finished, and with the weights of an uninterrupted run."""
     result = line.get("result")
-    if result is None and not (torn or len(steps) > 1):
-        errors = "; ".join(f"rank {e.get('rank')} ({e.get('node')}): {e.get('error')}" for e in line["errors"][-3:])
-        found("resume-failed", Status.FAIL, f"the job restarted after {kill['node']} was lost but did not finish"
-              + (f": {errors}" if errors else ""))
-    elif result is not None:
-        same = result.get("digest") == result.get("reference_digest") and result.get("ranks_agree")
-        measurements.append(measure("final weights equal an uninterrupted run", "yes" if same else "no", equals="yes"))
-        if not same:
-            found("weights-differ", Status.FAIL, "the resumed job's final weights and optimizer state differ from an "
-                  "uninterrupted run's" + ("" if result.get("ranks_agree") else " (and the ranks disagree)"))
-    advice = interval_advice(line, facts, params)
-    if advice:
-        measurements += advice[0]
-        details += advice[1]
+    if result is None:
+        if not wrong_checkpoint:
+            errors = "; ".join(f"rank {e.get('rank')} ({e.get('node')}): {e.get('error')}" for e in line["errors"][-3:])
+            found("resume-failed", Status.FAIL, f"the job restarted after {line['kill']['node']} was lost but did not "
+                  "finish" + (f": {errors}" if errors else ""))
+        return []
+    same = result.get("digest") == result.get("reference_digest") and result.get("ranks_agree")
+    if not same:
+        found("weights-differ", Status.FAIL, "the resumed job's final weights and optimizer state differ from an "
+              "uninterrupted run's" + ("" if result.get("ranks_agree") else " (and the ranks disagree)"))
+    return [measure("final weights equal an uninterrupted run", "yes" if same else "no", equals="yes")]
+
+
+def _passed(line: dict[str, Any], measurements: list[Measurement], advice: tuple | None) -> str:
+    """The summary of a run that resumed: the figures, TensorFlow's part and the interval advice."""
+    kill = line["kill"]
     passed = (f"{kill['node']} lost after step {kill['step']}; the job noticed in {line.get('noticed_s')} s, resumed "
               f"from step {line.get('resumed_step')} in {line.get('resume_s')} s and ended bit for bit equal to an "
               "uninterrupted run")
@@ -260,7 +255,46 @@ def judge(check: type[Check] | Check, facts: dict[str, Any], params: Params) -> 
         passed += "; TensorFlow (MultiWorkerMirroredStrategy, BackupAndRestore) resumed equal too"
     if advice:
         passed += f"; {advice[2]}"
-    return outcome_from_findings(findings, measurements, passed=passed, notes=details)
+    return passed
+
+
+def judge(check: type[Check] | Check, facts: dict[str, Any], params: Params) -> Outcome:
+    """The launch's events and ends, judged under `params`. Pure."""
+    findings: list[Finding] = []
+    details: list[str] = []
+    measurements: list[Measurement] = []
+    agents = facts.get("agents", {})
+    line = timeline(facts.get("events", []), agents)
+    usable = facts.get("usable", [])
+
+    def found(kind: str, level: Status, message: str, node: str | None = None) -> None:
+        findings.append(check.finding(kind, level, message, node=node))
+
+    if facts.get("tensorflow"):
+        tf_measurements, tf_details = judge_tensorflow(facts["tensorflow"], found)
+        measurements += tf_measurements
+        details += tf_details
+    unshared = {n: seen for n, seen in line["visible"].items() if set(usable) - set(seen)}
+    if unshared:
+        found("not-shared", Status.FAIL, f"{facts.get('dir')} is not one directory on every node: "
+              + "; ".join(f"{n} sees only {', '.join(seen) or 'nothing'}" for n, seen in sorted(unshared.items())))
+    kill = line.get("kill")
+    if kill is None:
+        _not_reached(facts, params, agents, found)
+        return outcome_from_findings(findings, measurements, passed="", notes=details)
+    details.append(f"{kill['node']} lost after step {kill['step']} ({kill['phase']}): every training process "
+                   f"on it SIGKILLed at once; newest checkpoint before it: step {line.get('saved_before_kill', 0)}")
+    if not line["restarted_nodes"]:
+        _not_restarted(kill, agents, facts.get("settings", {}), found)
+        return outcome_from_findings(findings, measurements, passed="", notes=details)
+    resume_measurements, wrong_checkpoint = _judge_resume(line, params, found)
+    measurements += resume_measurements
+    measurements += _judge_result(line, wrong_checkpoint, found)
+    advice = interval_advice(line, facts, params)
+    if advice:
+        measurements += advice[0]
+        details += advice[1]
+    return outcome_from_findings(findings, measurements, passed=_passed(line, measurements, advice), notes=details)
 
 
 def interval_advice(line: dict[str, Any], facts: dict[str, Any], params: Params) -> tuple[list, list[str], str] | None:

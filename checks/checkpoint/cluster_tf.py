@@ -48,6 +48,37 @@ def run_tensorflow(ctx: ClusterContext, nodes: list[str], plan: dict[str, Any], 
     return out
 
 
+def _noticed(first: list[dict[str, Any]], kill: dict[str, Any]) -> list[Measurement]:
+    """How long after the loss the first start's survivors reported an error, if they did."""
+    noticed = [e["t"] for e in first if e.get("ok") is False and e["t"] >= kill["t"]]
+    if not noticed:
+        return []
+    return [measure("TensorFlow failure noticed after", round(min(noticed) - kill["t"], 3), "s", better="lower")]
+
+
+def _judge_restart(second: list[dict[str, Any]], kill: dict[str, Any], facts: dict[str, Any],
+                   found: Callable[[str, Status, str], None]) -> tuple[list[Measurement], list[str]]:
+    """The second start judged: where it resumed, whether it finished, and its digest against an uninterrupted run."""
+    begins = [e["epoch"] for e in second if e.get("event") == "epoch-begin"]
+    if begins and min(begins) == 0:
+        found("tensorflow-from-zero", Status.FAIL, f"after the restart TensorFlow trained again from epoch 0, though "
+              f"BackupAndRestore had epoch {kill['epoch']} saved")
+    result = next((e for e in second if e.get("ok") is True), None)
+    if result is None:
+        errors = [e.get("error") for e in second if e.get("ok") is False]
+        found("tensorflow-failed", Status.FAIL, "the restarted TensorFlow job did not finish"
+              + (f": {'; '.join(filter(None, errors))}" if errors else ""))
+        return [], []
+    details = []
+    if begins:
+        details.append(f"TensorFlow: every worker started again; resumed at epoch {min(begins)} of {facts.get('epochs')}")
+    same = result.get("digest") == result.get("reference_digest")
+    if not same:
+        found("tensorflow-weights-differ", Status.FAIL, "the resumed TensorFlow job's final weights differ from an "
+              "uninterrupted run's")
+    return [measure("TensorFlow final weights equal an uninterrupted run", "yes" if same else "no", equals="yes")], details
+
+
 def judge_tensorflow(facts: dict[str, Any], found: Callable[[str, Status, str], None]) -> tuple[list[Measurement], list[str]]:
     """The TensorFlow starts judged: what was lost, whether it resumed, and the digests. Pure."""
     if facts.get("error"):
@@ -64,34 +95,12 @@ def judge_tensorflow(facts: dict[str, Any], found: Callable[[str, Status, str], 
         found("tensorflow-failed", Status.ERROR, "the TensorFlow job never reached the epoch where a worker was to be "
               f"lost ({'; '.join(filter(None, errors)) or 'no error reported'})")
         return [], []
-    measurements: list[Measurement] = []
     details = [f"TensorFlow: worker {kill['index']} ({facts.get('kill_node')}) SIGKILLed after epoch {kill['epoch']}"]
     stopped = [n for n, a in starts[0]["agents"].items() if a.get("killed")]
     if stopped:
         found("tensorflow-never-noticed", Status.FAIL, f"TensorFlow workers on {', '.join(stopped)} never noticed that "
               f"worker {kill['index']} was lost and were stopped")
-        return measurements, details
-    noticed = [e["t"] for e in first if e.get("ok") is False and e["t"] >= kill["t"]]
-    if noticed:
-        measurements.append(measure("TensorFlow failure noticed after", round(min(noticed) - kill["t"], 3), "s",
-                                    better="lower"))
+        return [], details
     second = starts[1]["events"] if len(starts) > 1 else []
-    begins = [e["epoch"] for e in second if e.get("event") == "epoch-begin"]
-    if begins and min(begins) == 0:
-        found("tensorflow-from-zero", Status.FAIL, f"after the restart TensorFlow trained again from epoch 0, though "
-              f"BackupAndRestore had epoch {kill['epoch']} saved")
-    result = next((e for e in second if e.get("ok") is True), None)
-    if result is None:
-        errors = [e.get("error") for e in second if e.get("ok") is False]
-        found("tensorflow-failed", Status.FAIL, "the restarted TensorFlow job did not finish"
-              + (f": {'; '.join(filter(None, errors))}" if errors else ""))
-        return measurements, details
-    if begins:
-        details.append(f"TensorFlow: every worker started again; resumed at epoch {min(begins)} of {facts.get('epochs')}")
-    same = result.get("digest") == result.get("reference_digest")
-    measurements.append(measure("TensorFlow final weights equal an uninterrupted run", "yes" if same else "no",
-                                equals="yes"))
-    if not same:
-        found("tensorflow-weights-differ", Status.FAIL, "the resumed TensorFlow job's final weights differ from an "
-              "uninterrupted run's")
-    return measurements, details
+    restart_measurements, restart_details = _judge_restart(second, kill, facts, found)
+    return _noticed(first, kill) + restart_measurements, details + restart_details

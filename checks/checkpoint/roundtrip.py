@@ -299,15 +299,7 @@ class CheckpointRoundtrip(Check):
 
         compat = facts.get("compat")
         if compat:
-            if compat.get("refused"):
-                found("compat-refused", Status.FAIL, f"old checkpoint {compat['path']} was not loaded: {compat['error']}")
-            elif compat.get("error"):
-                found("compat-broken", Status.FAIL, f"old checkpoint {compat['path']} does not load: {compat['error']}")
-            else:
-                details.append(
-                    f"old checkpoint {compat['path']} ({compat.get('format')}) loads: {compat.get('tensors')} tensors, "
-                    f"{compat.get('tensor_bytes', 0) / MB:.1f} MB, dtypes {', '.join(compat.get('dtypes', [])) or 'none'}"
-                    + (f", keys {', '.join(compat['top_level_keys'])}" if compat.get("top_level_keys") else ""))
+            self._judge_compat(compat, found, details)
 
         storage = facts.get("storage_error")
         if storage:
@@ -315,36 +307,7 @@ class CheckpointRoundtrip(Check):
             return self._outcome(findings, measurements, details + ([storage["error"]] if storage.get("error") else []))
 
         if facts.get("torch"):
-            torch_facts = facts["torch"]
-            details.append(f"torch state: {torch_facts['tensors']} tensors, {torch_facts['tensor_bytes'] / MB:.1f} MB "
-                           f"on {facts.get('device', 'cpu')}")
-            for fmt, result in torch_facts.get("formats", {}).items():
-                label = "torch.save" if fmt == "torch.save" else "torch.distributed.checkpoint"
-                at = FORMAT_LABELS.get(fmt, fmt)
-                if result["mismatches"]:
-                    found("not-exact", Status.FAIL, f"{label} round trip is not exact: {result['mismatches'][0]}")
-                    details.extend(f"{label}: {m}" for m in result["mismatches"])
-                write = measure(f"{label} write", round(statistics.median(result["write_gbps_samples"]), 3), "GB/s",
-                                at_least=params.min_write_gbps, samples=[round(s, 3) for s in result["write_gbps_samples"]],
-                                figure=FIGURE_RATE, series="write", at=at)
-                read = measure(f"{label} read", round(statistics.median(result["read_gbps_samples"]), 3), "GB/s",
-                               at_least=params.min_read_gbps, samples=[round(s, 3) for s in result["read_gbps_samples"]],
-                               figure=FIGURE_RATE, series="read", at=at)
-                measurements += [write, read]
-                # torch.distributed.checkpoint already saves and loads by shard: its fix cannot be itself.
-                if not write.ok:
-                    found("slow-write", Status.WARN,
-                          f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s",
-                          DCP_SLOW_WRITE_FIX if fmt == "dcp" else None)
-                if not read.ok:
-                    found("slow-read", Status.WARN,
-                          f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s",
-                          DCP_SLOW_READ_FIX if fmt == "dcp" else None)
-                if not result.get("cache_dropped"):
-                    details.append(f"{label}: the page cache could not be dropped before reading; the read figure "
-                                   "may be memory speed")
-            if facts.get("fs_type") == "tmpfs":
-                details.append("the directory is on tmpfs (memory): read and write figures are memory speed")
+            self._judge_torch(facts, params, found, measurements, details)
 
         resume = facts.get("resume")
         if resume:
@@ -352,29 +315,82 @@ class CheckpointRoundtrip(Check):
 
         tf = facts.get("tensorflow")
         if tf:
-            if tf.get("error"):
-                status = Status.ERROR if tf.get("timed_out") else Status.FAIL
-                found("tensorflow-failed", status, f"tensorflow checkpoint round trip failed: {tf['error']}")
-                if tf.get("output_tail"):
-                    details.append(tf["output_tail"])
-            else:
-                if tf.get("mismatches"):
-                    found("tensorflow-not-exact", Status.FAIL, f"tensorflow restore is not exact: {tf['mismatches'][0]}")
-                if tf.get("manager_latest") != tf.get("latest_checkpoint"):
-                    found("tensorflow-stale-latest", Status.FAIL,
-                          f"CheckpointManager's latest is {tf.get('manager_latest')}, not the checkpoint just saved "
-                          f"({tf.get('latest_checkpoint')})")
-                measurements.append(measure("tensorflow checkpoint write", round(tf.get("write_gbps", 0.0), 3), "GB/s",
-                                            figure=FIGURE_RATE, series="write", at=FORMAT_LABELS["tensorflow"]))
-                measurements.append(measure("tensorflow checkpoint read", round(tf.get("read_gbps", 0.0), 3), "GB/s",
-                                            figure=FIGURE_RATE, series="read", at=FORMAT_LABELS["tensorflow"]))
-                details.append(f"tensorflow {tf.get('tensorflow')}: {tf.get('variables')} variables, "
-                               f"{tf.get('state_bytes', 0) / MB:.1f} MB, restored with assert_consumed()"
-                               + ("" if tf.get("mismatches") else ", equal bit for bit"))
+            self._judge_tensorflow(tf, found, measurements, details)
 
         if facts.get("left_behind"):
             found("left-behind", Status.WARN, f"could not remove {', '.join(facts['left_behind'])}")
         return self._outcome(findings, measurements, details)
+
+    @staticmethod
+    def _judge_compat(compat: dict[str, Any], found: Any, details: list[str]) -> None:
+        """The old checkpoint given to load: refused, broken, or described."""
+        if compat.get("refused"):
+            found("compat-refused", Status.FAIL, f"old checkpoint {compat['path']} was not loaded: {compat['error']}")
+        elif compat.get("error"):
+            found("compat-broken", Status.FAIL, f"old checkpoint {compat['path']} does not load: {compat['error']}")
+        else:
+            details.append(
+                f"old checkpoint {compat['path']} ({compat.get('format')}) loads: {compat.get('tensors')} tensors, "
+                f"{compat.get('tensor_bytes', 0) / MB:.1f} MB, dtypes {', '.join(compat.get('dtypes', [])) or 'none'}"
+                + (f", keys {', '.join(compat['top_level_keys'])}" if compat.get("top_level_keys") else ""))
+
+    @staticmethod
+    def _judge_torch(facts: dict[str, Any], params: Params, found: Any, measurements: list[Measurement],
+                     details: list[str]) -> None:
+        """Each torch format's round trip: exact or not, its write and read rates against the floors."""
+        torch_facts = facts["torch"]
+        details.append(f"torch state: {torch_facts['tensors']} tensors, {torch_facts['tensor_bytes'] / MB:.1f} MB "
+                       f"on {facts.get('device', 'cpu')}")
+        for fmt, result in torch_facts.get("formats", {}).items():
+            label = "torch.save" if fmt == "torch.save" else "torch.distributed.checkpoint"
+            at = FORMAT_LABELS.get(fmt, fmt)
+            if result["mismatches"]:
+                found("not-exact", Status.FAIL, f"{label} round trip is not exact: {result['mismatches'][0]}")
+                details.extend(f"{label}: {m}" for m in result["mismatches"])
+            write = measure(f"{label} write", round(statistics.median(result["write_gbps_samples"]), 3), "GB/s",
+                            at_least=params.min_write_gbps, samples=[round(s, 3) for s in result["write_gbps_samples"]],
+                            figure=FIGURE_RATE, series="write", at=at)
+            read = measure(f"{label} read", round(statistics.median(result["read_gbps_samples"]), 3), "GB/s",
+                           at_least=params.min_read_gbps, samples=[round(s, 3) for s in result["read_gbps_samples"]],
+                           figure=FIGURE_RATE, series="read", at=at)
+            measurements += [write, read]
+            # torch.distributed.checkpoint already saves and loads by shard: its fix cannot be itself.
+            if not write.ok:
+                found("slow-write", Status.WARN,
+                      f"{label} writes at {write.value} GB/s, below {params.min_write_gbps} GB/s",
+                      DCP_SLOW_WRITE_FIX if fmt == "dcp" else None)
+            if not read.ok:
+                found("slow-read", Status.WARN,
+                      f"{label} reads at {read.value} GB/s, below {params.min_read_gbps} GB/s",
+                      DCP_SLOW_READ_FIX if fmt == "dcp" else None)
+            if not result.get("cache_dropped"):
+                details.append(f"{label}: the page cache could not be dropped before reading; the read figure "
+                               "may be memory speed")
+        if facts.get("fs_type") == "tmpfs":
+            details.append("the directory is on tmpfs (memory): read and write figures are memory speed")
+
+    @staticmethod
+    def _judge_tensorflow(tf: dict[str, Any], found: Any, measurements: list[Measurement], details: list[str]) -> None:
+        """The tensorflow round trip: failed, not exact, a stale latest checkpoint, and its rates."""
+        if tf.get("error"):
+            status = Status.ERROR if tf.get("timed_out") else Status.FAIL
+            found("tensorflow-failed", status, f"tensorflow checkpoint round trip failed: {tf['error']}")
+            if tf.get("output_tail"):
+                details.append(tf["output_tail"])
+        else:
+            if tf.get("mismatches"):
+                found("tensorflow-not-exact", Status.FAIL, f"tensorflow restore is not exact: {tf['mismatches'][0]}")
+            if tf.get("manager_latest") != tf.get("latest_checkpoint"):
+                found("tensorflow-stale-latest", Status.FAIL,
+                      f"CheckpointManager's latest is {tf.get('manager_latest')}, not the checkpoint just saved "
+                      f"({tf.get('latest_checkpoint')})")
+            measurements.append(measure("tensorflow checkpoint write", round(tf.get("write_gbps", 0.0), 3), "GB/s",
+                                        figure=FIGURE_RATE, series="write", at=FORMAT_LABELS["tensorflow"]))
+            measurements.append(measure("tensorflow checkpoint read", round(tf.get("read_gbps", 0.0), 3), "GB/s",
+                                        figure=FIGURE_RATE, series="read", at=FORMAT_LABELS["tensorflow"]))
+            details.append(f"tensorflow {tf.get('tensorflow')}: {tf.get('variables')} variables, "
+                           f"{tf.get('state_bytes', 0) / MB:.1f} MB, restored with assert_consumed()"
+                           + ("" if tf.get("mismatches") else ", equal bit for bit"))
 
     @staticmethod
     def _judge_resume(resume: dict[str, Any], found: Any, measurements: list[Measurement], details: list[str]) -> None:

@@ -13,23 +13,18 @@ from typing import Any
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
 from preflight_checks.gpu.rules import (  # noqa: F401 - visible_gpu_indices and friends are re-exported
     cpu_only as _cpu_only,
-    thermal_slowdown_text,
-    majority as _majority,
     pcie_link_gbps,
     runtime_vs_driver,
     visible_gpu_indices,
 )
 from preflight.core.model import Finding, Measurement, Status
-from preflight.workers.gpu_nvml import THROTTLE_REASON_BITS
-
-GIB = 1024**3
-
-from preflight_checks.gpu.fixes import (  # noqa: E402 - the fixes by cause, kept apart
+from preflight_checks.gpu.fixes import (  # the fixes by cause, kept apart
     FIXES, FIX_FRAMEWORK, FIX_MISSING, FIX_NO_DRIVER, FIX_NO_HARDWARE,
 )
+from preflight_checks.gpu.one_gpu import OneGpu
 
 
-class Judgement:
+class Judgement(OneGpu):
     """One evaluation; collects findings and measurements as it goes through the facts."""
 
     def __init__(self, check: type[Check], facts: dict[str, Any], params: Any, expect: Expect) -> None:
@@ -73,26 +68,14 @@ class Judgement:
         if not nvml_ok and not torch_count and not tf_count:
             return self._no_gpus()
 
-        gpus = [g for g in self.nvml.get("gpus") or []] if nvml_ok else []
-        visible = visible_gpu_indices(self.facts.get("cuda_visible_devices"), gpus) if nvml_ok else None
-        judged = [g for g in gpus if visible is None or g["index"] in visible]
-        nvml_visible = len(visible) if visible is not None else None
-        cvd = self.facts.get("cuda_visible_devices")
-        if nvml_ok and cvd is not None and nvml_visible is not None and nvml_visible < len(gpus):
-            self.notes.append(f"CUDA_VISIBLE_DEVICES={cvd!r} shows {nvml_visible} of the {len(gpus)} GPUs NVML lists; "
-                              "the others are not judged")
+        gpus, nvml_visible, judged = self._visible_gpus(nvml_ok)
         if nvml_ok and not gpus and not torch_count and not tf_count:
             return self._no_gpus(driver_loaded=True)
         if nvml_ok and nvml_visible == 0 and gpus and not torch_count and not tf_count:
             return self._no_gpus(hidden=len(gpus))
 
         if not nvml_ok:
-            if self.torch.get("hip") and torch_count:
-                self.notes.append("ROCm build of torch: NVML health facts do not apply to these GPUs")
-            elif self.nvml.get("error_kind") not in ("error", "bindings"):
-                self.add("nvml-unavailable", Status.WARN,
-                         f"frameworks see GPUs but NVML does not start ({self.nvml.get('error')}): "
-                         "memory errors, throttling and links were not read")
+            self._judge_without_nvml(torch_count)
         self._judge_counts(nvml_ok, len(gpus), nvml_visible, torch_count, tf_count, judged)
         for gpu in judged:
             self._judge_gpu(gpu)
@@ -102,6 +85,27 @@ class Judgement:
         self._judge_host_device(gpus)
         self._judge_cuda_compat()
         return self._finish(judged, nvml_visible, torch_count)
+
+    def _visible_gpus(self, nvml_ok: bool) -> tuple[list[dict[str, Any]], int | None, list[dict[str, Any]]]:
+        """NVML's GPUs, how many CUDA_VISIBLE_DEVICES leaves visible (None: all), and those to judge."""
+        gpus = [g for g in self.nvml.get("gpus") or []] if nvml_ok else []
+        visible = visible_gpu_indices(self.facts.get("cuda_visible_devices"), gpus) if nvml_ok else None
+        judged = [g for g in gpus if visible is None or g["index"] in visible]
+        nvml_visible = len(visible) if visible is not None else None
+        cvd = self.facts.get("cuda_visible_devices")
+        if nvml_ok and cvd is not None and nvml_visible is not None and nvml_visible < len(gpus):
+            self.notes.append(f"CUDA_VISIBLE_DEVICES={cvd!r} shows {nvml_visible} of the {len(gpus)} GPUs NVML lists; "
+                              "the others are not judged")
+        return gpus, nvml_visible, judged
+
+    def _judge_without_nvml(self, torch_count: int | None) -> None:
+        """Frameworks see GPUs but NVML does not start: a ROCm note, or a warning that health went unread."""
+        if self.torch.get("hip") and torch_count:
+            self.notes.append("ROCm build of torch: NVML health facts do not apply to these GPUs")
+        elif self.nvml.get("error_kind") not in ("error", "bindings"):
+            self.add("nvml-unavailable", Status.WARN,
+                     f"frameworks see GPUs but NVML does not start ({self.nvml.get('error')}): "
+                     "memory errors, throttling and links were not read")
 
     def _judge_bindings(self, nvml_ok: bool, frameworks_see_gpus: bool) -> None:
         bindings = self.nvml.get("bindings") or {}
@@ -169,13 +173,11 @@ class Judgement:
             self.measurements.append(measure("GPUs visible (NVML)", shown, "", equals=self.expected or None))
         target = reference if reference is not None else self.expected
         views = ((self.torch, torch_count), (self.tf, tf_count))
-        sees_all = [v for v, c in views if c is not None and target is not None and c == target]
+        sees_all = [v for v, c in views if target is not None and c == target]
         for view, count in views:
             name = view.get("framework", "")
             if count is None:
-                if view.get("installed") is not False and view.get("probed") is not False and view.get("error"):
-                    level = Status.FAIL if self._framework_required(name) else Status.WARN
-                    self.add("framework-probe", level, f"{name} could not be probed: {view['error']}")
+                self._judge_probe_error(view)
                 continue
             label = self._framework_label(view)
             source = "NVML" if nvml_visible is not None else "the other framework"
@@ -192,121 +194,35 @@ class Judgement:
             if not judge_count or count == target:
                 continue
             level = Status.FAIL if self._framework_required(name) else Status.WARN
-            why = " (a CPU-only build)" if _cpu_only(view) else ""
-            if view.get("cuda_error"):
-                why += f": {view['cuda_error']}"
-            seen = {str(d["uuid"]).lower() for d in view.get("devices") or [] if d.get("uuid")}
-            unseen = [f"GPU {g['index']}" + (f" ({g['pci_bus_id']})" if g.get("pci_bus_id") else "")
-                      for g in judged if seen and g.get("uuid") and str(g["uuid"]).lower() not in seen]
-            if unseen:
-                why += f"; not seen: {', '.join(unseen)}"
-            self.add("framework-count", level, f"{label} sees {count} GPUs, {source} {reference}{why}")
+            self.add("framework-count", level, f"{label} sees {count} GPUs, {source} {reference}"
+                     f"{self._why_count_differs(view, judged)}")
         if self.expected is not None and reference is not None and reference != self.expected:
-            cvd = self.facts.get("cuda_visible_devices")
-            hint = f" (CUDA_VISIBLE_DEVICES={cvd!r}; NVML lists {nvml_total})" if cvd is not None and nvml_ok else ""
-            self.add("count", Status.FAIL, f"{reference} GPUs visible, {self.expected} expected{hint}",
-                     FIX_FRAMEWORK if hint else None)
+            self._judge_expected_count(reference, nvml_ok, nvml_total)
 
-    # one GPU -------------------------------------------------------------------------------------
-    def _judge_gpu(self, gpu: dict[str, Any]) -> None:
-        p = self.params
-        label = f"GPU {gpu['index']}"
-        if gpu.get("pci_bus_id"):
-            label += f" ({gpu['pci_bus_id']})"
-        if gpu.get("lost"):
-            # NVML_ERROR_GPU_IS_LOST: the GPU stopped answering (Xid 79); nothing read of it before holds.
-            self.add("gpu-lost", Status.FAIL, f"{label}: the GPU is lost: {gpu.get('error')}")
-            return
-        if gpu.get("error"):
-            self.add("gpu-unreadable", Status.FAIL, f"{label}: NVML cannot read it: {gpu['error']}")
-            return
-        for name, error in sorted((gpu.get("errors") or {}).items()):
-            self.notes.append(f"{label}: NVML {name}: {error}")
+    def _judge_probe_error(self, view: dict[str, Any]) -> None:
+        """A framework installed and probed that gave no count: its error, blocking if the config needs it."""
+        name = view.get("framework", "")
+        if view.get("installed") is not False and view.get("probed") is not False and view.get("error"):
+            level = Status.FAIL if self._framework_required(name) else Status.WARN
+            self.add("framework-probe", level, f"{name} could not be probed: {view['error']}")
 
-        total, free = gpu.get("memory_total_bytes"), gpu.get("memory_free_bytes")
-        if total and free is not None and free / total < p.min_free_memory_fraction:
-            self.add("memory-in-use", Status.FAIL, f"{label}: only {free / GIB:.1f} of {total / GIB:.1f} GiB free "
-                     f"(below {p.min_free_memory_fraction:.0%}) before training starts")
-        processes = gpu.get("processes") or []
-        if processes and p.warn_on_processes:
-            listed = ", ".join(
-                f"pid {proc['pid']}" + (f" ({proc['name']})" if proc.get("name") else "")
-                + (f" {proc['used_bytes'] / GIB:.1f} GiB" if proc.get("used_bytes") is not None else "")
-                for proc in processes)
-            self.add("processes", Status.WARN, f"{label}: already in use by {listed}")
+    @staticmethod
+    def _why_count_differs(view: dict[str, Any], judged: list[dict[str, Any]]) -> str:
+        """What explains a framework's short count: a CPU-only build, its CUDA error, the GPUs it does not see."""
+        why = " (a CPU-only build)" if _cpu_only(view) else ""
+        if view.get("cuda_error"):
+            why += f": {view['cuda_error']}"
+        seen = {str(d["uuid"]).lower() for d in view.get("devices") or [] if d.get("uuid")}
+        unseen = [f"GPU {g['index']}" + (f" ({g['pci_bus_id']})" if g.get("pci_bus_id") else "")
+                  for g in judged if seen and g.get("uuid") and str(g["uuid"]).lower() not in seen]
+        return why + (f"; not seen: {', '.join(unseen)}" if unseen else "")
 
-        if gpu.get("ecc_enabled") is None and "ecc_mode" in (gpu.get("unsupported") or []) and p.require_ecc:
-            # NVML answers NOT_SUPPORTED: a GPU without ECC (GeForce, TITAN), not one with ECC turned off.
-            self.add("ecc-unsupported", Status.WARN, f"{label}: {gpu.get('name') or 'this GPU'} has no ECC: "
-                     "memory errors go undetected")
-        if gpu.get("ecc_enabled") is False and p.require_ecc:
-            pending = " (enabled after the next reset)" if gpu.get("ecc_pending_enabled") else ""
-            self.add("ecc-off", Status.WARN, f"{label}: ECC is off{pending}")
-        volatile = gpu.get("ecc_volatile_uncorrected")
-        if volatile is not None and volatile > p.max_volatile_uncorrectable_ecc:
-            self.add("ecc-uncorrectable", Status.FAIL,
-                     f"{label}: {volatile} uncorrectable ECC errors since the driver loaded")
-        if gpu.get("remap_failure"):
-            self.add("remap-failed", Status.FAIL,
-                     f"{label}: a row remapping has failed: the GPU has run out of spare memory rows")
-        pending_level = Status.FAIL if p.fail_on_pending_remap else Status.WARN
-        if gpu.get("remap_pending"):
-            self.add("remap-pending", pending_level,
-                     f"{label}: row remapping pending ({gpu.get('remapped_rows_uncorrectable') or 0} rows "
-                     "remapped for uncorrectable errors): a GPU reset applies it")
-        if gpu.get("retired_pages_pending"):
-            self.add("pages-pending", pending_level,
-                     f"{label}: page retirement pending: a GPU reset or reboot applies it")
-        aggregate = gpu.get("ecc_aggregate_uncorrected")
-        if aggregate:
-            self.notes.append(f"{label}: {aggregate} uncorrectable ECC errors over its lifetime")
-
-        samples = gpu.get("throttle_reason_samples") or []
-        if samples:
-            for reasons, level in ((p.fail_throttle_reasons, Status.FAIL), (p.warn_throttle_reasons, Status.WARN)):
-                active = [r for r in reasons if r in THROTTLE_REASON_BITS and _majority(samples, THROTTLE_REASON_BITS[r])]
-                if active:
-                    self.add("throttled", level,
-                             f"{label}: clocks held down by {', '.join(r.replace('_', ' ') for r in active)}")
-
-        temp = gpu.get("temperature_c")
-        at_slowdown = thermal_slowdown_text(gpu)
-        if at_slowdown:
-            self.add("at-slowdown", Status.FAIL, f"{label}: {at_slowdown}")
-        elif temp is not None:
-            if temp > p.max_idle_temperature_c:
-                self.add("hot-idle", Status.WARN, f"{label}: {temp} C at idle, above {p.max_idle_temperature_c:g} C")
-
-        if gpu.get("persistence_mode") is False and p.require_persistence_mode:
-            self.add("persistence-off", Status.WARN, f"{label}: persistence mode is off")
-        self._judge_pcie(label, gpu)
-
-    def _judge_pcie(self, label: str, gpu: dict[str, Any]) -> None:
-        gen_max, width_max = gpu.get("pcie_gen_max"), gpu.get("pcie_width_max")
-        loaded = self._under_load(gpu)
-        if loaded and loaded.get("gen_current") is not None:
-            gen, width, when = loaded.get("gen_current"), loaded.get("width_current"), "under load"
-        else:
-            gen, width, when = gpu.get("pcie_gen_current"), gpu.get("pcie_width_current"), "at idle"
-        if gen is None or width is None or gen_max is None or width_max is None:
-            return
-        text = f"{label}: PCIe link gen{gen} x{width} of gen{gen_max} x{width_max} ({when})"
-        if when == "under load":
-            if gen < gen_max or width < width_max:
-                self.add("pcie-degraded", Status.FAIL, text)
-        elif width < width_max:
-            self.add("pcie-degraded", Status.WARN, text + ": could not be read under load")
-        elif gen < gen_max:
-            self.notes.append(text + ": GPUs lower the link speed when idle, not judged")
-        if gpu.get("pcie_gen_gpu_max") and gpu["pcie_gen_gpu_max"] > gen_max:
-            self.notes.append(f"{label}: the GPU supports PCIe gen{gpu['pcie_gen_gpu_max']}, the slot only gen{gen_max}")
-
-    def _under_load(self, gpu: dict[str, Any]) -> dict[str, Any] | None:
-        uuid = str(gpu.get("uuid") or "").lower()
-        for device in self.torch.get("devices") or []:
-            if uuid and str(device.get("uuid") or "").lower() == uuid:
-                return device.get("pcie_under_load")
-        return None
+    def _judge_expected_count(self, reference: int, nvml_ok: bool, nvml_total: int) -> None:
+        """The node shows another number of GPUs than the job expects: FAIL, hinting at CUDA_VISIBLE_DEVICES."""
+        cvd = self.facts.get("cuda_visible_devices")
+        hint = f" (CUDA_VISIBLE_DEVICES={cvd!r}; NVML lists {nvml_total})" if cvd is not None and nvml_ok else ""
+        self.add("count", Status.FAIL, f"{reference} GPUs visible, {self.expected} expected{hint}",
+                 FIX_FRAMEWORK if hint else None)
 
     # across the GPUs of the node -------------------------------------------------------------
     def _judge_node_wide(self, judged: list[dict[str, Any]]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -296,96 +296,119 @@ def _satisfies(specifier: str, installed: str) -> bool | None:
         return None
 
 
+@dataclass
+class _Tally:
+    """What judging the pins adds up to: findings, notes, pins compared and mismatched, frameworks pinned."""
+
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    compared: int = 0
+    mismatched: int = 0
+    framework_pins: list[str] = field(default_factory=list)
+
+    def found(self, kind: str, level: Status, message: str, fix: str | None = None) -> None:
+        """Add one finding of versions.pinned."""
+        self.findings.append(VersionsPinned.finding(kind, level, message, fix=fix))
+
+
+def _judge_locked(tally: _Tally, name: str, locked: list[dict[str, Any]], have: str | None, is_framework: bool) -> None:
+    """A package a lock file locks (at one or several versions): installed as locked, or not."""
+    if have is None:
+        tally.notes.append(f"{name} is locked ({locked[0]['where']}) but not installed here")
+        return
+    tally.compared += 1
+    if any(_satisfies(e["specifier"], have) for e in locked):
+        tally.framework_pins += [f"{name} {have}"] if is_framework else []
+    else:
+        tally.mismatched += 1
+        versions = ", ".join(dict.fromkeys(e["exact"] for e in locked))
+        tally.found(f"{'framework' if is_framework else 'package'}-mismatch",
+                    Status.FAIL if is_framework else Status.WARN,
+                    f"{name}: locked {versions} ({locked[0]['where']}), installed {have}")
+
+
+def _judge_entry(tally: _Tally, name: str, entry: dict[str, Any], have: str | None, is_framework: bool) -> None:
+    """One requirement line against the installed version: not installed, matching, drifted or not comparable."""
+    kind = "framework" if is_framework else "package"
+    level = Status.FAIL if is_framework else Status.WARN
+    where = f"{entry['where']} {entry['line']!r}"
+    if have is None:
+        if entry.get("optional") or entry["source"] == "constraint":
+            # An extra or dependency group that is not installed, or a constraint on a
+            # package nothing asked for, is normal.
+            tally.notes.append(f"{name} is not installed ({entry.get('optional') or 'constraint'}: {where})")
+            return
+        tally.compared += 1
+        tally.mismatched += 1
+        tally.found(f"{kind}-not-installed", level, f"{name} is pinned ({where}) but not installed")
+        return
+    tally.compared += 1
+    ok = _satisfies(entry["specifier"], have)
+    if ok is None:
+        tally.notes.append(f"{name} {have}: version not comparable with {entry['specifier']} ({entry['where']})")
+    elif not ok:
+        tally.mismatched += 1
+        # Frameworks must match: their drift changes kernels, numerics and checkpoints. Any
+        # other package that drifts is reported, not blocking: most drift in utilities is
+        # harmless, and a team that depends on one adds it to `frameworks`.
+        wanted = "pinned" if entry["kind"] == "exact" else "requires"
+        tally.found(f"{kind}-mismatch", level, f"{name}: {wanted} {entry['specifier']} ({entry['where']}), "
+                    f"installed {have}")
+    elif is_framework and entry["kind"] == "exact":
+        tally.framework_pins.append(f"{name} {have}")
+
+
+def _judge_package(tally: _Tally, name: str, group: list[dict[str, Any]], have: str | None, is_framework: bool) -> None:
+    """Every pin of one package: a framework not pinned exactly, its lock-file versions, then each other line."""
+    if is_framework and not any(e["kind"] == "exact" for e in group):
+        lines = "; ".join(f"{e['where']} {e['line']!r}" for e in group)
+        tally.found("framework-not-exact", Status.WARN, f"{name} is not pinned exactly (==): {lines}",
+                    f"Pin {name} with == (e.g. {name}==X.Y.Z, with the index URL of the CUDA build).")
+    # A lock file may lock one package at several versions (one per platform or Python): it is
+    # installed as locked when it matches any of them.
+    locked = [e for e in group if e["source"] == "lock" and e["kind"] == "exact"]
+    if locked:
+        group = [e for e in group if e not in locked]
+        _judge_locked(tally, name, locked, have, is_framework)
+    for entry in group:
+        if entry["kind"] not in ("unpinned", "url"):
+            _judge_entry(tally, name, entry, have, is_framework)
+
+
 def _judge_pins(facts: dict[str, Any], params: Params, stack_text: str) -> Outcome:
+    """The pins of the team's files against the installed versions. Pure."""
     pins = facts.get("pins") or {}
     installed: dict[str, str | None] = facts.get("installed") or {}
     frameworks = {canonicalize_name(f) for f in params.frameworks}
-    findings: list[Finding] = []
-    notes: list[str] = []
+    tally = _Tally()
     entries = [e for e in pins.get("entries") or [] if e.get("applies", True)]
     for entry in pins.get("entries") or []:
         if not entry.get("applies", True):
-            notes.append(f"{entry['where']}: {entry['line']!r} does not apply here ({entry['marker']})")
+            tally.notes.append(f"{entry['where']}: {entry['line']!r} does not apply here ({entry['marker']})")
     for skipped in pins.get("skipped") or []:
-        notes.append(f"{skipped['where']}: {skipped['line']!r} skipped: {skipped['reason']}")
-
-    def found(kind: str, level: Status, message: str, fix: str | None = None) -> None:
-        findings.append(VersionsPinned.finding(kind, level, message, fix=fix))
+        tally.notes.append(f"{skipped['where']}: {skipped['line']!r} skipped: {skipped['reason']}")
 
     by_name: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         by_name.setdefault(entry["name"], []).append(entry)
-
-    compared = mismatched = 0
-    framework_pins: list[str] = []
     for name, group in sorted(by_name.items()):
-        is_framework = name in frameworks
-        kind = "framework" if is_framework else "package"
-        level = Status.FAIL if is_framework else Status.WARN
-        have = installed.get(name)
-        exact = [e for e in group if e["kind"] == "exact"]
-        if is_framework and not exact:
-            lines = "; ".join(f"{e['where']} {e['line']!r}" for e in group)
-            found("framework-not-exact", Status.WARN, f"{name} is not pinned exactly (==): {lines}",
-                  f"Pin {name} with == (e.g. {name}==X.Y.Z, with the index URL of the CUDA build).")
-        # A lock file may lock one package at several versions (one per platform or Python): it is
-        # installed as locked when it matches any of them.
-        locked = [e for e in group if e["source"] == "lock" and e["kind"] == "exact"]
-        if locked:
-            group = [e for e in group if e not in locked]
-            if have is None:
-                notes.append(f"{name} is locked ({locked[0]['where']}) but not installed here")
-            else:
-                compared += 1
-                if any(_satisfies(e["specifier"], have) for e in locked):
-                    framework_pins += [f"{name} {have}"] if is_framework else []
-                else:
-                    mismatched += 1
-                    versions = ", ".join(dict.fromkeys(e["exact"] for e in locked))
-                    found(f"{kind}-mismatch", level, f"{name}: locked {versions} ({locked[0]['where']}), "
-                          f"installed {have}")
-        for entry in group:
-            if entry["kind"] in ("unpinned", "url"):
-                continue
-            where = f"{entry['where']} {entry['line']!r}"
-            if have is None:
-                if entry.get("optional") or entry["source"] == "constraint":
-                    # An extra or dependency group that is not installed, or a constraint on a
-                    # package nothing asked for, is normal.
-                    notes.append(f"{name} is not installed ({entry.get('optional') or 'constraint'}: {where})")
-                    continue
-                compared += 1
-                mismatched += 1
-                found(f"{kind}-not-installed", level, f"{name} is pinned ({where}) but not installed")
-                continue
-            compared += 1
-            ok = _satisfies(entry["specifier"], have)
-            if ok is None:
-                notes.append(f"{name} {have}: version not comparable with {entry['specifier']} ({entry['where']})")
-            elif not ok:
-                mismatched += 1
-                # Frameworks must match: their drift changes kernels, numerics and checkpoints. Any
-                # other package that drifts is reported, not blocking: most drift in utilities is
-                # harmless, and a team that depends on one adds it to `frameworks`.
-                wanted = "pinned" if entry["kind"] == "exact" else "requires"
-                found(f"{kind}-mismatch", level, f"{name}: {wanted} {entry['specifier']} ({entry['where']}), "
-                      f"installed {have}")
-            elif is_framework and entry["kind"] == "exact":
-                framework_pins.append(f"{name} {have}")
+        _judge_package(tally, name, group, installed.get(name), name in frameworks)
 
     if params.require_installed_frameworks_pinned:
         for name in sorted(frameworks):
             if installed.get(name) and name not in by_name:
-                found("framework-unpinned", Status.WARN,
-                      f"{name} {installed[name]} is installed but no requirements file pins it",
-                      f"Add {name}=={installed[name]} to the team's requirements or lock file.")
+                tally.found("framework-unpinned", Status.WARN,
+                            f"{name} {installed[name]} is installed but no requirements file pins it",
+                            f"Add {name}=={installed[name]} to the team's requirements or lock file.")
     files = ", ".join(pins.get("files") or facts.get("requirements_files") or [])
-    if not compared and not findings:
-        found("nothing-compared", Status.WARN, f"no pin in {files} names an installed package: nothing was compared")
+    if not tally.compared and not tally.findings:
+        tally.found("nothing-compared", Status.WARN,
+                    f"no pin in {files} names an installed package: nothing was compared")
 
-    measurements = [measure("pins compared", compared, ""), measure("pins not matching the installed version", mismatched, "",
-                                                                     at_most=0)]
+    measurements = [measure("pins compared", tally.compared, ""),
+                    measure("pins not matching the installed version", tally.mismatched, "", at_most=0)]
+    framework_pins = tally.framework_pins
     pinned = f"; frameworks pinned and installed: {', '.join(sorted(set(framework_pins)))}" if framework_pins else ""
-    notes += _stack_errors(facts.get("stack") or {}) + [f"runtime stack: {stack_text}"]
-    return outcome_from_findings(findings, measurements, notes=notes,
-                                 passed=f"{compared} pins from {files} match the installed packages{pinned}")
+    notes = tally.notes + _stack_errors(facts.get("stack") or {}) + [f"runtime stack: {stack_text}"]
+    return outcome_from_findings(tally.findings, measurements, notes=notes,
+                                 passed=f"{tally.compared} pins from {files} match the installed packages{pinned}")

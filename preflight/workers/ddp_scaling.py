@@ -91,38 +91,84 @@ def load_workload(spec: str, batch: int, device: Any) -> tuple[Any, Callable[[],
     return model, make_batch, loss_fn
 
 
-def measure_scaling(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
+def _device(args: argparse.Namespace, env: DistEnv) -> tuple[str, Any]:
+    """The rank's device kind ("cuda" or "cpu") and device, made current for CUDA."""
     import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
 
-    torch.set_num_threads(max(1, args.threads))
     device_kind = args.device or ("cuda" if args.backend == "nccl" else "cpu")
-    if device_kind == "cuda":
-        torch.cuda.set_device(env.local_rank)
-        device = torch.device("cuda", env.local_rank)
-        # TF32 matmuls: what fp32 training on Ampere and later uses in practice.
-        torch.set_float32_matmul_precision("high")
-    else:
-        device = torch.device("cpu")
+    if device_kind != "cuda":
+        return device_kind, torch.device("cpu")
+    torch.cuda.set_device(env.local_rank)
+    # TF32 matmuls: what fp32 training on Ampere and later uses in practice.
+    torch.set_float32_matmul_precision("high")
+    return device_kind, torch.device("cuda", env.local_rank)
 
-    store, members = join(env, args.join_timeout_s, tag="ddp_scaling")
-    init_group(store, env, args.backend, args.pg_timeout_s, device)
+
+def _workload(args: argparse.Namespace, env: DistEnv, device: Any) -> tuple[Any, Callable[[], Any], Callable[[Any], Any], str]:
+    """The model, its batch maker, its loss and its description: the team's --workload or the reference MLP."""
+    import torch
 
     torch.manual_seed(args.seed)  # the same initial weights everywhere, as DDP would broadcast anyway
     if args.workload:
         model, make_batch, loss_fn = load_workload(args.workload, args.batch, device)
-        description = args.workload
-    else:
-        model = reference_mlp(args.hidden, args.layers)
-        generator = torch.Generator().manual_seed(args.seed + 1 + env.rank)
-        batch = torch.randn(args.batch, args.hidden, generator=generator).to(device)
+        return model, make_batch, loss_fn, args.workload
+    model = reference_mlp(args.hidden, args.layers)
+    generator = torch.Generator().manual_seed(args.seed + 1 + env.rank)
+    batch = torch.randn(args.batch, args.hidden, generator=generator).to(device)
+    return (model, lambda: batch, default_loss,
+            f"reference MLP: {args.layers} x Linear({args.hidden}, {args.hidden}) + GELU")
 
-        def make_batch() -> Any:
-            return batch
 
-        loss_fn = default_loss
-        description = f"reference MLP: {args.layers} x Linear({args.hidden}, {args.hidden}) + GELU"
+def _time_pairs(step: Callable[[bool], None], sync: Callable[[], None], steps: int,
+                warmup: int) -> tuple[list[float], list[float]]:
+    """After the warm-up, this rank's seconds of `steps` full steps and as many no_sync steps, in alternating order."""
+    import torch.distributed as dist
+
+    def timed(all_reduce: bool) -> float:
+        dist.barrier()
+        sync()
+        start = time.perf_counter()
+        step(all_reduce)
+        sync()
+        return time.perf_counter() - start
+
+    for _ in range(warmup):
+        step(True)
+    step(False)
+    sync()
+    full: list[float] = []
+    compute: list[float] = []
+    for index in range(steps):
+        order = (True, False) if index % 2 == 0 else (False, True)
+        for all_reduce in order:
+            (full if all_reduce else compute).append(timed(all_reduce))
+    return full, compute
+
+
+def _across_ranks(full: list[float], compute: list[float], env: DistEnv, device: Any) -> tuple[Any, list[float]]:
+    """Each rank's own medians (a 2 x world_size tensor) and, per timed step, the slowest rank's seconds."""
+    import torch
+    import torch.distributed as dist
+
+    own = torch.zeros(2, env.world_size, dtype=torch.float64, device=device)
+    own[0, env.rank], own[1, env.rank] = median(full), median(compute)
+    dist.all_reduce(own)  # every rank filled its own column
+    slowest = torch.tensor(full + compute, dtype=torch.float64, device=device)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    return own, slowest.cpu().tolist()
+
+
+def measure_scaling(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
+    """One weak-scaling point on this rank; rank 0 returns the figures of every rank."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(max(1, args.threads))
+    device_kind, device = _device(args, env)
+    store, members = join(env, args.join_timeout_s, tag="ddp_scaling")
+    init_group(store, env, args.backend, args.pg_timeout_s, device)
+
+    model, make_batch, loss_fn, description = _workload(args, env, device)
     model = model.to(device)
     ddp = DistributedDataParallel(model, device_ids=[env.local_rank] if device_kind == "cuda" else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-4)
@@ -140,29 +186,7 @@ def measure_scaling(args: argparse.Namespace, env: DistEnv) -> dict[str, Any]:
             loss.backward()
         optimizer.step()
 
-    def timed(all_reduce: bool) -> float:
-        dist.barrier()
-        sync()
-        start = time.perf_counter()
-        step(all_reduce)
-        sync()
-        return time.perf_counter() - start
-
-    for _ in range(args.warmup):
-        step(True)
-    step(False)
-    sync()
-    full, compute = [], []
-    for index in range(args.steps):
-        order = (True, False) if index % 2 == 0 else (False, True)
-        for all_reduce in order:
-            (full if all_reduce else compute).append(timed(all_reduce))
-    own = torch.zeros(2, env.world_size, dtype=torch.float64, device=device)
-    own[0, env.rank], own[1, env.rank] = median(full), median(compute)
-    dist.all_reduce(own)  # every rank filled its own column
-    slowest = torch.tensor(full + compute, dtype=torch.float64, device=device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    times = slowest.cpu().tolist()
+    own, times = _across_ranks(*_time_pairs(step, sync, args.steps, args.warmup), env, device)
     full, compute = times[:args.steps], times[args.steps:]
     parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)

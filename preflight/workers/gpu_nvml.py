@@ -202,15 +202,8 @@ def gpu_facts(pynvml: Any, index: int, throttle_samples: int = 3, sample_interva
     return facts
 
 
-def _read_gpu(pynvml: Any, handle: Any, r: _FieldReader, facts: dict[str, Any], throttle_samples: int,
-              sample_interval_s: float) -> None:
-    facts["name"] = r.read("name", lambda: _text(pynvml.nvmlDeviceGetName(handle)))
-    facts["uuid"] = r.read("uuid", lambda: _text(pynvml.nvmlDeviceGetUUID(handle)))
-    facts["pci_bus_id"] = r.read("pci_bus_id", lambda: _text(pynvml.nvmlDeviceGetPciInfo(handle).busId))
-    # The board itself: what a node's image is fingerprinted by (VBIOS) and what an RMA names (serial).
-    facts["vbios_version"] = r.read("vbios_version", lambda: _text(pynvml.nvmlDeviceGetVbiosVersion(handle)))
-    facts["serial"] = r.read("serial", lambda: _text(pynvml.nvmlDeviceGetSerial(handle)))
-
+def _read_memory_health(pynvml: Any, handle: Any, r: _FieldReader, facts: dict[str, Any]) -> None:
+    """Memory in use and by whom, ECC mode and uncorrectable errors, retired pages and remapped rows."""
     memory = r.read("memory", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
     facts["memory_total_bytes"] = int(memory.total) if memory is not None else None
     facts["memory_free_bytes"] = int(memory.free) if memory is not None else None
@@ -243,18 +236,24 @@ def _read_gpu(pynvml: Any, handle: Any, r: _FieldReader, facts: dict[str, Any], 
     facts["remap_pending"] = bool(rows[2]) if rows is not None else None
     facts["remap_failure"] = bool(rows[3]) if rows is not None else None
 
+
+def _throttle_samples(pynvml: Any, handle: Any, r: _FieldReader, samples: int, interval_s: float) -> list[int] | None:
+    """Up to `samples` readings of the clock throttle reasons, `interval_s` apart; None if none could be read."""
     # HW slowdown "may also be reported during PState or clock change" (nvml.h), so one reading
     # can be a transient: keep several and let the judgement ask for a majority.
     masks = []
-    for sample in range(max(1, throttle_samples)):
+    for sample in range(max(1, samples)):
         mask = r.read("throttle_reasons", lambda: _throttle_mask(pynvml, handle))
         if mask is None:
             break
         masks.append(mask)
-        if sample + 1 < throttle_samples:
-            time.sleep(sample_interval_s)
-    facts["throttle_reason_samples"] = masks or None
+        if sample + 1 < samples:
+            time.sleep(interval_s)
+    return masks or None
 
+
+def _read_temperatures(pynvml: Any, handle: Any, r: _FieldReader, facts: dict[str, Any]) -> None:
+    """The temperature, the margin to slowdown and the slowdown and shutdown limits."""
     facts["temperature_c"] = r.read("temperature", lambda: int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)))
     # The thermal margin first: nvmlDeviceGetMarginTemperature is "the thermal margin temperature
     # (distance to nearest slowdown threshold)" (NVML API reference), the "GPU T.Limit Temp" nvidia-smi
@@ -269,6 +268,20 @@ def _read_gpu(pynvml: Any, handle: Any, r: _FieldReader, facts: dict[str, Any], 
     facts["temperature_shutdown_tlimit_c"] = limits.get("shutdown")
     facts["temperature_slowdown_c"] = r.read("temperature_slowdown", lambda: int(pynvml.nvmlDeviceGetTemperatureThreshold(
         handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)))
+
+
+def _read_gpu(pynvml: Any, handle: Any, r: _FieldReader, facts: dict[str, Any], throttle_samples: int,
+              sample_interval_s: float) -> None:
+    """Every fact of one GPU into `facts`, in a fixed order; a field NVML cannot read is None, with its error in `r`."""
+    facts["name"] = r.read("name", lambda: _text(pynvml.nvmlDeviceGetName(handle)))
+    facts["uuid"] = r.read("uuid", lambda: _text(pynvml.nvmlDeviceGetUUID(handle)))
+    facts["pci_bus_id"] = r.read("pci_bus_id", lambda: _text(pynvml.nvmlDeviceGetPciInfo(handle).busId))
+    # The board itself: what a node's image is fingerprinted by (VBIOS) and what an RMA names (serial).
+    facts["vbios_version"] = r.read("vbios_version", lambda: _text(pynvml.nvmlDeviceGetVbiosVersion(handle)))
+    facts["serial"] = r.read("serial", lambda: _text(pynvml.nvmlDeviceGetSerial(handle)))
+    _read_memory_health(pynvml, handle, r, facts)
+    facts["throttle_reason_samples"] = _throttle_samples(pynvml, handle, r, throttle_samples, sample_interval_s)
+    _read_temperatures(pynvml, handle, r, facts)
     persistence = r.read("persistence_mode", lambda: pynvml.nvmlDeviceGetPersistenceMode(handle))
     facts["persistence_mode"] = bool(persistence) if persistence is not None else None
 

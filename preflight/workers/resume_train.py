@@ -174,21 +174,46 @@ def make_writer(path: Path, me: Ident, args: argparse.Namespace, step: int):
     return Writer(str(path), sync_files=True)
 
 
-def train(args: argparse.Namespace) -> None:
-    import torch
-    import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-    from torch.nn.parallel import DistributedDataParallel
+class _Trainer:
+    """This rank's DDP model, optimizer and payload: trained a step at a time, its state saved and loaded."""
 
-    me = Ident()
-    me.event("start")
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
-    device = args.device
-    if device == "cuda":
-        torch.cuda.set_device(me.local_rank)
+    def __init__(self, args: argparse.Namespace, me: Ident, payload_elems: int) -> None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        self.args, self.me = args, me
+        model, self.optimizer, self.payload = build(args.seed, payload_elems, me.rank, args.device)
+        self.ddp = DistributedDataParallel(model)
+        self.ddp.register_comm_hook(None, ordered_mean)
+
+    def step(self, step: int) -> None:
+        """One training step on this rank's batch of `step`."""
+        import torch
+
+        inputs, labels = batch(self.args.seed, step, self.me.rank, self.args.device)
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(self.ddp(inputs), labels).backward()
+        self.optimizer.step()
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint holds: the model, the optimizer and this rank's payload."""
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_sd, optim_sd = get_state_dict(self.ddp, self.optimizer)
+        return {"model": model_sd, "optim": optim_sd, f"payload_rank{self.me.rank}": self.payload}
+
+    def digest(self) -> str:
+        """The digest of the model's and the optimizer's state."""
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_sd, optim_sd = get_state_dict(self.ddp, self.optimizer)
+        return digest({"model": model_sd, "optim": optim_sd})
+
+
+def _join(args: argparse.Namespace, me: Ident) -> None:
+    """Rendezvous through torchrun's store and start the process group, on keys of this start's own."""
     import datetime as dt
+
+    import torch.distributed as dist
 
     timeout = dt.timedelta(seconds=args.pg_timeout_s)
     store, _, _ = next(dist.rendezvous("env://", timeout=timeout))
@@ -197,8 +222,12 @@ def train(args: argparse.Namespace) -> None:
     generation = (store.add("preflight-resume/starts", 1) - 1) // me.world
     dist.init_process_group(args.backend, store=dist.PrefixStore(f"preflight-resume/{generation}", store),
                             rank=me.rank, world_size=me.world, timeout=timeout)
-    root = Path(args.dir)
-    root.mkdir(parents=True, exist_ok=True)
+
+
+def _announce_visible(root: Path, me: Ident) -> None:
+    """Each node leaves a token in the run directory; the nodes whose tokens this node sees tell if it is shared."""
+    import torch.distributed as dist
+
     tokens = root / TOKENS
     tokens.mkdir(exist_ok=True)
     if me.local_rank == 0:
@@ -207,17 +236,15 @@ def train(args: argparse.Namespace) -> None:
     if me.local_rank == 0:
         me.event("visible", nodes=sorted(p.name for p in tokens.iterdir()))
 
-    elems = max(1, int(args.payload_mb * 1e6 / 4 / me.world))
-    model, optimizer, payload = build(args.seed, elems, me.rank, device)
-    ddp = DistributedDataParallel(model)
-    ddp.register_comm_hook(None, ordered_mean)
-    atomic = not args.no_atomic
 
-    def state() -> dict[str, Any]:
-        model_sd, optim_sd = get_state_dict(ddp, optimizer)
-        return {"model": model_sd, "optim": optim_sd, f"payload_rank{me.rank}": payload}
+def _resume(trainer: _Trainer, root: Path, atomic: bool) -> int:
+    """Load the newest checkpoint every rank agrees on, if any; the step training goes on from."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
 
-    start = 0
+    me = trainer.me
     latest = newest_checkpoint(root, atomic)
     chosen = int(latest.name[len(STEP_PREFIX):]) if latest else 0
     me.event("resume", step=chosen, complete=bool(latest and complete(latest)), path=str(latest or ""))
@@ -225,64 +252,85 @@ def train(args: argparse.Namespace) -> None:
     dist.all_gather_object(steps, chosen)
     if len(set(steps)) > 1:
         raise RuntimeError(f"ranks chose different checkpoints: steps {steps}")
-    if latest is not None:
-        began = time.monotonic()
-        loaded = state()
-        loaded["step"] = torch.zeros((), dtype=torch.int64)
-        dcp.load(loaded, checkpoint_id=str(latest))
-        set_state_dict(ddp, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optim"])
-        payload.copy_(loaded[f"payload_rank{me.rank}"])
-        start = int(loaded["step"])
-        dist.barrier()
-        me.event("resumed", step=start, load_s=round(time.monotonic() - began, 4))
-    else:
+    if latest is None:
         me.event("resumed", step=0, load_s=0.0)
+        return 0
+    began = time.monotonic()
+    loaded = trainer.state()
+    loaded["step"] = torch.zeros((), dtype=torch.int64)
+    dcp.load(loaded, checkpoint_id=str(latest))
+    set_state_dict(trainer.ddp, trainer.optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optim"])
+    trainer.payload.copy_(loaded[f"payload_rank{me.rank}"])
+    start = int(loaded["step"])
+    dist.barrier()
+    me.event("resumed", step=start, load_s=round(time.monotonic() - began, 4))
+    return start
 
+
+def _save(trainer: _Trainer, root: Path, atomic: bool, step: int) -> None:
+    """Save the step's checkpoint, published by rank 0's rename once complete when `atomic`."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    me = trainer.me
+    began = time.monotonic()
+    target = step_dir(root, step)
+    # One name every rank agrees on; what a save cut short left there is cleared first.
+    path = root / f"{target.name}{TMP_MARK}save" if atomic else target
+    if atomic and me.rank == 0 and path.exists():
+        shutil.rmtree(path)
+    dist.barrier()
+    to_save = trainer.state()
+    to_save["step"] = torch.tensor(step, dtype=torch.int64)
+    dcp.save(to_save, storage_writer=make_writer(path, me, trainer.args, step))
+    if atomic:
+        dist.barrier()
+        if me.rank == 0:
+            os.replace(path, target)
+            fsync_directory(root)
+        dist.barrier()
+    written = sum(f.stat().st_size for f in target.glob(f"__{me.rank}_*")) if target.is_dir() else 0
+    me.event("saved", step=step, save_s=round(time.monotonic() - began, 4), bytes=written)
+
+
+def train(args: argparse.Namespace) -> None:
+    """Train, save, lose a node, resume; rank 0 prints whether the end equals a run never interrupted."""
+    import torch
+    import torch.distributed as dist
+
+    me = Ident()
+    me.event("start")
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    if args.device == "cuda":
+        torch.cuda.set_device(me.local_rank)
+    _join(args, me)
+    root = Path(args.dir)
+    root.mkdir(parents=True, exist_ok=True)
+    _announce_visible(root, me)
+
+    trainer = _Trainer(args, me, max(1, int(args.payload_mb * 1e6 / 4 / me.world)))
+    atomic = not args.no_atomic
+    start = _resume(trainer, root, atomic)
     for step in range(start + 1, args.steps + 1):
-        inputs, labels = batch(args.seed, step, me.rank, device)
-        optimizer.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(ddp(inputs), labels).backward()
-        optimizer.step()
+        trainer.step(step)
         if args.kill_phase == "train" and step == args.kill_at_step and me.node == args.kill_node \
                 and me.attempt == 0:
             lose_this_node(me, step, "train")
         if step % args.save_every == 0 and step < args.steps:
-            began = time.monotonic()
-            target = step_dir(root, step)
-            # One name every rank agrees on; what a save cut short left there is cleared first.
-            path = root / f"{target.name}{TMP_MARK}save" if atomic else target
-            if atomic and me.rank == 0 and path.exists():
-                shutil.rmtree(path)
-            dist.barrier()
-            to_save = state()
-            to_save["step"] = torch.tensor(step, dtype=torch.int64)
-            dcp.save(to_save, storage_writer=make_writer(path, me, args, step))
-            if atomic:
-                dist.barrier()
-                if me.rank == 0:
-                    os.replace(path, target)
-                    fsync_directory(root)
-                dist.barrier()
-            written = sum(f.stat().st_size for f in target.glob(f"__{me.rank}_*")) if target.is_dir() else 0
-            me.event("saved", step=step, save_s=round(time.monotonic() - began, 4), bytes=written)
+            _save(trainer, root, atomic, step)
 
-    model_sd, optim_sd = get_state_dict(ddp, optimizer)
-    mine = digest({"model": model_sd, "optim": optim_sd})
+    mine = trainer.digest()
     me.event("final", step=args.steps, digest=mine)
     digests = [None] * me.world
     dist.all_gather_object(digests, mine)
     # The run that was never interrupted: the same steps from the seed, on the same ranks and group.
     began = time.monotonic()
-    fresh, fresh_optimizer, _ = build(args.seed, 1, me.rank, device)
-    fresh_ddp = DistributedDataParallel(fresh)
-    fresh_ddp.register_comm_hook(None, ordered_mean)
+    fresh = _Trainer(args, me, 1)
     for step in range(1, args.steps + 1):
-        inputs, labels = batch(args.seed, step, me.rank, device)
-        fresh_optimizer.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(fresh_ddp(inputs), labels).backward()
-        fresh_optimizer.step()
-    model_sd, optim_sd = get_state_dict(fresh_ddp, fresh_optimizer)
-    reference = digest({"model": model_sd, "optim": optim_sd})
+        fresh.step(step)
+    reference = fresh.digest()
     if me.rank == 0:
         emit(ok=True, digest=mine, reference_digest=reference, ranks_agree=len(set(digests)) == 1,
              steps=args.steps, world_size=me.world, attempt=me.attempt,

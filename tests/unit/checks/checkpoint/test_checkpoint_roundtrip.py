@@ -362,3 +362,25 @@ def test_the_scratch_directory_caveat_reaches_report_md():
     text = markdown.render(make_report([result]))
     assert "### Caveats" in text and "scratch directory" in text
     assert "checkpoint.roundtrip.dir" in text  # its fix names the setting
+
+
+def test_read_figures_that_may_be_memory_speed_are_said_so():
+    facts, params = fixture("pass_cpu")
+    facts["fs_type"] = "tmpfs"
+    facts["torch"]["formats"]["torch.save"]["cache_dropped"] = False
+    outcome = judge(facts, passing_params(facts, params))
+    assert outcome.status is Status.PASS
+    assert any(d.startswith("torch.save: the page cache could not be dropped") for d in outcome.details)
+    assert any("on tmpfs (memory)" in d for d in outcome.details)
+
+
+def test_tensorflow_alone_is_judged_and_its_output_kept():
+    facts, params = fixture("pass_cpu")
+    facts["frameworks"]["torch"] = None
+    del facts["torch"], facts["resume"]
+    outcome = judge(facts, params)
+    assert outcome.status is Status.PASS and "tensorflow checkpoint write" in {m.name for m in outcome.measurements}
+    assert not any(m.name.startswith("torch") for m in outcome.measurements)
+    facts["tensorflow"] = {"error": "the tensorflow worker exited with 1", "output_tail": "Traceback: boom"}
+    outcome = judge(facts, params)
+    assert kinds(outcome) == ["tensorflow-failed"] and "Traceback: boom" in outcome.details

@@ -196,3 +196,52 @@ def test_without_tf_keras_the_tensorflow_part_says_why_and_blocks_nothing():
     outcome = judge(facts)
     assert outcome.status is Status.PASS
     assert any(reason in d for d in outcome.details)
+
+
+def test_tensorflow_that_could_not_start_or_never_reached_the_loss_is_error():
+    facts = recorded("tensorflow")
+    facts["tensorflow"] = {"error": "no free port for a TensorFlow worker on n1"}
+    outcome = judge(facts)
+    assert kinds(outcome) == ["tensorflow-failed"]
+    assert outcome.status is Status.ERROR
+    facts = recorded("tensorflow")
+    first = facts["tensorflow"]["starts"][0]
+    first["events"] = [e for e in first["events"] if e.get("event") != "kill"]
+    outcome = judge(facts)
+    assert kinds(outcome) == ["tensorflow-failed"]
+    assert outcome.status is Status.ERROR
+
+
+def test_tensorflow_without_a_noticed_failure_or_epoch_begins_still_judges_the_digest():
+    facts = recorded("tensorflow")
+    first, second = facts["tensorflow"]["starts"]
+    first["events"] = [e for e in first["events"] if e.get("ok") is not False]
+    second["events"] = [e for e in second["events"] if e.get("event") != "epoch-begin"]
+    outcome = judge(facts)
+    seen = figures(outcome)
+    assert "TensorFlow failure noticed after" not in seen
+    assert seen["TensorFlow final weights equal an uninterrupted run"] == "yes"
+    assert not any("resumed at epoch" in d for d in outcome.details)
+
+
+def test_a_resume_without_notice_or_resumed_events_still_judges_the_result():
+    facts = recorded("lost-n2")
+    kill_t = min(e["t"] for e in facts["events"] if e.get("event") == "kill")
+    # Drop every sign of the failure being noticed but the restart itself, and every "resumed" event.
+    facts["events"] = [e for e in facts["events"]
+                       if not (e.get("t", 0) > kill_t and e.get("ok") is False) and e.get("event") != "resumed"]
+    starts = [e for e in facts["events"] if e.get("event") == "start" and e["t"] > kill_t]
+    assert starts
+    outcome = judge(facts)
+    seen = figures(outcome)
+    assert "resume after failure" not in seen and "steps lost" not in seen
+    assert seen["final weights equal an uninterrupted run"] == "yes"
+
+
+def test_without_saved_events_there_is_no_save_figure_and_no_interval():
+    facts = recorded("lost-n2")
+    facts["events"] = [e for e in facts["events"] if e.get("event") != "saved"]
+    outcome = judge(facts)
+    seen = figures(outcome)
+    assert "checkpoint save across nodes" not in seen and "checkpoint interval (Young/Daly)" not in seen
+    assert "final weights equal an uninterrupted run" in seen

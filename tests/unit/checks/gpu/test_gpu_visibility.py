@@ -619,3 +619,40 @@ def test_no_driver_reads_by_what_is_on_the_pci_bus():
     assert any("nvidia-smi" in fix for fix in gpu_node.remediation)
     # Facts recorded before the bus was read keep the old wording: nothing is claimed that was not seen.
     assert "no NVIDIA GPU" not in judge(data).summary
+
+
+def test_pending_page_retirement_warns_or_fails_as_a_pending_remap_does():
+    data = healthy()
+    data["nvml"]["gpus"][2]["retired_pages_pending"] = True
+    outcome = judge(data)
+    assert outcome.status is Status.WARN and kinds(outcome, Status.WARN) == ["pages-pending"]
+    assert named(outcome, "pages-pending") == ["GPU 2"]
+    assert judge(data, fail_on_pending_remap=True).status is Status.FAIL
+
+
+def test_a_driver_that_lists_no_gpu_skips_unless_gpus_are_expected():
+    data = healthy()
+    data["nvml"]["gpus"] = []
+    for view in ("torch", "tensorflow"):
+        data[view]["device_count"], data[view]["devices"] = 0, []
+    outcome = judge(data)
+    assert outcome.status is Status.SKIP and kinds(outcome) == ["no-gpu"]
+    assert data["nvml"]["driver_version"] in outcome.summary
+    assert judge(data, Expect(gpus_per_node=8)).status is Status.FAIL
+
+
+def test_frameworks_that_see_gpus_without_nvml_warn_that_health_was_not_read():
+    data = healthy()
+    data["nvml"] = {"available": False, "error": "NVML Shared Library Not Found", "error_kind": "missing"}
+    outcome = judge(data)
+    assert "nvml-unavailable" in kinds(outcome, Status.WARN)
+    assert not any(m.name == "GPUs visible (NVML)" for m in outcome.measurements)
+
+
+def test_a_framework_count_names_the_cuda_error():
+    data = healthy()
+    data["torch"]["device_count"] = 7
+    data["torch"]["cuda_error"] = "CUDA error: unknown error"
+    outcome = judge(data)
+    count = next(f for f in outcome.findings if f.id == "gpu.visibility.framework-count")
+    assert "CUDA error: unknown error" in count.message and count.level is Status.FAIL

@@ -397,3 +397,19 @@ def test_preflights_own_pyproject_is_not_the_teams_pins():
     assert (ROOT / "pyproject.toml").is_file()
     assert all(p.name != "pyproject.toml" for p in discover(ROOT))
     assert str(ROOT / "pyproject.toml") not in gather([], ROOT)["files"]
+
+
+def test_a_locked_package_not_installed_and_a_version_not_comparable_are_notes(tmp_path):
+    from preflight_checks.versions.pins import gather
+
+    write(tmp_path, "uv.lock", UV_LOCK)
+    pins = gather([], tmp_path)
+    facts = {"stack": STACK, "requirements_files": pins["files"], "pins": pins,
+             "installed": {**INSTALLED, "torchvision": None, "numpy": None}}
+    outcome = CHECK.evaluate(facts, CHECK.params_from({"pins": pins}), Expect())
+    assert outcome.status is Status.PASS and finding_ids(outcome) == []
+    assert any(d.startswith("numpy is locked (") and d.endswith("but not installed here") for d in outcome.details)
+    outcome = judge([write(tmp_path, "requirements.txt", "torch==2.5.1\nnumpy==1.26.4\nclick>=8\n")],
+                    {**INSTALLED, "torchvision": None, "click": "not a version"})
+    assert outcome.status is Status.PASS and finding_ids(outcome) == []
+    assert any(d.startswith("click not a version: version not comparable") for d in outcome.details)
