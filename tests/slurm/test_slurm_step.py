@@ -140,8 +140,10 @@ def test_an_agent_that_stops_answering_is_stopped_alone_and_the_others_complete(
     bed = make_slurm_bed(2)
     inside = bed.allocate(2)
     jobid = inside["SLURM_JOB_ID"]
-    # Short timeouts: a silent agent is given up on after its check's timeout plus the runner's grace.
-    (tmp_path / "preflight.toml").write_text('[checks."example.sleep"]\nseconds = 1\ntimeout = 3\n'
+    # Short timeouts: a silent agent is given up on after its check's timeout plus the runner's grace. The
+    # sleep is long enough that the agent is still at work when it is found and stopped, however loaded the
+    # machine (with 1 s, n2's agent could finish both checks before the test found it).
+    (tmp_path / "preflight.toml").write_text('[checks."example.sleep"]\nseconds = 8\ntimeout = 10\n'
                                              '[checks."example.echo"]\ntimeout = 3\n')
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "preflight", "run", *SINGLE, "--config", "preflight.toml",
