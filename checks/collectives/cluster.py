@@ -411,8 +411,8 @@ def met_floor(run: dict[str, Any], params: Params) -> bool | None:
 
 def recheck_text(rechecks: list[dict[str, Any]]) -> str:
     """'then 310.2 GB/s': the later readings' bus bandwidth, in order."""
-    seen = [f"{run_figures(r['result'])['busbw_gbps']:.1f} GB/s" for r in rechecks
-            if r.get("ok") and "busbw_gbps" in run_figures(r["result"])]
+    figures = [run_figures(r["result"]) for r in rechecks if r.get("ok")]
+    seen = [f"{f['busbw_gbps']:.1f} GB/s" for f in figures if "busbw_gbps" in f]
     return ("then " + ", ".join(seen)) if seen else ""
 
 

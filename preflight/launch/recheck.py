@@ -71,10 +71,9 @@ def judge_readings(rechecks: list[bool | None], why_not: str = "") -> Readings:
     below = 1 + sum(1 for ok in measured if not ok)
     if any(measured):
         return Readings(TRANSIENT, below, taken)
-    if len(measured) < RECHECKS:
+    if not measured:
         reason = why_not or ("no time was left" if not rechecks else "a recheck could not be measured")
-        if not measured:
-            return Readings(UNCONFIRMED, below, taken, reason)
+        return Readings(UNCONFIRMED, below, taken, reason)
     return Readings(CONFIRMED, below, taken)
 
 
@@ -108,7 +107,7 @@ def readings_of(rechecks: list[dict[str, Any]], met: Callable[[dict[str, Any]], 
     """The readings of a run's stored rechecks (`met` as in take_rechecks; `failed`: why one was not measured)."""
     oks = [None if NOT_RUN in r else met(r) for r in rechecks]
     why = next((r[NOT_RUN] if NOT_RUN in r else failed(r) for r, ok in zip(rechecks, oks) if ok is None), "")
-    return judge_readings(oks, why or "")
+    return judge_readings(oks, why)
 
 
 def judged_by_readings(check: Any, findings: list[Finding], kinds: tuple[str, ...], readings: Readings,
