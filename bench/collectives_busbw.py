@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from preflight.core.check import Expect
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight.launch.ranks import free_port, loopback_interface
 from preflight.transport.process import kill_tree
 from preflight_checks.collectives.local import CollectivesLocal, Params

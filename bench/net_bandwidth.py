@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from preflight.core.check import Expect  # noqa: E402
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight_checks.net.bandwidth import NetBandwidth, Params  # noqa: E402
 from tests.cluster.testbed import TestBed, unavailable_reason  # noqa: E402
 

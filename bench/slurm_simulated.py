@@ -46,8 +46,8 @@ def record(stream: Path) -> int:
     import preflight
     from preflight.core.config import Config
     from preflight.core.registry import discover
-    from preflight.run.agent import DONE, HELLO, RESULT, START
-    from preflight.run.runner import NodeTarget, RunPlan, Runner
+    from preflight.engine.agent import DONE, HELLO, RESULT, START
+    from preflight.engine.runner import NodeTarget, RunPlan, Runner
     from preflight.transport import LocalTransport
 
     registry = discover()
@@ -74,7 +74,7 @@ def one(size: int, fanout: int, stream: Path, profile_dir: str | None, path: str
     from preflight.core.config import Config
     from preflight.core.registry import discover
     from preflight.core.verdict import decide
-    from preflight.run.runner import NodeTarget, RunPlan, Runner
+    from preflight.engine.runner import NodeTarget, RunPlan, Runner
     from preflight.transport.base import Transport
 
     class Recorded(Transport):

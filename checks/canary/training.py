@@ -30,7 +30,7 @@ from preflight_checks.canary.figures import percentile
 from preflight.machine.frameworks import installed
 from preflight.core.expectations import gpus_short
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight.core.model import ALARM_COMM_LATENCY_P99, ALARM_GPU_UTILIZATION, FIGURE_STEP, Finding, Measurement, Status
 
 LAUNCH_GRACE_S = 5.0

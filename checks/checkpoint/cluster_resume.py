@@ -33,8 +33,8 @@ from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_f
 from preflight.core.model import Finding, Measurement, Scope, Status
 from preflight.launch.nodes import choose_backend
 from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch, node_plan, probe_usable, run_agents, worker_timeouts
-from preflight.run.context import ClusterContext
-from preflight.run.faults import fault
+from preflight.engine.context import ClusterContext
+from preflight.engine.faults import fault
 from preflight_checks.checkpoint.cluster_events import agent_facts, stopped_by_us, timeline
 from preflight_checks.checkpoint.cluster_params import FIXES, REMEDIATION, Params
 from preflight_checks.checkpoint.cluster_tf import judge_tensorflow, run_tensorflow
@@ -105,7 +105,7 @@ class CheckpointClusterResume(Check):
                 "--seed", str(params.seed), "--backend", choice["backend"], "--device", choice["device"],
                 "--payload-mb", str(params.payload_mb), "--pg-timeout-s", f"{pg_s:.1f}",
                 "--kill-node", target, "--kill-at-step", str(params.kill_at_step), "--kill-phase", params.kill_phase]
-        # Tests only (preflight.run.faults): checkpoints are written in place, not published by a rename.
+        # Tests only (preflight.engine.faults): checkpoints are written in place, not published by a rename.
         if fault(self.id, "no_atomic"):
             args.append("--no-atomic")
         facts["settings"] = {"max_restarts": params.max_restarts, "pg_timeout_s": round(pg_s, 1),

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from preflight.core.check import measure
 from preflight.core.model import Measurement, Status
 from preflight.launch.torchrun import AgentSpec, pick_port, run_agents
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight_checks.checkpoint.cluster_events import agent_facts
 
 MODULE = "preflight.workers.resume_tf"

@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight.launch.ranks import worker_argv
 from preflight_checks.checkpoint.state import compare_states, flatten, is_tensor
-from preflight.run.faults import fault
+from preflight.engine.faults import fault
 
 
 def _deterministic_env() -> dict[str, str]:
@@ -49,7 +49,7 @@ def resume_test(ctx: NodeContext, workdir: Path, params: Any, device: str) -> di
 
     base = ["--steps", str(params.resume_steps), "--save-every", str(params.resume_save_every),
             "--seed", str(params.seed), "--device", device]
-    # Tests only (preflight.run.faults): the checkpoints leave out random-number states, as a careless
+    # Tests only (preflight.engine.faults): the checkpoints leave out random-number states, as a careless
     # training script does; the resume test must then FAIL.
     drop_rng_state = bool(fault("checkpoint.roundtrip", "drop_rng_state", False))
     if drop_rng_state:

@@ -27,7 +27,7 @@ from typing import Any
 
 from preflight.machine.frameworks import installed
 from preflight.core.check import Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight.machine.filesystems import filesystem_type
 from preflight.core.model import CAVEAT, FIGURE_RATE, Finding, Measurement, Status
 

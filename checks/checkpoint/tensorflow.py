@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from preflight.core.check import CannotMeasure
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight.launch.ranks import worker_argv
 from preflight.core.jsonlines import last_json
 from preflight_checks.checkpoint.storage import GB

@@ -48,7 +48,7 @@ from typing import Any
 from preflight_checks.collectives.cluster_params import CPU_SIZES, FIXES, GPU_SIZES, REMEDIATION, Params  # noqa: F401
 from preflight_checks.collectives.figures import allreduce_findings, human_bytes, no_floor
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight.launch.torchrun import (
     MIN_LAUNCH_S, SLACK_S, launch, launch_and_wait, node_plan, pick_port, probe_usable, run_launch, worker_timeouts,
 )
@@ -66,7 +66,7 @@ from preflight.launch.pairs import attribute, round_robin
 from preflight.launch.nccl_log import nccl_by_node
 from preflight.launch.torchrun_log import rank_text
 from preflight.core.model import Finding, Measurement, Scope, Status, worst
-from preflight.run.faults import fault
+from preflight.engine.faults import fault
 
 
 def run_figures(result: dict[str, Any]) -> dict[str, Any]:
@@ -206,7 +206,7 @@ class CollectivesCluster(Check):
                 "--sizes", ",".join(str(s) for s in sizes), "--iters", str(iters), "--warmup", str(warmup),
                 "--check-elements", str(params.check_elements),
                 "--join-timeout-s", f"{join_s:.1f}", "--pg-timeout-s", f"{pg_s:.1f}"]
-        # Tests only (preflight.run.faults): this global rank never joins the workers' roll call.
+        # Tests only (preflight.engine.faults): this global rank never joins the workers' roll call.
         if fault("collectives.cluster", "absent_rank") is not None:
             args += ["--absent-rank", str(fault("collectives.cluster", "absent_rank"))]
         return args

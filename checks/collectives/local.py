@@ -26,9 +26,9 @@ from preflight_checks.collectives.figures import MIB, allreduce_findings, human_
 from preflight.core.check import (
     CannotMeasure, Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param,
 )
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight.core.model import FIGURE_SIZE, Finding, Measurement, Status
-from preflight.run.faults import fault
+from preflight.engine.faults import fault
 
 # nccl-tests' sweep is 8 B .. 8 GiB; these points cover latency, the middle, and a message large
 # enough (256 MiB, a typical DDP/FSDP bucket set) for NVLink busbw to approach its plateau.
@@ -241,7 +241,7 @@ class CollectivesLocal(Check):
         if plan["backend"] == "gloo":
             # All ranks are on this node: loopback, whatever the hostname resolves to.
             env["GLOO_SOCKET_IFNAME"] = loopback_interface()
-        # Tests only (preflight.run.faults): this rank of every run never joins; it must end as ERROR naming it.
+        # Tests only (preflight.engine.faults): this rank of every run never joins; it must end as ERROR naming it.
         if fault("collectives.local", "absent_rank") is not None:
             argv += ["--absent-rank", str(fault("collectives.local", "absent_rank"))]
         launch = launch_local(argv, plan["world_size"], timeout_s=launch_s, env=env, grace_s=LAUNCH_GRACE_S)

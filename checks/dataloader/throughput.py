@@ -25,7 +25,7 @@ from typing import Any
 
 from preflight.machine.frameworks import installed
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight_checks.dataloader.demand import SCALING_CHECK, demand_from, facts_demand, scaling_facts  # noqa: F401
 from preflight.core.model import FIGURE_RATE, Finding, Measurement, Status
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import Check, Expect, Learnable, Outcome, param
-from preflight.run.context import NodeContext
-from preflight.run.faults import fault
+from preflight.engine.context import NodeContext
+from preflight.engine.faults import fault
 from preflight_checks.gpu.judging import (  # noqa: F401 - re-exported: part of this check's interface
     FIXES,
     Judgement,

@@ -13,7 +13,7 @@ from typing import Any
 
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings
 from preflight.core.model import Scope, Status
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 
 SOURCE_CHECK = "gpu.visibility"
 SPEC_KEY = "allocatable_gpus"  # set in the spec of nodes that come from the Kubernetes API

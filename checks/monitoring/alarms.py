@@ -37,7 +37,7 @@ from typing import Any
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
 from preflight.core.finite import dumps
 from preflight.core.redact import basic_auth, redact_url
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight.core.model import Finding, Scope, Status
 
 UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"

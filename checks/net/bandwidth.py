@@ -48,8 +48,8 @@ from preflight.core.check import (
     TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Learnable, Outcome, outcome_from_findings, param, too_few_nodes,
 )
 from preflight.core.finite import dumps
-from preflight.run.context import ClusterContext
-from preflight.run.faults import fault
+from preflight.engine.context import ClusterContext
+from preflight.engine.faults import fault
 from preflight.launch.torchrun import run_probe
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
 from preflight.core.model import Finding, Scope, Status
@@ -267,7 +267,7 @@ class NetBandwidth(Check):
             )
 
         self._evidence_budget, self._evidence_skipped = EVIDENCE_JOBS, 0
-        # Tests only (preflight.run.faults): the first schedule's iperf3 clients capped (-b), a transient.
+        # Tests only (preflight.engine.faults): the first schedule's iperf3 clients capped (-b), a transient.
         self._bitrate = str(fault("net.bandwidth", "bitrate_first", "") or "")
         facts["links"] = self._measure_schedule(ctx, params, rounds, probes, addresses)
         self._bitrate = ""

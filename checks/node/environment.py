@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import ROLE_INVENTORY, Check, Expect, Outcome, measure, outcome_from_findings, param
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight.core.model import Finding, Status
 from preflight.machine.pci import nvidia_pci_gpus  # noqa: F401 - re-exported for callers of this check
 

@@ -30,10 +30,10 @@ from preflight.core.expectations import gpus_short
 from preflight.core.check import (
     CannotMeasure, Check, Expect, Learnable, Outcome, measure, outcome_from_findings, param,
 )
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Status
 from preflight.core.jsonlines import last_json
-from preflight.run.faults import fault
+from preflight.engine.faults import fault
 from preflight_checks.scaling.table import count_text, points_of, replica_text, scaling_table
 
 MAX_DEFAULT_DEVICES = 8

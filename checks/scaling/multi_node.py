@@ -35,7 +35,7 @@ from typing import Any
 from preflight.core.check import (
     TOO_FEW_NODES_FIXES, Check, Expect, Learnable, Outcome, outcome_from_findings, param, too_few_nodes,
 )
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch_and_wait, node_plan, pick_port, probe_usable
 from preflight.launch.isolation_findings import isolation_findings
 from preflight.launch.isolation_launch import isolation_method
@@ -48,7 +48,7 @@ from preflight_checks.scaling.multi_gpu import CPU_MODEL, GPU_MODEL
 from preflight_checks.scaling.multi_node_isolation import (
     ISOLATION_FIXES, ISOLATION_METHODS, isolation_reason, run_isolation,
 )
-from preflight.run.faults import fault
+from preflight.engine.faults import fault
 from preflight.launch.recheck import TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks
 from preflight_checks.scaling.multi_node_figures import (
     SHORTFALL_KINDS, below_floor, efficiency, met_floor, recheck_text, run_measurements,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from preflight.launch.isolation_launch import adaptive_pass, judged_group, node_times, pinned
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight.launch.topology import topology_of
 
 ISOLATION_METHODS = ("adaptive", "off")

@@ -19,7 +19,7 @@ from typing import Any
 from preflight.core.check import (
     TOO_FEW_NODES_FIXES, CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param, too_few_nodes,
 )
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight.core.model import Finding, Scope, Status
 
 TOKEN_PROGRAM = "preflight.workers.storage_token"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, param
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight.core.model import Finding, Scope, Status
 
 SOURCE_CHECK = "versions.pinned"

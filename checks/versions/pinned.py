@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from preflight.core.check import CannotMeasure, Check, Expect, Outcome, measure, outcome_from_findings, param
-from preflight.run.context import NodeContext
+from preflight.engine.context import NodeContext
 from preflight.core.model import Finding, Status
 from preflight_checks.versions.pins import gather, read_requirements  # noqa: F401 - read_requirements is part of this module's API
 

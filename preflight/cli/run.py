@@ -76,7 +76,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         level: str | None = None, fail_fast: bool = False, **more: Any) -> None:
     """Run the checks and write the reports; the exit code is the verdict."""
     from preflight.run.request import HISTORY_AUTO, HISTORY_OFF, RunRequest
-    from preflight.run.signals import INTERRUPTS
+    from preflight.engine.signals import INTERRUPTS
 
     remote_source = click.get_current_context().get_parameter_source("remote_python")
     request = RunRequest(
@@ -90,7 +90,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         drain=drain, resume=resume, history=HISTORY_OFF if more.get("no_history") else HISTORY_AUTO,
         argv=tuple(sys.argv[1:]), command=shlex.join(["preflight", *sys.argv[1:]]))
     # From here on, SIGINT and SIGTERM (any number, at any moment) end in exit 130 with the reports
-    # written once and marked interrupted (preflight/run/signals.py).
+    # written once and marked interrupted (preflight/engine/signals.py).
     shape = shape_mod.parse(more.get("shape"))
     with INTERRUPTS.handling():
         sys.exit(_run(request, as_json=bool(more.get("as_json")), shape=shape))

@@ -7,7 +7,7 @@ dataclass, and two methods:
     evaluate(facts, params, expect)    pure: facts in, Outcome out; unit-tested from recorded facts
 
 What collect() gets as `ctx` (where it may write, how it runs commands on its node or on others)
-is in preflight.run.context. The runner, not the check, turns exceptions and timeouts into ERROR. A check that finds it cannot
+is in preflight.engine.context. The runner, not the check, turns exceptions and timeouts into ERROR. A check that finds it cannot
 measure raises `CannotMeasure` with a reason a person can act on; it never returns PASS for that.
 
 evaluate() states findings with `self.finding(kind, level, message)`, each with its fix from the

@@ -44,7 +44,7 @@ def run_probe(ctx: Any, framework: str, options: list[str], timeout_s: float, *,
     output = scratch / f"gpu_probe_{framework}_{os.getpid()}.json"
     output.unlink(missing_ok=True)
     argv = isolated_module_argv("preflight.workers.gpu_probe", framework, "--output", str(output), *options)
-    if hang:  # tests only (the caller's preflight.run.faults switch): a probe that never ends
+    if hang:  # tests only (the caller's preflight.engine.faults switch): a probe that never ends
         argv = [sys.executable, "-c", "import time; time.sleep(3600)"]
     # Keep tensorflow's start-up chatter out of the evidence, and let it find no TPU libraries.
     env = {"TF_CPP_MIN_LOG_LEVEL": "2"} if framework == "tensorflow" else None

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from preflight.core.check import CannotMeasure
 from preflight.history.outliers import lagging
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, launch, pick_port, run_launch, worker_timeouts
 from preflight.launch.isolation import GroupResult, Stop, isolate
 

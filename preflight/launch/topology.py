@@ -3,7 +3,7 @@ adaptive isolation pass (preflight.launch.isolation), whose groups follow it and
 cross-boundary probes find trunk faults.
 
 The facts travel in each node's spec (`ClusterContext.nodes`), put there when the run's nodes are
-found (preflight.run.runner.NodeTarget.topology; the sources are read in preflight.integrations.topology).
+found (preflight.engine.runner.NodeTarget.topology; the sources are read in preflight.integrations.topology).
 Three sources, in this order:
 
 1. the hosts file's `group=NAME` or `rack=NAME` column: spec key `group` (or `rack`);

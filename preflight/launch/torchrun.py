@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight.launch.nodes import coordinator_ip, endpoint
 from preflight.transport.process import RemoteProcess
 from preflight.core.jsonlines import last_json

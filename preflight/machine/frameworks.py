@@ -3,7 +3,7 @@ without the directory preflight was started in.
 
 `python -m` puts the working directory first on sys.path, so a folder called `torch/` (even an
 empty one, which Python takes for a namespace package) or a file `torch.py` there would pass for the
-framework. preflight's check processes start without that entry (preflight.run.child), and this
+framework. preflight's check processes start without that entry (preflight.engine.child), and this
 search leaves it out too, for any process: it asks the same finders an import would, on sys.path
 less "", "." and the working directory, and a namespace package does not count as an installed
 framework (every framework ships an `__init__.py`).

@@ -106,7 +106,7 @@ def load_errors_of(registry: Any, only: str | None, skipped: set[str]) -> list[d
 
 def record_left_out(report: RunReport, checks: list[Any], left_out: dict[str, str], node: str) -> None:
     """The checks the budget could not hold: planned, and ERROR with the reason."""
-    from preflight.run.execute import error_result
+    from preflight.engine.execute import error_result
 
     for check in checks:
         if check.id in left_out:

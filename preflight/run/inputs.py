@@ -100,7 +100,7 @@ def read_report(path: str, checks: dict[str, Any]) -> tuple[Any, list[str]]:
     file and field when it is not one."""
     from preflight import __version__
     from preflight.core.results_file import ResultsFileError, read_results
-    from preflight.run.plan import fill_declarations
+    from preflight.engine.head import fill_declarations
 
     try:
         report, notes = read_results(path, __version__)

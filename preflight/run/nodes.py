@@ -16,7 +16,7 @@ from preflight.integrations.slurm import (
 )
 from preflight.integrations.topology import LABELS_KEY, SWITCH_KEY, slurm_leaf_switches, topology_labels
 from preflight.run.request import HOSTS, K8S, SLURM, RunProblem, RunRequest
-from preflight.run.runner import NodeTarget
+from preflight.engine.runner import NodeTarget
 from preflight.transport.process import run_command
 
 

@@ -1,37 +1,18 @@
-"""The run plan: which checks run, and what each needs; the header line results.jsonl starts with is
-written from it (preflight.core.results_file)."""
+"""The run plan: which checks run, and what each needs (the header line results.jsonl starts with is
+written from it by preflight.engine.head)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
-from preflight.core.check import NEEDS_FRAMEWORK, NEEDS_GPU, ROLE_INVENTORY, Check
-from preflight.core.model import RunReport
-from preflight.core.results_file import header_line
-
-# Tags that say a check needs a GPU, or a framework, to measure anything.
-GPU_TAGS = ("gpu",)
-FRAMEWORK_TAGS = ("torch", "tensorflow")
+from preflight.core.check import ROLE_INVENTORY, Check
+from preflight.engine.head import needs_of
 
 
 class PlanError(ValueError):
     """A selection that cannot be run as asked (exit 2, nothing run)."""
-
-
-def needs_of(check: type[Check]) -> list[str]:
-    """"gpu" and/or "framework": from the check's `needs` when it declares one, else from its tags."""
-    declared = check.needs
-    if declared is not None:
-        return [n for n in (NEEDS_GPU, NEEDS_FRAMEWORK) if n in declared]
-    tags = set(check.tags)
-    needs = []
-    if tags & set(GPU_TAGS):
-        needs.append(NEEDS_GPU)
-    if tags & set(FRAMEWORK_TAGS):
-        needs.append(NEEDS_FRAMEWORK)
-    return needs
 
 
 @dataclass
@@ -78,27 +59,6 @@ def select(checks: dict[str, type[Check]], wanted: list[str], skipped: set[str],
     return selection
 
 
-def record_declarations(report: RunReport, checks: list[type[Check]]) -> None:
-    """What the checks declare that the verdict, the reports and the integrations read, recorded in
-    the report so that none of them has to know a check by its id: needs, roles, headline findings,
-    the figures alarms are set from."""
-    report.needs = {c.id: needs_of(c) for c in checks if needs_of(c)}
-    report.roles = {c.id: c.role for c in checks if c.role}
-    report.headlines = [f"{c.id}.{kind}" for c in checks for kind in c.headlines]
-    report.alarm_figures = {c.id: dict(c.alarm_figures) for c in checks if c.alarm_figures}
-
-
-def fill_declarations(report: RunReport, checks: dict[str, type[Check]]) -> None:
-    """A report written before roles, headlines and alarm figures were recorded gets them from the
-    installed checks of the same ids; a report that records any of them is left as it is."""
-    if report.roles or report.headlines or report.alarm_figures:
-        return
-    known = [checks[cid] for cid in report.check_ids if cid in checks]
-    needs = dict(report.needs)
-    record_declarations(report, known)
-    report.needs = needs
-
-
 def _requirement(check: type[Check], expect: Any, slots: list[int | None], profile: str = "") -> str:
     """Which expectation makes this check one that must run ("expect.nodes = 2"), or ""."""
     import dataclasses
@@ -137,22 +97,6 @@ def check_deselection(checks: dict[str, type[Check]], wanted: list[str], skipped
         if why and reads:
             raise PlanError(f"--skip {', '.join(reads)} removes {check_id}, which reads what {reads[0]} records, and "
                             f"{why} says {check_id} must run; drop {reads[0]} from --skip or change the expectation")
-
-
-def complete_report(report: RunReport, checks: list[type[Check]], expect: dict[str, Any],
-                    pulled_in: dict[str, str] | None = None) -> None:
-    """What the verdict needs beyond the results: what each check declares, the expectations, and
-    which checks ran only because another reads them."""
-    record_declarations(report, checks)
-    report.expect = dict(expect)
-    report.pulled_in = dict(pulled_in or {})
-
-
-def write_header(stream: IO[str], report: RunReport, plan: Any) -> None:
-    """Called by the runner where results.jsonl is opened, before any result."""
-    complete_report(report, plan.checks, plan.config.expect.to_dict(), plan.config.pulled_in)
-    stream.write(header_line(report) + "\n")
-    stream.flush()
 
 
 def prepare_params(ids: list[str], checks: dict[str, type[Check]], config: Any, cwd: Path | None = None) -> None:

@@ -21,8 +21,8 @@ from typing import Any
 from preflight.core.check import Expect
 from preflight.core.finite import facts_lost_values
 from preflight.run.judging import rejudge_config
-from preflight.run.execute import now_iso, result_from_outcome
-from preflight.run.plan import record_declarations
+from preflight.engine.execute import now_iso, result_from_outcome
+from preflight.engine.head import record_declarations
 from preflight.run.shape import answer_again
 from preflight.core.model import CheckResult, RunReport, Scope, Status
 

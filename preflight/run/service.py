@@ -27,7 +27,7 @@ from preflight.run.inputs import (
 )
 from preflight.run.nodes import new_run_id, nodes_for
 from preflight.run.request import K8S, RunProblem, RunRequest
-from preflight.run.runner import NodeTarget, RunPlan
+from preflight.engine.runner import NodeTarget, RunPlan
 
 # What the service tells the one who asked (the command line prints it): say(kind, text).
 NOTE, WARNING, STATUS, ACTION, ACTION_FAILED = "note", "warning", "status", "action", "action-failed"
@@ -178,8 +178,8 @@ def execute(prepared: Prepared, say: Say, on_event: Callable[[Any], None] | None
     """(the run's report, the problem writing results.jsonl or ""): the runner, then the transports
     closed and whatever a Kubernetes run left swept; a signal after the last check marks the report."""
     from preflight.core.files import FileWriteError
-    from preflight.run.runner import Runner, mark_interrupted
-    from preflight.run.signals import INTERRUPTS
+    from preflight.engine.runner import Runner, mark_interrupted
+    from preflight.engine.signals import INTERRUPTS
 
     try:
         try:

@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="elements of the random-data correctness tensor")
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for this rank")
-    # Tests only (preflight.run.faults): rank 0 sleeps this long before each timed operation, a real
+    # Tests only (preflight.engine.faults): rank 0 sleeps this long before each timed operation, a real
     # slowdown of this launch alone (a transient: the next launch is not slowed).
     parser.add_argument("--stall-s", type=float, default=0.0, help=argparse.SUPPRESS)
     add_dist_arguments(parser)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from tests.cluster.testbed import TestBed, unavailable_reason
 
 

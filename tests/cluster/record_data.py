@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.cluster.testbed import TestBed  # noqa: E402
 
 from preflight.core.check import Expect  # noqa: E402
-from preflight.run.context import ClusterContext
-from preflight.run.execute import execute  # noqa: E402
+from preflight.engine.context import ClusterContext
+from preflight.engine.execute import execute  # noqa: E402
 from preflight_checks.storage.shared import Params as StorageParams  # noqa: E402
 from preflight_checks.storage.shared import StorageShared  # noqa: E402
 from preflight_checks.net.bandwidth import NetBandwidth, Params  # noqa: E402

@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.cluster.testbed import TestBed  # noqa: E402
 
 from preflight.core.check import Expect  # noqa: E402
-from preflight.run import faults  # noqa: E402
-from preflight.run.context import ClusterContext  # noqa: E402
-from preflight.run.execute import execute  # noqa: E402
+from preflight.engine import faults  # noqa: E402
+from preflight.engine.context import ClusterContext  # noqa: E402
+from preflight.engine.execute import execute  # noqa: E402
 from preflight_checks.checkpoint.cluster_resume import CheckpointClusterResume  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "checkpoint_cluster_resume"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from preflight.core.model import Status
-from preflight.run import faults
-from preflight.run.execute import execute
+from preflight.engine import faults
+from preflight.engine.execute import execute
 from tests.cluster.testbed import TestBed, unavailable_reason
 
 pytestmark = [pytest.mark.root, pytest.mark.torch]

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from preflight.run.execute import execute
+from preflight.engine.execute import execute
 from preflight.core.model import Status
-from preflight.run import faults
+from preflight.engine import faults
 
 pytestmark = [pytest.mark.root, pytest.mark.torch]
 pytest.importorskip("torch")

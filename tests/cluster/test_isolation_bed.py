@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from preflight.core.model import Status
-from preflight.run.execute import execute
+from preflight.engine.execute import execute
 from tests.cluster.testbed import TestBed, unavailable_reason
 
 pytestmark = [pytest.mark.root, pytest.mark.torch]

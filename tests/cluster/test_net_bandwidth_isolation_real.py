@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from preflight.core.model import Status
-from preflight.run.execute import execute
+from preflight.engine.execute import execute
 from preflight_checks.net.bandwidth import NetBandwidth, Params
 from tests.cluster.testbed import TestBed, unavailable_reason
 
@@ -133,7 +133,7 @@ def test_a_broken_pair_is_named_as_the_link_and_neither_node_alone(bed8, cluster
 
 def test_a_ring_slow_once_that_no_group_reproduces_is_measured_again_and_is_a_transient(bed8, cluster_context,
                                                                                         monkeypatch):
-    from preflight.run import faults
+    from preflight.engine import faults
 
     # The first ring's iperf3 clients are capped at 100 Mbit/s (a real, passing slowdown: other traffic,
     # a flapping port); the pass's groups and the ring measured again run at the links' own speed.

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.execute import execute
+from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight_checks.net.bandwidth import NetBandwidth, Params
 

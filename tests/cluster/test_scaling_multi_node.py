@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from preflight.run.execute import execute
+from preflight.engine.execute import execute
 from preflight.core.model import Status
 
 pytestmark = [pytest.mark.root, pytest.mark.torch]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.run.execute import execute
+from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight_checks.storage.shared import Params, StorageShared
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.context import NodeContext
-from preflight.run.execute import execute
+from preflight.engine.context import NodeContext
+from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight_checks.checkpoint.roundtrip import CheckpointRoundtrip
-from preflight.run import faults
+from preflight.engine import faults
 from tests.conftest import pids_alive
 
 pytestmark = pytest.mark.torch
@@ -176,10 +176,10 @@ def test_corrupt_old_checkpoint_is_fail(tmp_path):
 
 
 def test_through_the_worker_process(tmp_path):
-    """The path a real run takes: python -m preflight.run.check_process with a JSON job, the check found by entry point."""
+    """The path a real run takes: python -m preflight.engine.check_process with a JSON job, the check found by entry point."""
     job = {"check_id": "checkpoint.roundtrip", "node": "local", "output_dir": str(tmp_path), "timeout_s": 240,
            "params": {**SMALL, "dir": str(tmp_path), "resume_test": False, "repeats": 1}, "expect": {}, "earlier": {}}
-    proc = subprocess.run([sys.executable, "-m", "preflight.run.check_process"], input=json.dumps(job), capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "preflight.engine.check_process"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)

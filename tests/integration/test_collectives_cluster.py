@@ -17,11 +17,11 @@ import psutil
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.context import ClusterContext
-from preflight.run.execute import execute
+from preflight.engine.context import ClusterContext
+from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight.transport.local import LocalTransport
-from preflight.run import faults
+from preflight.engine import faults
 from tests.conftest import pids_alive
 
 pytestmark = pytest.mark.torch

@@ -14,11 +14,11 @@ import psutil
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.context import NodeContext
-from preflight.run.execute import execute
+from preflight.engine.context import NodeContext
+from preflight.engine.execute import execute
 from preflight.launch.ranks import launch_local
 from preflight.core.model import Status
-from preflight.run import faults
+from preflight.engine import faults
 from tests.conftest import pids_alive
 
 # A floor any real run clears: these tests are about the runs, not about this machine's bandwidth
@@ -150,7 +150,7 @@ def test_through_the_check_worker_process(tmp_path):
     pytest.importorskip("torch")
     job = {"check_id": "collectives.local", "node": "local", "output_dir": str(tmp_path), "timeout_s": 60,
            "params": {"gloo_ranks": 2, **SMALL}, "expect": {}, "earlier": {}}
-    proc = subprocess.run([sys.executable, "-m", "preflight.run.check_process"], input=json.dumps(job), capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "preflight.engine.check_process"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

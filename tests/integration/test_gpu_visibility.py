@@ -11,9 +11,9 @@ import pytest
 
 from preflight.core.check import Expect
 from preflight.launch.gpu_probe import PROBE_FLOOR_S
-from preflight.run import faults
-from preflight.run.context import NodeContext
-from preflight.run.execute import execute
+from preflight.engine import faults
+from preflight.engine.context import NodeContext
+from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight.workers.gpu_nvml import nvml_facts
 from preflight_checks.gpu.visibility import GpuVisibility
@@ -61,7 +61,7 @@ def test_worker_with_eight_gpus_expected_fails(tmp_path):
     """The path the agent takes: the entry point, a child process, a JSON job in and a result out."""
     job = {"check_id": "gpu.visibility", "node": "local", "output_dir": str(tmp_path), "timeout_s": CHECK.timeout_s,
            "params": {"probe_tensorflow": False}, "expect": {"gpus_per_node": 8}}
-    proc = subprocess.run([sys.executable, "-m", "preflight.run.check_process"], input=json.dumps(job), capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "preflight.engine.check_process"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=CHECK.timeout_s)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)

@@ -12,8 +12,8 @@ import pytest
 from preflight.core.check import CannotMeasure, Expect
 from preflight.core.model import Status
 from preflight.launch.gpu_probe import PROBE_FLOOR_S, run_probe
-from preflight.run.context import NodeContext
-from preflight.run.execute import execute
+from preflight.engine.context import NodeContext
+from preflight.engine.execute import execute
 from preflight_checks.gpu.visibility import GpuVisibility
 from tests.conftest import run_preflight
 from tests.integration.test_plugins import make_distribution

@@ -11,8 +11,8 @@ import shutil
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.context import ClusterContext
-from preflight.run.execute import execute
+from preflight.engine.context import ClusterContext
+from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight.transport import LocalTransport
 from preflight_checks.net.bandwidth import NetBandwidth, Params

@@ -198,7 +198,7 @@ def test_a_driver_without_newer_functions_gives_facts_without_errors():
 def run_worker(tmp_path: Path, check_id: str, name: str, expect: dict, params: dict | None = None) -> dict:
     job = {"check_id": check_id, "node": "gpu01", "output_dir": str(tmp_path), "timeout_s": 300,
            "params": params or {}, "expect": expect}
-    proc = subprocess.run([sys.executable, "-m", "preflight.run.check_process"], input=json.dumps(job),
+    proc = subprocess.run([sys.executable, "-m", "preflight.engine.check_process"], input=json.dumps(job),
                           capture_output=True, text=True, timeout=300, env=standin_env(name), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)

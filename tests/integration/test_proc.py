@@ -12,7 +12,7 @@ import psutil
 
 from preflight.transport.process import TIMEOUT, command_identity
 from preflight.core.jsonlines import last_json
-from preflight.run.child import run_json_child
+from preflight.engine.child import run_json_child
 from preflight.transport.local import LocalTransport
 from tests.conftest import pids_alive
 

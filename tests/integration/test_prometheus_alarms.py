@@ -26,8 +26,8 @@ import pytest
 
 from preflight.integrations import alerts
 from preflight.core.check import Expect
-from preflight.run.context import ClusterContext
-from preflight.run.execute import execute
+from preflight.engine.context import ClusterContext
+from preflight.engine.execute import execute
 from preflight.launch.ranks import free_port
 from preflight.core.model import Status
 from preflight_checks.monitoring.alarms import MonitoringAlarms, Params

@@ -15,13 +15,13 @@ import time
 import pytest
 
 import preflight
-import preflight.run.runner as runner_module
-from preflight.run.agent import DONE, HELLO, RESULT, START
+import preflight.engine.runner as runner_module
+from preflight.engine.agent import DONE, HELLO, RESULT, START
 from preflight.core.check import Check, Outcome
 from preflight.core.config import Config
-from preflight.run.execute import result_from_outcome
+from preflight.engine.execute import result_from_outcome
 from preflight.core.model import Status
-from preflight.run.runner import NodeTarget, Runner, RunPlan
+from preflight.engine.runner import NodeTarget, Runner, RunPlan
 from preflight.transport.local import LocalTransport
 from tests.conftest import pids_alive
 

@@ -13,8 +13,8 @@ from preflight.cli.options import finish
 from preflight.core.config import Config
 from preflight.core.model import Status
 from preflight.core.registry import discover
-from preflight.run.agent import DONE, HELLO, RESULT, START
-from preflight.run.runner import NodeTarget, RunPlan, Runner
+from preflight.engine.agent import DONE, HELLO, RESULT, START
+from preflight.engine.runner import NodeTarget, RunPlan, Runner
 from preflight.transport.base import Transport
 from tests.conftest import make_result
 

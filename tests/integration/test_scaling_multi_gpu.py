@@ -12,10 +12,10 @@ import psutil
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.context import NodeContext
-from preflight.run.execute import execute
+from preflight.engine.context import NodeContext
+from preflight.engine.execute import execute
 from preflight.core.model import Status
-from preflight.run import faults
+from preflight.engine import faults
 from tests.conftest import DATA, pids_alive
 
 SMALL_MODEL = {"hidden_size": 128, "layers": 2, "batch_per_device": 32, "steps": 4, "warmup": 1,

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.context import ClusterContext
-from preflight.run.execute import execute
+from preflight.engine.context import ClusterContext
+from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight.transport.local import LocalTransport
-from preflight.run import faults
+from preflight.engine import faults
 from tests.conftest import pids_alive
 from tests.integration.test_collectives_cluster import launched_pids, our_leftovers
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.context import NodeContext
-from preflight.run.execute import execute
+from preflight.engine.context import NodeContext
+from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight_checks.versions.pinned import VersionsPinned, collect_pins
 

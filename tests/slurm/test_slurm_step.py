@@ -155,7 +155,7 @@ def test_an_agent_that_stops_answering_is_stopped_alone_and_the_others_complete(
         agent = []
         while not agent:
             assert time.monotonic() < deadline and proc.poll() is None, "no agent appeared on n2"
-            agent = [pid for pid, cmd in bed.leftovers(2) if cmd.endswith("-m preflight.run.agent")]
+            agent = [pid for pid, cmd in bed.leftovers(2) if cmd.endswith("-m preflight.engine.agent")]
             time.sleep(0.05)
         os.kill(agent[0], signal.SIGSTOP)  # alive, its node up, and silent: a hung agent
         stdout, stderr = proc.communicate(timeout=150)
@@ -177,7 +177,7 @@ def test_a_step_that_cannot_be_created_falls_back_to_a_step_per_node_which_names
                                                                                           monkeypatch):
     from preflight.core.config import Config
     from preflight.core.registry import discover
-    from preflight.run.runner import NodeTarget, RunPlan, Runner
+    from preflight.engine.runner import NodeTarget, RunPlan, Runner
     from preflight.transport.slurm import SlurmTransport
 
     bed = make_slurm_bed(3)

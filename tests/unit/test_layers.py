@@ -11,7 +11,7 @@ import re
 from tests.conftest import ROOT
 
 # Top to bottom; a layer may import itself and any layer after it.
-LAYERS = ["cli", "checks", "launch", "run", "reporters", "workers", "integrations", "history", "transport", "core",
+LAYERS = ["cli", "run", "checks", "launch", "engine", "reporters", "workers", "integrations", "history", "transport", "core",
           "machine"]
 PROCESS_CALLS = re.compile(r"subprocess\.|Popen|killpg|os\.kill\(|\.kill\(\)|\.terminate\(\)")
 
@@ -63,7 +63,7 @@ def test_only_the_process_layer_and_node_programs_start_or_stop_processes():
 
 # The layers that know no check: what they need of one is declared on the check (its parameters'
 # `learn`, its `image`, `headlines`, `alarm_figures`, ...) and read through the registry or the report.
-CHECK_FREE_LAYERS = ("core", "run", "reporters", "history", "integrations", "launch", "cli")
+CHECK_FREE_LAYERS = ("core", "run", "engine", "reporters", "history", "integrations", "launch", "cli")
 
 
 def test_the_check_ids_of_built_in_checks_appear_nowhere_outside_the_checks():

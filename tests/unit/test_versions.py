@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from preflight.core.findings import NOT_INSTALLED, UNREACHABLE_FIX, findings_of
 from preflight.core.model import CheckResult, Status
-from preflight.run.agent_stream import unreachable_words
+from preflight.engine.agent_stream import unreachable_words
 
 ROOT = Path(__file__).resolve().parents[2]
 # A version next to the distribution's name (`preflight-cluster==X`, `preflight_cluster-X-py3...whl`,

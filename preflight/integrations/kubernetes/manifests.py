@@ -66,7 +66,7 @@ def objects(namespace: str, *, user: str | None = None, group: str | None = None
                         EXPIRES_LABEL: "1767225600"},
                        "preflight-run-id-node-name-in", "preflight-run-id-node-name-out",
                        ["python3", "-m", "preflight.workers.guard", "--stdin", "--", "python3", "-m",
-                        "preflight.run.agent"], deadline_s=3600)
+                        "preflight.engine.agent"], deadline_s=3600)
     pod["metadata"]["namespace"] = namespace
     found.append(pod)
     return found

@@ -22,11 +22,11 @@ sys.path.insert(0, str(ROOT))
 import preflight.launch.torchrun as launcher  # noqa: E402
 import preflight_checks.collectives.cluster as cc  # noqa: E402
 from preflight.core.check import Expect  # noqa: E402
-from preflight.run.context import ClusterContext
-from preflight.run.execute import execute  # noqa: E402
+from preflight.engine.context import ClusterContext
+from preflight.engine.execute import execute  # noqa: E402
 from preflight.transport.local import LocalTransport  # noqa: E402
 from preflight_checks.scaling.multi_node import ScalingMultiNode  # noqa: E402
-from preflight.run import faults  # noqa: E402
+from preflight.engine import faults  # noqa: E402
 from tests.cluster.testbed import TestBed, unavailable_reason  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -50,7 +50,7 @@ def run(check, specs, params: dict, source: str, timeout_s: float = 150, expect:
     tmp = Path(tempfile.mkdtemp())
     expect = expect or Expect(nodes=len(specs))
     ctx = ClusterContext(nodes=specs, output_dir=tmp, scratch_dir=tmp, expect=expect, timeout_s=timeout_s)
-    # "inject_absent_node" and the like are faults (preflight.run.faults), set through the environment.
+    # "inject_absent_node" and the like are faults (preflight.engine.faults), set through the environment.
     injected = {k[len("inject_"):]: v for k, v in params.items() if k.startswith("inject_")}
     os.environ[faults.ENV] = faults.env_value({check.id: injected})
     try:

@@ -159,7 +159,7 @@ def record(path: Path) -> None:
     import tempfile
 
     from preflight.core.check import Expect
-    from preflight.run.context import NodeContext
+    from preflight.engine.context import NodeContext
     from preflight_checks.gpu.visibility import GpuVisibility
 
     check = GpuVisibility()

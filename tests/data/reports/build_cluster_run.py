@@ -22,8 +22,8 @@ ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
 
 from preflight.core.check import Expect  # noqa: E402
-from preflight.run.execute import result_from_outcome  # noqa: E402
-from preflight.run.plan import record_declarations  # noqa: E402
+from preflight.engine.execute import result_from_outcome  # noqa: E402
+from preflight.engine.head import record_declarations  # noqa: E402
 from preflight.core.model import NodeInfo, RunReport  # noqa: E402
 import preflight_checks.checkpoint.roundtrip as checkpoint_roundtrip  # noqa: E402
 import preflight_checks.collectives.local as collectives_local  # noqa: E402

@@ -26,7 +26,7 @@ def record() -> None:
     import tempfile
 
     from preflight.core.check import Expect
-    from preflight.run.context import NodeContext
+    from preflight.engine.context import NodeContext
     from preflight_checks.versions.pinned import collect_stack
 
     with tempfile.TemporaryDirectory() as scratch:

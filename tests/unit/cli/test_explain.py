@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from click.testing import CliRunner
 
-from preflight.run import faults
+from preflight.engine import faults
 from preflight.cli.main import cli
 from preflight.core.registry import discover
 from tests.conftest import built_in_checks

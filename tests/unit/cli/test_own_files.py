@@ -19,7 +19,7 @@ from preflight.core.config import Config
 from preflight.core.files import FileWriteError
 from preflight.core.model import Measurement, Status
 from preflight.reporters import json_report
-from preflight.run.runner import RunPlan, Runner
+from preflight.engine.runner import RunPlan, Runner
 from tests.conftest import make_report, make_result
 
 ENV_ONLY = ["--checks", "node.environment", "--set", "node.environment.min_free_disk_gib=0.0001"]

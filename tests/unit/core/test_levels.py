@@ -17,7 +17,7 @@ from preflight.core.check import Check
 from preflight.cli.main import cli
 from preflight.core.model import CLUSTER_NODE, Finding, Scope, Status
 from preflight.core.registry import discover
-from preflight.run.runner import NodeTarget, RunPlan, Runner
+from preflight.engine.runner import NodeTarget, RunPlan, Runner
 from preflight.transport import LocalTransport
 from preflight.core.verdict import Verdict, decide
 from tests.conftest import make_report, make_result

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from preflight.core.check import Check, measure, outcome_from_findings
-from preflight.run.execute import result_from_outcome
+from preflight.engine.execute import result_from_outcome
 from preflight.core.model import CheckResult, Finding, Status
 
 

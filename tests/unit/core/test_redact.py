@@ -75,7 +75,7 @@ def test_a_secret_in_a_result_is_in_no_report_format_nor_in_results_jsonl(tmp_pa
     from preflight.reporters import available
     from preflight.run import finish as steps
     from preflight.run.request import HISTORY_OFF, RunRequest
-    from preflight.run.runner import Runner, RunPlan
+    from preflight.engine.runner import Runner, RunPlan
 
     url = f"http://alice:{SECRET}@prom:9090/api?token={SECRET}"
     result = CheckResult("x.y", "n1", Status.FAIL, f"cannot reach {url}", details=[f"GET {url}: refused"],

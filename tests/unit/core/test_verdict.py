@@ -177,7 +177,7 @@ def test_a_declared_headline_finding_is_the_headline():
 
 def test_the_built_in_declarations_reach_the_report_and_the_verdict():
     from preflight.core.registry import discover
-    from preflight.run.plan import complete_report, fill_declarations
+    from preflight.engine.head import complete_report, fill_declarations
 
     checks = discover().checks
     report = make_report([_env("n1", gpus=8), _gpu_skip()])

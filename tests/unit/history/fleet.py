@@ -108,7 +108,7 @@ def fleet_report(nodes: list[str], when: datetime, *, image: dict[str, str] | No
                  busbw: float = 470.0, images: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     """One run over `nodes`, as results.json has it. `slow` maps a node to the factor its figures get."""
     from preflight.core.check import Expect
-    from preflight.run.execute import result_from_outcome
+    from preflight.engine.execute import result_from_outcome
     from preflight.core.model import NodeInfo, RunReport
     from preflight.reporters.json_report import render
 

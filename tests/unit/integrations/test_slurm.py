@@ -185,7 +185,7 @@ def test_apply_runs_scontrol_for_exactly_the_planned_nodes_and_reports_refusals(
 
 def test_srun_wraps_one_overlapping_step_on_that_node_of_that_job():
     transport = SlurmTransport("gpu07", "10.0.0.7", "/opt/py", jobid="1234")
-    argv = transport.wrap(["/opt/py", "-m", "preflight.run.agent"])
+    argv = transport.wrap(["/opt/py", "-m", "preflight.engine.agent"])
     srun = argv.index("srun")
     assert argv[:srun][0] == "env" and "SLURM_EXIT_ERROR=255" in argv[:srun]
     assert "SLURM_NTASKS_PER_NODE" in argv[:srun]  # the job's own settings do not shape the step
@@ -193,7 +193,7 @@ def test_srun_wraps_one_overlapping_step_on_that_node_of_that_job():
     assert step[step.index("-w") + 1] == "gpu07"
     for option in ("--jobid=1234", "-N1", "-n1", "--overlap", "--quiet"):
         assert option in step
-    assert step[step.index("--") + 1:] == ["/opt/py", "-m", "preflight.run.agent"]
+    assert step[step.index("--") + 1:] == ["/opt/py", "-m", "preflight.engine.agent"]
 
 
 def test_srun_failures_are_told_from_the_commands_own_exit_codes():

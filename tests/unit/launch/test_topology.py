@@ -14,7 +14,7 @@ from preflight.integrations.topology import (
     LABELS_KEY, SWITCH_KEY, TOPOLOGY_LABELS, parse_scontrol_topology, slurm_leaf_switches, topology_labels,
 )
 from preflight.launch.topology import topology_from_specs, topology_of
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "slurm_topology"
 FIXTURES = sorted(p for p in DATA.glob("*.txt"))

@@ -252,7 +252,7 @@ def test_reporters_name_no_check():
 def test_the_example_plugin_gets_its_chart_without_any_reporter_change():
     checks = pytest.importorskip("preflight_example.checks", reason="install tests/plugins/preflight-example")
     from preflight.core.check import Expect
-    from preflight.run.execute import result_from_outcome
+    from preflight.engine.execute import result_from_outcome
 
     echo = checks.Echo()
     facts = echo.collect(type("Ctx", (), {"record": lambda *a: None})(), checks.EchoParams())

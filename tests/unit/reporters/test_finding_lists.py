@@ -7,7 +7,7 @@ from preflight.core.check import Expect
 from preflight.core.model import Finding, NodeInfo, RunReport, Status
 from preflight.reporters import html, json_report, markdown, terminal
 from preflight.reporters.view import build_view
-from preflight.run.execute import result_from_outcome
+from preflight.engine.execute import result_from_outcome
 from preflight_checks.node.environment import NodeEnvironment
 from tests.conftest import load_facts, make_report, make_result
 

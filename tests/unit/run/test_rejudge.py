@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from preflight.cli.main import cli
-from preflight.run.execute import result_from_outcome
+from preflight.engine.execute import result_from_outcome
 from preflight.core.model import NodeInfo, RunReport, Status
 from preflight.core.registry import discover
 from preflight.core.verdict import decide
@@ -39,7 +39,7 @@ def recorded_run() -> RunReport:
         outcome = check().evaluate(recorded, check.params_from(given), Expect(gpus_per_node=8))
         report.add(result_from_outcome(check, outcome, node=NODE, facts=recorded))
     # A check that timed out recorded no facts: re-judging keeps it as it was.
-    from preflight.run.execute import error_result
+    from preflight.engine.execute import error_result
 
     report.add(error_result(CHECKS["checkpoint.roundtrip"], NODE, "did not finish within 600s"))
     return report

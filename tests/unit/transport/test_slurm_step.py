@@ -14,13 +14,13 @@ def nodes(*names: str, jobid: str = "42", python: str = "python3") -> list[Slurm
 
 
 def test_the_step_is_one_task_on_each_named_node_labelled_and_robust_to_a_task_ending():
-    argv = SlurmStep(nodes("n1", "n2", "n3")).wrap(["python3", "-m", "preflight.run.agent"])
+    argv = SlurmStep(nodes("n1", "n2", "n3")).wrap(["python3", "-m", "preflight.engine.agent"])
     srun = argv.index("srun")
     assert argv[srun + 1:srun + 5] == ["--jobid=42", "-w", "n1,n2,n3", "-N3"]
     for option in ("-n3", "--ntasks-per-node=1", "--overlap", "-l", "--kill-on-bad-exit=0", "--wait=0"):
         assert option in argv
     assert "SLURM_EXIT_ERROR=255" in argv and argv[argv.index("-u") + 1] == "SLURM_NTASKS"
-    assert argv[argv.index("--") + 1:] == ["python3", "-m", "preflight.run.agent"]
+    assert argv[argv.index("--") + 1:] == ["python3", "-m", "preflight.engine.agent"]
 
 
 def test_only_nodes_of_one_job_reached_alike_make_one_step():

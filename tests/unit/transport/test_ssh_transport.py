@@ -44,12 +44,12 @@ def option_values(argv: list[str]) -> list[str]:
 
 
 def test_wrap_shape_options_and_destination(transport):
-    argv = transport.wrap(["python3", "-m", "preflight.run.agent"])
+    argv = transport.wrap(["python3", "-m", "preflight.engine.agent"])
     assert argv[0] == "ssh"
     # The destination follows `--`, then exactly one string for the remote shell.
     sep = argv.index("--")
     assert argv[sep + 1] == "gpu01.example" and len(argv) == sep + 3
-    assert argv[-1] == "python3 -m preflight.run.agent"
+    assert argv[-1] == "python3 -m preflight.engine.agent"
     options = option_values(argv)
     for wanted in ("BatchMode=yes", "ConnectTimeout=7", "ControlMaster=auto", "ControlPersist=60",
                    f"ControlPath={transport.control_dir}/%C"):

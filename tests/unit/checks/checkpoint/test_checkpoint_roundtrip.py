@@ -180,7 +180,7 @@ def test_no_framework_is_skip():
 
 def test_collect_without_frameworks_touches_nothing(monkeypatch, tmp_path):
     import preflight_checks.checkpoint.roundtrip as module
-    from preflight.run.context import NodeContext
+    from preflight.engine.context import NodeContext
 
     monkeypatch.setattr(module, "_framework_version", lambda *_: None)
     ctx = NodeContext(node="n", output_dir=tmp_path, scratch_dir=tmp_path / "s", expect=Expect(), timeout_s=10)

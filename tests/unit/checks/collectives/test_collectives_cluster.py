@@ -475,7 +475,7 @@ def test_without_a_floor_only_the_sums_are_judged_and_it_says_so():
 
 def test_both_backends_get_the_probed_interface():
     from preflight.launch.torchrun import node_plan
-    from preflight.run.context import ClusterContext
+    from preflight.engine.context import ClusterContext
 
     ctx = ClusterContext(nodes=[{"kind": "local", "name": "a", "address": "127.0.0.1", "python": "python3"}],
                          output_dir=".", scratch_dir=".", expect=Expect(), timeout_s=10)

@@ -292,7 +292,7 @@ def test_without_any_framework_collect_writes_nothing_and_the_check_skips(tmp_pa
     import sys
 
     from preflight.core.check import Expect
-    from preflight.run.context import NodeContext
+    from preflight.engine.context import NodeContext
     from preflight.core.model import Status
     from preflight_checks.dataloader.throughput import DataloaderThroughput, Params
 
@@ -313,7 +313,7 @@ def test_a_skipped_check_describes_no_dataset_it_never_wrote(tmp_path, monkeypat
     import sys
 
     from preflight.core.check import Expect
-    from preflight.run.context import NodeContext
+    from preflight.engine.context import NodeContext
     from preflight_checks.dataloader.throughput import DataloaderThroughput, Params
 
     from preflight_checks.dataloader import throughput

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from preflight.core.check import Expect
-from preflight.run.context import ClusterContext
+from preflight.engine.context import ClusterContext
 from preflight.core.model import Scope, Status
 from preflight_checks.versions.consistency import VersionsConsistency, compare_field
 from tests.conftest import TESTS, finding_ids

@@ -8,9 +8,9 @@ import json
 
 import preflight
 from preflight.core.model import Status
-from preflight.run.agent import DONE, HELLO, MORE, RESULT, START, Agent, own_job
-from preflight.run.agent_stream import AgentStream
-from preflight.run.slurm_step import SINGLE_STEP_FROM, use_single_step
+from preflight.engine.agent import DONE, HELLO, MORE, RESULT, START, Agent, own_job
+from preflight.engine.agent_stream import AgentStream
+from preflight.engine.slurm_step import SINGLE_STEP_FROM, use_single_step
 from preflight.transport.local import LocalTransport
 from preflight.transport.slurm import SlurmTransport
 from tests.conftest import make_result

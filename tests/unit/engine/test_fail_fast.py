@@ -2,7 +2,7 @@
 
 import pytest
 
-from preflight.run.fail_fast import Pacer
+from preflight.engine.fail_fast import Pacer
 
 
 class Clock:

@@ -24,19 +24,19 @@ from typing import Any, Callable
 
 import preflight
 from preflight.core.finite import dumps
-from preflight.run.agent_stream import AgentStream, unreachable_words
+from preflight.engine.agent_stream import AgentStream, unreachable_words
 from preflight.core.check import Check, Expect
 from preflight.core.config import Config
-from preflight.run.execute import error_result, now_iso
+from preflight.engine.execute import error_result, now_iso
 from preflight.core import levels
 from preflight.core.model import CLUSTER_NODE, CheckResult, Evidence, Finding, NodeInfo, RunReport, Scope, Status
 from preflight.core.files import FileWriteError, open_log
 from preflight.core.finite import make_finite
-from preflight.run.plan import write_header
-from preflight.run.fail_fast import Pacer
-from preflight.run.signals import INTERRUPTS
+from preflight.engine.head import write_header
+from preflight.engine.fail_fast import Pacer
+from preflight.engine.signals import INTERRUPTS
 from preflight.transport.process import TIMEOUT, RemoteProcess
-from preflight.run.child import run_json_child
+from preflight.engine.child import run_json_child
 from preflight.transport import Transport
 from preflight.core.verdict import Verdict, decide
 from preflight.reporters import load_errors as reporter_load_errors
@@ -82,7 +82,7 @@ class RunPlan:
     # `preflight report --rejudge` starts from it.
     judged_with: dict[str, Any] | None = None
     # Nodes of a Slurm allocation: "single" (one job step across them), "per-node" (a step each), or
-    # "auto" (one step from preflight.run.slurm_step.SINGLE_STEP_FROM nodes on).
+    # "auto" (one step from preflight.engine.slurm_step.SINGLE_STEP_FROM nodes on).
     slurm_step: str = "auto"
 
     @property
@@ -177,7 +177,7 @@ class Runner:
 
     def _judge_fail_fast(self, now: bool = False) -> None:
         """--fail-fast: stop the run once the verdict is NO-GO. Judged after a result when
-        preflight.run.fail_fast.Pacer allows (at once, in a small run), else on the next idle tick
+        preflight.engine.fail_fast.Pacer allows (at once, in a small run), else on the next idle tick
         (`now`), so a result that made it NO-GO is never left waiting for the next one."""
         if not self.plan.fail_fast or self.stop.is_set() or (now and not self.unjudged):
             return
@@ -304,7 +304,7 @@ class Runner:
 
     def _drivers(self) -> list[tuple[Callable[[], None], list[NodeTarget]]]:
         """What drives the node checks, and the nodes each one drives: an agent per node, or one job step."""
-        from preflight.run.slurm_step import StepDriver, use_single_step
+        from preflight.engine.slurm_step import StepDriver, use_single_step
 
         nodes = self.plan.nodes
         if use_single_step(self.plan.slurm_step, [n.transport for n in nodes]):
@@ -361,7 +361,7 @@ class Runner:
 
     def _start_agent(self, node: NodeTarget, done: set[str]) -> RemoteProcess | None:
         checks = self.plan.node_checks
-        argv = [node.transport.python, "-m", "preflight.run.agent"]
+        argv = [node.transport.python, "-m", "preflight.engine.agent"]
         try:
             agent = node.transport.spawn(argv, stdin=True, grace_s=AGENT_STOP_GRACE_S)
         except OSError as exc:
@@ -405,7 +405,7 @@ class Runner:
                    returncode: int | None, stderr: str = "", command: str | None = None) -> None:
         """The node cannot be used: ERROR for each check it did not finish, and no cluster check uses it."""
         if command is None:
-            command = shlex.join(node.transport.wrap([node.transport.python, "-m", "preflight.run.agent"]))
+            command = shlex.join(node.transport.wrap([node.transport.python, "-m", "preflight.engine.agent"]))
         evidence = [Evidence(command=command, exit_code=returncode, output_tail=stderr)]
         self.events.put(("node", (node.name, False, message)))
         for check in checks:
@@ -432,10 +432,10 @@ class Runner:
                 "nodes": [n.spec() for n in reachable],
                 "node_facts": node_facts, "unreachable": unreachable,
             }
-            outcome = run_json_child("preflight.run.check_process", job, timeout=timeout,
+            outcome = run_json_child("preflight.engine.check_process", job, timeout=timeout,
                                      on_start=lambda p: setattr(self, "cluster_child", p))
             self.cluster_child = None
-            evidence = [Evidence(f"python -m preflight.run.check_process ({check.id})", outcome.returncode, outcome.stderr_tail)]
+            evidence = [Evidence(f"python -m preflight.engine.check_process ({check.id})", outcome.returncode, outcome.stderr_tail)]
             if outcome.result is not None:
                 result = CheckResult.from_dict(outcome.result)
             elif outcome.timed_out:

@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 import preflight
 from preflight.core.finite import dumps
-from preflight.run.agent import HELLO, MORE, STOP
-from preflight.run.agent_stream import AgentStream, unreachable_words
+from preflight.engine.agent import HELLO, MORE, STOP
+from preflight.engine.agent_stream import AgentStream, unreachable_words
 from preflight.transport.process import EXIT_MARKER, GUARD_MODULE, PID_MARKER, TIMEOUT, RemoteProcess, \
     command_identity, run_command
 from preflight.transport.slurm import SRUN_ERROR_EXIT, SlurmStep, split_label, srun_message
@@ -59,7 +59,7 @@ def use_single_step(mode: str, transports: list[Any]) -> bool:
 
 
 class StepRunner(Protocol):
-    """What the step driver needs of the runner that owns it (preflight.run.runner.Runner)."""
+    """What the step driver needs of the runner that owns it (preflight.engine.runner.Runner)."""
 
     plan: Any  # the RunPlan: node_checks, fanout, config
     events: queue.Queue[tuple[str, Any]]  # ("result" | "node" | ..., payload), read by the runner
@@ -104,7 +104,7 @@ class StepDriver:
     def argv(self) -> list[str]:
         python = self.step.python
         return [python, "-m", GUARD_MODULE, "--grace", f"{self.stop_grace_s:g}", "--stdin", "--",
-                python, "-m", "preflight.run.agent"]
+                python, "-m", "preflight.engine.agent"]
 
     def job(self) -> dict[str, Any]:
         plan = self.runner.plan
@@ -288,7 +288,7 @@ class StepDriver:
         if name in self.exit_codes:
             return
         transport = self.nodes[name].transport
-        agent = [self.step.python, "-m", "preflight.run.agent"]
+        agent = [self.step.python, "-m", "preflight.engine.agent"]
         argv = [transport.python, "-m", GUARD_MODULE, "--kill", *pids, "--", *command_identity(agent)]
         try:
             run_command(transport.wrap(argv), timeout=KILL_TIMEOUT_S)

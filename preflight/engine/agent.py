@@ -1,4 +1,4 @@
-"""The per-node agent: `python -m preflight.run.agent`, started by the runner through a transport.
+"""The per-node agent: `python -m preflight.engine.agent`, started by the runner through a transport.
 
 Reads one job (JSON, one line) on stdin, runs each node check in its own child process under the
 check's timeout, and streams one line per result on stdout. It keeps reading stdin: when the runner
@@ -25,10 +25,10 @@ import threading
 from typing import Any
 
 import preflight
-from preflight.run.execute import error_result
+from preflight.engine.execute import error_result
 from preflight.core.model import Evidence
 from preflight.core.results_file import dumps
-from preflight.run.child import run_json_child
+from preflight.engine.child import run_json_child
 
 HELLO = "PREFLIGHT-HELLO "
 RESULT = "PREFLIGHT-RESULT "
@@ -109,7 +109,7 @@ class Agent:
                 "timeout_s": spec["timeout_s"], "params": spec.get("params") or {},
                 "expect": self.job.get("expect") or {}, "earlier": earlier,
             }
-            outcome = run_json_child("preflight.run.check_process", job, timeout=spec["timeout_s"],
+            outcome = run_json_child("preflight.engine.check_process", job, timeout=spec["timeout_s"],
                                      on_start=lambda p: setattr(self, "current", p))
             self.current = None
             if self.stopping.is_set():
@@ -120,12 +120,12 @@ class Agent:
             elif outcome.timed_out:
                 result = error_result(
                     check, node, f"timed out after {spec['timeout_s']:.0f}s; the check and its processes were killed",
-                    [Evidence(f"python -m preflight.run.check_process ({spec['id']})", None, outcome.stderr_tail)],
+                    [Evidence(f"python -m preflight.engine.check_process ({spec['id']})", None, outcome.stderr_tail)],
                     outcome.duration_s).to_dict()
             else:
                 result = error_result(
                     check, node, f"the check's process died with exit code {outcome.returncode} before reporting",
-                    [Evidence(f"python -m preflight.run.check_process ({spec['id']})", outcome.returncode, outcome.stderr_tail)],
+                    [Evidence(f"python -m preflight.engine.check_process ({spec['id']})", outcome.returncode, outcome.stderr_tail)],
                     outcome.duration_s).to_dict()
             self.emit(RESULT, result)
 

@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from preflight.run.signals import SIGNALS, Interrupts
+from preflight.engine.signals import SIGNALS, Interrupts
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_once_the_run_has_started_a_signal_stops_it_inside_the_window(restored_h
 
 SHUTDOWN_SCRIPT = r'''
 import os, signal, subprocess, sys, time
-from preflight.run.signals import Interrupts
+from preflight.engine.signals import Interrupts
 
 # A helper that sends SIGTERM once told to, while the interpreter is tearing its modules down.
 read_end, write_end = os.pipe()

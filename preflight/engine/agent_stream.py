@@ -16,7 +16,7 @@ from typing import Any, Callable
 import preflight
 from preflight.core.check import Check
 from preflight.core.model import CheckResult
-from preflight.run.agent import DONE, HELLO, RESULT, START
+from preflight.engine.agent import DONE, HELLO, RESULT, START
 
 Put = Callable[[tuple[str, Any]], None]
 

@@ -1,4 +1,4 @@
-"""Run one check in this process and print its result: `python -m preflight.run.check_process < job.json`.
+"""Run one check in this process and print its result: `python -m preflight.engine.check_process < job.json`.
 
 The agent starts one of these per check, in its own session, so that a check that hangs or crashes
 takes nothing else down and can be killed with its whole process tree. Whatever the check itself
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from preflight.core.check import Expect
-from preflight.run.context import ClusterContext, NodeContext
-from preflight.run.execute import execute
+from preflight.engine.context import ClusterContext, NodeContext
+from preflight.engine.execute import execute
 from preflight.core.finite import make_finite
 from preflight.core.model import Scope
 from preflight.core.results_file import dumps
