@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from preflight.core.model import CLUSTER_NODE
 from preflight.core.nodeset import fold
+from preflight.engine.protocol import Result, Started
 
 STILL_RUNNING_INTERVAL_S = 30.0
 
@@ -29,7 +30,7 @@ def colour_off() -> bool:
 
 
 class Progress:
-    """Receives the runner's events (("start", node, check_id), ("result", result, None))."""
+    """Receives the runner's events: Started and Result (preflight.engine.protocol)."""
 
     def __init__(self, total: int, timeouts: dict[str, float], *, interactive: bool,
                  interval_s: float = STILL_RUNNING_INTERVAL_S, echo: Callable[[str], None] | None = None,
@@ -57,16 +58,16 @@ class Progress:
         self._ticker = threading.Thread(target=self._tick_loop, args=(tick,), name="progress", daemon=True)
         self._ticker.start()
 
-    def __call__(self, event: tuple) -> None:
-        kind, a, b = event
+    def __call__(self, event: Started | Result) -> None:
         with self._lock:
-            if kind == "start":
-                self.running[a] = (b, self.clock(), 0)
-            elif kind == "result":
+            if isinstance(event, Started):
+                self.running[event.node] = (event.check_id, self.clock(), 0)
+            elif isinstance(event, Result):
+                result = event.result
                 self.done += 1
-                if self.running.get(a.node, ("",))[0] == a.check_id:
-                    self.running.pop(a.node, None)
-                self._show_result(a)
+                if self.running.get(result.node, ("",))[0] == result.check_id:
+                    self.running.pop(result.node, None)
+                self._show_result(result)
             self._refresh()
 
     def _show_result(self, result: Any) -> None:

@@ -17,14 +17,14 @@ import preflight
 from preflight.core.check import Check
 from preflight.core.model import CheckResult
 from preflight.engine.agent import DONE, HELLO, RESULT, START
+from preflight.engine.protocol import Event, NodeReached, Result, Started
 
-Put = Callable[[tuple[str, Any]], None]
+Put = Callable[[Event], None]
 
 
 class AgentStream:
-    """What one node's agent has said so far. Events go to `put`: ("node", (name, True, "")) once it
-    says hello, ("start", (name, check id)), ("result", CheckResult) with the node named as the user
-    named it."""
+    """What one node's agent has said so far. Events go to `put`: NodeReached once it says hello,
+    Started for each check it starts, Result with the node named as the user named it."""
 
     def __init__(self, node: str, checks: list[type[Check]], put: Put) -> None:
         self.node = node
@@ -55,16 +55,16 @@ class AgentStream:
                 self.hello = json.loads(line[len(HELLO):])
                 if not self.version_ok:
                     return self._end()
-                self.put(("node", (self.node, True, "")))
+                self.put(NodeReached(self.node))
             elif line.startswith(START):
                 self.current = line[len(START):].strip()
-                self.put(("start", (self.node, self.current)))
+                self.put(Started(self.node, self.current))
             elif line.startswith(RESULT):
                 result = CheckResult.from_dict(json.loads(line[len(RESULT):]))
                 result.node = self.node  # the name the user wrote, whatever the node calls itself
                 self.done.add(result.check_id)
                 self.current = None
-                self.put(("result", result))
+                self.put(Result(result))
             elif line.strip() == DONE:
                 self.finished = True
                 return self._end()

@@ -1,4 +1,5 @@
-"""Run one check in this process and print its result: `python -m preflight.engine.check_process < job.json`.
+"""Run one check in this process and print its result: `python -m preflight.engine.check_process < job.json`
+(a CheckJob, preflight.engine.protocol).
 
 The agent starts one of these per check, in its own session, so that a check that hangs or crashes
 takes nothing else down and can be killed with its whole process tree. Whatever the check itself
@@ -21,35 +22,35 @@ from preflight.engine.execute import execute
 from preflight.core.finite import make_finite
 from preflight.core.model import Scope
 from preflight.core.results_file import dumps
+from preflight.engine.protocol import CheckJob
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
+def run_job(job: CheckJob) -> dict[str, Any]:
     from preflight.core.registry import discover
 
-    registry = discover(only={job["check_id"]})
-    check = registry.get(job["check_id"])()
-    params = check.params_from(job.get("params"))
-    expect = Expect.from_dict(job.get("expect"))
-    output_dir = Path(job["output_dir"])
-    node = job["node"]
+    registry = discover(only={job.check_id})
+    check = registry.get(job.check_id)()
+    params = check.params_from(job.params)
+    expect = Expect.from_dict(job.expect)
+    output_dir = Path(job.output_dir)
+    node = job.node
     # Under the run's own scratch directory (made by the runner or the agent, removed by it at the end);
     # without one, a new directory of this check's own: never a path of the user's that is removed after.
-    if job.get("scratch_dir"):
-        scratch = Path(job["scratch_dir"]) / _safe(node) / check.id
+    if job.scratch_dir:
+        scratch = Path(job.scratch_dir) / _safe(node) / check.id
         scratch.mkdir(parents=True, exist_ok=True)
     else:
         scratch = Path(tempfile.mkdtemp(prefix=".preflight-scratch-", dir=output_dir))
     try:
         if check.scope is Scope.CLUSTER:
             ctx: Any = ClusterContext(
-                nodes=job.get("nodes", []), output_dir=output_dir, scratch_dir=scratch, expect=expect,
-                timeout_s=float(job["timeout_s"]), node_facts=job.get("node_facts", {}),
-                unreachable=job.get("unreachable", []),
+                nodes=job.nodes, output_dir=output_dir, scratch_dir=scratch, expect=expect,
+                timeout_s=job.timeout_s, node_facts=job.node_facts, unreachable=job.unreachable,
             )
         else:
             ctx = NodeContext(
                 node=node, output_dir=output_dir, scratch_dir=scratch, expect=expect,
-                timeout_s=float(job["timeout_s"]), earlier=job.get("earlier", {}),
+                timeout_s=job.timeout_s, earlier=job.earlier,
             )
         result = execute(check, ctx, params, expect, node=node)
     finally:
@@ -63,7 +64,11 @@ def _safe(name: str) -> str:
 
 
 def main() -> None:
-    job = json.loads(sys.stdin.read())
+    try:
+        job = CheckJob.from_dict(json.loads(sys.stdin.read()))
+    except ValueError as exc:  # a ProtocolError names the key; the parent shows this as ERROR
+        print(f"preflight check process: {exc}", file=sys.stderr)
+        sys.exit(2)
     # Keep the real stdout for the result; send anything the check prints to stderr.
     result_fd = os.dup(1)
     os.dup2(2, 1)

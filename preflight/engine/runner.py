@@ -36,7 +36,8 @@ from preflight.engine.head import write_header
 from preflight.engine.fail_fast import Pacer
 from preflight.engine.signals import INTERRUPTS
 from preflight.transport.process import TIMEOUT, RemoteProcess
-from preflight.engine.child import run_json_child
+from preflight.engine.child import run_check
+from preflight.engine.protocol import CheckJob, CheckSpec, Event, NodeJob, NodeLost, NodeReached, Result, Started
 from preflight.transport import Transport
 from preflight.core.verdict import Verdict, decide
 from preflight.reporters import load_errors as reporter_load_errors
@@ -103,6 +104,10 @@ class RunPlan:
             expect.gpus_per_node = node.slots
         return expect
 
+    def check_specs(self) -> list[CheckSpec]:
+        """The node checks as an agent is asked to run them (NodeJob.checks)."""
+        return [CheckSpec(c.id, self.config.timeout_for(c), self.config.overrides_for(c)) for c in self.node_checks]
+
     def expected_checks(self) -> list[str]:
         expected = []
         for check in self.checks:
@@ -112,15 +117,15 @@ class RunPlan:
         return expected
 
 
-# What the runner tells whoever displays progress: ("start", node, check_id) or ("result", result).
-ProgressEvent = tuple[str, Any, Any]
+# What the runner tells whoever displays progress: a check started on a node, or its result.
+ProgressEvent = Started | Result
 
 
 class Runner:
     def __init__(self, plan: RunPlan, on_event: Callable[[ProgressEvent], None] | None = None) -> None:
         self.plan = plan
         self.on_event = on_event or (lambda event: None)
-        self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.events: queue.Queue[Event] = queue.Queue()  # what the drivers report (engine.protocol)
         self.agents: dict[str, RemoteProcess] = {}
         self.cluster_child: RemoteProcess | None = None
         self.stop = threading.Event()
@@ -172,7 +177,7 @@ class Runner:
             self._append(result.to_json_line() + "\n")
             if self.events.empty():
                 self.sync()  # else the results waiting behind this one are synced with it
-        self.on_event(("result", result, None))
+        self.on_event(Result(result))
         self._judge_fail_fast()
 
     def _judge_fail_fast(self, now: bool = False) -> None:
@@ -276,24 +281,15 @@ class Runner:
             # The main thread only consumes events, so Ctrl-C lands here promptly.
             while pending:
                 try:
-                    kind, payload = self.events.get(timeout=0.2)
+                    event = self.events.get(timeout=0.2)
                 except queue.Empty:
                     self.sync()
                     self._judge_fail_fast(now=True)
                     pending = self._still_driving(pending)
                     continue
-                if kind == "result":
-                    self.record(payload)
-                elif kind == "start":
-                    self.on_event(("start", payload[0], payload[1]))
-                elif kind == "node":
-                    self._update_node(*payload)
+                self._take(event)
             while not self.events.empty():
-                kind, payload = self.events.get()
-                if kind == "result":
-                    self.record(payload)
-                elif kind == "node":
-                    self._update_node(*payload)
+                self._take(self.events.get(), show_starts=False)  # every driver has ended: nothing runs now
         except KeyboardInterrupt:
             # Stop the agents before the pool is shut down, or shutdown waits on their output.
             self.stop.set()
@@ -323,6 +319,17 @@ class Runner:
                                     f"preflight failed while driving {node.name}: {type(exc).__name__}: {exc}", None)
         return {f: n for f, n in pending.items() if not f.done()}
 
+    def _take(self, event: Event, show_starts: bool = True) -> None:
+        if isinstance(event, Result):
+            self.record(event.result)
+        elif isinstance(event, Started):
+            if show_starts:
+                self.on_event(event)
+        elif isinstance(event, NodeReached):
+            self._update_node(event.node, True, "")
+        elif isinstance(event, NodeLost):
+            self._update_node(event.node, False, event.reason)
+
     def _update_node(self, name: str, reachable: bool, error: str) -> None:
         for info in self.report.nodes:
             if info.name == name:
@@ -348,16 +355,11 @@ class Runner:
                 # Its results are recorded: let go of its output and pipes (1,000 agents' worth adds up).
                 self.agents.pop(node.name, None)
 
-    def _job(self, node: NodeTarget) -> dict[str, Any]:
-        return {
-            "node": node.name,
-            "output_dir": str(self.plan.output_dir) if node.transport.kind == "local" else None,
-            "scratch_dir": str(self.scratch) if node.transport.kind == "local" else None,
-            "expect": self.plan.expect_for(node).to_dict(),
-            "coordinator_version": preflight.__version__,
-            "checks": [{"id": c.id, "timeout_s": self.plan.config.timeout_for(c),
-                        "params": self.plan.config.overrides_for(c)} for c in self.plan.node_checks],
-        }
+    def _job(self, node: NodeTarget) -> NodeJob:
+        local = node.transport.kind == "local"
+        return NodeJob(node=node.name, checks=self.plan.check_specs(), expect=self.plan.expect_for(node).to_dict(),
+                       output_dir=str(self.plan.output_dir) if local else None,
+                       scratch_dir=str(self.scratch) if local else None, coordinator_version=preflight.__version__)
 
     def _start_agent(self, node: NodeTarget, done: set[str]) -> RemoteProcess | None:
         checks = self.plan.node_checks
@@ -370,7 +372,7 @@ class Runner:
         self.agents[node.name] = agent
         stream = AgentStream(node.name, checks, self.events.put)
         stream.done = done
-        agent.write(dumps(self._job(node)) + "\n")
+        agent.write(dumps(self._job(node).to_dict()) + "\n")
         while True:
             limit = stream.line_limit(self.plan.config.timeout_for, AGENT_GRACE_S)
             line = agent.next_line(limit)
@@ -407,10 +409,10 @@ class Runner:
         if command is None:
             command = shlex.join(node.transport.wrap([node.transport.python, "-m", "preflight.engine.agent"]))
         evidence = [Evidence(command=command, exit_code=returncode, output_tail=stderr)]
-        self.events.put(("node", (node.name, False, message)))
+        self.events.put(NodeLost(node.name, message))
         for check in checks:
             if check.id not in done:
-                self.events.put(("result", error_result(check, node.name, message, evidence)))
+                self.events.put(Result(error_result(check, node.name, message, evidence)))
 
     def _run_cluster_checks(self) -> None:
         reachable = [n for n in self.plan.nodes if self._node_reachable(n.name)]
@@ -422,29 +424,15 @@ class Runner:
         for check in self.plan.cluster_checks:
             if self.stop.is_set():
                 return
-            timeout = self.plan.config.timeout_for(check)
-            self.on_event(("start", CLUSTER_NODE, check.id))
-            job = {
-                "check_id": check.id, "node": CLUSTER_NODE, "output_dir": str(self.plan.output_dir),
-                "scratch_dir": str(self.scratch),
-                "timeout_s": timeout, "params": self.plan.config.overrides_for(check),
-                "expect": self.plan.config.expect.to_dict(),
-                "nodes": [n.spec() for n in reachable],
-                "node_facts": node_facts, "unreachable": unreachable,
-            }
-            outcome = run_json_child("preflight.engine.check_process", job, timeout=timeout,
-                                     on_start=lambda p: setattr(self, "cluster_child", p))
+            self.on_event(Started(CLUSTER_NODE, check.id))
+            job = CheckJob(
+                check_id=check.id, node=CLUSTER_NODE, output_dir=str(self.plan.output_dir), scratch_dir=str(self.scratch),
+                timeout_s=self.plan.config.timeout_for(check), params=self.plan.config.overrides_for(check),
+                expect=self.plan.config.expect.to_dict(), nodes=[n.spec() for n in reachable],
+                node_facts=node_facts, unreachable=unreachable,
+            )
+            result = run_check(check, job, on_start=lambda p: setattr(self, "cluster_child", p))
             self.cluster_child = None
-            evidence = [Evidence(f"python -m preflight.engine.check_process ({check.id})", outcome.returncode, outcome.stderr_tail)]
-            if outcome.result is not None:
-                result = CheckResult.from_dict(outcome.result)
-            elif outcome.timed_out:
-                result = error_result(check, CLUSTER_NODE, f"timed out after {timeout:.0f}s; its processes were killed",
-                                      evidence, outcome.duration_s)
-            else:
-                result = error_result(check, CLUSTER_NODE,
-                                      f"the check's process died with exit code {outcome.returncode} before reporting",
-                                      evidence, outcome.duration_s)
             self.record(result)
 
     def _node_reachable(self, name: str) -> bool:

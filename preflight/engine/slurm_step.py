@@ -31,6 +31,7 @@ import preflight
 from preflight.core.finite import dumps
 from preflight.engine.agent import HELLO, MORE, STOP
 from preflight.engine.agent_stream import AgentStream, unreachable_words
+from preflight.engine.protocol import Event, NodeJob
 from preflight.transport.process import EXIT_MARKER, GUARD_MODULE, PID_MARKER, TIMEOUT, RemoteProcess, \
     command_identity, run_command
 from preflight.transport.slurm import SRUN_ERROR_EXIT, SlurmStep, split_label, srun_message
@@ -62,7 +63,7 @@ class StepRunner(Protocol):
     """What the step driver needs of the runner that owns it (preflight.engine.runner.Runner)."""
 
     plan: Any  # the RunPlan: node_checks, fanout, config
-    events: queue.Queue[tuple[str, Any]]  # ("result" | "node" | ..., payload), read by the runner
+    events: queue.Queue[Event]  # what the step reports (preflight.engine.protocol), read by the runner
     agents: dict[str, RemoteProcess]  # what runs for the run, stopped by the runner at its end
     stop: threading.Event  # set when the run is to stop (a signal, --fail-fast)
 
@@ -106,17 +107,15 @@ class StepDriver:
         return [python, "-m", GUARD_MODULE, "--grace", f"{self.stop_grace_s:g}", "--stdin", "--",
                 python, "-m", "preflight.engine.agent"]
 
-    def job(self) -> dict[str, Any]:
+    def job(self) -> NodeJob:
         plan = self.runner.plan
         common = plan.config.expect.to_dict()
         nodes: dict[str, dict[str, Any]] = {}
         for name, node in self.nodes.items():
             expect = plan.expect_for(node).to_dict()
             nodes[name] = {"expect": expect} if expect != common else {}
-        return {"node_env": "SLURMD_NODENAME", "nodes": nodes, "expect": common, "output_dir": None, "max_line": MAX_LINE,
-                "coordinator_version": preflight.__version__,
-                "checks": [{"id": c.id, "timeout_s": plan.config.timeout_for(c),
-                            "params": plan.config.overrides_for(c)} for c in self.checks]}
+        return NodeJob(node=None, node_env="SLURMD_NODENAME", nodes=nodes, expect=common, max_line=MAX_LINE,
+                       coordinator_version=preflight.__version__, checks=plan.check_specs())
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> None:
@@ -134,7 +133,7 @@ class StepDriver:
 
     def _follow(self) -> None:
         assert self.proc is not None
-        self.proc.write(dumps(self.job()) + "\n")
+        self.proc.write(dumps(self.job().to_dict()) + "\n")
         looked = time.monotonic()
         while self.open:
             line = self.proc.next_line(POLL_S)

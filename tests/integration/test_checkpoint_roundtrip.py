@@ -18,6 +18,7 @@ from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight_checks.checkpoint.roundtrip import CheckpointRoundtrip
 from preflight.engine import faults
+from preflight.engine.protocol import CheckJob
 from tests.conftest import pids_alive
 
 pytestmark = pytest.mark.torch
@@ -177,8 +178,8 @@ def test_corrupt_old_checkpoint_is_fail(tmp_path):
 
 def test_through_the_worker_process(tmp_path):
     """The path a real run takes: python -m preflight.engine.check_process with a JSON job, the check found by entry point."""
-    job = {"check_id": "checkpoint.roundtrip", "node": "local", "output_dir": str(tmp_path), "timeout_s": 240,
-           "params": {**SMALL, "dir": str(tmp_path), "resume_test": False, "repeats": 1}, "expect": {}, "earlier": {}}
+    job = CheckJob(check_id="checkpoint.roundtrip", node="local", output_dir=str(tmp_path), timeout_s=240,
+                   params={**SMALL, "dir": str(tmp_path), "resume_test": False, "repeats": 1}, expect={}, earlier={}).to_dict()
     proc = subprocess.run([sys.executable, "-m", "preflight.engine.check_process"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -19,6 +19,7 @@ from preflight.engine.execute import execute
 from preflight.launch.ranks import launch_local
 from preflight.core.model import Status
 from preflight.engine import faults
+from preflight.engine.protocol import CheckJob
 from tests.conftest import pids_alive
 
 # A floor any real run clears: these tests are about the runs, not about this machine's bandwidth
@@ -148,8 +149,8 @@ def test_a_rank_that_never_joins_is_error_naming_it_and_nothing_is_left(tmp_path
 @pytest.mark.torch
 def test_through_the_check_worker_process(tmp_path):
     pytest.importorskip("torch")
-    job = {"check_id": "collectives.local", "node": "local", "output_dir": str(tmp_path), "timeout_s": 60,
-           "params": {"gloo_ranks": 2, **SMALL}, "expect": {}, "earlier": {}}
+    job = CheckJob(check_id="collectives.local", node="local", output_dir=str(tmp_path), timeout_s=60,
+                   params={"gloo_ranks": 2, **SMALL}, expect={}, earlier={}).to_dict()
     proc = subprocess.run([sys.executable, "-m", "preflight.engine.check_process"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -15,6 +15,7 @@ from preflight.engine.context import NodeContext
 from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight_checks.dataloader.throughput import SCALING_CHECK, DataloaderThroughput
+from preflight.engine.protocol import CheckJob
 
 pytestmark = pytest.mark.torch
 pytest.importorskip("torch")
@@ -133,9 +134,9 @@ def test_missing_path_is_a_clear_error(tmp_path):
 
 def test_demand_through_the_worker_process(tmp_path):
     """The real path: earlier facts travel in the JSON job to python -m preflight.engine.check_process."""
-    job = {"check_id": "dataloader.throughput", "node": "local", "output_dir": str(tmp_path), "timeout_s": 240,
-           "params": SMALL, "expect": {}, "earlier": {SCALING_CHECK: {"training_samples_per_s": 1e9,
-                                                                      "model": {"workload": "team_model:make"}}}}
+    job = CheckJob(check_id="dataloader.throughput", node="local", output_dir=str(tmp_path), timeout_s=240,
+                   params=SMALL, expect={}, earlier={SCALING_CHECK: {"training_samples_per_s": 1e9,
+                                                                      "model": {"workload": "team_model:make"}}}).to_dict()
     proc = subprocess.run([sys.executable, "-m", "preflight.engine.check_process"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -17,6 +17,7 @@ from preflight.engine.execute import execute
 from preflight.core.model import Status
 from preflight.workers.gpu_nvml import nvml_facts
 from preflight_checks.gpu.visibility import GpuVisibility
+from preflight.engine.protocol import CheckJob
 
 CHECK = GpuVisibility()
 NVML = nvml_facts(with_gpus=False)
@@ -59,8 +60,8 @@ def test_real_collect_skips_with_the_driver_reason(tmp_path):
 @needs_no_driver
 def test_worker_with_eight_gpus_expected_fails(tmp_path):
     """The path the agent takes: the entry point, a child process, a JSON job in and a result out."""
-    job = {"check_id": "gpu.visibility", "node": "local", "output_dir": str(tmp_path), "timeout_s": CHECK.timeout_s,
-           "params": {"probe_tensorflow": False}, "expect": {"gpus_per_node": 8}}
+    job = CheckJob(check_id="gpu.visibility", node="local", output_dir=str(tmp_path), timeout_s=CHECK.timeout_s,
+                   params={"probe_tensorflow": False}, expect={"gpus_per_node": 8}).to_dict()
     proc = subprocess.run([sys.executable, "-m", "preflight.engine.check_process"], input=json.dumps(job), capture_output=True,
                           text=True, timeout=CHECK.timeout_s)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -19,6 +19,7 @@ from preflight.core.model import Status
 from preflight.history.extract import images_of_report
 from preflight_checks.gpu.nvidia_smi import parse_query
 from preflight_checks.gpu.visibility import GpuVisibility
+from preflight.engine.protocol import CheckJob
 from tests.conftest import ROOT
 from tests.nvml.standin import DESCRIPTIONS, description, standin_env
 
@@ -196,8 +197,8 @@ def test_a_driver_without_newer_functions_gives_facts_without_errors():
 
 
 def run_worker(tmp_path: Path, check_id: str, name: str, expect: dict, params: dict | None = None) -> dict:
-    job = {"check_id": check_id, "node": "gpu01", "output_dir": str(tmp_path), "timeout_s": 300,
-           "params": params or {}, "expect": expect}
+    job = CheckJob(check_id=check_id, node="gpu01", output_dir=str(tmp_path), timeout_s=300,
+                   params=params or {}, expect=expect).to_dict()
     proc = subprocess.run([sys.executable, "-m", "preflight.engine.check_process"], input=json.dumps(job),
                           capture_output=True, text=True, timeout=300, env=standin_env(name), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

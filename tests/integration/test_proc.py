@@ -4,15 +4,20 @@ whole tree, including a grandchild that ignores SIGTERM; nothing is left running
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
 import time
 
 import psutil
 
 from preflight.transport.process import TIMEOUT, command_identity
 from preflight.core.jsonlines import last_json
-from preflight.engine.child import run_json_child
+from preflight.core.model import Status
+from preflight.core.registry import discover
+from preflight.engine.child import run_check, run_json_child
+from preflight.engine.protocol import CheckJob
 from preflight.transport.local import LocalTransport
 from tests.conftest import pids_alive
 
@@ -74,6 +79,34 @@ def test_run_json_child_reads_the_last_json_line_and_kills_what_outlives_its_tim
     assert hung.timed_out and hung.result is None and time.monotonic() - start < 10
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
     assert pids_alive(pids) == []
+
+
+def _sleep_job(tmp_path, timeout_s: float, seconds: float) -> CheckJob:
+    return CheckJob(check_id="example.sleep", node="local", output_dir=str(tmp_path), timeout_s=timeout_s,
+                    params={"seconds": seconds, "pid_file": str(tmp_path / "pids")})
+
+
+def test_run_check_gives_the_result_or_error_for_a_check_that_timed_out_or_died(tmp_path):
+    check = discover(only={"example.sleep"}).get("example.sleep")
+    done = run_check(check, _sleep_job(tmp_path, 60, 0))
+    assert done.status is Status.PASS and done.node == "local"
+    timed_out = run_check(check, _sleep_job(tmp_path, 2, 600))
+    assert timed_out.status is Status.ERROR and timed_out.check_id == "example.sleep"
+    assert timed_out.summary == "timed out after 2s; the check and its processes were killed"
+    assert pids_alive([int(p) for p in (tmp_path / "pids").read_text().split()]) == []
+    (tmp_path / "pids").unlink()
+
+    def kill_once_it_sleeps(child) -> None:  # the check child we started, killed by its PID once it sleeps
+        def kill() -> None:
+            while not (tmp_path / "pids").exists():
+                time.sleep(0.05)
+            os.kill(child.pid, signal.SIGKILL)
+        threading.Thread(target=kill, daemon=True).start()
+
+    died = run_check(check, _sleep_job(tmp_path, 300, 600), on_start=kill_once_it_sleeps)
+    assert died.status is Status.ERROR
+    assert died.summary == f"the check's process died with exit code {-signal.SIGKILL} before reporting"
+    assert died.evidence[0].command == "python -m preflight.engine.check_process (example.sleep)"
 
 
 def test_pure_helpers():

@@ -6,6 +6,7 @@ import threading
 
 from preflight.core.model import CLUSTER_NODE, Status
 from preflight.cli.progress import Progress
+from preflight.engine.protocol import Result, Started
 from tests.conftest import make_result
 
 
@@ -22,7 +23,7 @@ def test_a_line_every_interval_for_a_check_still_running():
     progress = Progress(3, {"checkpoint.roundtrip": 300.0}, interactive=False, interval_s=30, echo=lines.append,
                         clock=clock)
     try:
-        progress(("start", "gpu03", "checkpoint.roundtrip"))
+        progress(Started("gpu03", "checkpoint.roundtrip"))
         clock.now += 29
         assert progress.still_running_lines() == []
         clock.now += 1
@@ -30,7 +31,7 @@ def test_a_line_every_interval_for_a_check_still_running():
         assert progress.still_running_lines() == []  # once per interval
         clock.now += 30
         assert progress.still_running_lines() == ["still running checkpoint.roundtrip on gpu03, 60 s of 300 s"]
-        progress(("result", make_result("checkpoint.roundtrip", "gpu03", Status.PASS, "fine"), None))
+        progress(Result(make_result("checkpoint.roundtrip", "gpu03", Status.PASS, "fine")))
         clock.now += 300
         assert progress.still_running_lines() == []
         assert any(line.startswith("PASS  checkpoint.roundtrip") for line in lines)
@@ -49,7 +50,7 @@ def test_the_ticker_prints_without_being_asked():
 
     progress = Progress(1, {"net.bandwidth": 300.0}, interactive=False, interval_s=0.2, echo=echo)
     try:
-        progress(("start", CLUSTER_NODE, "net.bandwidth"))
+        progress(Started(CLUSTER_NODE, "net.bandwidth"))
         assert seen.wait(10)
     finally:
         progress.stop()
@@ -61,9 +62,9 @@ def test_terminal_status_names_each_node_with_its_elapsed_time():
     progress = Progress(4, {"gpu.visibility": 20.0, "versions.pinned": 5.0}, interactive=False, echo=lambda _: None,
                         clock=clock)
     try:
-        progress(("start", "gpu01", "gpu.visibility"))
+        progress(Started("gpu01", "gpu.visibility"))
         clock.now += 3
-        progress(("start", "gpu02", "versions.pinned"))
+        progress(Started("gpu02", "versions.pinned"))
         clock.now += 2
         text = progress.status_text()
     finally:
@@ -86,10 +87,10 @@ def test_the_terminal_display_takes_events_without_blocking():
     def drive() -> None:
         progress = Progress(2, {"gpu.visibility": 20.0}, interactive=True, clock=clock)
         try:
-            progress(("start", "gpu01", "gpu.visibility"))
+            progress(Started("gpu01", "gpu.visibility"))
             clock.now += 4
             assert progress.status_text() == "[0/2] gpu.visibility on gpu01 (4 s of 20 s)"
-            progress(("result", make_result("gpu.visibility", "gpu01", Status.PASS, "fine"), None))
+            progress(Result(make_result("gpu.visibility", "gpu01", Status.PASS, "fine")))
         finally:
             progress.stop()
         done.set()
@@ -105,9 +106,9 @@ def test_the_live_status_is_one_row_per_check_with_its_node_set():
     try:
         for n in range(1, 65):
             if n != 17:
-                progress(("start", f"gpu{n:03d}", "gpu.visibility"))
+                progress(Started(f"gpu{n:03d}", "gpu.visibility"))
             clock.now += 0.05
-        progress(("start", "gpu017", "node.environment"))
+        progress(Started("gpu017", "node.environment"))
         rows = progress.status_rows()
         text = progress.status_text()
     finally:
@@ -124,7 +125,7 @@ def test_the_live_table_renders_one_row_per_check():
     progress = Progress(4, {}, interactive=False, echo=lambda _: None, clock=clock)
     try:
         for node in ("a1", "a2", "a3"):
-            progress(("start", node, "gpu.visibility"))
+            progress(Started(node, "gpu.visibility"))
         console = Console(width=100, record=True)
         console.print(progress._table())
     finally:
@@ -161,7 +162,7 @@ def test_a_live_result_line_wraps_between_words():
         out = io.StringIO()
         progress._console = Console(file=out, width=40, no_color=True)
         summary = "locked-memory limit is 8192 KiB, not unlimited: RDMA transports need it unlimited"
-        progress(("result", make_result("node.environment", "gpu01", Status.WARN, summary), None))
+        progress(Result(make_result("node.environment", "gpu01", Status.WARN, summary)))
     finally:
         progress.stop()
     lines = [line for line in out.getvalue().splitlines() if line.strip()]

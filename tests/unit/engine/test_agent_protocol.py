@@ -8,8 +8,9 @@ import json
 
 import preflight
 from preflight.core.model import Status
-from preflight.engine.agent import DONE, HELLO, MORE, RESULT, START, Agent, own_job
+from preflight.engine.agent import DONE, HELLO, MORE, RESULT, START, Agent
 from preflight.engine.agent_stream import AgentStream
+from preflight.engine.protocol import CheckSpec, NodeJob, NodeReached, Result, Started
 from preflight.engine.slurm_step import SINGLE_STEP_FROM, use_single_step
 from preflight.transport.local import LocalTransport
 from preflight.transport.slurm import SlurmTransport
@@ -22,20 +23,21 @@ class Check:
 
 
 def test_a_task_takes_its_own_part_of_a_shared_job_by_the_node_its_environment_names():
-    job = {"node_env": "SLURMD_NODENAME", "expect": {"gpus_per_node": None},
-           "nodes": {"n1": {}, "n2": {"expect": {"gpus_per_node": 8}}}, "checks": []}
-    assert own_job(job, {"SLURMD_NODENAME": "n1"})["node"] == "n1"
-    assert own_job(job, {"SLURMD_NODENAME": "n1"})["expect"] == {"gpus_per_node": None}
-    assert own_job(job, {"SLURMD_NODENAME": "n2"})["expect"] == {"gpus_per_node": 8}
-    assert own_job(job, {"SLURMD_NODENAME": "n9"})["node"] is None
-    assert own_job(job, {})["node"] is None
-    single = {"node": "gpu01", "expect": {}, "checks": []}
-    assert own_job(single, {"SLURMD_NODENAME": "n1"}) is single
+    job = NodeJob(node=None, node_env="SLURMD_NODENAME", expect={"gpus_per_node": None},
+                  nodes={"n1": {}, "n2": {"expect": {"gpus_per_node": 8}}}, checks=[CheckSpec("a.one", 30.0)])
+    assert job.own({"SLURMD_NODENAME": "n1"}).node == "n1"
+    assert job.own({"SLURMD_NODENAME": "n1"}).expect == {"gpus_per_node": None}
+    assert job.own({"SLURMD_NODENAME": "n2"}).expect == {"gpus_per_node": 8}
+    assert job.own({"SLURMD_NODENAME": "n2"}).checks == [CheckSpec("a.one", 30.0)]
+    assert job.own({"SLURMD_NODENAME": "n9"}).node is None
+    assert job.own({}).node is None
+    single = NodeJob(node="gpu01", checks=[])
+    assert single.own({"SLURMD_NODENAME": "n1"}) is single
 
 
 def test_long_lines_go_out_in_pieces_that_join_into_the_line():
     out = io.StringIO()
-    agent = Agent({"node": "n1", "max_line": 100, "checks": []}, out)
+    agent = Agent(NodeJob(node="n1", max_line=100, checks=[]), out)
     payload = {"text": "x" * 450, "more": list(range(40))}
     agent.emit(RESULT, payload)
     agent.emit(DONE)
@@ -49,7 +51,7 @@ def test_long_lines_go_out_in_pieces_that_join_into_the_line():
 
 def test_without_max_line_a_line_is_one_line():
     out = io.StringIO()
-    Agent({"node": "n1", "checks": []}, out).emit(RESULT, {"text": "x" * 5000})
+    Agent(NodeJob(node="n1", checks=[]), out).emit(RESULT, {"text": "x" * 5000})
     assert len(out.getvalue().splitlines()) == 1
 
 
@@ -61,8 +63,9 @@ def test_an_agent_stream_names_what_its_node_did_not_finish_and_why():
     assert not stream.feed(hello) and not stream.feed(START + "a.one")
     assert not stream.feed(RESULT + make_result("a.one", "somehost", Status.PASS).to_json_line())
     assert not stream.feed(START + "a.two")
-    assert [e[0] for e in events] == ["node", "start", "result", "start"]
-    assert events[2][1].node == "gpu01"  # the name the user wrote, whatever the node calls itself
+    assert [type(e) for e in events] == [NodeReached, Started, Result, Started]
+    assert events[0] == NodeReached("gpu01") and events[3] == Started("gpu01", "a.two")
+    assert events[2].result.node == "gpu01"  # the name the user wrote, whatever the node calls itself
     assert stream.done == {"a.one"}
     assert stream.loss(137, lambda: "unreachable") == "lost contact with gpu01 while running a.two (exit code 137)"
     assert stream.loss(None, lambda: "unreachable") == "lost contact with gpu01 while running a.two"
