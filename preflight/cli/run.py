@@ -88,15 +88,15 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         out_dir=out_dir, formats=tuple(split_ids(formats)), textfile_dir=more.get("textfile_dir"),
         baseline_file=baseline_file, baseline_tolerance=baseline_tolerance, fail_on_regression=fail_on_regression,
         drain=drain, resume=resume, history=HISTORY_OFF if more.get("no_history") else HISTORY_AUTO,
-        argv=tuple(sys.argv[1:]), command=shlex.join(["preflight", *sys.argv[1:]]))
+        shape=shape_mod.parse(more.get("shape")), argv=tuple(sys.argv[1:]),
+        command=shlex.join(["preflight", *sys.argv[1:]]))
     # From here on, SIGINT and SIGTERM (any number, at any moment) end in exit 130 with the reports
     # written once and marked interrupted (preflight/engine/signals.py).
-    shape = shape_mod.parse(more.get("shape"))
     with INTERRUPTS.handling():
-        sys.exit(_run(request, as_json=bool(more.get("as_json")), shape=shape))
+        sys.exit(_run(request, as_json=bool(more.get("as_json"))))
 
 
-def _run(request: Any, as_json: bool, shape: Any = None) -> int:
+def _run(request: Any, as_json: bool) -> int:
     from preflight.core.verdict import decide
     from preflight.run import finish as steps
     from preflight.run import service
@@ -113,10 +113,8 @@ def _run(request: Any, as_json: bool, shape: Any = None) -> int:
     finally:
         progress.stop()
     run = steps.Finishing(request, prepared.config, prepared.out, say, baseline=prepared.baseline,
-                          write_error=write_error)
+                          nodes=prepared.nodes, write_error=write_error)
     run_steps = steps.with_step(steps.RUN_STEPS, "reports", "summary", summary_step(as_json))
-    if shape is not None:  # answered before the reports, which show it
-        run_steps = steps.with_step(run_steps, "history context", "shape", shape_mod.step(shape, prepared.nodes))
     with run_problems():
         steps.finish(report, run, run_steps)
     return decide(report).exit_code  # 130 for an interrupted run, as every report says

@@ -1,19 +1,13 @@
-"""`run --shape`: the largest healthy subset of the run's nodes in the job's shape (preflight.core.shape),
-in the report and written out as a Slurm exclude list, a hosts file and a Kubernetes node affinity."""
+"""`run --shape`: the option, and its values parsed into the request's Shape (exit 2 naming --shape
+and the key). The answer is the run layer's after-run step (preflight.run.shape)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable
 
 import click
 
 from preflight.cli.options import UsageProblem
-
-# What `apply` writes beside the reports, when the answer is a GO on a subset of the nodes.
-EXCLUDE_FILE = "subset-exclude.txt"  # one line, a folded node set: sbatch --exclude=$(cat subset-exclude.txt)
-HOSTS_FILE = "subset-hosts.txt"  # one node per line: preflight run --nodes subset-hosts.txt, mpirun --hostfile
-K8S_FILE = "subset-k8s-affinity.yaml"  # a pod spec's nodeAffinity keeping the job on these nodes
 
 
 def shape_option(f: Callable) -> Callable:
@@ -32,32 +26,3 @@ def parse(values: tuple[str, ...] | list[str] | None) -> Any:
         return parse_shape(values or ())
     except ShapeError as exc:
         raise UsageProblem(str(exc)) from None
-
-
-def apply(report: Any, shape: Any, nodes: list[Any], out: Path | None) -> None:
-    """Answer the shape for this run (RunReport.subset) and, for a GO on a subset, write its node lists
-    into `out`. `nodes` are the run's NodeTargets: their topology gives the groups."""
-    if shape is None:
-        return
-    from preflight.core.shape import hosts_text, is_partial, kubernetes_text
-    from preflight.launch.topology import topology_from_specs
-    from preflight.run.shape import answer
-
-    answer(report, shape, topology_from_specs([{"name": n.name, **n.topology} for n in nodes]) or {})
-    if out is None or not is_partial(report.subset):
-        return
-    subset = report.subset
-    for name, text in ((EXCLUDE_FILE, subset["slurm_exclude"] + "\n"), (HOSTS_FILE, hosts_text(subset)),
-                       (K8S_FILE, kubernetes_text(subset))):
-        try:
-            (Path(out) / name).write_text(text)
-        except OSError as exc:
-            raise UsageProblem(f"{Path(out) / name}: cannot be written ({exc.strerror or exc})") from None
-
-
-def step(shape: Any, nodes: list[Any]) -> Callable[[Any, Any], None]:
-    """The after-run step (preflight.run.finish) that answers the shape before the reports are written."""
-    def answer_shape(report: Any, run: Any) -> None:
-        apply(report, shape, nodes, run.out)
-
-    return answer_shape

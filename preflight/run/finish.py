@@ -1,6 +1,6 @@
 """After a run: an ordered list of small named steps, each a function of (report, Finishing).
 
-    baseline -> fleet outliers -> history context -> reports -> actions -> history record
+    baseline -> fleet outliers -> history context -> shape -> reports -> actions -> history record
 
 A step reads what it needs from the Finishing (the request, the configuration, the output
 directory) and tells the one who asked through `say`; a report that cannot be written is recorded
@@ -32,6 +32,7 @@ class Finishing:
     out: Path
     say: Say
     baseline: RunReport | None = None
+    nodes: list[Any] = field(default_factory=list)  # the run's NodeTargets (their topology: the shape's groups)
     keep: Path | None = None  # a file never written over (the results `preflight report` reads)
     write_error: str = ""  # results.jsonl could not be written during the run
     written: list[Path] = field(default_factory=list)
@@ -74,6 +75,15 @@ def history_context(report: RunReport, run: Finishing) -> None:
         from preflight.run.history_context import attach_context
 
         attach_context(report, run.config, lambda text: run.say(WARNING, text))
+
+
+def shape(report: RunReport, run: Finishing) -> None:
+    """With --shape: the largest healthy subset in the job's shape, answered before the reports, which
+    show it; its node lists written beside them (preflight.run.shape)."""
+    if run.request.shape is not None:
+        from preflight.run.shape import apply
+
+        apply(report, run.request.shape, run.nodes, run.out)
 
 
 def reports(report: RunReport, run: Finishing) -> None:
@@ -170,6 +180,7 @@ RUN_STEPS: tuple[tuple[str, Step], ...] = (
     ("baseline", baseline),
     ("fleet outliers", fleet_outliers),
     ("history context", history_context),
+    ("shape", shape),
     ("reports", reports),
     ("actions", actions),
     ("history record", history_record),

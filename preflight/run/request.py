@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from preflight.core.shape import Shape
+
 # Where the nodes come from (nodes_for): this machine, a hosts file or node set, Slurm, Kubernetes.
 LOCAL, HOSTS, SLURM, K8S = "local", "hosts", "slurm", "k8s"
 # Fleet history: "auto" reads and records unless [history] enabled = false; "on" only records
@@ -71,6 +73,7 @@ class RunRequest:
     baseline_file: str | None = None
     baseline_tolerance: float = 0.1
     fail_on_regression: bool = False
+    shape: Shape | None = None  # --shape: the job's shape, answered after the run (preflight.run.shape)
     # What is done about it.
     drain: bool = False
     resume: bool = False

@@ -1,13 +1,22 @@
-"""The shape's answer for a run (preflight.core.shape), with which blocking findings are a node's own
-read from preflight.core.blame as drain and cordon read it, and answered again when a recorded run is
-re-judged."""
+"""`run --shape`: the largest healthy subset of the run's nodes in the job's shape (preflight.core.shape),
+with which blocking findings are a node's own read from preflight.core.blame as drain and cordon read
+it; in the report and, for a GO on a subset, written out as a Slurm exclude list, a hosts file and a
+Kubernetes node affinity (`apply`, the after-run step "shape" of preflight.run.finish); answered again
+when a recorded run is re-judged."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from preflight.core.model import RunReport
+from preflight.run.request import RunProblem
+
+# What `apply` writes beside the reports, when the answer is a GO on a subset of the nodes.
+EXCLUDE_FILE = "subset-exclude.txt"  # one line, a folded node set: sbatch --exclude=$(cat subset-exclude.txt)
+HOSTS_FILE = "subset-hosts.txt"  # one node per line: preflight run --nodes subset-hosts.txt, mpirun --hostfile
+K8S_FILE = "subset-k8s-affinity.yaml"  # a pod spec's nodeAffinity keeping the job on these nodes
 
 
 def answer(report: RunReport, shape: Any, groups: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -33,3 +42,24 @@ def answer_again(report: RunReport) -> None:
         report.subset = None
         return
     answer(report, shape, report.subset.get("groups") or None)
+
+
+def apply(report: RunReport, shape: Any, nodes: list[Any], out: Path | None) -> None:
+    """Answer the shape for this run (RunReport.subset) and, for a GO on a subset, write its node lists
+    into `out` (RunProblem, exit 2, naming a file that cannot be written). `nodes` are the run's
+    NodeTargets: their topology gives the groups."""
+    if shape is None:
+        return
+    from preflight.core.shape import hosts_text, is_partial, kubernetes_text
+    from preflight.launch.topology import topology_from_specs
+
+    answer(report, shape, topology_from_specs([{"name": n.name, **n.topology} for n in nodes]) or {})
+    if out is None or not is_partial(report.subset):
+        return
+    subset = report.subset
+    for name, text in ((EXCLUDE_FILE, subset["slurm_exclude"] + "\n"), (HOSTS_FILE, hosts_text(subset)),
+                       (K8S_FILE, kubernetes_text(subset))):
+        try:
+            (Path(out) / name).write_text(text)
+        except OSError as exc:
+            raise RunProblem(f"{Path(out) / name}: cannot be written ({exc.strerror or exc})") from None

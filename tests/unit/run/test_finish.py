@@ -24,10 +24,10 @@ def a_report():
 
 
 def test_the_run_steps_are_in_their_order_and_a_step_is_added_by_one_entry():
-    assert [name for name, _ in steps.RUN_STEPS] == ["baseline", "fleet outliers", "history context", "reports",
-                                                     "actions", "history record"]
+    assert [name for name, _ in steps.RUN_STEPS] == ["baseline", "fleet outliers", "history context", "shape",
+                                                     "reports", "actions", "history record"]
     added = steps.with_step(steps.RUN_STEPS, "reports", "summary", lambda report, run: None)
-    assert [name for name, _ in added][3:6] == ["reports", "summary", "actions"]
+    assert [name for name, _ in added][4:7] == ["reports", "summary", "actions"]
     with pytest.raises(ValueError, match="no step 'report'"):
         steps.with_step(steps.RUN_STEPS, "report", "x", lambda report, run: None)
     assert [name for name, _ in steps.without(steps.RUN_STEPS, "baseline")][0] == "fleet outliers"
@@ -87,3 +87,42 @@ def test_no_action_without_drain_or_cordon(tmp_path):
     said: list = []
     steps.actions(a_report(), finishing(tmp_path, said))
     assert said == []
+
+
+def test_the_shape_step_answers_the_requests_shape_and_writes_the_subsets_node_lists(tmp_path):
+    from preflight.core.model import CheckResult, Finding
+    from preflight.core.shape import Shape
+    from preflight.engine.runner import NodeTarget
+    from preflight.run.shape import EXCLUDE_FILE, HOSTS_FILE, K8S_FILE
+    from preflight.transport.local import LocalTransport
+
+    names = ["gpu01", "gpu02", "gpu03"]
+    results = [CheckResult("node.environment", n, Status.PASS, "fine") for n in names[:2]]
+    results.append(CheckResult("node.environment", "gpu03", Status.FAIL, "shm small", findings=[
+        Finding("node.environment.shm-small", Status.FAIL, "shm small", "grow it")]))
+    nodes = [NodeTarget(LocalTransport(n)) for n in names]
+    unasked = finishing(tmp_path)
+    unasked.nodes = nodes
+    report = make_report(results)
+    steps.shape(report, unasked)
+    assert report.subset is None and not (tmp_path / EXCLUDE_FILE).exists()
+    run = finishing(tmp_path, shape=Shape(nodes_multiple_of=2))
+    run.nodes = nodes
+    steps.shape(report, run)
+    assert report.subset["nodes"] == ["gpu01", "gpu02"] and report.subset["slurm_exclude"] == "gpu03"
+    assert (tmp_path / EXCLUDE_FILE).read_text() == "gpu03\n"
+    assert (tmp_path / HOSTS_FILE).read_text().split() == ["gpu01", "gpu02"]
+    assert "gpu01" in (tmp_path / K8S_FILE).read_text()
+
+
+def test_a_subset_file_that_cannot_be_written_is_a_run_problem_naming_it(tmp_path):
+    from preflight.core.model import CheckResult, Finding
+    from preflight.core.shape import Shape
+    from preflight.run.shape import EXCLUDE_FILE, apply
+
+    (tmp_path / EXCLUDE_FILE).mkdir()
+    report = make_report([CheckResult("node.environment", "gpu01", Status.PASS, "fine"),
+                          CheckResult("node.environment", "gpu02", Status.FAIL, "shm small", findings=[
+                              Finding("node.environment.shm-small", Status.FAIL, "shm small", "grow it")])])
+    with pytest.raises(RunProblem, match=f"{EXCLUDE_FILE}: cannot be written"):
+        apply(report, Shape(), [], tmp_path)
