@@ -32,7 +32,6 @@ def run_healthcheck(request: Any, echo: Callable[..., None]) -> int:
     """Run the hook checks of `request` under its budget; print one line per finding; return the exit code."""
     from preflight.core.verdict import decide
     from preflight.reporters.safe_text import single_line
-    from preflight.run import finish as steps
     from preflight.run import hook, service
 
     start = time.monotonic()
@@ -60,10 +59,8 @@ def run_healthcheck(request: Any, echo: Callable[..., None]) -> int:
             echo(single_line(f"preflight healthcheck {node}: {decision.verdict.value} ({decision.reason}{after}) "
                              f"in {time.monotonic() - start:.1f}s"))
 
-        run = steps.Finishing(request, prepared.config, prepared.out, say, write_error=write_error)
         with run_problems():
-            steps.finish(report, run, steps.with_step(steps.HOOK_STEPS, "reports", "summary", summary))
-        return hook.exit_code(report, node)
+            return service.finish(prepared, report, say, write_error, summary)
     finally:
         service.release(prepared)
 

@@ -97,8 +97,6 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
 
 
 def _run(request: Any, as_json: bool) -> int:
-    from preflight.core.verdict import decide
-    from preflight.run import finish as steps
     from preflight.run import service
 
     say = sayer(as_json)
@@ -112,12 +110,8 @@ def _run(request: Any, as_json: bool) -> int:
             report, write_error = service.execute(prepared, say, on_event=progress)
     finally:
         progress.stop()
-    run = steps.Finishing(request, prepared.config, prepared.out, say, baseline=prepared.baseline,
-                          nodes=prepared.nodes, write_error=write_error)
-    run_steps = steps.with_step(steps.RUN_STEPS, "reports", "summary", summary_step(as_json))
     with run_problems():
-        steps.finish(report, run, run_steps)
-    return decide(report).exit_code  # 130 for an interrupted run, as every report says
+        return service.finish(prepared, report, say, write_error, summary_step(as_json))
 
 
 def _progress(plan: Any, nodes: list[Any], to_stderr: bool = False) -> Any:

@@ -35,6 +35,7 @@ class Finishing:
     nodes: list[Any] = field(default_factory=list)  # the run's NodeTargets (their topology: the shape's groups)
     keep: Path | None = None  # a file never written over (the results `preflight report` reads)
     write_error: str = ""  # results.jsonl could not be written during the run
+    step_summary: bool = True  # the markdown report appended to GITHUB_STEP_SUMMARY (the kind says)
     written: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     verdict: str | None = None  # the reports' verdict (GO, NO-GO, ...), once they are written
@@ -109,7 +110,7 @@ def reports(report: RunReport, run: Finishing) -> None:
                     run.written.append(path)
                 except FileWriteError as exc:
                     run.problems.append(str(exc))
-            if run.request.hook is None:
+            if run.step_summary:
                 _step_summary(report, run)
     finally:
         gc.unfreeze()

@@ -15,6 +15,7 @@ from preflight.integrations.slurm import (
     NodeState, Runner, SlurmError, allocation_from_env, expand_nodelist, outside_allocation_message, show_nodes,
 )
 from preflight.integrations.topology import LABELS_KEY, SWITCH_KEY, slurm_leaf_switches, topology_labels
+from preflight.run.kind import kind_of
 from preflight.run.request import HOSTS, K8S, SLURM, RunProblem, RunRequest
 from preflight.engine.runner import NodeTarget
 from preflight.transport.process import run_command
@@ -24,7 +25,8 @@ def nodes_for(request: RunRequest, run_id: str = "", env: Mapping[str, str] | No
               run: Runner = run_command, budget_s: float = 0.0, notes: list[str] | None = None) -> list[NodeTarget]:
     """The nodes the request names; RunProblem (exit 2) saying what to do when it cannot name them.
     `budget_s` (the checks' timeouts) sets a Kubernetes run's deadline; `notes` gets what was said."""
-    source = request.node_source
+    kind = kind_of(request)
+    source = kind.node_source(request)
     if source == K8S:
         return k8s_nodes(request, run_id, budget_s, notes if notes is not None else [])
     if source == SLURM:
@@ -38,7 +40,7 @@ def nodes_for(request: RunRequest, run_id: str = "", env: Mapping[str, str] | No
                            request.ssh_accept_new)
     from preflight.transport import LocalTransport
 
-    name = request.hook.node if request.hook is not None and request.hook.node else None
+    name = kind.local_name()
     return [NodeTarget(LocalTransport(name=name) if name else LocalTransport())]
 
 

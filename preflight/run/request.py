@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from preflight.core.shape import Shape
 
-# Where the nodes come from (nodes_for): this machine, a hosts file or node set, Slurm, Kubernetes.
+# Where the nodes come from (nodes_for, as the run's kind says: preflight.run.kind): this machine, a
+# hosts file or node set, Slurm, Kubernetes.
 LOCAL, HOSTS, SLURM, K8S = "local", "hosts", "slurm", "k8s"
 # Fleet history: "auto" reads and records unless [history] enabled = false; "on" only records
 # (whatever `enabled` says: the healthcheck's --history); "off" leaves it alone.
@@ -37,7 +38,8 @@ class K8sRequest:
 
 @dataclass(frozen=True)
 class HookRequest:
-    """A scheduler hook's run (`preflight healthcheck`): its rules are in preflight.run.hook."""
+    """A scheduler hook's run (`preflight healthcheck`): its kind is preflight.run.kind.Healthcheck,
+    its rules are in preflight.run.hook."""
 
     budget_s: float
     node: str = ""  # the node's name ("": as Slurm names this machine)
@@ -81,14 +83,4 @@ class RunRequest:
     # Who asked.
     argv: tuple[str, ...] = ()  # the command's arguments, for the messages that repeat it
     command: str = ""  # the command line as the reports show it
-    hook: HookRequest | None = None
-
-    @property
-    def node_source(self) -> str:
-        if self.hook is not None:
-            return LOCAL  # a hook checks the node it runs on; --drain and --resume act on that node
-        if self.k8s is not None:
-            return K8S
-        if self.slurm or self.drain or self.resume:
-            return SLURM
-        return HOSTS if self.nodes_file else LOCAL
+    hook: HookRequest | None = None  # what a scheduler hook's run was asked (preflight.run.kind.Healthcheck)

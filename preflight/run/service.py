@@ -4,7 +4,10 @@ healthcheck`) and re-judges one (`preflight report --rejudge`):
     prepare(request)   the configuration (every value with its origin), the selection, the checks'
                        parameters, the nodes (nodes_for), the output directory: the plan
     execute(prepared)  the runner, as today; the nodes' transports closed after it
-    finish(report, ..) the after-run steps, in order (preflight.run.finish)
+    finish(prepared, report, ..)  the kind's after-run steps, in order (preflight.run.finish); the exit code
+
+What differs between the ordinary run and the healthcheck is the run's kind (preflight.run.kind),
+asked where it matters; prepare branches on nothing about it.
 
 The command line turns its options into a RunRequest and prints what comes back; nothing here
 prints. A user's mistake is a RunProblem (exit 2) naming the flag, key or file.
@@ -14,17 +17,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from preflight.core.model import RunReport
-from preflight.run import hook
-from preflight.run.inputs import (
-    check_ids_known, formats_known, nonempty, output_dir, plugin_name, read_report, split_ids, tagged,
-)
+from preflight.run import finish as steps
+from preflight.run.inputs import formats_known, read_report, split_ids
+from preflight.run.kind import RunKind, kind_of
 from preflight.run.nodes import new_run_id, nodes_for
 from preflight.run.request import K8S, RunProblem, RunRequest
 from preflight.engine.runner import NodeTarget, RunPlan
@@ -40,6 +41,7 @@ class Prepared:
     registry: Any
     config: Any
     plan: RunPlan
+    kind: RunKind  # the ordinary run or the healthcheck (preflight.run.kind)
     baseline: RunReport | None = None
     notes: list[str] = field(default_factory=list)  # what the user should know before it starts
     run_id: str = ""  # this run's name among what it leaves in a Kubernetes namespace
@@ -56,20 +58,20 @@ class Prepared:
         return self.plan.nodes
 
 
-def configure(request: RunRequest, checks: dict[str, Any]) -> Any:
-    """The Config the request asks for: profile, config file, --set, then the flags; each value with its origin."""
+def configure(request: RunRequest, checks: dict[str, Any], kind: RunKind | None = None) -> Any:
+    """The Config the request asks for: profile, config file, the kind's own, --set, then the flags;
+    each value with its origin."""
     from preflight.core import config as config_mod
 
+    kind = kind or kind_of(request)
     try:
         config = config_mod.load(request.config_file, checks, profile=request.profile)
-        if request.hook is not None:
-            hook.shape_config(config)
+        kind.before_settings(config)
         config_mod.apply_cli_settings(config, list(request.settings), checks)
         config_mod.validate(config, checks)
     except config_mod.ConfigError as exc:
         raise RunProblem(str(exc)) from None
-    if request.hook is not None:
-        hook.after_settings(config)
+    kind.after_settings(config)
     if request.fail_on:
         config.set_run("fail_on", request.fail_on, "--fail-on")
     if request.level:
@@ -80,38 +82,6 @@ def configure(request: RunRequest, checks: dict[str, Any]) -> Any:
         config.set_run("timeout", request.timeout_s, "--timeout")
         config.timeouts.clear()
     return config
-
-
-def _select(request: RunRequest, registry: Any) -> tuple[list[str], set[str], bool]:
-    """(wanted, skipped, named explicitly) of the request."""
-    if request.hook is not None:
-        wanted, skipped = hook.select(registry, request.checks, request.skip)
-        return wanted, skipped, request.checks is not None
-    if request.checks is not None:
-        nonempty("--checks", request.checks)
-    wanted = split_ids(request.checks) or sorted(registry.checks)
-    skipped = set(split_ids(request.skip))
-    wanted = tagged(wanted, [t for value in request.tags for t in split_ids(value)], registry.checks)
-    check_ids_known(registry, wanted, skipped)
-    return wanted, skipped, bool(split_ids(request.checks))
-
-
-def _load_errors(request: RunRequest, registry: Any, skipped: set[str]) -> list[dict[str, str]]:
-    if request.hook is not None:
-        return hook.load_errors_of(registry, request.checks, skipped)
-    return [e.to_dict() for e in registry.errors if plugin_name(e) not in skipped]
-
-
-def _output(request: RunRequest) -> tuple[Path, bool]:
-    """(the output directory, whether it is a scratch directory removed after the run)."""
-    if request.hook is not None and not request.out_dir:
-        return Path(tempfile.mkdtemp(prefix="preflight-healthcheck-")), True
-    profile = request.profile
-    # Files the run reads that its --out must not replace (a baseline there is refused, not overwritten).
-    inputs = [("--baseline", request.baseline_file), ("--config", request.config_file),
-              ("--nodes", request.nodes_file),
-              ("--profile", profile if profile and ("/" in profile or profile.endswith(".toml")) else None)]
-    return output_dir(request.out_dir, inputs=inputs, formats=list(request.formats)), False
 
 
 def baseline_of(request: RunRequest, checks: dict[str, Any]) -> tuple[RunReport | None, list[str]]:
@@ -136,13 +106,13 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
                                                  and os.access(request.textfile_dir, os.W_OK)):
         raise RunProblem(f"--textfile-dir {request.textfile_dir}: not a directory this user can write to")
     start = time.monotonic()
-    # Third-party plugins --skip names are never imported; a hook's imports are bounded by a third of its
-    # budget and count against it (preflight.core.registry contains what a plugin does at import).
-    registry = registry or discover(skip=set(split_ids(request.skip)),
-                                    **({"limit_s": request.hook.budget_s / 3} if request.hook is not None else {}))
+    kind = kind_of(request)
+    # Third-party plugins --skip names are never imported; the kind may bound the imports' time (the
+    # healthcheck's count against its budget; preflight.core.registry contains what a plugin does at import).
+    registry = registry or discover(skip=set(split_ids(request.skip)), **kind.discover_options())
     baseline, notes = baseline_of(request, registry.checks)
-    config = configure(request, registry.checks)
-    wanted, skipped, explicit = _select(request, registry)
+    config = configure(request, registry.checks, kind)
+    wanted, skipped, explicit = kind.select(request, registry)
     try:
         selection = plan_mod.select(registry.checks, wanted, skipped, explicit=explicit)
         plan_mod.prepare_params(selection.ids, registry.checks, config)
@@ -150,7 +120,7 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
         raise RunProblem(str(exc)) from None
     config.pulled_in = dict(selection.added)
     notes += [f"also running {added}: {reader} reads what it records" for added, reader in selection.added.items()]
-    run_id = new_run_id() if request.node_source == K8S else ""
+    run_id = new_run_id() if kind.node_source(request) == K8S else ""
     nodes = nodes_for(request, run_id, budget_s=sum(config.timeout_for(c) for c in registry.ordered(selection.ids)),
                       notes=notes)
     kinds = {node.transport.kind for node in nodes}
@@ -162,16 +132,14 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
                                    [n.slots for n in nodes], config.profile)
     except plan_mod.PlanError as exc:
         raise RunProblem(str(exc)) from None
-    left_out: dict[str, str] = {}
-    if request.hook is not None:
-        timeouts, left_out = hook.allot(checks, config, request.hook.budget_s, time.monotonic() - start)
-        config.timeouts.update(timeouts)
-    out, scratch = _output(request)
+    timeouts, left_out = kind.budget(checks, config, time.monotonic() - start)
+    config.timeouts.update(timeouts)
+    out, scratch = kind.output(request)
     plan = RunPlan(checks=[c for c in checks if c.id not in left_out], config=config, output_dir=out, nodes=nodes,
                    fanout=request.fanout, command=request.command,
-                   load_errors=_load_errors(request, registry, skipped), fail_fast=request.fail_fast,
+                   load_errors=kind.load_errors(request, registry, skipped), fail_fast=request.fail_fast,
                    slurm_step=request.slurm_step, judged_with=record_judging(config, registry.checks))
-    return Prepared(request, registry, config, plan, baseline, notes, run_id, left_out, scratch, checks)
+    return Prepared(request, registry, config, plan, kind, baseline, notes, run_id, left_out, scratch, checks)
 
 
 def execute(prepared: Prepared, say: Say, on_event: Callable[[Any], None] | None = None) -> tuple[RunReport, str]:
@@ -196,9 +164,21 @@ def execute(prepared: Prepared, say: Say, on_event: Callable[[Any], None] | None
             _sweep(prepared, say)
     if INTERRUPTS.received and not report.interrupted:
         mark_interrupted(report)  # a signal after the last check, before the reports: they say so
-    if prepared.left_out:
-        hook.record_left_out(report, prepared.selected, prepared.left_out, prepared.nodes[0].name)
+    prepared.kind.after_execute(report, prepared)
     return report, runner.write_error
+
+
+def finish(prepared: Prepared, report: RunReport, say: Say, write_error: str = "",
+           summary: steps.Step | None = None) -> int:
+    """The kind's after-run steps (preflight.run.finish), with the command line's `summary` after the
+    reports; the command's exit code. RunProblem (exit 2) naming a report that could not be written."""
+    run = steps.Finishing(prepared.request, prepared.config, prepared.out, say, baseline=prepared.baseline,
+                          nodes=prepared.nodes, write_error=write_error, step_summary=prepared.kind.step_summary)
+    run_steps = prepared.kind.steps
+    if summary is not None:
+        run_steps = steps.with_step(run_steps, "reports", "summary", summary)
+    steps.finish(report, run, run_steps)
+    return prepared.kind.exit_code(report, prepared.nodes[0].name if prepared.nodes else "")
 
 
 def _sweep(prepared: Prepared, say: Say) -> None:
