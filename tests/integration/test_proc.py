@@ -4,8 +4,10 @@ whole tree, including a grandchild that ignores SIGTERM; nothing is left running
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -14,10 +16,12 @@ import psutil
 
 from preflight.transport.process import TIMEOUT, command_identity
 from preflight.core.jsonlines import last_json
+import preflight
 from preflight.core.model import Status
 from preflight.core.registry import discover
 from preflight.engine.child import run_check, run_json_child
-from preflight.engine.protocol import CheckJob
+from preflight.engine.agent import DONE, HELLO, RESULT, START
+from preflight.engine.protocol import CheckJob, CheckSpec, NodeJob
 from preflight.transport.local import LocalTransport
 from tests.conftest import pids_alive
 
@@ -93,8 +97,10 @@ def test_run_check_gives_the_result_or_error_for_a_check_that_timed_out_or_died(
     timed_out = run_check(check, _sleep_job(tmp_path, 2, 600))
     assert timed_out.status is Status.ERROR and timed_out.check_id == "example.sleep"
     assert timed_out.summary == "timed out after 2s; the check and its processes were killed"
-    assert pids_alive([int(p) for p in (tmp_path / "pids").read_text().split()]) == []
-    (tmp_path / "pids").unlink()
+    pid_file = tmp_path / "pids"  # absent when a loaded machine took the 2 s before the check began
+    started = [int(p) for p in pid_file.read_text().split()] if pid_file.exists() else []
+    assert pids_alive(started) == []
+    pid_file.unlink(missing_ok=True)
 
     def kill_once_it_sleeps(child) -> None:  # the check child we started, killed by its PID once it sleeps
         def kill() -> None:
@@ -114,3 +120,45 @@ def test_pure_helpers():
     assert last_json("no json here") is None
     assert command_identity(["env", "A=1", "B=2", "/usr/bin/python", "-m", "torch.distributed.run", "--x"]) == [
         "/usr/bin/python", "-m", "torch.distributed.run"]
+
+
+def _agent(job: dict, node: str) -> tuple[int, list[str], str]:
+    """The agent as a job step's task on `node` runs it: (exit code, stdout lines, stderr). Its stdin
+    stays open until it says DONE or ends (the end of stdin would stop it); killed after 120 s."""
+    env = {**os.environ, "SLURMD_NODENAME": node}
+    proc = subprocess.Popen([sys.executable, "-m", "preflight.engine.agent"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    guard = threading.Timer(120, proc.kill)
+    guard.start()
+    try:
+        proc.stdin.write(json.dumps(job) + "\n")
+        proc.stdin.flush()
+        lines = []
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if lines[-1] == DONE:
+                break
+        proc.stdin.close()
+        stderr = proc.stderr.read()
+        return proc.wait(), lines, stderr
+    finally:
+        guard.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_task_of_a_shared_job_runs_its_own_part_and_a_job_it_cannot_read_is_refused_by_name(tmp_path):
+    shared = NodeJob(node=None, node_env="SLURMD_NODENAME", nodes={"n1": {}, "n2": {"expect": {"gpus_per_node": 4}}},
+                     checks=[CheckSpec("example.echo", 60.0, {"text": "hi"})], coordinator_version=preflight.__version__)
+    code, lines, stderr = _agent(shared.to_dict(), "n2")
+    assert code == 0, stderr[-2000:]
+    assert json.loads(lines[0][len(HELLO):])["node"] == "n2" and lines[1] == START + "example.echo"
+    result = json.loads(lines[2][len(RESULT):])
+    assert result["node"] == "n2" and result["status"] == "PASS" and lines[-1] == DONE
+    code, lines, stderr = _agent({**shared.to_dict(), "protocol": 0}, "n1")
+    assert code == 2 and json.loads(lines[0][len(HELLO):])["node"] == "n1" and DONE not in lines
+    assert "preflight agent: node job: protocol version 0" in stderr
+    # Another preflight: it says hello and DONE, so the coordinator names both versions and the fix.
+    code, lines, _ = _agent({**shared.to_dict(), "protocol": 0, "coordinator_version": "0.0.1"}, "n1")
+    assert code == 0 and len(lines) == 2 and lines[-1] == DONE
