@@ -244,19 +244,9 @@ class NodeLost(_Event):
 
 
 Event = Union[Started, Result, NodeReached, NodeLost]
-EVENTS: dict[str, type[_Event]] = {kind.NAME: kind for kind in (Started, Result, NodeReached, NodeLost)}
 
 
 def _check_event(name: str, data: Any) -> None:
     _check_version(f"{name} event", data)
     if data.get("event") != name:
         raise ProtocolError(f"{name} event: 'event' is {data.get('event')!r}, not {name!r}")
-
-
-def event_from_dict(data: Any) -> Event:
-    """Any event from its dict, by its "event" key."""
-    _check_version("event", data)
-    kind = EVENTS.get(data.get("event"))  # type: ignore[arg-type]
-    if kind is None:
-        raise ProtocolError(f"event: unknown 'event' {data.get('event')!r}; one of {', '.join(EVENTS)}")
-    return kind.from_dict(data)  # type: ignore[no-any-return]

@@ -33,7 +33,6 @@ Selection = tuple[list[str], set[str], bool]  # (wanted, skipped, named explicit
 class RunKind:
     """The answers of a kind of run; the ordinary run's, unless a kind says otherwise."""
 
-    name = "run"
     steps: tuple[tuple[str, finish.Step], ...] = finish.RUN_STEPS
     step_summary = True  # the markdown report appended to GITHUB_STEP_SUMMARY
 
@@ -104,7 +103,6 @@ class Healthcheck(RunKind):
     node only for what it measured there (its rules: preflight.run.hook)."""
 
     asked: HookRequest
-    name = "healthcheck"
     # No baseline, no fleet, no context; results.json only with --out.
     steps = finish.HOOK_STEPS
     step_summary = False

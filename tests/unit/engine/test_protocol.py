@@ -11,7 +11,7 @@ import pytest
 
 from preflight.core.model import Status
 from preflight.engine.protocol import (PROTOCOL_VERSION, CheckJob, CheckSpec, NodeJob, NodeLost, NodeReached,
-                                       ProtocolError, Result, Started, addressed_node, event_from_dict)
+                                       ProtocolError, Result, Started, addressed_node)
 from tests.conftest import make_result
 
 CHECK_JOB = CheckJob(check_id="net.bandwidth", node="cluster", output_dir="/tmp/run", timeout_s=120.0,
@@ -37,11 +37,6 @@ def test_every_message_goes_through_json_and_back_unchanged(message):
         assert back.result.to_dict() == message.result.to_dict()
     else:
         assert back == message
-
-
-@pytest.mark.parametrize("message", MESSAGES[3:], ids=lambda m: type(m).__name__)
-def test_an_event_is_read_back_by_its_own_name(message):
-    assert type(event_from_dict(message.to_dict())) is type(message)
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
@@ -71,11 +66,6 @@ def test_another_protocol_version_is_refused_with_the_version_named(message):
 def test_a_malformed_message_is_refused_naming_what_is_wrong(kind, data, words):
     with pytest.raises(ProtocolError, match=words.replace("(", r"\(").replace(")", r"\)")):
         kind.from_dict(data)
-
-
-def test_an_unknown_event_is_refused_with_the_known_ones_named():
-    with pytest.raises(ProtocolError, match="unknown 'event' 'gone'; one of started, result, node_reached, node_lost"):
-        event_from_dict({"protocol": PROTOCOL_VERSION, "event": "gone"})
 
 
 def test_a_task_finds_its_node_even_in_a_job_it_cannot_read():
