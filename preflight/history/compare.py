@@ -61,6 +61,7 @@ def compare(store: Store, image_a: str, image_b: str, *, figure: str | None = No
                  .where(figure_stats.c.image.in_(side_a | side_b), *_time_filters(runs.c.started, since, until)))
         if keys is not None:
             query = query.where(figure_stats.c.key_id.in_(list(keys)))
+        query = query.order_by(runs.c.started, runs.c.id)  # oldest first: `kept` is in time order
         per_run: dict[int, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
         side_runs: tuple[dict[int, datetime], dict[int, datetime]] = ({}, {})
         for key_id, image, value, run_id, started in conn.execute(query):

@@ -54,7 +54,7 @@ def _chart(points: list[tuple[datetime, float, float, float]], title: str, unit:
     from matplotlib.figure import Figure
 
     with matplotlib.rc_context(_style()):
-        fig = Figure(figsize=(7.0, 3.2), layout="constrained")
+        fig = Figure(figsize=(9.0, 2.4) if percent else (7.0, 3.2), layout="constrained")
         ax = fig.add_subplot()
         x = [p[0] for p in points]
         marker = "o" if len(points) <= 60 else None
