@@ -381,7 +381,7 @@ def nodes_command(url: str | None, nodes_in: list[str] | None, lemons: bool, k: 
 @url_option
 def import_command(paths: tuple[str, ...], url: str | None) -> None:
     """Record earlier results.json files (or the results.json files under directories)."""
-    from preflight.history.extract import NotAReport, recorded_verdict, verdict_of
+    from preflight.history.extract import NotAReport, judge, recorded_verdict
     from preflight.history.store import read_report
 
     files: list[Path] = []
@@ -397,10 +397,11 @@ def import_command(paths: tuple[str, ...], url: str | None) -> None:
             raise HistoryProblem(str(exc)) from None
     with _open(url, create=True) as store:
         for f, report in reports:
-            stated, judged = recorded_verdict(report), verdict_of(report)
+            stated, (judged, headline) = recorded_verdict(report), judge(report)
             if stated is not None and stated != judged:
                 click.echo(f"{f}: the file says {stated}, but its results say {judged}: recorded as {judged}", err=True)
-            done = _run(lambda: store.ingest(report, source=str(f.resolve()), verdict=judged))  # judged once
+            done = _run(lambda: store.ingest(report, source=str(f.resolve()), verdict=judged,  # judged once
+                                             headline=headline))
             _say(f"{f}: " + (f"run {done.run_id}, {done.nodes} nodes, {done.figures} figures" if done.new
                                    else f"already recorded as run {done.run_id}"))
 

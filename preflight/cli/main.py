@@ -14,6 +14,7 @@ from preflight.cli.catalog import explain, init, list_checks
 from preflight.cli.diff import diff_runs
 from preflight.cli.healthcheck import healthcheck
 from preflight.cli.history import baseline, history
+from preflight.cli.history_site import site_command
 from preflight.cli.k8s import k8s
 from preflight.cli.report import report
 from preflight.cli.run import run
@@ -31,6 +32,7 @@ def cli() -> None:
 for _command in (run, report, diff_runs, alerts_command, list_checks, explain, init, healthcheck, k8s,
                  history, baseline):
     cli.add_command(_command)
+history.add_command(site_command)
 
 
 def main() -> None:

@@ -46,8 +46,10 @@ class Comparison:
 
 def compare(store: Store, image_a: str, image_b: str, *, figure: str | None = None, check: str | None = None,
             series: str | None = None, since: datetime | None = None, until: datetime | None = None,
-            alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> tuple[set[str], set[str], list[Comparison]]:
-    """Every figure measured on both images: medians, spread, change, and the Mann-Whitney U test."""
+            alpha: float = ALPHA, min_change: float = MIN_CHANGE,
+            kept: dict[int, tuple[list[float], list[float]]] | None = None) -> tuple[set[str], set[str], list[Comparison]]:
+    """Every figure measured on both images: medians, spread, change, and the Mann-Whitney U test.
+    `kept`, when given, receives each figure's observations on either side, by key id."""
     with store.connect() as conn:
         side_a, side_b = resolve_image(conn, image_a), resolve_image(conn, image_b)
         if side_a & side_b:
@@ -59,6 +61,7 @@ def compare(store: Store, image_a: str, image_b: str, *, figure: str | None = No
                  .where(figure_stats.c.image.in_(side_a | side_b), *_time_filters(runs.c.started, since, until)))
         if keys is not None:
             query = query.where(figure_stats.c.key_id.in_(list(keys)))
+        query = query.order_by(runs.c.started, runs.c.id)  # oldest first: `kept` is in time order
         per_run: dict[int, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
         side_runs: tuple[dict[int, datetime], dict[int, datetime]] = ({}, {})
         for key_id, image, value, run_id, started in conn.execute(query):
@@ -93,6 +96,8 @@ def compare(store: Store, image_a: str, image_b: str, *, figure: str | None = No
         if not (a and b):
             unit, (a, b) = "runs", per_run[key_id]
         out.append(_compare_one(keys[key_id], unit, a, b, alpha, min_change))
+        if kept is not None:
+            kept[key_id] = (list(a), list(b))
     rank = {"worse": 0, "changed": 1, "better": 2, "within noise": 3}
     out.sort(key=lambda c: (rank[c.verdict], -abs(c.change or 0), c.key.label))
     return side_a, side_b, out

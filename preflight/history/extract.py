@@ -86,12 +86,20 @@ class Extracted:
     # asked (`verdict`), as recording an import does; finding outliers or placing figures never asks.
     judged: str | None = None
     report: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    said: str | None = None  # the headline the judging process gave; None: judged with the verdict
 
     @property
     def verdict(self) -> str:
         if self.judged is None:
-            self.judged = verdict_of(self.report or {})
+            self.judged, self.said = judge(self.report or {})
         return self.judged
+
+    @property
+    def headline(self) -> str:
+        """The headline judged with the verdict; "" for a verdict given without one (never judged twice)."""
+        if self.said is None and self.judged is None:
+            self.judged, self.said = judge(self.report or {})
+        return self.said or ""
 
 
 class NotAReport(ValueError):
@@ -137,10 +145,10 @@ class _Figures:
                                    m["gpu"] if isinstance(m.get("gpu"), int) else None))
 
 
-def extract(report: dict[str, Any], verdict: str | None = None) -> Extracted:
+def extract(report: dict[str, Any], verdict: str | None = None, headline: str | None = None) -> Extracted:
     """The rows of one report. `verdict`: the verdict this process judged the report with (a run it
     has just judged); without it (a file imported, a report read back) the results are judged again
-    (verdict_of), never taken on trust, when the verdict is first asked for."""
+    (judge), never taken on trust, when the verdict is first asked for."""
     if not isinstance(report, dict) or not isinstance(report.get("results"), list) or "started_at" not in report:
         raise NotAReport("not a preflight run report (expected an object with started_at and results)")
     results = [r for r in report["results"] if isinstance(r, dict) and r.get("check_id") and r.get("node")]
@@ -175,7 +183,7 @@ def extract(report: dict[str, Any], verdict: str | None = None) -> Extracted:
         keys=figures.keys,
         findings=findings,
         warnings=warnings,
-        judged=verdict,
+        judged=verdict, said=headline,
         report=report,
     )
 
@@ -251,17 +259,18 @@ def config_digest(report: dict[str, Any], thresholds: set[tuple[str, str, str, s
     return hashlib.sha256(dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def verdict_of(report: dict[str, Any]) -> str:
-    """The verdict of the report's own results, judged again here: a recorded verdict is not taken on
-    trust (a hand-edited file saying GO over a FAIL is recorded as what its results say). UNKNOWN when
-    the results cannot be judged, never the recorded verdict alone."""
+def judge(report: dict[str, Any]) -> tuple[str, str]:
+    """The verdict of the report's own results and its headline, judged again: a recorded verdict is not taken on
+    trust (a hand-edited file saying GO over a FAIL is recorded as what its results say);
+    ("UNKNOWN", "") when the results cannot be judged."""
     try:
         from preflight.core.model import RunReport
         from preflight.core.verdict import decide
 
-        return decide(RunReport.from_dict(report)).verdict.value
+        decision = decide(RunReport.from_dict(report))
+        return decision.verdict.value, decision.reason
     except Exception:  # noqa: BLE001 - an old or partial report: the verdict stays unknown
-        return "UNKNOWN"
+        return "UNKNOWN", ""
 
 
 def recorded_verdict(report: dict[str, Any]) -> str | None:

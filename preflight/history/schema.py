@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Double, ForeignKey, Index, Integer, MetaData,
-                        String, Table, Text, UniqueConstraint, inspect, select)
+                        String, Table, Text, UniqueConstraint, inspect, select, text)
 from sqlalchemy.engine import Connection
 
 from preflight.history.extract import IMAGE_FIELDS
@@ -100,6 +100,11 @@ def _tables_v1(md: MetaData) -> None:
     Index("ix_findings_run", findings.c.run_id)
 
 
+def _columns_v3(md: MetaData) -> None:
+    """Version 3 adds a column to runs (see _migrate_v3); the table as the code reads it has it."""
+    md.tables["runs"].append_column(Column("headline", Text, nullable=False, default="", server_default=""))
+
+
 def _tables_v2(md: MetaData) -> None:
     Table("results", md,  # no foreign keys, as figures
           Column("run_id", Integer, primary_key=True),
@@ -126,6 +131,7 @@ def _tables_v2(md: MetaData) -> None:
 metadata = MetaData()
 _tables_v1(metadata)
 _tables_v2(metadata)
+_columns_v3(metadata)
 T = metadata.tables
 schema_version, runs, nodes, node_images = T["schema_version"], T["runs"], T["nodes"], T["node_images"]
 figure_keys, figures, findings = T["figure_keys"], T["figures"], T["findings"]
@@ -181,7 +187,12 @@ def _backfill_figure_stats(conn: Connection, md: MetaData) -> None:
                                                  for (k, img), (v, s) in groups.items()])
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _migrate_v1, 2: _migrate_v2}
+def _migrate_v3(conn: Connection) -> None:
+    """Each run's headline, as its reports show it (the fleet site lists it); "" for runs recorded before."""
+    conn.execute(text("ALTER TABLE runs ADD COLUMN headline TEXT NOT NULL DEFAULT ''"))
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3}
 LATEST = max(MIGRATIONS)
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from functools import lru_cache
+from typing import Any, Sequence
 
 # Scale of the median absolute deviation to the standard deviation of a normal distribution.
 MAD_TO_SIGMA = 1.4826
@@ -144,3 +145,44 @@ def _u_distribution(n1: int, n2: int) -> list[int]:
                 dist[u] += c
             table[(i, j)] = dist
     return table[(n1, n2)]
+
+
+BOOTSTRAP_RESAMPLES = 1000
+
+
+@lru_cache(maxsize=16)
+def _resample_indices(n: int, resamples: int, seed: int) -> Any:
+    """The resampling of n observations, drawn once per size and seed and shared by every figure."""
+    import numpy
+
+    return numpy.random.default_rng((seed, n)).integers(0, n, size=(resamples, n))
+BOOTSTRAP_MAX_EACH = 100  # observations resampled on each side: the ones nearest the change
+
+
+def bootstrap_change(a: Sequence[float], b: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                     confidence: float = 0.95, seed: int = 0,
+                     max_each: int = BOOTSTRAP_MAX_EACH) -> tuple[float | None, float | None]:
+    """The `confidence` interval of the relative change of the median, (median(b) - median(a)) / |median(a)|,
+    by the percentile bootstrap: each side resampled with replacement (numpy, vectorised), the same
+    seed giving the same interval. At most `max_each` observations on each side take part: the last of
+    `a` and the first of `b` (in the order given: oldest first, the ones nearest a change). (None,
+    None) with fewer than two observations on a side, or where the resampled medians of `a` are
+    mostly zero; a figure that never varied has the change itself for both ends."""
+    import numpy
+
+    if len(a) < 2 or len(b) < 2:
+        return None, None
+    a, b = list(a)[-max_each:], list(b)[:max_each]
+    if len(set(a)) == 1 and len(set(b)) == 1:
+        change = (b[0] - a[0]) / abs(a[0]) if a[0] else None
+        return change, change
+    side_a, side_b = numpy.asarray(a, dtype=float), numpy.asarray(b, dtype=float)
+    ma = numpy.median(side_a[_resample_indices(len(a), resamples, seed)], axis=1)
+    mb = numpy.median(side_b[_resample_indices(len(b), resamples, seed + 1)], axis=1)
+    usable = ma != 0
+    if usable.sum() < resamples // 2:
+        return None, None
+    changes = (mb[usable] - ma[usable]) / numpy.abs(ma[usable])
+    tail = (1 - confidence) / 2 * 100
+    low, high = numpy.percentile(changes, [tail, 100 - tail])
+    return float(low), float(high)

@@ -261,10 +261,12 @@ class Store:
 
     # -- recording --------------------------------------------------------------------------------
 
-    def ingest(self, report: dict[str, Any], *, source: str = "", verdict: str | None = None) -> Ingested:
-        """Record one run report (the results.json dict) in one transaction. `verdict`: the one this
-        process judged the run with; without it (an import) the report's results are judged again."""
-        ex = extract(report, verdict)
+    def ingest(self, report: dict[str, Any], *, source: str = "", verdict: str | None = None,
+               headline: str | None = None) -> Ingested:
+        """Record one run report (the results.json dict) in one transaction. `verdict` and `headline`:
+        what this process judged the run with; without them (an import) the report's results are
+        judged again. `source`: where its results.json is (the fleet site links the report beside it)."""
+        ex = extract(report, verdict, headline)
         _add_outliers(ex)
         with self.write() as conn:
             existing = conn.execute(select(runs.c.id).where(runs.c.run_key == ex.run_key)).scalar()
@@ -274,7 +276,7 @@ class Store:
                 run_key=ex.run_key, started=ex.started, finished=ex.finished, verdict=ex.verdict, level=ex.level,
                 profile=ex.profile, preflight_version=ex.preflight_version, command=ex.command,
                 config_digest=ex.config_digest, node_count=len(ex.nodes), report_schema=ex.report_schema,
-                source=source, ingested=datetime.now(timezone.utc).replace(tzinfo=None))).inserted_primary_key[0]
+                source=source, headline=ex.headline, ingested=datetime.now(timezone.utc).replace(tzinfo=None))).inserted_primary_key[0]
             names = {*ex.nodes, *(r.node for r in ex.figures), *(f[1] for f in ex.findings),
                      *(r[1] for r in ex.results)}
             node_id = self._node_ids(conn, sorted(names))
@@ -424,14 +426,14 @@ def translate(location: str, exc: sqlalchemy.exc.DBAPIError) -> HistoryError:
     return HistoryError(location, message.strip().splitlines()[0] if message.strip() else type(exc).__name__)
 
 
-def record_run(report: dict[str, Any], url: str | Path | None = None, *,
-               timeout_s: float = RECORD_TIMEOUT_S, verdict: str | None = None) -> str | None:
+def record_run(report: dict[str, Any], url: str | Path | None = None, *, timeout_s: float = RECORD_TIMEOUT_S,
+               verdict: str | None = None, headline: str | None = None, source: str = "") -> str | None:
     """Record a finished run; never raises. Returns None, or one line saying why it was not recorded
     (locked, full, unreachable, corrupt, a foreign database), for the run to show as a warning.
     `verdict`: the verdict the run was just judged with, recorded as is (see Store.ingest)."""
     try:
         with Store(url, create=True, timeout_s=timeout_s) as store:
-            store.ingest(report, verdict=verdict)
+            store.ingest(report, verdict=verdict, headline=headline, source=source)
         return None
     except HistoryError as exc:
         return f"run not recorded in fleet history: {exc}"

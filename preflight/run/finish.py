@@ -39,6 +39,7 @@ class Finishing:
     written: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     verdict: str | None = None  # the reports' verdict (GO, NO-GO, ...), once they are written
+    headline: str | None = None  # and its headline
 
 
 Step = Callable[[RunReport, Finishing], None]
@@ -100,7 +101,8 @@ def reports(report: RunReport, run: Finishing) -> None:
     gc.freeze()
     try:
         with view.shared():  # one view of the report for every reporter that draws one
-            run.verdict = view.build_view(report).decision.verdict.value  # what history records, judged once
+            decision = view.build_view(report).decision
+            run.verdict, run.headline = decision.verdict.value, decision.reason  # what history records, judged once
             for fmt in run.request.formats:
                 path = run.out / filename(fmt)
                 if run.keep is not None and path.resolve() == run.keep.resolve():
@@ -174,7 +176,9 @@ def history_record(report: RunReport, run: Finishing) -> None:
     if keeps_history(run):
         from preflight.run.history_context import record
 
-        record(report, run.config, lambda text: run.say(WARNING, text), verdict=run.verdict)
+        written = [p for p in run.written if p.name == "results.json"]
+        record(report, run.config, lambda text: run.say(WARNING, text), verdict=run.verdict, headline=run.headline,
+               source=str(written[0].resolve()) if written else "")
 
 
 RUN_STEPS: tuple[tuple[str, Step], ...] = (

@@ -26,11 +26,12 @@ def attach_context(report: Any, config: Any, warn: Callable[[str], None]) -> Non
     report.history = context
 
 
-def record(report: Any, config: Any, warn: Callable[[str], None], verdict: str | None = None) -> None:
+def record(report: Any, config: Any, warn: Callable[[str], None], verdict: str | None = None,
+           headline: str | None = None, source: str = "") -> None:
     """Record the run in fleet history; a store problem is a warning. `verdict`: what the run was
     judged in this process (its reports' verdict), recorded without judging the results again."""
     from preflight.history import record_run
 
-    warning = record_run(report.to_dict(), history_url(config), verdict=verdict)
+    warning = record_run(report.to_dict(), history_url(config), verdict=verdict, headline=headline, source=source)
     if warning:
         warn(warning)

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from preflight.cli.main import cli
 from preflight.core.config import Config
 from preflight.core.model import Status
+from preflight.core.verdict import decide
 from preflight.history import extract as extract_mod
 from preflight.run import finish as steps
 from preflight.run.request import HISTORY_ON, RunRequest
@@ -20,15 +21,16 @@ from tests.conftest import make_report, make_result
 
 @pytest.fixture
 def judgings(monkeypatch):
-    """Every time history judges a report's results itself (preflight.history.extract.verdict_of)."""
+    """Every time history judges a report's results itself (preflight.history.extract.judge)."""
     calls: list[str] = []
-    real = extract_mod.verdict_of
+    real = extract_mod.judge
 
     def counted(report):
-        calls.append(real(report))
-        return calls[-1]
+        judged = real(report)
+        calls.append(judged[0])
+        return judged
 
-    monkeypatch.setattr(extract_mod, "verdict_of", counted)
+    monkeypatch.setattr(extract_mod, "judge", counted)
     return calls
 
 
@@ -46,6 +48,10 @@ def test_the_run_just_judged_is_recorded_without_judging_it_again(tmp_path, monk
     (tmp_path / "out").mkdir()
     steps.finish(report, run, (("reports", steps.reports), ("history record", steps.history_record)))
     assert judgings == [] and recorded_verdicts(db) == ["NO-GO"]
+    with sqlite3.connect(db) as conn:  # the headline the reports show, recorded with the verdict, and where they are
+        headline, source = conn.execute("SELECT headline, source FROM runs").fetchone()
+    assert headline == decide(report).reason and headline
+    assert source == str((tmp_path / "out" / "results.json").resolve())
 
     # The same results.json imported into another store: judged from its results, once.
     other = tmp_path / "other.sqlite"
