@@ -99,6 +99,7 @@ class Measurement:
     at: float | int | str | None = None  # the condition: bytes, devices, "a -> b", a label
     better: str | None = None  # "higher" or "lower"; None: derived from `comparison`
     gpu: int | None = None  # the GPU's index on its node, for a per-GPU figure (compared GPU by GPU)
+    param: str | None = None  # the check's parameter the threshold is (its origin is that parameter's)
 
     @property
     def direction(self) -> str | None:
@@ -414,4 +415,4 @@ def json_text(obj: Any, **options: Any) -> str:
     return json.dumps(obj, default=_plain, allow_nan=False, **options)
 
 
-_OMIT_NONE.update({Measurement: ("gpu",), Finding: ("component",)})
+_OMIT_NONE.update({Measurement: ("gpu", "param"), Finding: ("component",)})
