@@ -54,7 +54,7 @@ from preflight.launch.torchrun import (
 )
 from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, probe_problems, processes_text, share_a_machine,
-    shared_machine_findings, unique,
+    shared_machine_findings,
 )
 from preflight.launch.isolation_findings import isolation_findings
 from preflight.launch.recheck import judged_by_readings, readings_of, recheck_wanted, take_rechecks

@@ -19,7 +19,7 @@ from preflight_checks.gpu.rules import (  # noqa: F401 - visible_gpu_indices and
 )
 from preflight.core.model import Finding, Measurement, Status
 from preflight_checks.gpu.fixes import (  # the fixes by cause, kept apart
-    FIXES, FIX_FRAMEWORK, FIX_MISSING, FIX_NO_DRIVER, FIX_NO_HARDWARE,
+    FIX_FRAMEWORK, FIX_MISSING, FIX_NO_DRIVER, FIX_NO_HARDWARE,
 )
 from preflight_checks.gpu.one_gpu import OneGpu
 

@@ -39,7 +39,7 @@ def apply(report: Any, shape: Any, nodes: list[Any], out: Path | None) -> None:
     into `out`. `nodes` are the run's NodeTargets: their topology gives the groups."""
     if shape is None:
         return
-    from preflight.core.shape import hosts_text, is_partial, kubernetes_text
+    from preflight.core.subset import hosts_text, is_partial, kubernetes_text
     from preflight.launch.topology import topology_from_specs
     from preflight.run.shape import answer
 

@@ -316,6 +316,9 @@ class Check:
     # Go-live alarm -> the name of the measurement an alarm is set from (ALARM_* in
     # preflight.core.model); `preflight alerts --from results.json` reads them. Recorded in the report.
     alarm_figures: ClassVar[dict[str, str]] = {}
+    # The parameter that names Prometheus rule files (or PrometheusRule manifests) this check judges as
+    # written, with no Prometheus to ask: `preflight alerts --check FILE` judges them with the check.
+    alarm_rules: ClassVar[str] = ""
     # What each run level changes (preflight.core.levels): level -> parameter overrides, plus "timeout"
     # (seconds at that level) and "skip" (why the check does not run at that level).
     levels: ClassVar[dict[str, dict[str, Any]]] = {}

@@ -129,7 +129,6 @@ COMPONENT_NODE = "node"  # the node itself
 COMPONENT_GPU = "gpu"  # one GPU of a node (`gpu` its index): acting on it acts on its node
 COMPONENT_LINK = "link"  # the path between two nodes: neither end is at fault alone
 COMPONENT_BOUNDARY = "boundary"  # the path between two topology groups (a trunk, an uplink): no node is
-COMPONENT_KINDS = (COMPONENT_NODE, COMPONENT_GPU, COMPONENT_LINK, COMPONENT_BOUNDARY)
 
 
 @dataclass

@@ -8,7 +8,6 @@ advice from the findings that fired, and nothing here names a check.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
