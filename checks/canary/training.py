@@ -250,7 +250,7 @@ class CanaryTraining(Check):
 
         share = s["data_wait_share"]
         ms.append(measure("data wait share of step time", round(share * 100, 2), "%",
-                          at_most=params.max_data_wait_share * 100))
+                          at_most=params.max_data_wait_share * 100, param="max_data_wait_share"))
         ms.append(measure("data wait median", round(s["data_wait_median_s"] * 1e3, 3), "ms"))
         if share > params.max_data_wait_share:
             level = Status.FAIL if share > params.fail_data_wait_share else Status.WARN
@@ -293,7 +293,7 @@ class CanaryTraining(Check):
         size = f"{worst['bytes'] / 2**20:.1f} MiB"
         ms.append(measure(f"all-reduce reference at {size}", round(worst["reference_s"] * 1e3, 3), "ms"))
         ms.append(measure(f"all-reduce p99 over reference at {size}", round(worst["ratio"], 2), "x",
-                          at_most=params.max_latency_ratio))
+                          at_most=params.max_latency_ratio, param="max_latency_ratio"))
         if worst["ratio"] <= params.max_latency_ratio:
             return []
         fix = "on CPU nodes the ranks and gloo's threads share the cores: more CPUs per rank, fewer ranks" if cpu else None
@@ -312,7 +312,7 @@ class CanaryTraining(Check):
         util = s["gpu_utilization"] or {"error": "no sampling"}
         if "mean" in util:
             ms.append(measure("GPU utilisation (least busy GPU)", round(util["min"], 1), "%",
-                              at_least=params.min_gpu_utilization_pct))
+                              at_least=params.min_gpu_utilization_pct, param="min_gpu_utilization_pct"))
             ms.append(measure("GPU utilisation (mean over GPUs)", round(util["mean"], 1), "%"))
             if util["min"] < params.min_gpu_utilization_pct:
                 findings.append(self.finding("gpu-utilization-low", Status.WARN,
@@ -324,7 +324,8 @@ class CanaryTraining(Check):
         memory = s["memory"]
         headroom = memory["headroom"]
         ms.append(measure("peak device memory", round(memory["peak_reserved_bytes"] / 2**30, 2), "GiB"))
-        ms.append(measure("device memory headroom", round(headroom * 100, 1), "%", at_least=params.min_memory_headroom * 100))
+        ms.append(measure("device memory headroom", round(headroom * 100, 1), "%", at_least=params.min_memory_headroom * 100,
+                          param="min_memory_headroom"))
         if headroom < params.min_memory_headroom:
             findings.append(self.finding("memory-headroom-low", Status.WARN,
                                          f"peak memory leaves {headroom:.0%} of the GPU free (WARN below "
@@ -349,7 +350,8 @@ class CanaryTraining(Check):
         share = sum(tf["wait_s"]) / sum(tf["step_s"])
         ms += [measure(f"{label} step time median", round(percentile(tf["step_s"], 50) * 1e3, 3), "ms"),
                measure(f"{label} step time p95", round(percentile(tf["step_s"], 95) * 1e3, 3), "ms"),
-               measure(f"{label} data wait share", round(share * 100, 2), "%", at_most=params.max_data_wait_share * 100)]
+               measure(f"{label} data wait share", round(share * 100, 2), "%", at_most=params.max_data_wait_share * 100,
+                       param="max_data_wait_share")]
         findings = []
         if share > params.max_data_wait_share:
             level = Status.FAIL if share > params.fail_data_wait_share else Status.WARN

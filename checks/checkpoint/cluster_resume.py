@@ -218,7 +218,7 @@ def _judge_resume(line: dict[str, Any], params: Params, found: Found) -> tuple[l
         found("from-zero", Status.FAIL, f"after the restart the job trained again from step 0, though the step-"
               f"{line['saved_before_kill']} checkpoint was saved before {kill['node']} was lost")
     if "resume_s" in line:
-        resume = measure("resume after failure", line["resume_s"], "s", at_most=params.max_resume_s)
+        resume = measure("resume after failure", line["resume_s"], "s", at_most=params.max_resume_s, param="max_resume_s")
         measurements += [resume, measure("steps lost", line["steps_lost"], "steps", better="lower"),
                          measure("checkpoint load across nodes", line["load_s"], "s", better="lower")]
         if not resume.ok:

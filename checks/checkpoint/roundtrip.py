@@ -348,10 +348,10 @@ class CheckpointRoundtrip(Check):
                 found("not-exact", Status.FAIL, f"{label} round trip is not exact: {result['mismatches'][0]}")
                 details.extend(f"{label}: {m}" for m in result["mismatches"])
             write = measure(f"{label} write", round(statistics.median(result["write_gbps_samples"]), 3), "GB/s",
-                            at_least=params.min_write_gbps, samples=[round(s, 3) for s in result["write_gbps_samples"]],
+                            at_least=params.min_write_gbps, param="min_write_gbps", samples=[round(s, 3) for s in result["write_gbps_samples"]],
                             figure=FIGURE_RATE, series="write", at=at)
             read = measure(f"{label} read", round(statistics.median(result["read_gbps_samples"]), 3), "GB/s",
-                           at_least=params.min_read_gbps, samples=[round(s, 3) for s in result["read_gbps_samples"]],
+                           at_least=params.min_read_gbps, param="min_read_gbps", samples=[round(s, 3) for s in result["read_gbps_samples"]],
                            figure=FIGURE_RATE, series="read", at=at)
             measurements += [write, read]
             # torch.distributed.checkpoint already saves and loads by shard: its fix cannot be itself.

@@ -54,7 +54,7 @@ from preflight.launch.torchrun import (
 )
 from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, probe_problems, processes_text, share_a_machine,
-    shared_machine_findings, unique,
+    shared_machine_findings,
 )
 from preflight.launch.isolation_findings import isolation_findings
 from preflight.launch.recheck import judged_by_readings, readings_of, recheck_wanted, take_rechecks
@@ -464,7 +464,7 @@ def judge_pairwise(pairwise: dict[str, Any], params: Params) -> tuple[str, str, 
         if pair.get("busbw_gbps") is not None:
             measurements.append(measure(f"pair {label}: busbw at {human_bytes(pair['largest_bytes'])}",
                                         round(pair["busbw_gbps"], 3), "GB/s", at_least=params.min_busbw_gbps,
-                                        samples=[round(v, 3) for v in pair.get("busbw_samples_gbps", [])], node=label))
+                                        param="min_busbw_gbps", samples=[round(v, 3) for v in pair.get("busbw_samples_gbps", [])], node=label))
             details.append(f"pair {label}: {'good' if pair['state'] == 'good' else '; '.join(pair.get('problems') or ['bad'])}"
                            f" (busbw {pair['busbw_gbps']:.2f} GB/s, latency {pair['latency_us']:.0f} us)")
         else:

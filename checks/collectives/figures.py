@@ -56,7 +56,7 @@ def allreduce_findings(result: dict[str, Any], label: str, check: type[Check], *
     small = sizes[0]
     latency_us = small["time_s"] * 1e6
     m = measure(f"{label}: latency at {human_bytes(small['bytes'])}", round(latency_us, 1), "us",
-                at_most=max_latency_us, samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
+                at_most=max_latency_us, param="max_latency_us", samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
     measurements.append(m)
     if m.ok is False:
         found("slow-latency", f"{label}: latency {latency_us:.1f} us above {max_latency_us:g} us")
@@ -65,7 +65,7 @@ def allreduce_findings(result: dict[str, Any], label: str, check: type[Check], *
     # With one size only, that size gives both figures.
     for entry in sizes[1:] or sizes:
         m = measure(f"{label}: busbw at {human_bytes(entry['bytes'])}", round(entry["busbw_gbps"], 3), "GB/s",
-                    at_least=min_busbw_gbps if entry is largest else None,
+                    at_least=min_busbw_gbps if entry is largest else None, param="min_busbw_gbps",
                     samples=[round(v, 3) for v in entry["busbw_samples_gbps"]],
                     figure=FIGURE_SIZE if series else None, series=series, at=entry["bytes"] if series else None,
                     better="higher" if series else None)

@@ -340,7 +340,7 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
     max_latency = params.max_latency_us if judged else None
     latency_us = small["time_s"] * 1e6
     latency = measure(f"{label}: latency at {human_bytes(small['bytes'])}", round(latency_us, 1), "us",
-                      at_most=max_latency, samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
+                      at_most=max_latency, param="max_latency_us", samples=[round(t * 1e6, 2) for t in small["time_samples_s"]])
     measurements.append(latency)
     if latency.ok is False:
         findings.append(CollectivesLocal.finding("latency", Status.FAIL, f"{label}: latency {latency_us:.1f} us above "
@@ -354,7 +354,7 @@ def judge_run(run: dict[str, Any], params: Params, judged: bool) -> tuple[list[F
             "not judged", fix=size_not_measured_fix(run, at_size)))
     for entry in sizes[1:] or sizes:  # with one size only, that size gives both figures
         m = measure(f"{label}: busbw at {human_bytes(entry['bytes'])}", round(entry["busbw_gbps"], 3), "GB/s",
-                    at_least=floor if entry["bytes"] == at_size else None,
+                    at_least=floor if entry["bytes"] == at_size else None, param="min_busbw_gbps",
                     samples=[round(v, 3) for v in entry["busbw_samples_gbps"]],
                     figure=FIGURE_SIZE, series=backend, at=entry["bytes"], better="higher")
         measurements.append(m)

@@ -411,7 +411,7 @@ class DataloaderThroughput(Check):
                 measurements.append(measure(f"GPU demand samples/s ({shown})", round(need, 1), "samples/s",
                                             figure=FIGURE_RATE, series="demand", at=shown))
             measurements.append(measure(f"{label} vs GPU demand", round(percent, 1), "%",
-                                        at_least=round(params.margin * 100, 1)))
+                                        at_least=round(params.margin * 100, 1), param="margin"))
             if supply < need:
                 findings.append(self.finding("below-demand", Status.FAIL, f"{headline}: {label} delivers {supply:.1f} "
                                              f"samples/s, the GPUs consume {need:.1f}"))

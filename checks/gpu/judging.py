@@ -19,7 +19,7 @@ from preflight_checks.gpu.rules import (  # noqa: F401 - visible_gpu_indices and
 )
 from preflight.core.model import Finding, Measurement, Status
 from preflight_checks.gpu.fixes import (  # the fixes by cause, kept apart
-    FIXES, FIX_FRAMEWORK, FIX_MISSING, FIX_NO_DRIVER, FIX_NO_HARDWARE,
+    FIX_FRAMEWORK, FIX_MISSING, FIX_NO_DRIVER, FIX_NO_HARDWARE,
 )
 from preflight_checks.gpu.one_gpu import OneGpu
 
@@ -242,12 +242,14 @@ class Judgement(OneGpu):
         temps = [g["temperature_c"] for g in healthy if g.get("temperature_c") is not None]
         if temps:
             self.measurements.append(measure("hottest GPU", max(temps), "C", at_most=self.params.max_idle_temperature_c,
+                                             param="max_idle_temperature_c",
                                              samples=temps))
         fractions = [g["memory_free_bytes"] / g["memory_total_bytes"] for g in healthy
                      if g.get("memory_total_bytes") and g.get("memory_free_bytes") is not None]
         if fractions:
             self.measurements.append(measure("least free GPU memory", round(min(fractions), 4), "fraction",
-                                             at_least=self.params.min_free_memory_fraction))
+                                             at_least=self.params.min_free_memory_fraction,
+                                             param="min_free_memory_fraction"))
 
     # products -------------------------------------------------------------------------------
     def _judge_products(self, should_compute: int | None, mig: bool) -> None:
@@ -288,6 +290,7 @@ class Judgement(OneGpu):
                 self.add("not-all-computed", Status.FAIL, f"only {len(runs)} of {want} GPUs computed the check product")
         if errors:
             self.measurements.append(measure("largest matmul error (relative)", float(f"{max(errors):.3g}"), "", at_most=tol,
+                                             param="matmul_max_rel_error",
                                              samples=errors))
 
     def _not_compared(self) -> str:
@@ -354,11 +357,14 @@ class Judgement(OneGpu):
                                  f"GB/s, below {floor:g} GB/s, timed from CPUs outside the GPU's NUMA node "
                                  f"({numa.get('reason') or 'not bound'})")
         suffix = "" if local else " (not NUMA-local)"
+        given = self.params.min_host_device_gbps is not None
+        floor_param = "min_host_device_gbps" if given else "min_host_device_link_fraction"
         for direction, text in (("h2d", "host-to-device"), ("d2h", "device-to-host")):
             if direction in slowest:
                 rate, floor = slowest[direction]
                 self.measurements.append(measure(f"slowest {text} copy{suffix}", round(rate, 1), "GB/s",
-                                                 at_least=floor if local else None, samples=medians[direction]))
+                                                 at_least=floor if local else None, samples=medians[direction],
+                                                 param=floor_param))
 
     # CUDA runtime vs driver ------------------------------------------------------------------
     def _judge_cuda_compat(self) -> None:

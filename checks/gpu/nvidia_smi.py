@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from preflight.workers.gpu_nvml import THROTTLE_REASON_BITS
+from preflight_checks.gpu.smi_values import number, whole, yes
 
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _REASONS = {
@@ -57,24 +58,6 @@ def _get(tree: dict[str, Any], *path: str) -> Any:
     return node
 
 
-def _number(text: Any) -> float | None:
-    if not isinstance(text, str):
-        return None
-    found = re.match(r"^\s*(-?\d+(?:\.\d+)?)", text)
-    return float(found.group(1)) if found else None
-
-
-def _int(text: Any) -> int | None:
-    value = _number(text)
-    return int(value) if value is not None else None
-
-
-def _yes(text: Any) -> bool | None:
-    if not isinstance(text, str) or text in ("N/A", "[N/A]", "Unknown Error"):
-        return None
-    return text.strip().lower() in ("yes", "enabled", "active")
-
-
 def _uncorrectable(section: Any) -> int | None:
     """Volatile/Aggregate uncorrectable ECC errors, in either layout (None when not reported)."""
     if not isinstance(section, dict):
@@ -82,9 +65,9 @@ def _uncorrectable(section: Any) -> int | None:
     total, seen = 0, False
     for name, value in section.items():
         if isinstance(value, dict) and name == "Double Bit":
-            count = _int(value.get("Total"))
+            count = whole(value.get("Total"))
         elif isinstance(value, str) and "Uncorrectable" in name and "Threshold" not in name:
-            count = _int(value)
+            count = whole(value)
         else:
             continue
         if count is not None:
@@ -111,33 +94,33 @@ def _gpu(index: int, bus_id: str, tree: dict[str, Any]) -> dict[str, Any]:
         "name": _get(tree, "Product Name"),
         "uuid": _get(tree, "GPU UUID"),
         "pci_bus_id": _get(tree, "PCI", "Bus Id") or bus_id,
-        "memory_total_bytes": int(_number(memory.get("Total")) * mib) if _number(memory.get("Total")) is not None else None,
-        "memory_used_bytes": int(_number(memory.get("Used")) * mib) if _number(memory.get("Used")) is not None else None,
-        "memory_free_bytes": int(_number(memory.get("Free")) * mib) if _number(memory.get("Free")) is not None else None,
+        "memory_total_bytes": int(number(memory.get("Total")) * mib) if number(memory.get("Total")) is not None else None,
+        "memory_used_bytes": int(number(memory.get("Used")) * mib) if number(memory.get("Used")) is not None else None,
+        "memory_free_bytes": int(number(memory.get("Free")) * mib) if number(memory.get("Free")) is not None else None,
         "processes": [] if processes == "None" else None,
-        "ecc_enabled": _yes(_get(tree, "ECC Mode", "Current")),
-        "ecc_pending_enabled": _yes(_get(tree, "ECC Mode", "Pending")),
+        "ecc_enabled": yes(_get(tree, "ECC Mode", "Current")),
+        "ecc_pending_enabled": yes(_get(tree, "ECC Mode", "Pending")),
         "ecc_volatile_uncorrected": _uncorrectable(_get(tree, "ECC Errors", "Volatile")),
         "ecc_aggregate_uncorrected": _uncorrectable(_get(tree, "ECC Errors", "Aggregate")),
-        "retired_pages_sbe": _int(retired.get("Single Bit ECC")) if isinstance(retired, dict) else None,
-        "retired_pages_dbe": _int(retired.get("Double Bit ECC")) if isinstance(retired, dict) else None,
-        "retired_pages_pending": _yes(retired.get("Pending Page Blacklist")) if isinstance(retired, dict) else None,
-        "remapped_rows_correctable": _int(rows.get("Correctable Error")) if isinstance(rows, dict) else None,
-        "remapped_rows_uncorrectable": _int(rows.get("Uncorrectable Error")) if isinstance(rows, dict) else None,
-        "remap_pending": _yes(rows.get("Pending")) if isinstance(rows, dict) else None,
-        "remap_failure": _yes(rows.get("Remapping Failure Occurred")) if isinstance(rows, dict) else None,
+        "retired_pages_sbe": whole(retired.get("Single Bit ECC")) if isinstance(retired, dict) else None,
+        "retired_pages_dbe": whole(retired.get("Double Bit ECC")) if isinstance(retired, dict) else None,
+        "retired_pages_pending": yes(retired.get("Pending Page Blacklist")) if isinstance(retired, dict) else None,
+        "remapped_rows_correctable": whole(rows.get("Correctable Error")) if isinstance(rows, dict) else None,
+        "remapped_rows_uncorrectable": whole(rows.get("Uncorrectable Error")) if isinstance(rows, dict) else None,
+        "remap_pending": yes(rows.get("Pending")) if isinstance(rows, dict) else None,
+        "remap_failure": yes(rows.get("Remapping Failure Occurred")) if isinstance(rows, dict) else None,
         "throttle_reason_samples": [mask] if reasons else None,
-        "temperature_c": _int(temp.get("GPU Current Temp")),
-        "temperature_slowdown_c": _int(temp.get("GPU Slowdown Temp")),
-        "temperature_margin_c": _int(temp.get("GPU T.Limit Temp")),
-        "temperature_slowdown_tlimit_c": _int(temp.get("GPU Slowdown T.Limit Temp")),
-        "temperature_shutdown_tlimit_c": _int(temp.get("GPU Shutdown T.Limit Temp")),
-        "persistence_mode": _yes(_get(tree, "Persistence Mode")),
-        "pcie_gen_current": _int(_get(link, "PCIe Generation", "Current")),
-        "pcie_gen_max": _int(_get(link, "PCIe Generation", "Max")),
-        "pcie_width_current": _int(_get(link, "Link Width", "Current")),
-        "pcie_width_max": _int(_get(link, "Link Width", "Max")),
-        "mig_enabled": _yes(_get(tree, "MIG Mode", "Current")),
+        "temperature_c": whole(temp.get("GPU Current Temp")),
+        "temperature_slowdown_c": whole(temp.get("GPU Slowdown Temp")),
+        "temperature_margin_c": whole(temp.get("GPU T.Limit Temp")),
+        "temperature_slowdown_tlimit_c": whole(temp.get("GPU Slowdown T.Limit Temp")),
+        "temperature_shutdown_tlimit_c": whole(temp.get("GPU Shutdown T.Limit Temp")),
+        "persistence_mode": yes(_get(tree, "Persistence Mode")),
+        "pcie_gen_current": whole(_get(link, "PCIe Generation", "Current")),
+        "pcie_gen_max": whole(_get(link, "PCIe Generation", "Max")),
+        "pcie_width_current": whole(_get(link, "Link Width", "Current")),
+        "pcie_width_max": whole(_get(link, "Link Width", "Max")),
+        "mig_enabled": yes(_get(tree, "MIG Mode", "Current")),
         "unsupported": [],
         "errors": {},
     }
@@ -173,4 +156,4 @@ def parse_query(text: str) -> dict[str, Any]:
     return {"available": bool(gpus), "error_kind": None, "error": None,
             "driver_version": top.get("Driver Version"),
             "cuda_driver_version": cuda if cuda and cuda != "N/A" else None,
-            "attached": _int(top.get("Attached GPUs")), "device_count": len(gpus), "gpus": gpus}
+            "attached": whole(top.get("Attached GPUs")), "device_count": len(gpus), "gpus": gpus}

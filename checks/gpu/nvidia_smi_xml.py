@@ -13,8 +13,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from preflight_checks.gpu.nvidia_smi import _int, _number, _yes
 from preflight.workers.gpu_nvml import THROTTLE_REASON_BITS
+from preflight_checks.gpu.smi_values import number, whole, yes
 
 _REASON_TAG = re.compile(r"^clocks_(?:throttle|event)_reason_(.+)$")
 _REASON_NAMES = {"display_clocks_setting": "display_clock_setting"}
@@ -36,14 +36,14 @@ def _uncorrectable(section: ET.Element | None) -> int | None:
     """Volatile/aggregate uncorrectable ECC errors in either layout; None when not reported."""
     if section is None:
         return None
-    counts = [_int(_text(section, "double_bit/total"))]
-    counts += [_int(_text(section, tag)) for tag in ("sram_uncorrectable", "dram_uncorrectable")]
+    counts = [whole(_text(section, "double_bit/total"))]
+    counts += [whole(_text(section, tag)) for tag in ("sram_uncorrectable", "dram_uncorrectable")]
     counts = [c for c in counts if c is not None]
     return sum(counts) if counts else None
 
 
 def _mib(node: ET.Element, path: str) -> int | None:
-    value = _number(_text(node, path))
+    value = number(_text(node, path))
     return int(value * 1024 ** 2) if value is not None else None
 
 
@@ -69,29 +69,29 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
         "memory_used_bytes": _mib(gpu, "fb_memory_usage/used"),
         "memory_free_bytes": _mib(gpu, "fb_memory_usage/free"),
         "processes": [] if processes is not None and not len(processes) else None,
-        "ecc_enabled": _yes(_text(gpu, "ecc_mode/current_ecc")),
-        "ecc_pending_enabled": _yes(_text(gpu, "ecc_mode/pending_ecc")),
+        "ecc_enabled": yes(_text(gpu, "ecc_mode/current_ecc")),
+        "ecc_pending_enabled": yes(_text(gpu, "ecc_mode/pending_ecc")),
         "ecc_volatile_uncorrected": _uncorrectable(gpu.find("ecc_errors/volatile")),
         "ecc_aggregate_uncorrected": _uncorrectable(gpu.find("ecc_errors/aggregate")),
-        "retired_pages_sbe": _int(_text(gpu, "retired_pages/multiple_single_bit_retirement/retired_count")),
-        "retired_pages_dbe": _int(_text(gpu, "retired_pages/double_bit_retirement/retired_count")),
-        "retired_pages_pending": _yes(_text(gpu, "retired_pages/pending_blacklist")),
-        "remapped_rows_correctable": _int(_text(rows, "remapped_row_corr")),
-        "remapped_rows_uncorrectable": _int(_text(rows, "remapped_row_unc")),
-        "remap_pending": _yes(_text(rows, "remapped_row_pending")),
-        "remap_failure": _yes(_text(rows, "remapped_row_failure")),
+        "retired_pages_sbe": whole(_text(gpu, "retired_pages/multiple_single_bit_retirement/retired_count")),
+        "retired_pages_dbe": whole(_text(gpu, "retired_pages/double_bit_retirement/retired_count")),
+        "retired_pages_pending": yes(_text(gpu, "retired_pages/pending_blacklist")),
+        "remapped_rows_correctable": whole(_text(rows, "remapped_row_corr")),
+        "remapped_rows_uncorrectable": whole(_text(rows, "remapped_row_unc")),
+        "remap_pending": yes(_text(rows, "remapped_row_pending")),
+        "remap_failure": yes(_text(rows, "remapped_row_failure")),
         "throttle_reason_samples": [mask] if reasons is not None else None,
-        "temperature_c": _int(_text(gpu, "temperature/gpu_temp")),
-        "temperature_slowdown_c": _int(_text(gpu, "temperature/gpu_temp_slow_threshold")),
-        "temperature_margin_c": _int(_text(gpu, "temperature/gpu_temp_tlimit")),
-        "temperature_slowdown_tlimit_c": _int(_text(gpu, "temperature/gpu_temp_slow_tlimit_threshold")),
-        "temperature_shutdown_tlimit_c": _int(_text(gpu, "temperature/gpu_temp_max_tlimit_threshold")),
-        "persistence_mode": _yes(_text(gpu, "persistence_mode")),
-        "pcie_gen_current": _int(_text(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
-        "pcie_gen_max": _int(_text(gpu, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
-        "pcie_width_current": _int(_text(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width")),
-        "pcie_width_max": _int(_text(gpu, "pci/pci_gpu_link_info/link_widths/max_link_width")),
-        "mig_enabled": _yes(_text(gpu, "mig_mode/current_mig")),
+        "temperature_c": whole(_text(gpu, "temperature/gpu_temp")),
+        "temperature_slowdown_c": whole(_text(gpu, "temperature/gpu_temp_slow_threshold")),
+        "temperature_margin_c": whole(_text(gpu, "temperature/gpu_temp_tlimit")),
+        "temperature_slowdown_tlimit_c": whole(_text(gpu, "temperature/gpu_temp_slow_tlimit_threshold")),
+        "temperature_shutdown_tlimit_c": whole(_text(gpu, "temperature/gpu_temp_max_tlimit_threshold")),
+        "persistence_mode": yes(_text(gpu, "persistence_mode")),
+        "pcie_gen_current": whole(_text(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
+        "pcie_gen_max": whole(_text(gpu, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
+        "pcie_width_current": whole(_text(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width")),
+        "pcie_width_max": whole(_text(gpu, "pci/pci_gpu_link_info/link_widths/max_link_width")),
+        "mig_enabled": yes(_text(gpu, "mig_mode/current_mig")),
         "unsupported": [],
         "errors": {},
     }
@@ -111,4 +111,4 @@ def parse_query_xml(text: str) -> dict[str, Any]:
     return {"available": bool(gpus), "error_kind": None, "error": None,
             "driver_version": _text(root, "driver_version"),
             "cuda_driver_version": cuda if cuda and cuda != "N/A" else None,
-            "attached": _int(_text(root, "attached_gpus")), "device_count": len(gpus), "gpus": gpus}
+            "attached": whole(_text(root, "attached_gpus")), "device_count": len(gpus), "gpus": gpus}

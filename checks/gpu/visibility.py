@@ -15,8 +15,8 @@ from typing import Any
 from preflight.core.check import Check, Expect, Learnable, Outcome, param
 from preflight.engine.context import NodeContext
 from preflight.engine.faults import fault
+from preflight_checks.gpu.fixes import FIXES
 from preflight_checks.gpu.judging import (  # noqa: F401 - re-exported: part of this check's interface
-    FIXES,
     Judgement,
     pcie_link_gbps,
     runtime_vs_driver,

@@ -39,8 +39,8 @@ from preflight.core.finite import dumps
 from preflight.core.redact import basic_auth, redact_url
 from preflight.engine.context import ClusterContext
 from preflight.core.model import Finding, Scope, Status
+from preflight_checks.monitoring.promql import UTIL_METRIC, watched_expression
 
-UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 LATENCY_METRIC = "preflight_allreduce_latency_seconds"
 NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "nodename")
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -105,6 +105,7 @@ class MonitoringAlarms(Check):
                             "operator's ruleSelector finds it), then reload Prometheus"),
     }
     Params = Params
+    alarm_rules = "rule_files"
     timeout_s = 60.0
     levels = {"quick": {"timeout": 15, "request_timeout_s": 5.0}}
 
@@ -347,53 +348,6 @@ def series_labels(data: dict[str, Any]) -> list[dict[str, str]] | None:
     if data.get("resultType") != "vector":
         return None
     return [s.get("metric", {}) for s in data.get("result", []) or []]
-
-
-_OPEN, _CLOSE = "([{", ")]}"
-_COMPARISON = re.compile(r"==|!=|>=|<=|>|<")
-_SET_OPERATOR = re.compile(r"(?<![A-Za-z0-9_:])(and|or|unless)(?![A-Za-z0-9_:])")
-_MODIFIERS = re.compile(r"^\s*(?:bool\s+)?(?:(?:on|ignoring|group_left|group_right)\s*(?:\([^)]*\))?\s*)*")
-
-
-def _top_level(text: str) -> list[bool]:
-    """For each character: whether it is outside every bracket and string."""
-    depth, quote, flags = 0, "", []
-    for i, ch in enumerate(text):
-        if quote:
-            flags.append(False)
-            if ch == quote and text[i - 1] != "\\":
-                quote = ""
-            continue
-        if ch in "\"'`":
-            quote = ch
-        elif ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-        flags.append(depth == 0 and not quote and ch not in _CLOSE)
-    return flags
-
-
-def watched_expression(query: str) -> str | None:
-    """What an alert's expression compares, without the threshold: `avg_over_time(X[10m])` of
-    `avg_over_time(X[10m]) < 50` (the side that names the GPU utilisation metric, in the part of an
-    `and`/`or`/`unless` that does). None when the expression has no such top-level comparison."""
-    top = _top_level(query)
-    cuts = [m.span() for m in _SET_OPERATOR.finditer(query) if top[m.start()]]
-    starts = [0] + [end for _, end in cuts]
-    ends = [start for start, _ in cuts] + [len(query)]
-    for start, end in zip(starts, ends):
-        part = query[start:end]
-        if UTIL_METRIC not in part:
-            continue
-        for m in _COMPARISON.finditer(part):
-            if not top[start + m.start()]:
-                continue
-            left, right = part[:m.start()], _MODIFIERS.sub("", part[m.end():])
-            side = left if UTIL_METRIC in left else right
-            side = _MODIFIERS.sub("", side).strip()
-            return side or None
-    return None
 
 
 # -------------------------------------------------------------------------------------- judging

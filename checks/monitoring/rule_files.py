@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from preflight_checks.monitoring.promql import watched_expression
+
 
 class RuleFileError(ValueError):
     """The file cannot be read as Prometheus rules; the message names the file and what is wrong."""
@@ -36,8 +38,6 @@ def _groups(doc: Any) -> list[Any] | None:
 
 def rules_from_text(text: str, where: str) -> list[dict[str, Any]]:
     """The alerting rules of one rule file or PrometheusRule manifest; RuleFileError naming `where`."""
-    from preflight_checks.monitoring.alarms import watched_expression
-
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:

@@ -218,6 +218,9 @@ class NetBandwidth(Check):
                           "switch ports between them if they share one."),
         "isolated-boundary": ("The path between the two topology groups named: check the trunk or uplinks between "
                               "their switches (error counters, oversubscription, a failed member of a LAG)."),
+        "straggler": ("The node named moves data slower than its peers in most of its groups, though it works: compare "
+                      "its NIC's negotiated speed and errors (ethtool <iface>; ethtool -S <iface>) and its host load "
+                      "with theirs; replace it if it stays slow."),
         "suspect": ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
                 "again on the nodes named (--nodes); a suspect that is bad again is confirmed then."),
         "isolation-ambiguous": ('The evidence names several candidates: run again with pattern = "full" on just those '

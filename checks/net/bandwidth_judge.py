@@ -35,7 +35,7 @@ def judge_link(check: Any, link: dict[str, Any], min_gbps: float) -> tuple[Findi
 
     def figure(value: float | None, samples: list[float] | None = None) -> Measurement:
         return measure(label, value, "Gbit/s", at_least=min_gbps, samples=samples, node=label,
-                       figure=FIGURE_LINK, at=label, better="higher")
+                       figure=FIGURE_LINK, at=label, better="higher", param="min_gbps")
 
     local_why = local_reason(link)
     if local_why:

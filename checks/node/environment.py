@@ -172,9 +172,9 @@ class NodeEnvironment(Check):
         shm = facts.get("shm_total_bytes")
         if shm is None:
             found("shm-missing", Status.FAIL, "/dev/shm is missing: DataLoader workers cannot share batches")
-            measurements.append(measure("/dev/shm size", None, "GiB", at_least=params.min_shm_gib))
+            measurements.append(measure("/dev/shm size", None, "GiB", at_least=params.min_shm_gib, param="min_shm_gib"))
         else:
-            m = measure("/dev/shm size", round(shm / GIB, 2), "GiB", at_least=params.min_shm_gib)
+            m = measure("/dev/shm size", round(shm / GIB, 2), "GiB", at_least=params.min_shm_gib, param="min_shm_gib")
             measurements.append(m)
             if not m.ok:
                 found("shm-small", Status.FAIL, f"/dev/shm is {shm / GIB:.2f} GiB, below {params.min_shm_gib} GiB: "
@@ -209,7 +209,8 @@ class NodeEnvironment(Check):
             # The output directory is a new path on many runs (a dated --out): named by its role, so
             # fleet history sees one figure across runs; a configured disk path is its own name.
             where = "the output directory" if path == facts.get("output_dir") else path
-            m = measure(f"free disk at {where}", round(disk["free_bytes"] / GIB, 1), "GiB", at_least=params.min_free_disk_gib)
+            m = measure(f"free disk at {where}", round(disk["free_bytes"] / GIB, 1), "GiB", at_least=params.min_free_disk_gib,
+                        param="min_free_disk_gib")
             measurements.append(m)
             if not m.ok:
                 found("disk-low", Status.WARN, f"only {disk['free_bytes'] / GIB:.1f} GiB free at {path}, below "
@@ -218,11 +219,11 @@ class NodeEnvironment(Check):
         self._judge_hostname(facts, found)
 
         cpus = facts.get("cpu_affinity") or facts.get("cpu_count") or 0
-        measurements.append(measure("usable CPUs", cpus, "", at_least=params.min_cpus))
+        measurements.append(measure("usable CPUs", cpus, "", at_least=params.min_cpus, param="min_cpus"))
         if cpus < params.min_cpus:
             found("cpus-few", Status.FAIL, f"{cpus} usable CPUs, below {params.min_cpus}")
         mem = (facts.get("memory_total_bytes") or 0) / GIB
-        measurements.append(measure("memory", round(mem, 1), "GiB", at_least=params.min_memory_gib))
+        measurements.append(measure("memory", round(mem, 1), "GiB", at_least=params.min_memory_gib, param="min_memory_gib"))
         if mem < params.min_memory_gib:
             found("memory-low", Status.FAIL, f"{mem:.1f} GiB of memory, below {params.min_memory_gib} GiB")
 

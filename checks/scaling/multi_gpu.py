@@ -390,7 +390,7 @@ class ScalingMultiGpu(Check):
                        figure=FIGURE_SCALING, series="torch", at=n, better="higher")]
         if n > 1 and "efficiency" in row:
             out.append(measure(f"efficiency {on}", round(row["efficiency"], 3), "",
-                               at_least=params.min_efficiency if largest else None))
+                               at_least=params.min_efficiency if largest else None, param="min_efficiency"))
             out.append(measure(f"effective devices {on}", round(row["effective_devices"], 2), ""))
         if row.get("step_s") is not None:
             out.append(measure(f"step time {on}", round(row["step_s"] * 1e3, 2), "ms",
@@ -431,7 +431,8 @@ class ScalingMultiGpu(Check):
                 largest = row is table[-1]
                 measurements.append(measure(f"tensorflow MirroredStrategy efficiency on {replica_text(n, kind)}",
                                             round(row["efficiency"], 3), "",
-                                            at_least=params.min_efficiency if (judge_figures and largest) else None))
+                                            at_least=params.min_efficiency if (judge_figures and largest) else None,
+                                            param="min_efficiency"))
         if failed:
             text = "tensorflow MirroredStrategy: " + "; ".join(
                 f"{r['devices']} replicas: {r.get('error') or 'failed'}" for r in failed)

@@ -37,7 +37,7 @@ def run_measurements(one: dict[str, Any], everyone: dict[str, Any], per_node: in
                                     round((result["step_s"] - result["compute_s"]) * 1e3, 2), "ms"))
     figures = efficiency(one["result"]["samples_per_s"], everyone["result"]["samples_per_s"], n)
     measurements.append(measure(f"efficiency on {n} nodes", round(figures["efficiency"], 3), "",
-                                at_least=params.min_efficiency))
+                                at_least=params.min_efficiency, param="min_efficiency"))
     measurements.append(measure(f"effective nodes of {n}", round(figures["effective_nodes"], 2), ""))
     return measurements
 

@@ -58,21 +58,32 @@ def alerts_command(out_file: str, fmt: str, from_results: str | None, gpu_util_f
 
 
 
-
 def _check(paths: list[str]) -> int:
-    """Print what the rule files alarm on, as monitoring.alarms judges them; 0 when both alarms are there."""
-    from preflight.core.check import Expect
-    from preflight.core.model import Status
-    from preflight_checks.monitoring.alarms import MonitoringAlarms, Params
-    from preflight_checks.monitoring.rule_files import RuleFileError, read_rule_files
+    """Print what the rule files alarm on, as each installed check that judges rule files
+    (Check.alarm_rules) judges them, with no Prometheus to ask; 0 when every one passes."""
+    import tempfile
 
-    try:
-        rules = read_rule_files(paths)
-    except RuleFileError as exc:
-        raise UsageProblem(str(exc)) from None
-    outcome = MonitoringAlarms().evaluate({"url": None, "nodes": [], "file_rules": rules, "rule_files": paths},
-                                          Params(rule_files=paths), Expect())
-    click.echo(f"{outcome.status.value}: {outcome.summary}")
-    for fix in (outcome.remediation or []) if outcome.status is not Status.PASS else []:
-        click.echo(f"  fix: {fix}")
-    return 0 if outcome.status is Status.PASS else 1
+    from preflight.core.check import CannotMeasure, Expect
+    from preflight.core.model import Status
+    from preflight.core.registry import discover
+    from preflight.engine.context import ClusterContext
+
+    judges = [check for _, check in sorted(discover().checks.items()) if check.alarm_rules]
+    if not judges:
+        raise UsageProblem("--check: no installed check judges alarm rule files")
+    passed = True
+    for check in judges:
+        params = check.params_from({check.alarm_rules: paths})
+        with tempfile.TemporaryDirectory(prefix="preflight-alerts-") as scratch:
+            ctx = ClusterContext(nodes=[], output_dir=Path(scratch), scratch_dir=Path(scratch), expect=Expect(),
+                                 timeout_s=check.timeout_s)
+            try:
+                facts = check().collect(ctx, params)
+            except CannotMeasure as exc:  # a file that cannot be read: the message names it
+                raise UsageProblem(str(exc)) from None
+        outcome = check().evaluate(facts, params, Expect())
+        click.echo(f"{outcome.status.value}: {outcome.summary}")
+        for fix in (outcome.remediation or []) if outcome.status is not Status.PASS else []:
+            click.echo(f"  fix: {fix}")
+        passed = passed and outcome.status is Status.PASS
+    return 0 if passed else 1

@@ -92,7 +92,7 @@ def time_options(f: Callable) -> Callable:
 def _nodes(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
     if not value:
         return None
-    from preflight.history.nodeset import NodeSetError, expand
+    from preflight.core.nodeset import NodeSetError, expand
 
     try:
         return expand(value)

@@ -208,9 +208,12 @@ def measure(
     series: str | None = None,
     at: float | int | str | None = None,
     better: str | None = None,
+    param: str | None = None,
 ) -> Measurement:
     """A Measurement judged against at most one threshold (at_least, at_most or equals), with its
-    figure declaration (see preflight.core.model.Measurement) for the reporters."""
+    figure declaration (see preflight.core.model.Measurement) for the reporters. `param`: the name of
+    the check's parameter the threshold is (or is computed from), so a report can say where it came
+    from; it is recorded only with a threshold."""
     if sum(x is not None for x in (at_least, at_most, equals)) > 1:
         raise ValueError("measure() takes at most one of at_least, at_most, equals")
     threshold, comparison, ok = None, None, None
@@ -236,6 +239,7 @@ def measure(
         series=series,
         at=at,
         better=better,
+        param=param if threshold is not None else None,
     )
 
 
@@ -312,6 +316,9 @@ class Check:
     # Go-live alarm -> the name of the measurement an alarm is set from (ALARM_* in
     # preflight.core.model); `preflight alerts --from results.json` reads them. Recorded in the report.
     alarm_figures: ClassVar[dict[str, str]] = {}
+    # The parameter that names Prometheus rule files (or PrometheusRule manifests) this check judges as
+    # written, with no Prometheus to ask: `preflight alerts --check FILE` judges them with the check.
+    alarm_rules: ClassVar[str] = ""
     # What each run level changes (preflight.core.levels): level -> parameter overrides, plus "timeout"
     # (seconds at that level) and "skip" (why the check does not run at that level).
     levels: ClassVar[dict[str, dict[str, Any]]] = {}

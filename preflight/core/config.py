@@ -39,7 +39,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from preflight.core import levels
+from preflight.core import levels, origin as origins_mod
+from preflight.core.origin import Origin
 from preflight.core.check import PARAM_AT_LEAST, PARAM_AT_MOST, PARAM_KIND, Check, Expect
 from preflight.core.values import is_number as _number, value_problem
 from preflight.core.history_settings import parse_history
@@ -54,21 +55,6 @@ FAIL_ON_CHOICES = ("fail", "warn")
 COMMON_CHECK_KEYS = {"timeout": (int, float)}
 # What those keys are, as a Params field declares it (preflight.core.check.param).
 TIMEOUT_SPEC = {PARAM_KIND: "duration"}
-
-
-# Where a value came from (Config.origins): a profile is "--profile NAME", a file "--config PATH",
-# a flag its own name ("--fail-on", "--level", "--timeout").
-ORIGIN_DEFAULT = "default"
-ORIGIN_SET = "--set"
-ORIGIN_PREPARED = "prepared by the check on the coordinator"
-
-
-def profile_origin(name: str) -> str:
-    return f"--profile {name}"
-
-
-def file_origin(path: str | Path) -> str:
-    return f"--config {path}"
 
 
 class ConfigError(Exception):
@@ -98,12 +84,12 @@ class Config:
     history_url: str | None = None  # [history] url: another SQLite file, or a PostgreSQL URL
     silence: dict[str, dict[str, str]] = field(default_factory=dict)  # [silence]: finding id -> reason, until
     # Where each value set beyond the defaults came from: "<check id>.<key>", "expect.<key>",
-    # "run.<key>" -> a profile, the config file, --set, a flag, or the check's own preparation.
-    origins: dict[str, str] = field(default_factory=dict)
+    # "run.<key>" -> a profile, the config file, --set, a flag, the check's own preparation, the run.
+    origins: dict[str, Origin] = field(default_factory=dict)
     file_text: str = ""  # the config file as it was read
     settings: list[str] = field(default_factory=list)  # the --set values given, as given
 
-    def set_run(self, key: str, value: Any, origin: str) -> None:
+    def set_run(self, key: str, value: Any, origin: Origin) -> None:
         """A [run] value (fail_on, level, timeout) set by `origin` (a flag)."""
         if key == "timeout":
             self.default_timeout = float(value)
@@ -111,14 +97,14 @@ class Config:
             setattr(self, key, value)
         self.origins[f"run.{key}"] = origin
 
-    def origin_of(self, check: type[Check] | None, key: str) -> str:
+    def origin_of(self, check: type[Check] | None, key: str) -> Origin:
         """Where the value of `key` ("<check id>.<param>", "expect.<name>", "run.<name>") came from:
         its recorded origin, the run level's (for a parameter the level sets), or the default."""
         if key in self.origins:
             return self.origins[key]
         if check is not None and key.rpartition(".")[2] in levels.overrides(check, self.level):
-            return f"--level {self.level}" if "run.level" in self.origins else f"level {self.level}"
-        return ORIGIN_DEFAULT
+            return origins_mod.level(self.level)
+        return origins_mod.DEFAULT
 
     def overrides_for(self, check: type[Check]) -> dict[str, Any]:
         """The parameters a check runs with beyond its defaults: the level's, then the user's."""
@@ -140,8 +126,15 @@ class Config:
         return levels.skip_reason(check, self.level)
 
 
-def load(path: str | Path | None, checks: dict[str, type[Check]], profile: str | None = None) -> Config:
-    """Read and validate a config file, on top of a profile; neither means defaults only."""
+def load(path: str | Path | None, checks: dict[str, type[Check]], profile: str | None = None,
+         under: Config | None = None) -> Config:
+    """Read and validate a config file, on top of a profile, on top of `under` (the values a recorded
+    run was judged with, for `report --rejudge`); none of them means defaults only."""
+    config = _load_files(path, checks, profile)
+    return config if under is None else stack(under, config)
+
+
+def _load_files(path: str | Path | None, checks: dict[str, type[Check]], profile: str | None) -> Config:
     layers: list[tuple[str, str, bool]] = []  # (file, text, is the profile)
     if profile:
         layers.append((*_read(profile_path(profile)), True))
@@ -151,10 +144,11 @@ def load(path: str | Path | None, checks: dict[str, type[Check]], profile: str |
         return Config()
     # Validate each layer on its own, so an error names the right file and line ...
     datas = [_parse_toml(text, name) for name, text, _ in layers]
-    origins: dict[str, str] = {}
+    origins: dict[str, Origin] = {}
     for (name, text, is_profile), data in zip(layers, datas):
         built = _build(data, text, checks, name, allow_profile=is_profile)
-        origins.update(_origins(built, data, profile_origin(profile or name) if is_profile else file_origin(path or name)))
+        origin = origins_mod.profile(profile or name) if is_profile else origins_mod.config_file(path or name)
+        origins.update(_origins(built, data, origin))
     # ... then merge them, the config file over the profile.
     merged: dict[str, Any] = {}
     for data in datas:
@@ -167,7 +161,26 @@ def load(path: str | Path | None, checks: dict[str, type[Check]], profile: str |
     return config
 
 
-def _origins(layer: Config, data: dict[str, Any], origin: str) -> dict[str, str]:
+def stack(lower: Config, upper: Config) -> Config:
+    """`upper` over `lower`: every value `upper` sets (its origins say which) replaces `lower`'s; the
+    settings no origin covers (the file read, the [silence], the [history]) are `upper`'s."""
+    config = dataclasses.replace(upper, params={cid: dict(values) for cid, values in lower.params.items()},
+                                 timeouts={**lower.timeouts, **upper.timeouts},
+                                 origins={**lower.origins, **upper.origins})
+    for check_id, values in upper.params.items():
+        config.params.setdefault(check_id, {}).update(values)
+    config.expect = Expect(**{key: getattr(upper.expect if f"expect.{key}" in upper.origins else lower.expect, key)
+                              for key in Expect.__dataclass_fields__})
+    for key in ("fail_on", "level"):
+        setattr(config, key, getattr(upper if f"run.{key}" in upper.origins else lower, key))
+    if "run.timeout" not in upper.origins:
+        config.default_timeout = lower.default_timeout
+    if not upper.profile:
+        config.profile, config.profile_sources = lower.profile, list(lower.profile_sources)
+    return config
+
+
+def _origins(layer: Config, data: dict[str, Any], origin: Origin) -> dict[str, Origin]:
     """Every key one layer (a profile, a file) sets, with that layer as its origin."""
     found = {f"{cid}.{key}": origin for cid, params in layer.params.items() for key in params}
     found.update({f"{cid}.timeout": origin for cid in layer.timeouts})
@@ -336,7 +349,7 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
         if key.startswith("expect."):
             merged = {**dataclasses.asdict(config.expect), key.split(".", 1)[1]: value}
             config.expect = _parse_expect(merged, lambda m, k: _raise(ConfigError(m, "--set", k)))
-            config.origins[key] = ORIGIN_SET
+            config.origins[key] = origins_mod.SET
             continue
         check_id, _, param = key.rpartition(".")
         if check_id in checks:
@@ -351,13 +364,13 @@ def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, ty
             raise ConfigError("no check has this parameter" + suggest(key, known), "--set", key)
         for check in targets:
             _apply_check_overrides(config, check, {param: value}, key, lambda m, k: _raise(ConfigError(m, "--set", k)))
-            config.origins[f"{check.id}.{param}"] = ORIGIN_SET
+            config.origins[f"{check.id}.{param}"] = origins_mod.SET
         for check in aliased:
             own = f"{check.id}.{check.config_aliases[key]}"
             if not any(s.split("=", 1)[0] == own for s in settings):
                 _apply_check_overrides(config, check, {check.config_aliases[key]: value}, key,
                                        lambda m, k: _raise(ConfigError(m, "--set", k)))
-                config.origins[own] = ORIGIN_SET
+                config.origins[own] = origins_mod.SET
 
 
 def _raise(exc: Exception) -> typing.NoReturn:

@@ -99,6 +99,7 @@ class Measurement:
     at: float | int | str | None = None  # the condition: bytes, devices, "a -> b", a label
     better: str | None = None  # "higher" or "lower"; None: derived from `comparison`
     gpu: int | None = None  # the GPU's index on its node, for a per-GPU figure (compared GPU by GPU)
+    param: str | None = None  # the check's parameter the threshold is (its origin is that parameter's)
 
     @property
     def direction(self) -> str | None:
@@ -128,7 +129,6 @@ COMPONENT_NODE = "node"  # the node itself
 COMPONENT_GPU = "gpu"  # one GPU of a node (`gpu` its index): acting on it acts on its node
 COMPONENT_LINK = "link"  # the path between two nodes: neither end is at fault alone
 COMPONENT_BOUNDARY = "boundary"  # the path between two topology groups (a trunk, an uplink): no node is
-COMPONENT_KINDS = (COMPONENT_NODE, COMPONENT_GPU, COMPONENT_LINK, COMPONENT_BOUNDARY)
 
 
 @dataclass
@@ -414,4 +414,4 @@ def json_text(obj: Any, **options: Any) -> str:
     return json.dumps(obj, default=_plain, allow_nan=False, **options)
 
 
-_OMIT_NONE.update({Measurement: ("gpu",), Finding: ("component",)})
+_OMIT_NONE.update({Measurement: ("gpu", "param"), Finding: ("component",)})

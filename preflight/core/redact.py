@@ -64,10 +64,6 @@ def redact_url(url: object) -> str:
     return redact_text(url)
 
 
-def has_secret(text: object) -> bool:
-    return redact_text(text, assignments=True) != ("" if text is None else str(text))
-
-
 NOTE = "passwords and tokens in URLs are masked (***) in what preflight records"
 
 

@@ -32,7 +32,7 @@ from preflight.core.findings import Found, findings_of, is_transport
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.node_causes import NODES_CHECK, fold_node_causes
 from preflight.core.nodeset import fold
-from preflight.core.shape import is_partial, sentence
+from preflight.core.subset import is_partial, sentence
 from preflight.core.model import CLUSTER_NODE, NOT_APPLICABLE, CheckResult, Finding, RunReport, Scope, Status
 
 

@@ -60,7 +60,7 @@ class Interrupts:
                     signal.signal(signum, handler)
                 self.count, self.raised = 0, False
 
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _handle(self, signum: int, _frame: Any) -> None:
         self.count += 1
         if self._preparing and not self.raised:
             self.raised = True

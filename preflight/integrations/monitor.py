@@ -306,15 +306,6 @@ class Monitor:
             self._server = None
 
 
-class _PollOnScrape:
-    def __init__(self, timer: BucketTimer) -> None:
-        self.timer = timer
-
-    def collect(self) -> list[Any]:
-        self.timer.poll()
-        return []
-
-
 def instrument_ddp(model: Any, port: int | None = None, textfile: str | None = None, *, addr: str = "127.0.0.1",
                    rank: int | None = None, process_group: Any = None,
                    textfile_interval_s: float = TEXTFILE_INTERVAL_S, local: int | None = None) -> Monitor:

@@ -2,7 +2,8 @@
 (and -s), `sacct`. Pure.
 
 sinfo and squeue print a header line and one row per line, fields separated by blanks; the free-text
-column (REASON of `sinfo -R`, NODELIST(REASON) of squeue, NAME) may itself hold blanks. sacct prints a
+column (REASON of `sinfo -R`, NODELIST(REASON) of squeue, NAME) may itself hold blanks. A node list
+is read by preflight.core.nodeset.expand (NodeSetError, a ValueError, names one it cannot read). sacct prints a
 header, then a line of dashes that gives each column's width; an empty field (a step's JobName) is
 blank within its width. A prompt line a transcript keeps (`$ sinfo`, `adev0: squeue`) is skipped.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from preflight.core.nodeset import expand
 from preflight.integrations.slurm import NodeState
 
 _PROMPT = re.compile(r"^(?:[$#]\s|[\w.-]+:\s+(?:sinfo|squeue|sacct)\b)")
@@ -54,12 +56,6 @@ def parse_table(text: str) -> dict[str, Any]:
     return {"columns": columns, "rows": rows}
 
 
-def _expand(nodelist: str) -> list[str]:
-    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
-
-    return list(NodeSet(nodelist, resolver=RESOLVER_NOGROUP))
-
-
 def sinfo_node_states(text: str) -> dict[str, NodeState]:
     """Node name -> NodeState (state as scontrol writes it: IDLE, DOWN*, DRAIN) from `sinfo`,
     `sinfo -N` or `sinfo -R` (which gives the reason, and no state)."""
@@ -68,7 +64,7 @@ def sinfo_node_states(text: str) -> dict[str, NodeState]:
         nodelist = row.get("NODELIST") or row.get("HOSTNAMES") or ""
         if not nodelist or nodelist.startswith("("):
             continue
-        for name in _expand(nodelist):
+        for name in expand(nodelist):
             node = out.setdefault(name, NodeState(name=name))
             if row.get("STATE"):
                 node.state = row["STATE"].upper()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 
+from preflight.core.nodeset import NodeSetError, expand
 from preflight.transport.process import CommandTimeout, Completed, run_command
 
 SWITCH_KEY = "switch"
@@ -69,15 +70,13 @@ def _fields(line: str) -> dict[str, str]:
 
 
 def _expand(hostlist: str) -> list[str] | None:
-    """A Slurm hostlist expanded by ClusterShell (group resolution off); None when it does not parse
-    (a line cut short in the middle of a range)."""
-    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
-
+    """A Slurm hostlist expanded (preflight.core.nodeset.expand); None when it does not parse (a line
+    cut short in the middle of a range) or names more nodes than a node set may."""
     if not hostlist or hostlist == "(null)":
         return []
     try:
-        return list(NodeSet(hostlist, resolver=RESOLVER_NOGROUP))
-    except (NodeSetException, ValueError):
+        return expand(hostlist)
+    except NodeSetError:
         return None
 
 

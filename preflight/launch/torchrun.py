@@ -63,7 +63,6 @@ class AgentSpec:
     node: str
     argv: list[str]  # the command on the node; run under the guard
     group: str  # agents of one group end together: one failing gives the others GRACE_S
-    expected_prefix: list[str] | None = None  # unused: the guard's --kill finds it in argv itself
 
 
 class NodeAgent:

@@ -5,57 +5,44 @@ floor that --set changed over a profile says --set, not the profile."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from preflight.core.model import Measurement, RunReport
-from preflight.core.values import is_number
-
-# Values a check prepared for itself (its pins): not a threshold anyone chose.
-PREPARED = "prepared by the check on the coordinator"
+from preflight.core.origin import Origin, OriginKind, read_sources
 
 
-def _sources(report: RunReport) -> dict[str, str]:
-    recorded = report.judged_with or {}
-    sources = dict(recorded.get("sources") or {})
+def _sources(report: RunReport) -> dict[str, Origin]:
+    sources = read_sources((report.judged_with or {}).get("sources"))
     if report.rejudged:
-        sources.update((report.rejudged or {}).get("sources") or {})
+        sources.update(read_sources((report.rejudged or {}).get("sources")))
     return sources
 
 
-def shown(origin: str) -> str:
-    """An origin as a report names it: `profile h100-8x`, `--set`, `--config preflight.toml`."""
-    inner = origin[len("the run ("):-1] if origin.startswith("the run (") and origin.endswith(")") else origin
-    return "profile " + inner[len("--profile "):] if inner.startswith("--profile ") else inner
-
-
-def by_check(report: RunReport) -> dict[str, list[tuple[Any, str]]]:
-    """check id -> [(value, origin)] of its numeric parameters the run set beyond the defaults."""
+def by_check(report: RunReport) -> dict[str, dict[str, str]]:
+    """check id -> {parameter: its origin as shown} of the parameters the run set beyond the defaults
+    (a value the check prepared for itself, its pins, is no threshold anyone chose)."""
     sources = _sources(report)
     params = (report.judged_with or {}).get("params") or {}
-    found: dict[str, list[tuple[Any, str]]] = {}
+    found: dict[str, dict[str, str]] = {}
     for check_id, values in params.items():
-        for key, value in (values or {}).items():
-            origin = sources.get(f"{check_id}.{key}", "")
-            if origin and PREPARED not in origin and is_number(value):
-                found.setdefault(check_id, []).append((value, shown(origin)))
+        for key in values or {}:
+            origin = sources.get(f"{check_id}.{key}")
+            if origin is not None and origin.kind is not OriginKind.PREPARED:
+                found.setdefault(check_id, {})[key] = origin.shown
     return found
 
 
-def threshold_origin(origins: dict[str, list[tuple[Any, str]]], check_id: str, m: Measurement) -> str:
-    """The origin of the parameter a figure's threshold is, when exactly one origin has that value."""
-    if m.threshold is None or not is_number(m.threshold):
+def threshold_origin(origins: dict[str, dict[str, str]], check_id: str, m: Measurement) -> str:
+    """The origin of the parameter a figure's threshold is (Measurement.param), when the run set it."""
+    if m.threshold is None or not m.param:
         return ""
-    matches = {origin for value, origin in origins.get(check_id, ()) if value == m.threshold}
-    return matches.pop() if len(matches) == 1 else ""
+    return origins.get(check_id, {}).get(m.param, "")
 
 
 def thresholds_text(report: RunReport) -> str:
     """The at-a-glance line on thresholds: the profile, and the values set over it, by origin."""
-    sources = _sources(report)
     over: dict[str, list[str]] = {}
-    for key, origin in sorted(sources.items()):
-        name = shown(origin)
-        if key.startswith("run.") or key == "note" or PREPARED in origin or name == "default" or \
+    for key, origin in sorted(_sources(report).items()):
+        name = origin.shown
+        if key.startswith("run.") or origin.kind in (OriginKind.PREPARED, OriginKind.DEFAULT) or \
                 name == f"profile {report.profile}":
             continue
         over.setdefault(name, []).append(key)

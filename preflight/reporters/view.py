@@ -8,7 +8,6 @@ advice from the findings that fired, and nothing here names a check.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -106,7 +105,7 @@ class ReportView:
     acknowledged: list[FindingRow] = field(default_factory=list)  # silenced in [silence]: noted, never blocking
     history: HistoryView | None = None  # against fleet history, when the run read it (RunReport.history)
     caveats: list[FindingRow] = field(default_factory=list)  # what qualifies the figures (core.model.CAVEAT)
-    origins: dict[str, list[tuple[Any, str]]] = field(default_factory=dict)  # check id -> its set values' origins
+    origins: dict[str, dict[str, str]] = field(default_factory=dict)  # check id -> parameter -> its origin
 
     def threshold_text(self, result: CheckResult, m: Measurement) -> str:
         """A figure's threshold, with where it came from when the run set it (--set, a profile, a file)."""

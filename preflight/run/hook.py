@@ -19,6 +19,7 @@ import socket
 from typing import Any
 
 from preflight.core.model import RunReport, Scope
+from preflight.core.origin import command
 from preflight.run.inputs import check_ids_known, plugin_name, split_ids
 from preflight.run.request import RunProblem
 
@@ -26,7 +27,7 @@ DEFAULT_BUDGET_S = 45.0  # slurmd kills a HealthCheckProgram after 60 s
 MIN_CHECK_TIMEOUT_S = 5.0  # the floor of a check that declares no quick-level timeout
 EXIT_HEALTHY, EXIT_DRAIN = 0, 1
 LEVEL = "quick"  # each check's parameters sized for a hook (preflight.core.levels); --set still wins
-ORIGIN = "healthcheck"  # where the hook's own settings come from, as the config records it
+ORIGIN = command("healthcheck")  # where the hook's own settings come from, as the config records it
 
 
 def hook_check_ids(checks: dict) -> list[str]:

@@ -22,14 +22,13 @@ One node is one node: two lines that reach the same sshd (`gpu01`, `gpu01:22`, `
 `GPU01.`, `[fd00:0::7]` and `[fd00::7]`; ssh's port is 22 when none is given) are refused with the
 line of each, and so are two names that resolve to the same address and port (`nodes_from_arg`
 resolves them, bounded in time): otherwise one machine written twice would meet `expect.nodes`.
-A file names at most MAX_NODES nodes (100,000) and a line at most MAX_HOSTS_PER_LINE, counted before
-a range is expanded.
+A file names at most MAX_NODES nodes (100,000), a line's node set counted before it is expanded
+(preflight.core.nodeset.expand, which also reads `--nodes`, `history --nodes` and Slurm's node lists).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import itertools
 import os
 import queue
 import re
@@ -39,12 +38,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from preflight.core.nodeset import MAX_NODES
+from preflight.core.nodeset import MAX_NODES, NodeSetError, expand
 from preflight.integrations.topology import valid_group_name
 
-# A range such as [1-1000000] would expand into a million hosts; no real hosts file needs more than
-# this per line, and a typo should fail loudly instead of exhausting memory.
-MAX_HOSTS_PER_LINE = 10000
 SSH_PORT = 22  # what ssh connects to when neither the line nor ~/.ssh/config names a port
 RESOLVE_LIMIT_S = 5.0  # the time all name look-ups of a hosts file may take together
 
@@ -53,7 +49,6 @@ RESOLVE_LIMIT_S = 5.0  # the time all name look-ups of a hosts file may take tog
 # option), never a shell metacharacter.
 _LABEL = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-_RANGE_BODY = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$", re.ASCII)
 _NUMBER = re.compile(r"[0-9]{1,6}")
 _IPV6_ZONE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _KNOWN_OPTIONS = ("slots", "python", "group", "rack")
@@ -182,11 +177,10 @@ def _parse_line(line: str, line_no: int, path: str | Path) -> list[Host]:
     if target.startswith("[") and ":" in target[1:max(target.find("]"), 0)]:
         endpoints = [_endpoint(target, fail)]
     else:
-        names: list[str] = []
-        for part in _top_level_parts(target):  # a node set: gpu[001-064,070],login[1-2]
-            names += _expand_ranges(part, fail)
-            if len(names) > MAX_HOSTS_PER_LINE:
-                raise fail(f"{target!r} expands to more than {MAX_HOSTS_PER_LINE} hosts; at most {MAX_HOSTS_PER_LINE} per line")
+        try:
+            names = expand(target, limit=MAX_NODES)  # a node set: gpu[001-064,070],login[1-2]
+        except NodeSetError as exc:
+            raise fail(str(exc)) from None
         endpoints = [_endpoint(name, fail) for name in names]
 
     options: dict[str, str] = {}
@@ -284,89 +278,6 @@ def _check_ipv6(text: str, written: str, fail) -> None:
         raise fail(f"invalid IPv6 address in {written!r}") from None
     if zone and not _IPV6_ZONE.match(zone):
         raise fail(f"invalid IPv6 zone in {written!r}")
-
-
-def _top_level_parts(target: str) -> list[str]:
-    """`d[001-032],f[001-004]` -> [`d[001-032]`, `f[001-004]`]: commas outside brackets join node sets."""
-    parts, depth, start = [], 0, 0
-    for pos, char in enumerate(target):
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            parts.append(target[start:pos])
-            start = pos + 1
-    parts.append(target[start:])
-    return [p for p in parts if p] or [target]
-
-
-def _node_set(pattern: str) -> list[str] | None:
-    """The names of a checked pattern by ClusterShell's NodeSet, with group resolution off (a group
-    source may run commands); None when ClusterShell is not installed."""
-    try:
-        from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
-    except ImportError:
-        return None
-    return list(NodeSet(pattern, resolver=RESOLVER_NOGROUP))
-
-
-def _expand_ranges(target: str, fail) -> list[str]:
-    """Expand `gpu[01-16]`, `node[1-4,7]` and combinations of several ranges, in order.
-
-    The syntax is checked here, with messages that name the problem; the checked pattern is then
-    expanded by ClusterShell's NodeSet where it can be (padding as written: gpu[08-11] is gpu08..gpu11)."""
-    parts: list[list[str]] = []
-    pos = 0
-    while True:
-        open_at = target.find("[", pos)
-        if open_at < 0:
-            if "]" in target[pos:]:
-                raise fail(f"bad range in {target!r}: ']' without '['")
-            parts.append([target[pos:]])
-            break
-        close_at = target.find("]", open_at)
-        if close_at < 0:
-            raise fail(f"bad range in {target!r}: '[' without ']'")
-        if "]" in target[pos:open_at]:
-            raise fail(f"bad range in {target!r}: ']' without '['")
-        parts.append([target[pos:open_at]])
-        parts.append(_range_values(target[open_at + 1:close_at], target, fail))
-        pos = close_at + 1
-    total = 1
-    for values in parts:
-        total *= len(values)
-    if total > MAX_HOSTS_PER_LINE:
-        raise fail(f"range in {target!r} expands to {total} hosts; at most {MAX_HOSTS_PER_LINE} per line")
-    expanded = ["".join(combo) for combo in itertools.product(*parts)]
-    if len(parts) > 1 and all(len(str(low)) == len(str(high)) for low, high in _bounds(target)):
-        try:
-            by_node_set = _node_set(target)
-        except Exception:  # noqa: BLE001 - NodeSet's parse errors: our own expansion stands
-            by_node_set = None
-        if by_node_set is not None and sorted(by_node_set) == sorted(expanded):
-            return by_node_set
-    return expanded
-
-
-def _bounds(target: str) -> list[tuple[str, str]]:
-    return [(low, high or low) for low, _, high in (item.partition("-") for body in re.findall(r"\[([^\]]*)\]", target)
-                                                    for item in body.split(","))]
-
-
-def _range_values(body: str, target: str, fail) -> list[str]:
-    if not _RANGE_BODY.match(body):
-        raise fail(f"bad range [{body}] in {target!r}: expected numbers and ranges such as [01-16] or [1-4,7]")
-    values: list[str] = []
-    for item in body.split(","):
-        low_text, _, high_text = item.partition("-")
-        high_text = high_text or low_text
-        low, high = int(low_text), int(high_text)
-        if low > high:
-            raise fail(f"bad range [{body}] in {target!r}: {low_text} is greater than {high_text}")
-        if high - low >= MAX_HOSTS_PER_LINE:
-            raise fail(f"range [{body}] in {target!r} is too large: at most {MAX_HOSTS_PER_LINE} hosts per line")
-        # pdsh keeps the width of the lower bound: gpu[01-16] -> gpu01 ... gpu16.
-        width = len(low_text)
-        values.extend(str(n).zfill(width) for n in range(low, high + 1))
-    return values
 
 
 FILE_SUFFIXES = (".txt", ".hosts", ".list", ".cfg", ".conf", ".ini", ".csv")

@@ -112,8 +112,8 @@ def prepare_params(ids: list[str], checks: dict[str, type[Check]], config: Any, 
             raise PlanError(f"{check_id}: {exc}") from None
         if after != before:
             config.params[check_id] = after
-            from preflight.core.config import ORIGIN_PREPARED
+            from preflight.core.origin import PREPARED
 
             for key in after:
                 if key not in before or before[key] != after[key]:
-                    config.origins[f"{check_id}.{key}"] = ORIGIN_PREPARED
+                    config.origins[f"{check_id}.{key}"] = PREPARED

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from preflight.core import origin
 from preflight.core.model import RunReport
 from preflight.run import finish as steps
 from preflight.run.inputs import formats_known, read_report, split_ids
@@ -73,13 +74,13 @@ def configure(request: RunRequest, checks: dict[str, Any], kind: RunKind | None 
         raise RunProblem(str(exc)) from None
     kind.after_settings(config)
     if request.fail_on:
-        config.set_run("fail_on", request.fail_on, "--fail-on")
+        config.set_run("fail_on", request.fail_on, origin.flag("--fail-on"))
     if request.level:
-        config.set_run("level", request.level, "--level")
+        config.set_run("level", request.level, origin.flag("--level"))
     if request.timeout_s is not None:
         if request.timeout_s <= 0:
             raise RunProblem("--timeout must be positive")
-        config.set_run("timeout", request.timeout_s, "--timeout")
+        config.set_run("timeout", request.timeout_s, origin.flag("--timeout"))
         config.timeouts.clear()
     return config
 
@@ -228,10 +229,10 @@ def rejudge(request: RunRequest, past: RunReport, results: str, out_dir: str | N
     sources = (report.rejudged or {}).get("sources") or {}
     if request.fail_on:
         report.fail_on = request.fail_on
-        sources["run.fail_on"] = "--fail-on"
+        sources["run.fail_on"] = str(origin.flag("--fail-on"))
         if report.judged_with is not None:
-            report.judged_with.setdefault("sources", {})["run.fail_on"] = "--fail-on"
-    given = sorted(key for key, source in sources.items() if not source.startswith("the run") and key != "note")
+            report.judged_with.setdefault("sources", {})["run.fail_on"] = sources["run.fail_on"]
+    given = sorted(key for key, source in origin.read_sources(sources).items() if not source.recorded)
     notes = [f"re-judged with what the run recorded ({len(sources) - len(given)} values)"
              + (f"; from the options given now: {', '.join(given)}" if given else "")]
     if "note" in sources:

@@ -50,7 +50,7 @@ def apply(report: RunReport, shape: Any, nodes: list[Any], out: Path | None) -> 
     NodeTargets: their topology gives the groups."""
     if shape is None:
         return
-    from preflight.core.shape import hosts_text, is_partial, kubernetes_text
+    from preflight.core.subset import hosts_text, is_partial, kubernetes_text
     from preflight.launch.topology import topology_from_specs
 
     answer(report, shape, topology_from_specs([{"name": n.name, **n.topology} for n in nodes]) or {})

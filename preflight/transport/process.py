@@ -30,7 +30,6 @@ import psutil
 GUARD_MODULE = "preflight.workers.guard"
 PID_MARKER = "@@pid "  # "@@pid <guard pid> <command pid> <log dir>", the guard's first line
 EXIT_MARKER = "@@exit "  # "@@exit <code>", the guard's last line
-STOP_GRACE_S = 5.0  # after stdin closes, the guard's TERM then KILL has this long to work
 # The guard itself waits this long after SIGTERM before SIGKILL.
 TERM_GRACE_S = 5.0
 

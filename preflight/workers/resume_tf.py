@@ -78,10 +78,10 @@ def run(args: argparse.Namespace) -> None:
         return hashlib.sha256(b"".join(w.tobytes() for w in model.get_weights())).hexdigest()
 
     class Events(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch: int, logs: object = None) -> None:
+        def on_epoch_begin(self, epoch: int, _logs: object = None) -> None:
             event("epoch-begin", epoch=epoch)
 
-        def on_epoch_end(self, epoch: int, logs: object = None) -> None:
+        def on_epoch_end(self, epoch: int, _logs: object = None) -> None:
             event("epoch", epoch=epoch)
             if args.index == args.kill_index and epoch == args.kill_epoch and not args.restarted:
                 event("kill", epoch=epoch)

@@ -393,7 +393,7 @@ def test_two_spellings_of_one_sshd_are_always_refused(host, data):
 @given(st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**9)), min_size=1, max_size=3))
 def test_a_node_set_is_refused_or_expanded_within_the_limit(bounds):
     from preflight.core.nodeset import MAX_NODES
-    from preflight.history.nodeset import NodeSetError, expand
+    from preflight.core.nodeset import NodeSetError, expand
 
     pattern = "n" + "-".join(f"[{min(a, b)}-{max(a, b)}]" for a, b in bounds)
     try:

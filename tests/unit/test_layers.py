@@ -40,6 +40,105 @@ def _imported_layers(source: str) -> set[str]:
     return found
 
 
+def _module_name(rel) -> str:
+    """preflight/core/shape.py -> preflight.core.shape; checks/gpu/rules.py -> preflight_checks.gpu.rules."""
+    parts = ["preflight_checks" if rel.parts[0] == "checks" else rel.parts[0], *rel.with_suffix("").parts[1:]]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+_KNOWN = {_module_name(rel) for rel, _, _ in _modules()}
+
+
+def _resolve(name: str) -> str | None:
+    """The module of preflight/ or checks/ an imported name is in: itself, or the module it is a name of."""
+    while name and name not in _KNOWN:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imported_modules(rel, source: str) -> set[str]:
+    """Every module of preflight/ and checks/ that `source` imports, at module level or inside a function."""
+    package = _module_name(rel) if rel.name == "__init__.py" else _module_name(rel).rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(_resolve(a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + [base] * bool(base))
+            found.update(_resolve(f"{base}.{a.name}") for a in node.names)
+    return found - {None, _module_name(rel)}
+
+
+def _import_graph() -> dict[str, set[str]]:
+    return {_module_name(rel): _imported_modules(rel, source) for rel, _, source in _modules()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of the graph: its strongly connected parts of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph.get(module, ()):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            part = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_the_circle_finder_sees_a_circle_through_a_lazy_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [["a", "b", "c"]]
+    lazy = "def f():\n    from preflight.core.verdict import decide\n"
+    assert "preflight.core.verdict" in _imported_modules(ROOT.joinpath("preflight", "core", "x.py").relative_to(ROOT),
+                                                         lazy)
+
+
+def test_no_import_circle_lazy_imports_included():
+    """No module imports, at any depth, one that imports it back, even from inside a function: a circle
+    a lazy import hides still ties two modules into one."""
+    assert _circles(_import_graph()) == []
+
+
+def test_every_isolation_finding_kind_has_a_fix_in_every_check_that_can_raise_it():
+    """A check whose module reaches preflight.launch.isolation_findings (itself or through its own
+    helpers) can report every kind of ISOLATION_KINDS: each needs its fix on that check."""
+    from preflight.core.registry import discover
+    from preflight.launch.isolation_findings import ISOLATION_KINDS
+
+    graph = _import_graph()
+    raising = []
+    for check in discover().checks.values():
+        seen, todo = set(), [check.__module__]
+        while todo:
+            module = todo.pop()
+            if module not in seen and module.split(".")[0] == "preflight_checks":
+                seen.add(module)
+                todo.extend(graph.get(module, ()))
+        if any("preflight.launch.isolation_findings" in graph.get(m, ()) for m in seen):
+            raising.append(check)
+    assert len(raising) >= 3
+    missing = [f"{c.id}: {kind}" for c in raising for kind in ISOLATION_KINDS if not c.fixes.get(kind)]
+    assert missing == []
+
+
 def test_every_import_runs_downwards():
     upward = []
     for rel, layer, source in _modules():
@@ -64,6 +163,14 @@ def test_only_the_process_layer_and_node_programs_start_or_stop_processes():
 # The layers that know no check: what they need of one is declared on the check (its parameters'
 # `learn`, its `image`, `headlines`, `alarm_figures`, ...) and read through the registry or the report.
 CHECK_FREE_LAYERS = ("core", "run", "engine", "reporters", "history", "integrations", "launch", "cli")
+
+
+def test_no_module_outside_the_checks_imports_one_of_theirs():
+    """What another layer needs of a check is declared on it and read through the registry or the
+    report (Check.alarm_rules for `alerts --check`), never by importing the check's module."""
+    found = [f"{rel} imports {target}" for rel, layer, source in _modules() if layer != "checks"
+             for target in sorted(_imported_modules(rel, source)) if target.split(".")[0] == "preflight_checks"]
+    assert found == []
 
 
 def test_the_check_ids_of_built_in_checks_appear_nowhere_outside_the_checks():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.run.hosts import MAX_HOSTS_PER_LINE, Host, HostsFileError, load_hosts, nodes_from_arg, parse_hosts
+from preflight.core.nodeset import MAX_NODES
+from preflight.run.hosts import Host, HostsFileError, load_hosts, nodes_from_arg, parse_hosts
 
 
 def names(text: str) -> list[str]:
@@ -105,8 +106,9 @@ def test_options_are_not_reachable_through_the_user_part():
     ("gpu[a-b]", "bad range"),
     ("gpu[]", "bad range"),
     ("gpu[1--3]", "bad range"),
-    (f"gpu[1-{MAX_HOSTS_PER_LINE + 1}]", "too large"),
-    ("r[1-200]n[1-200]", "expands to 40000 hosts"),
+    (f"gpu[1-{MAX_NODES + 1}]", f"names {MAX_NODES + 1:,} nodes, more than the {MAX_NODES:,}"),
+    ("r[1-400]n[1-400]", "names 160,000 nodes"),
+    ("gpu[1-2]!gpu1", "no operators"),
 ])
 def test_bad_ranges(line, words):
     error = error_of(line)

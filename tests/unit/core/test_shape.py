@@ -5,9 +5,8 @@ import json
 import pytest
 
 from preflight.core.model import CheckResult, Finding, NodeInfo, RunReport, Scope, Status
-from preflight.core.shape import (
-    Candidate, Shape, ShapeError, hosts_text, kubernetes_text, largest, parse, sentence, subset_for,
-)
+from preflight.core.shape import Candidate, Shape, ShapeError, largest, parse, subset_for
+from preflight.core.subset import hosts_text, kubernetes_text, sentence
 from preflight.core.verdict import EXIT_SUBSET_GO, Verdict, decide
 from preflight.core.blame import own_findings
 

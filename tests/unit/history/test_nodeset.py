@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from preflight.core.nodeset import fold
-from preflight.history.nodeset import NodeSetError, expand
+from preflight.core.nodeset import NodeSetError, expand
 
 
 def test_expand_ranges_lists_and_padding():
@@ -29,7 +29,7 @@ def test_a_node_set_past_the_limit_is_refused_before_it_is_expanded():
 
     import pytest
 
-    from preflight.history.nodeset import NodeSetError, expand
+    from preflight.core.nodeset import NodeSetError, expand
 
     start = time.monotonic()
     for text in ("n[1-100000000]", "a[1-1000]-b[1-1000]", "x[1-60000],y[1-60000]", "n[1-9[0-9]]"):

@@ -97,4 +97,4 @@ def test_the_exit_code_is_1_only_for_a_finding_of_this_node_and_the_hook_level_i
     config = config_mod.Config()
     hc.shape_config(config)
     config_mod.apply_cli_settings(config, ["node.environment.min_shm_gib=1"], REGISTRY.checks)
-    assert config.level == "quick" and config.origins["node.environment.min_shm_gib"] == "--set"
+    assert config.level == "quick" and str(config.origins["node.environment.min_shm_gib"]) == "--set"

@@ -24,9 +24,9 @@ def test_prepare_records_the_origin_of_every_value_it_was_given(tmp_path):
                                        settings=("collectives.local.min_busbw_gbps=100",), fail_on="warn"),
                                REGISTRY)
     origins = prepared.config.origins
-    assert origins["collectives.local.min_busbw_gbps"] == "--set"
-    assert origins["collectives.local.busbw_size_bytes"] == "--profile h100-8x"
-    assert origins["run.fail_on"] == "--fail-on" and prepared.config.fail_on == "warn"
+    assert str(origins["collectives.local.min_busbw_gbps"]) == "--set"
+    assert str(origins["collectives.local.busbw_size_bytes"]) == "--profile h100-8x"
+    assert str(origins["run.fail_on"]) == "--fail-on" and prepared.config.fail_on == "warn"
     sources = prepared.plan.judged_with["sources"]
     assert sources["collectives.local.min_busbw_gbps"] == "--set"
     assert sources["run.level"] == "default"
@@ -61,7 +61,7 @@ def test_a_hook_runs_at_the_quick_level_on_its_own_node_within_its_budget(tmp_pa
     prepared = service.prepare(RunRequest(config_file=str(config), formats=(), history="off",
                                           hook=HookRequest(budget_s=1.0, node="n7")), REGISTRY)
     try:
-        assert prepared.config.level == "quick" and prepared.config.origins["run.level"] == "healthcheck"
+        assert prepared.config.level == "quick" and str(prepared.config.origins["run.level"]) == "healthcheck"
         assert prepared.config.expect.nodes is None  # how many nodes the cluster has is not this node's question
         assert [n.name for n in prepared.nodes] == ["n7"]
         assert prepared.left_out  # one second holds no check's floor: left out, with the reason
