@@ -44,7 +44,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             ctx: Any = ClusterContext(
                 nodes=job.get("nodes", []), output_dir=output_dir, scratch_dir=scratch, expect=expect,
                 timeout_s=float(job["timeout_s"]), node_facts=job.get("node_facts", {}),
-                unreachable=job.get("unreachable", []),
+                unreachable=job.get("unreachable", []), cluster_facts=job.get("cluster_facts", {}),
             )
         else:
             ctx = NodeContext(

@@ -431,6 +431,7 @@ class Runner:
                 "expect": self.plan.config.expect.to_dict(),
                 "nodes": [n.spec() for n in reachable],
                 "node_facts": node_facts, "unreachable": unreachable,
+                "cluster_facts": {r.check_id: r.facts for r in self.report.results if r.scope is Scope.CLUSTER},
             }
             outcome = run_json_child("preflight.engine.check_process", job, timeout=timeout,
                                      on_start=lambda p: setattr(self, "cluster_child", p))
