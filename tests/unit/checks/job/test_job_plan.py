@@ -194,3 +194,27 @@ def test_tensor_and_pipeline_parallel_jobs_are_not_predicted_from_data_parallel_
     outcome = judge(cpu_facts(), nodes=4, gpus_per_node=1, micro_batch=8, tensor_parallel=2, pipeline_parallel=2)
     assert "job.plan.parallelism-not-predicted.caveat" in ids(outcome)
     assert not [m for m in outcome.measurements if m.name.startswith("predicted")]
+
+
+def test_the_canarys_no_sync_steps_and_hook_give_the_overlap():
+    """canary.training recorded with its no_sync steps: the overlap is 1 - exposed / the hook's all-reduce."""
+    from preflight_checks.canary.figures import percentile, summarise
+    from preflight_checks.job.pieces import canary_compute, canary_overlap
+
+    facts = load("canary/cpu_2ranks_no_sync.json")
+    compute = canary_compute(facts)
+    ranks = facts["run"]["result"]["ranks"]
+    assert compute["compute_s"] == max(percentile(r["compute_s"], 50) for r in ranks)
+    assert compute["gradient_bytes"] == 4 * facts["run"]["result"]["parameters"]
+    s = summarise(facts["run"]["result"])
+    overlap = canary_overlap(facts, compute)
+    exposed = max(0.0, s["step_median_s"] - s["data_wait_median_s"] - compute["compute_s"])
+    assert overlap["overlap"] == pytest.approx(max(0.0, min(1.0, 1 - exposed / s["comm_per_step_p50_s"])))
+    # The canary on its own node is the compute and the overlap when it ran at micro_batch.
+    node = {"canary.training": facts, "collectives.local": load("collectives/cpu_gloo_2ranks.json")}
+    pieces = collect_pieces({"n1": node}, {"collectives.cluster": load("collectives_cluster/testbed_3nodes_pass.json")},
+                            ["n1"], 2)
+    pieces.update({"nodes": ["n1"], "unreachable": []})
+    outcome = judge(pieces, nodes=2, gpus_per_node=2, micro_batch=compute["batch"])
+    assert any(d.startswith(f"overlap: {overlap['overlap']:.0%}") and "canary.training" in d for d in outcome.details)
+    assert "job.plan.other-batch.caveat" not in ids(outcome)
