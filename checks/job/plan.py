@@ -98,6 +98,7 @@ class JobPlan(Check):
     Params = Params
     timeout_s = 30.0
     config_table = "job"
+    shape_defaults = {"nodes-multiple-of": "nodes", "gpus-per-node": "gpus_per_node"}
     reads = READS
     levels = {"quick": {"timeout": 10}}
 

@@ -91,7 +91,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         argv=tuple(sys.argv[1:]), command=shlex.join(["preflight", *sys.argv[1:]]))
     # From here on, SIGINT and SIGTERM (any number, at any moment) end in exit 130 with the reports
     # written once and marked interrupted (preflight/engine/signals.py).
-    shape = shape_mod.parse(more.get("shape"))
+    shape = more.get("shape") if shape_mod.parse(more.get("shape")) is not None else None  # exit 2 before the run
     with INTERRUPTS.handling():
         sys.exit(_run(request, as_json=bool(more.get("as_json")), shape=shape))
 
@@ -106,6 +106,8 @@ def _run(request: Any, as_json: bool, shape: Any = None) -> int:
         prepared = service.prepare(request)
     for note in prepared.notes:
         say(service.NOTE, note)
+    if shape is not None:  # [job] fills what --shape leaves out
+        shape = shape_mod.parse(shape, prepared)
     progress = _progress(prepared.plan, prepared.nodes, to_stderr=as_json)
     try:
         with run_problems():

@@ -24,12 +24,15 @@ def shape_option(f: Callable) -> Callable:
              "subset that fits it and the nodes to exclude, and the exit code is 4 (never 0).")(f)
 
 
-def parse(values: tuple[str, ...] | list[str] | None) -> Any:
-    """The Shape of `--shape` values, None without one; exit 2 naming --shape and the key."""
+def parse(values: tuple[str, ...] | list[str] | None, prepared: Any = None) -> Any:
+    """The Shape of `--shape` values, None without one; exit 2 naming --shape and the key. With the
+    prepared run, the job's plan ([job] nodes and gpus_per_node) fills the keys the values leave out."""
     from preflight.core.shape import ShapeError, parse as parse_shape
+    from preflight.run.shape import plan_defaults
 
+    defaults = plan_defaults(prepared.config, prepared.registry.checks) if prepared is not None else None
     try:
-        return parse_shape(values or ())
+        return parse_shape(values or (), defaults=defaults)
     except ShapeError as exc:
         raise UsageProblem(str(exc)) from None
 

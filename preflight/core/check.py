@@ -338,6 +338,9 @@ class Check:
     # The area table `preflight init` writes this check's parameters under ("job": [job]), with the
     # other checks' settings aliased into it, instead of [checks."<id>"]; "" for the latter.
     config_table: ClassVar[str] = ""
+    # `run --shape` keys this check's parameters fill when the command line leaves them out, shape key
+    # -> parameter ({"gpus-per-node": "gpus_per_node"}): the job's plan is the shape's default.
+    shape_defaults: ClassVar[dict[str, str]] = {}
 
     def collect(self, ctx: Any, params: Any) -> dict[str, Any]:
         raise NotImplementedError

@@ -33,3 +33,15 @@ def answer_again(report: RunReport) -> None:
         report.subset = None
         return
     answer(report, shape, report.subset.get("groups") or None)
+
+
+def plan_defaults(config: Any, checks: Mapping[str, Any]) -> dict[str, int]:
+    """The shape keys the job's plan gives (Check.shape_defaults: [job] nodes and gpus_per_node), for
+    the keys `--shape` leaves out."""
+    found: dict[str, int] = {}
+    for check in checks.values():
+        for key, name in getattr(check, "shape_defaults", {}).items():
+            value = (config.params.get(check.id) or {}).get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                found.setdefault(key, value)
+    return found
