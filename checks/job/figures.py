@@ -112,6 +112,12 @@ def _caveats(check: Any, result: dict[str, Any], micro: int | None, details: lis
                    + (f" (the slowest of {compute['slowest_of']} nodes)" if compute["slowest_of"] > 1 else ""))
     details.append(f"gradients: {result['pieces']['gradient_bytes'] / 1e6:,.1f} MB per step (the model's parameters, "
                    "fp32)")
+    data = result.get("data")
+    if data is None:
+        details.append("data: not compared, dataloader.throughput did not run")
+    elif data["synthetic"]:
+        details.append("data: not compared, dataloader.throughput read its synthetic set "
+                       f"({data['samples_per_s']:,.0f} samples/s); set dataloader.path to your dataset")
     found = []
     if micro is None:
         found.append(check.finding("batch-assumed.caveat", Status.PASS, (
