@@ -49,3 +49,17 @@ def test_a_scaling_figure_says_what_it_counts():
     assert group.counted == "GPUs"
     said = figures.sentence(group)
     assert said is not None and said.text.startswith("128 GPUs deliver the throughput of 99.0")
+
+
+def test_the_schema_accepts_lead_and_counts():
+    import json
+    from importlib.resources import files
+
+    import jsonschema
+
+    from preflight.reporters import json_report
+
+    schema = json.loads(files("preflight").joinpath("schema/run-report.schema.json").read_text())
+    document = json.loads(json_report.render(make_report([planned_result()])))
+    jsonschema.validate(document, schema)
+    assert document["results"][0]["lead"] == LEAD and document["results"][0]["measurements"][0]["counts"] == "GPUs"

@@ -218,3 +218,16 @@ def test_the_canarys_no_sync_steps_and_hook_give_the_overlap():
     outcome = judge(pieces, nodes=2, gpus_per_node=2, micro_batch=compute["batch"])
     assert any(d.startswith(f"overlap: {overlap['overlap']:.0%}") and "canary.training" in d for d in outcome.details)
     assert "job.plan.other-batch.caveat" not in ids(outcome)
+
+
+def test_it_runs_after_what_it_reads_without_pulling_it_into_a_run():
+    from preflight.core.registry import discover
+    from preflight.run.plan import select
+
+    registry = discover()
+    order = [c.id for c in registry.ordered()]
+    for read in ("collectives.cluster", "scaling.multi_node", "canary.training", "scaling.multi_gpu"):
+        assert order.index(read) < order.index("job.plan")
+    assert select(registry.checks, ["job.plan"], set(), explicit=True).ids == ["job.plan"]
+    kept = select(registry.checks, ["job.plan", "scaling.multi_gpu"], {"collectives.cluster"}, explicit=True)
+    assert "job.plan" in kept.ids and "collectives.cluster" not in kept.ids  # kept: it says what is missing
