@@ -146,11 +146,13 @@ class JobPlan(Check):
         if level is None:
             if abs(k - 1.0) < 1e-9:
                 lead.append(f"{batch_text}, as tuned: the learning rate stays as tuned.")
-            else:
-                rule = f"the {rate['rule']} rule" if rate["rule"] else "its rule"
+            elif rate["follows"]:
                 lead.append(f"{batch_text}, {k:.3g}x the tuned {figures['tuned']:,}; the learning rate "
-                            f"{params.learning_rate:g} follows {rule}" + (f" with {rate['warmup']} warm-up steps."
-                                                                            if rate["warmup"] else "."))
+                            f"{params.learning_rate:g} follows the {rate['rule']} rule"
+                            + (f" with {rate['warmup']} warm-up steps." if rate["warmup"] else "."))
+            else:
+                asked = f"; the {rate['rule']} rule asks for {rate['asked']:.3g}" if rate["asked"] else ""
+                lead.append(f"{batch_text}, smaller than the tuned {figures['tuned']:,} ({k:.3g}x){asked}.")
             return []
         sentence = trap.trap_sentence(params, figures, rate)
         lead.append(sentence[:1].upper() + sentence[1:] + ".")

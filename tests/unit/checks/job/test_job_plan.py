@@ -231,3 +231,11 @@ def test_it_runs_after_what_it_reads_without_pulling_it_into_a_run():
     assert select(registry.checks, ["job.plan"], set(), explicit=True).ids == ["job.plan"]
     kept = select(registry.checks, ["job.plan", "scaling.multi_gpu"], {"collectives.cluster"}, explicit=True)
     assert "job.plan" in kept.ids and "collectives.cluster" not in kept.ids  # kept: it says what is missing
+
+
+def test_a_batch_smaller_than_tuned_is_no_trap_and_says_what_the_rule_asks():
+    outcome = judge({}, nodes=1, gpus_per_node=8, micro_batch=16, tuned_global_batch=1024, tuned_learning_rate=0.1,
+                    lr_scaling="linear")
+    assert "job.plan.batch-grows" not in ids(outcome)
+    assert outcome.lead[0] == ("Global batch 128 (16 per GPU x 1 accumulation x 8 data-parallel ranks), smaller than "
+                               "the tuned 1,024 (0.125x); the linear rule asks for 0.0125.")
