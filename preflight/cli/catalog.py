@@ -110,7 +110,9 @@ def explain(check_id: str) -> None:
             click.echo(f"  {check.id}.{kind}")
             click.echo(click.wrap_text(fix, initial_indent="      ", subsequent_indent="      "))
     if dataclasses.is_dataclass(check.Params) and dataclasses.fields(check.Params):
-        click.echo(f"\nParameters ([checks.\"{check.id}\"] in preflight.toml, or --set {check.id}.NAME=VALUE):")
+        table, prefix = ((f"[{check.config_table}]", check.config_table) if check.config_table
+                         else (f'[checks."{check.id}"]', check.id))
+        click.echo(f"\nParameters ({table} in preflight.toml, or --set {prefix}.NAME=VALUE):")
         for f in dataclasses.fields(check.Params):
             default = _default_of(f)
             shown = "unset" if default is None else _toml_value(default)

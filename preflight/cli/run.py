@@ -88,7 +88,8 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         out_dir=out_dir, formats=tuple(split_ids(formats)), textfile_dir=more.get("textfile_dir"),
         baseline_file=baseline_file, baseline_tolerance=baseline_tolerance, fail_on_regression=fail_on_regression,
         drain=drain, resume=resume, history=HISTORY_OFF if more.get("no_history") else HISTORY_AUTO,
-        shape=shape_mod.parse(more.get("shape")), argv=tuple(sys.argv[1:]),
+        shape=shape_mod.parse(more.get("shape")), shape_values=tuple(more.get("shape") or ()),
+        argv=tuple(sys.argv[1:]),
         command=shlex.join(["preflight", *sys.argv[1:]]))
     # From here on, SIGINT and SIGTERM (any number, at any moment) end in exit 130 with the reports
     # written once and marked interrupted (preflight/engine/signals.py).

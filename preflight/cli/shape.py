@@ -19,7 +19,8 @@ def shape_option(f: Callable) -> Callable:
 
 
 def parse(values: tuple[str, ...] | list[str] | None) -> Any:
-    """The Shape of `--shape` values, None without one; exit 2 naming --shape and the key."""
+    """The Shape of `--shape` values, None without one; exit 2 naming --shape and the key (the job's
+    plan fills the keys they leave out once the run is prepared: preflight.run.shape.with_plan)."""
     from preflight.core.shape import ShapeError, parse as parse_shape
 
     try:

@@ -39,13 +39,14 @@ ROLE_INVENTORY = "inventory"
 #   fraction   a share between 0 and 1
 #   duration   seconds, a finite number above zero
 #   size       bytes, MiB, GB...: a finite number above zero
+#   rate       a finite number above zero that is no threshold (a learning rate)
 #   choice     one of `choices`
 #   flag       true or false
 #   path, text a string
 #   list       a list of anything else (a list of counts or sizes is declared with that kind)
 #   table      a table of names to values (environment variables, keyword arguments)
-PARAM_KINDS = ("threshold", "count", "fraction", "duration", "size", "choice", "flag", "path", "text", "list",
-               "table")
+PARAM_KINDS = ("threshold", "count", "fraction", "duration", "size", "rate", "choice", "flag", "path", "text",
+               "list", "table")
 PARAM_KIND, PARAM_HELP, PARAM_CHOICES, PARAM_MINIMUM, PARAM_AT_MOST, PARAM_AT_LEAST, PARAM_LEARN = (
     "preflight.kind", "preflight.help", "preflight.choices", "preflight.minimum", "preflight.at_most",
     "preflight.at_least", "preflight.learn")
@@ -163,6 +164,9 @@ class Outcome:
     # the check's own remediation hints when the status is not PASS or SKIP.
     remediation: list[str] | None = None
     findings: list[Finding] = field(default_factory=list)
+    # Sentences for a reader who reads nothing else (a product manager): the report leads the check's
+    # section with them, and with the charts of its declared figures.
+    lead: list[str] = field(default_factory=list)
 
 
 def outcome_from_findings(
@@ -209,6 +213,7 @@ def measure(
     at: float | int | str | None = None,
     better: str | None = None,
     param: str | None = None,
+    counts: str | None = None,
 ) -> Measurement:
     """A Measurement judged against at most one threshold (at_least, at_most or equals), with its
     figure declaration (see preflight.core.model.Measurement) for the reporters. `param`: the name of
@@ -240,6 +245,7 @@ def measure(
         at=at,
         better=better,
         param=param if threshold is not None else None,
+        counts=counts,
     )
 
 
@@ -301,6 +307,9 @@ class Check:
     timeout_s: ClassVar[float] = 120.0
     # Checks whose facts (on the same node) this one reads through ctx.earlier; they run first.
     run_after: ClassVar[tuple[str, ...]] = ()
+    # Checks whose facts this one reads when they ran (a cluster check: ctx.node_facts and
+    # ctx.cluster_facts): it runs after them, but neither pulls them into a run nor leaves with them.
+    reads: ClassVar[tuple[str, ...]] = ()
     # A cheap check that runs before the others on every node, so a missing driver is reported first.
     run_first: ClassVar[bool] = False
     # What the check needs to measure anything: NEEDS_GPU and/or NEEDS_FRAMEWORK. None: read from
@@ -333,6 +342,12 @@ class Check:
     # Settings of another area this check also takes, "area.key" -> its own parameter: storage.shared
     # takes `[checkpoint] dir` (and `--set checkpoint.dir=...`) for its `dir`. Its own setting wins.
     config_aliases: ClassVar[dict[str, str]] = {}
+    # The area table `preflight init` writes this check's parameters under ("job": [job]), with the
+    # other checks' settings aliased into it, instead of [checks."<id>"]; "" for the latter.
+    config_table: ClassVar[str] = ""
+    # `run --shape` keys this check's parameters fill when the command line leaves them out, shape key
+    # -> parameter ({"gpus-per-node": "gpus_per_node"}): the job's plan is the shape's default.
+    shape_defaults: ClassVar[dict[str, str]] = {}
 
     def collect(self, ctx: Any, params: Any) -> dict[str, Any]:
         raise NotImplementedError

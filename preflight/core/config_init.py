@@ -28,21 +28,53 @@ def render_init(checks: dict[str, type[Check]]) -> str:
         "",
     ]
     for check_id, check in sorted(checks.items()):
+        if check.config_table:
+            out += _area_table(check, checks)
+            continue
         out.append(f'[checks."{check_id}"]')
         out.append(f"# {check.title}  ({check.scope.value} scope)")
         out.append(f"# timeout = {check.timeout_s:g}")
-        if dataclasses.is_dataclass(check.Params):
-            for f in dataclasses.fields(check.Params):
-                default = f.default if f.default is not dataclasses.MISSING else (
-                    f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-                if check.param_docs().get(f.name):
-                    out.append(f"# {f.name}: {check.param_docs()[f.name]}")
-                if default is None:
-                    out.append(f"# {f.name} =            (unset by default)")
-                else:
-                    out.append(f"# {f.name} = {_toml_value(default)}")
+        out += _param_lines(check)
         out.append("")
     return "\n".join(out)
+
+
+def _area_table(check: type[Check], checks: dict[str, type[Check]]) -> list[str]:
+    """[job]: the check's parameters under its area's table, then the settings of that table other
+    checks take (Check.config_aliases), each commented with its meaning."""
+    table = check.config_table
+    out = [f"[{table}]", f"# {check.title}  ({check.id}; every key is optional)"]
+    out += _param_lines(check)
+    for other_id, other in sorted(checks.items()):
+        for setting, own in sorted(other.config_aliases.items()):
+            area, _, key = setting.partition(".")
+            if area != table or other is check or key in _defaults(check):
+                continue
+            out.append(f"# {key}: {other.param_docs().get(own) or own}  (for {other_id})")
+            default = _defaults(other).get(own)
+            out.append(f"# {key} =            (unset by default)" if default is None else
+                       f"# {key} = {_toml_value(default)}")
+    return out + [""]
+
+
+def _defaults(check: type[Check]) -> dict[str, Any]:
+    if not dataclasses.is_dataclass(check.Params):
+        return {}
+    return {f.name: f.default if f.default is not dataclasses.MISSING else (
+        f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+        for f in dataclasses.fields(check.Params)}
+
+
+def _param_lines(check: type[Check]) -> list[str]:
+    """Each parameter's meaning, then its default, commented out."""
+    out = []
+    docs = check.param_docs()
+    for name, default in _defaults(check).items():
+        if docs.get(name):
+            out.append(f"# {name}: {docs[name]}")
+        out.append(f"# {name} =            (unset by default)" if default is None else
+                   f"# {name} = {_toml_value(default)}")
+    return out
 
 
 def _toml_value(value: Any) -> str:

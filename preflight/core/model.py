@@ -100,6 +100,7 @@ class Measurement:
     better: str | None = None  # "higher" or "lower"; None: derived from `comparison`
     gpu: int | None = None  # the GPU's index on its node, for a per-GPU figure (compared GPU by GPU)
     param: str | None = None  # the check's parameter the threshold is (its origin is that parameter's)
+    counts: str | None = None  # what a scaling figure's `at` counts ("GPUs"); None: devices, or nodes for a cluster check
 
     @property
     def direction(self) -> str | None:
@@ -213,6 +214,7 @@ class CheckResult:
     remediation: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    lead: list[str] = field(default_factory=list)  # sentences the report leads the check's section with
     why: str = ""
     duration_s: float = 0.0
     started_at: str = ""

@@ -91,8 +91,9 @@ class Registry:
         return self.checks[check_id]
 
     def ordered(self, ids: list[str] | None = None) -> list[type[Check]]:
-        """Checks in run order: node checks before cluster checks, each after what it reads; a check
-        that declares `run_first` (readings that only hold before the others load the machine) leads."""
+        """Checks in run order: node checks before cluster checks, each after what it reads (run_after,
+        reads); a check that declares `run_first` (readings that only hold before the others load the
+        machine) leads."""
         wanted = [self.checks[i] for i in (ids if ids is not None else sorted(self.checks))]
         by_id = {c.id: c for c in wanted}
         ordered: list[type[Check]] = []
@@ -100,7 +101,7 @@ class Registry:
         def visit(check: type[Check], stack: tuple[str, ...] = ()) -> None:
             if check in ordered or check.id in stack:
                 return
-            for dep in check.run_after:
+            for dep in (*check.run_after, *check.reads):
                 if dep in by_id:
                     visit(by_id[dep], stack + (check.id,))
             ordered.append(check)

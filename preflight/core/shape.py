@@ -65,8 +65,9 @@ def _positive(flag: str, key: str, value: str, limit: int) -> int:
     return number
 
 
-def parse(values: Iterable[str], flag: str = "--shape") -> Shape | None:
-    """The shape from `--shape` values (each KEY=VALUE, comma-separated or repeated); None for none."""
+def parse(values: Iterable[str], flag: str = "--shape", defaults: Mapping[str, int] | None = None) -> Shape | None:
+    """The shape from `--shape` values (each KEY=VALUE, comma-separated or repeated); None for none.
+    `defaults` (shape key -> value: the job's plan) fill the keys the values leave out."""
     found: dict[str, str] = {}
     for value in values:
         for part in value.split(","):
@@ -86,6 +87,11 @@ def parse(values: Iterable[str], flag: str = "--shape") -> Shape | None:
             found[key] = val
     if not found:
         return None
+    for key, default in (defaults or {}).items():
+        if key not in found:
+            limit = MAX_GPUS if key == "gpus-per-node" else MAX_MULTIPLE
+            _positive("[job] (the shape's default)", key, str(default), limit)
+            found[key] = str(default)
     within = found.get("within", "")
     if within and within not in WITHIN:
         raise ShapeError(f"{flag} within={within}: not known (known: {', '.join(WITHIN)})")

@@ -43,11 +43,11 @@ def value_problem(spec: Any, value: Any) -> str:
         return url_problem(value)  # a URL whose port is no number: refused, its password masked
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return ""
-    if kind in ("threshold", "duration", "size", "count", "fraction") and value < 0:
+    if kind in ("threshold", "duration", "size", "rate", "count", "fraction") and value < 0:
         return f"must not be negative, got {value!r}"
     if kind == "threshold" and value == 0:
         return "must be greater than zero (a zero threshold judges nothing)"
-    if kind in ("duration", "size") and value == 0:
+    if kind in ("duration", "size", "rate") and value == 0:
         return f"must be greater than zero, got {value!r}"
     minimum = spec.get(PARAM_MINIMUM)
     if kind == "count" and minimum is not None and value < minimum:

@@ -46,6 +46,7 @@ def run_job(job: CheckJob) -> dict[str, Any]:
             ctx: Any = ClusterContext(
                 nodes=job.nodes, output_dir=output_dir, scratch_dir=scratch, expect=expect,
                 timeout_s=job.timeout_s, node_facts=job.node_facts, unreachable=job.unreachable,
+                cluster_facts=job.cluster_facts,
             )
         else:
             ctx = NodeContext(

@@ -88,7 +88,8 @@ class ClusterContext(CommandRecorder):
     """What a cluster check's collect() gets, on the coordinator.
 
     `nodes` are the reachable nodes as transport specs (name, address, python, ...); `node_facts`
-    holds, per node name, the facts each node check produced in this run.
+    holds, per node name, the facts each node check produced in this run; `cluster_facts`, per check
+    id, the facts of the cluster checks that finished before this one.
     """
 
     nodes: list[dict[str, Any]]
@@ -98,6 +99,7 @@ class ClusterContext(CommandRecorder):
     timeout_s: float
     node_facts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     unreachable: list[str] = field(default_factory=list)
+    cluster_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         CommandRecorder.__init__(self)

@@ -64,6 +64,7 @@ def result_from_outcome(
         remediation=remediation,
         details=list(outcome.details),
         findings=list(outcome.findings),
+        lead=list(outcome.lead),
         why=check.why,
         duration_s=round(duration_s, 3),
         started_at=started_at or now_iso(),

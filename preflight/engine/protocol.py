@@ -75,7 +75,8 @@ class CheckSpec:
 @dataclass(frozen=True)
 class CheckJob:
     """What one check child is asked. `earlier` (node checks: the facts of the checks before it on the
-    node), `nodes`, `node_facts` and `unreachable` (cluster checks) are empty where they do not apply."""
+    node), `nodes`, `node_facts`, `unreachable` and `cluster_facts` (cluster checks: the facts of the
+    cluster checks that ran before, by id) are empty where they do not apply."""
 
     check_id: str
     node: str
@@ -88,12 +89,13 @@ class CheckJob:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     node_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
     unreachable: list[str] = field(default_factory=list)
+    cluster_facts: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"protocol": PROTOCOL_VERSION, "check_id": self.check_id, "node": self.node,
                 "output_dir": self.output_dir, "timeout_s": self.timeout_s, "scratch_dir": self.scratch_dir,
                 "params": self.params, "expect": self.expect, "earlier": self.earlier, "nodes": self.nodes,
-                "node_facts": self.node_facts, "unreachable": self.unreachable}
+                "node_facts": self.node_facts, "unreachable": self.unreachable, "cluster_facts": self.cluster_facts}
 
     @classmethod
     def from_dict(cls, data: Any) -> CheckJob:
@@ -107,6 +109,7 @@ class CheckJob:
             earlier=_get(kind, data, "earlier", dict, dict), nodes=_get(kind, data, "nodes", list, list),
             node_facts=_get(kind, data, "node_facts", dict, dict),
             unreachable=_get(kind, data, "unreachable", list, list),
+            cluster_facts=_get(kind, data, "cluster_facts", dict, dict),
         )
 
 

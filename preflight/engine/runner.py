@@ -430,6 +430,7 @@ class Runner:
                 timeout_s=self.plan.config.timeout_for(check), params=self.plan.config.overrides_for(check),
                 expect=self.plan.config.expect.to_dict(), nodes=[n.spec() for n in reachable],
                 node_facts=node_facts, unreachable=unreachable,
+                cluster_facts={r.check_id: r.facts for r in self.report.results if r.scope is Scope.CLUSTER},
             )
             result = run_check(check, job, on_start=lambda p: setattr(self, "cluster_child", p))
             self.cluster_child = None

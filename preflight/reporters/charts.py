@@ -43,6 +43,7 @@ class Chart(NamedTuple):
     title: str
     caption: str
     svg: str
+    check_id: str = ""  # the check whose figures it draws: a check that leads its section shows it there
 
 
 def render_charts(report: RunReport) -> list[Chart]:
@@ -57,10 +58,10 @@ def render_charts(report: RunReport) -> list[Chart]:
         draw = DRAWERS[group.kind]
         try:
             caption, svg = draw(group, f"chart{index}", title)
-            charts.append(Chart(title, caption, svg))
+            charts.append(Chart(title, caption, svg, group.check_id))
         except Exception as exc:  # noqa: BLE001 - a chart that cannot be drawn must not cost the whole report
             charts.append(Chart(title, f"This chart could not be drawn ({type(exc).__name__}: {exc}); the figures "
-                                       "are in the tables below.", ""))
+                                       "are in the tables below.", "", group.check_id))
     return charts
 
 
@@ -262,7 +263,8 @@ def _draw_scaling(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
         ax.set_ylabel(group.quantity_label)
         ax.legend(loc="upper left")
 
-    caption = (f"{group.quantity_label} by the number of {group.counted}, measured (solid) and ideal (dashed: n times the "
+    solid = ", ".join(dict.fromkeys(line.label for line in shown))
+    caption = (f"{group.quantity_label} by the number of {group.counted}: {solid} (solid) and ideal (dashed: n times the "
                f"figure at the smallest count); labels are the efficiency at the largest count.")
     if len(found) > len(shown):
         caption += f" The {len(shown)} least efficient of {len(found)} series are shown."

@@ -83,7 +83,11 @@ class FigureGroup:
 
     @property
     def counted(self) -> str:
-        """What a scaling figure's `at` counts: nodes for a cluster-scope check, devices on one node."""
+        """What a scaling figure's `at` counts: as its figures declare it (Measurement.counts), else nodes
+        for a cluster-scope check and devices on one node."""
+        declared = next((p.m.counts for p in self.points if p.m.counts), None)
+        if declared:
+            return declared
         return "nodes" if any(p.result.scope is Scope.CLUSTER for p in self.points) else "devices"
 
     @property

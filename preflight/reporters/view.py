@@ -73,6 +73,11 @@ class CheckSection:
     results: list[CheckResult] = field(default_factory=list)
     groups: list[ResultGroup] = field(default_factory=list)  # the results, identical ones folded with their nodes
 
+    @property
+    def lead(self) -> list[str]:
+        """The sentences the section leads with (CheckResult.lead), from its first result that has them."""
+        return next((r.lead for r in self.results if r.lead), [])
+
 
 @dataclass
 class ReportView:
@@ -106,6 +111,11 @@ class ReportView:
     history: HistoryView | None = None  # against fleet history, when the run read it (RunReport.history)
     caveats: list[FindingRow] = field(default_factory=list)  # what qualifies the figures (core.model.CAVEAT)
     origins: dict[str, dict[str, str]] = field(default_factory=dict)  # check id -> parameter -> its origin
+
+    @property
+    def leads(self) -> list[CheckSection]:
+        """The sections that lead with sentences for a reader who reads nothing else (CheckResult.lead)."""
+        return [s for s in self.sections if s.lead]
 
     def threshold_text(self, result: CheckResult, m: Measurement) -> str:
         """A figure's threshold, with where it came from when the run set it (--set, a profile, a file)."""

@@ -33,6 +33,7 @@ class Finishing:
     say: Say
     baseline: RunReport | None = None
     nodes: list[Any] = field(default_factory=list)  # the run's NodeTargets (their topology: the shape's groups)
+    shape: Any = None  # the shape answered (None: the request's, without the job's plan)
     keep: Path | None = None  # a file never written over (the results `preflight report` reads)
     write_error: str = ""  # results.jsonl could not be written during the run
     step_summary: bool = True  # the markdown report appended to GITHUB_STEP_SUMMARY (the kind says)
@@ -82,10 +83,11 @@ def history_context(report: RunReport, run: Finishing) -> None:
 def shape(report: RunReport, run: Finishing) -> None:
     """With --shape: the largest healthy subset in the job's shape, answered before the reports, which
     show it; its node lists written beside them (preflight.run.shape)."""
-    if run.request.shape is not None:
+    shape = run.shape if run.shape is not None else run.request.shape
+    if shape is not None:
         from preflight.run.shape import apply
 
-        apply(report, run.request.shape, run.nodes, run.out)
+        apply(report, shape, run.nodes, run.out)
 
 
 def reports(report: RunReport, run: Finishing) -> None:

@@ -76,6 +76,7 @@ class RunRequest:
     baseline_tolerance: float = 0.1
     fail_on_regression: bool = False
     shape: Shape | None = None  # --shape: the job's shape, answered after the run (preflight.run.shape)
+    shape_values: tuple[str, ...] = ()  # --shape as given: the job's plan fills the keys it leaves out
     # What is done about it.
     drain: bool = False
     resume: bool = False

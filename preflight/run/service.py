@@ -49,6 +49,7 @@ class Prepared:
     left_out: dict[str, str] = field(default_factory=dict)  # check id -> why the hook's budget left it out
     scratch: bool = False  # the output directory is a temporary one, removed after the run
     selected: list[Any] = field(default_factory=list)  # the checks selected, with those left out
+    shape: Any = None  # --shape with what the job's plan fills in (preflight.run.shape.with_plan)
 
     @property
     def out(self) -> Path:
@@ -133,6 +134,9 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
                                    [n.slots for n in nodes], config.profile)
     except plan_mod.PlanError as exc:
         raise RunProblem(str(exc)) from None
+    from preflight.run.shape import with_plan
+
+    shape = with_plan(request.shape_values, request.shape, config, registry.checks)
     timeouts, left_out = kind.budget(checks, config, time.monotonic() - start)
     config.timeouts.update(timeouts)
     out, scratch = kind.output(request)
@@ -140,7 +144,7 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
                    fanout=request.fanout, command=request.command,
                    load_errors=kind.load_errors(request, registry, skipped), fail_fast=request.fail_fast,
                    slurm_step=request.slurm_step, judged_with=record_judging(config, registry.checks))
-    return Prepared(request, registry, config, plan, kind, baseline, notes, run_id, left_out, scratch, checks)
+    return Prepared(request, registry, config, plan, kind, baseline, notes, run_id, left_out, scratch, checks, shape)
 
 
 def execute(prepared: Prepared, say: Say, on_event: Callable[[Any], None] | None = None) -> tuple[RunReport, str]:
@@ -174,7 +178,8 @@ def finish(prepared: Prepared, report: RunReport, say: Say, write_error: str = "
     """The kind's after-run steps (preflight.run.finish), with the command line's `summary` after the
     reports; the command's exit code. RunProblem (exit 2) naming a report that could not be written."""
     run = steps.Finishing(prepared.request, prepared.config, prepared.out, say, baseline=prepared.baseline,
-                          nodes=prepared.nodes, write_error=write_error, step_summary=prepared.kind.step_summary)
+                          nodes=prepared.nodes, write_error=write_error, step_summary=prepared.kind.step_summary,
+                          shape=prepared.shape)
     run_steps = prepared.kind.steps
     if summary is not None:
         run_steps = steps.with_step(run_steps, "reports", "summary", summary)

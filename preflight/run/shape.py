@@ -63,3 +63,29 @@ def apply(report: RunReport, shape: Any, nodes: list[Any], out: Path | None) -> 
             (Path(out) / name).write_text(text)
         except OSError as exc:
             raise RunProblem(f"{Path(out) / name}: cannot be written ({exc.strerror or exc})") from None
+
+
+def plan_defaults(config: Any, checks: Mapping[str, Any]) -> dict[str, int]:
+    """The shape keys the job's plan gives (Check.shape_defaults: [job] nodes and gpus_per_node), for
+    the keys `--shape` leaves out."""
+    found: dict[str, int] = {}
+    for check in checks.values():
+        for key, name in getattr(check, "shape_defaults", {}).items():
+            value = (config.params.get(check.id) or {}).get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                found.setdefault(key, value)
+    return found
+
+
+def with_plan(values: tuple[str, ...], shape: Any, config: Any, checks: Mapping[str, Any]) -> Any:
+    """`--shape` with the keys it leaves out filled from the job's plan (plan_defaults); RunProblem
+    (exit 2, before anything runs) naming the key when a plan's value cannot be a shape's."""
+    from preflight.core.shape import ShapeError, parse
+
+    defaults = plan_defaults(config, checks)
+    if shape is None or not defaults:
+        return shape
+    try:
+        return parse(values, defaults=defaults)
+    except ShapeError as exc:
+        raise RunProblem(str(exc)) from None

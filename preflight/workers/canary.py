@@ -9,6 +9,9 @@ all-reduce), optimizer step, and a device synchronisation. A communication hook
 (`preflight.integrations.monitor.BucketTimer`) times every gradient bucket's all-reduce. After the timed steps the
 same bucket sizes are all-reduced alone, with no training around them: the idle latency of this very
 process group, which the check compares the in-training latency with.
+Then a few steps under DDP's `no_sync()` (the same step without the all-reduce), their data wait
+left out: the step's compute alone (`compute_s` per rank), beside which the all-reduce the hook
+timed says how much of it the backward pass hid.
 
 The team's own model, through `--entry package.module:function`:
 
@@ -42,6 +45,7 @@ from preflight.workers.process_group import (
 NVML_INTERVAL_S = 0.1
 INPUT_FEATURES = 256
 POOL_BATCHES = 8
+COMPUTE_STEPS = 10  # no_sync steps after the timed ones: the step without its all-reduce
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,6 +216,20 @@ class _Training:
         self.sync()
         return time.perf_counter() - start, waited, value
 
+    def compute_step(self) -> float:
+        """Seconds of one step under DDP's no_sync() (no gradient all-reduce), its data wait left out:
+        what the step costs without communication, beside which the hook's all-reduce time tells how
+        much of it the backward pass hid."""
+        inputs, targets = self.source.next()
+        self.sync()
+        start = time.perf_counter()
+        with self.ddp.no_sync():
+            self.optimizer.zero_grad(set_to_none=True)
+            self.loss_fn(self.ddp(*inputs), targets).backward()
+        self.optimizer.step()
+        self.sync()
+        return time.perf_counter() - start
+
     def release(self) -> None:
         """Let go of DDP and the optimizer, so that their memory is free for what comes next."""
         self.ddp = self.optimizer = None
@@ -262,11 +280,12 @@ def run_canary(args: argparse.Namespace, env: DistEnv) -> dict[str, Any] | None:
     step_s, wait_s, losses = _timed_steps(training, args.steps, sampler)
     training.timer.poll(wait=True)
     buckets = [(r.step, r.seconds, r.nbytes) for r in training.timer.records if r.step >= 0]
+    compute_s = [training.compute_step() for _ in range(min(args.steps, COMPUTE_STEPS))]
     memory = device_memory(torch, device) if cuda else host_memory()
     idle = idle_allreduce(torch, dist, sorted({b[2] for b in buckets}), args.idle_iters, device)
 
     mine = {"rank": env.rank, "step_s": step_s, "wait_s": wait_s, "losses": losses, "buckets": buckets,
-            "memory": memory}
+            "memory": memory, "compute_s": compute_s}
     gathered: list[Any] = [None] * env.world_size
     dist.all_gather_object(gathered, mine)
     parameters = sum(p.numel() for p in training.model.parameters() if p.requires_grad)

@@ -75,10 +75,12 @@ NOTHING_TO_FIX = {
     "gpu.visibility": {"cpu-only-framework", "not-compared"},
     "scaling.multi_gpu": {"efficiency", "single-device.not-applicable", "cpu-only.not-applicable"},
     "kubernetes.gpus": {"not-applicable"},  # SKIP: no node of the run came from the Kubernetes API
+    "job.plan": {"predicted", "micro-batch-fits"},  # PASS: the prediction, and a micro-batch that fits
 }
 # Helper modules whose findings a check states (besides its own module).
 HELPERS = {"gpu.visibility": ["preflight_checks.gpu.judging"],
-           "collectives.cluster": ["preflight_checks.collectives.figures"]}
+           "collectives.cluster": ["preflight_checks.collectives.figures"],
+           "job.plan": ["preflight_checks.job.figures"]}
 LITERAL_KIND = re.compile(r'(?:\.finding|found|\.add)\(\s*"([a-z0-9.-]+)"\s*,')
 
 

@@ -81,8 +81,8 @@ def test_init_template_covers_every_check_and_parses_back_uncommented():
     from preflight.core.config_init import render_init
 
     text = render_init(checks)
-    for check_id in checks:
-        assert f'[checks."{check_id}"]' in text
+    for check_id, check in checks.items():
+        assert (f"[{check.config_table}]" if check.config_table else f'[checks."{check_id}"]') in text
     # Uncommenting every setting that has a default must give a valid config holding those defaults.
     uncommented = []
     for line in text.splitlines():
@@ -304,6 +304,50 @@ def test_the_job_section_reaches_the_checks_that_plan_for_the_job():
         cfg.parse("[job]\ngpus = 8\n", checks)
     with pytest.raises(cfg.ConfigError, match="unknown section"):
         cfg.parse("[job]\nnodes = 8\n", CHECKS)  # no check plans for a job: the section is unknown
+
+
+def test_the_job_table_is_the_plan_of_job_plan_and_a_bad_value_names_its_key():
+    from preflight_checks.checkpoint.cluster_resume import CheckpointClusterResume
+    from preflight_checks.job.plan import JobPlan
+
+    checks = {**CHECKS, "checkpoint.cluster_resume": CheckpointClusterResume, "job.plan": JobPlan}
+    config = cfg.parse('[job]\nnodes = 16\ngpus_per_node = 8\nmicro_batch = 4\nlearning_rate = 3e-4\n'
+                       'lr_scaling = "sqrt"\noptimizer = "adamw"\ndays = 12\n', checks)
+    plan = config.params_for(JobPlan)
+    assert (plan.nodes, plan.gpus_per_node, plan.micro_batch, plan.learning_rate) == (16, 8, 4, 3e-4)
+    assert plan.lr_scaling == "sqrt" and plan.grad_accum is None  # every key is optional
+    assert config.params_for(CheckpointClusterResume).job_nodes == 16  # the same nodes, for the interval advice
+    assert config.params_for(CheckpointClusterResume).job_days == 12
+    cfg.apply_cli_settings(config, ["job.micro_batch=8"], checks)
+    assert config.params_for(JobPlan).micro_batch == 8
+    for body, key, says in (("micro_batch = -1", "job.micro_batch", "negative"),
+                            ("grad_accum = 0", "job.grad_accum", "at least 1"),
+                            ("learning_rate = 0", "job.learning_rate", "greater than zero"),
+                            ("tuned_learning_rate = -0.1", "job.tuned_learning_rate", "negative"),
+                            ('nodes = "four"', "job.nodes", "expected an integer"),
+                            ("optimizer = 3", "job.optimizer", "expected a string"),
+                            ('lr_scaling = "cubic"', "job.lr_scaling", "must be one of linear, sqrt, none"),
+                            ("micro_bach = 4", "job.micro_bach", "did you mean 'micro_batch'")):
+        with pytest.raises(cfg.ConfigError, match=says) as raised:
+            cfg.parse(f"[job]\n{body}\n", checks)
+        assert raised.value.key == key
+
+
+def test_init_writes_a_commented_job_table():
+    from preflight.core.config_init import render_init
+    from preflight_checks.checkpoint.cluster_resume import CheckpointClusterResume
+    from preflight_checks.job.plan import JobPlan
+
+    checks = {**CHECKS, "checkpoint.cluster_resume": CheckpointClusterResume, "job.plan": JobPlan}
+    text = render_init(checks)
+    table = text[text.index("[job]\n"):].split("\n\n")[0].splitlines()
+    assert '[checks."job.plan"]' not in text
+    for key in ("nodes", "gpus_per_node", "micro_batch", "grad_accum", "tensor_parallel", "pipeline_parallel",
+                "learning_rate", "warmup_steps", "optimizer", "tuned_at_gpus", "tuned_global_batch",
+                "tuned_learning_rate", "lr_scaling", "days"):
+        assert any(line.startswith(f"# {key}: ") for line in table), key
+        assert any(line.startswith(f"# {key} = ") for line in table), key
+    assert all(line.startswith("#") for line in table[1:])
 
 
 @pytest.mark.parametrize("until", ['0', 'false', '""', '"next year"', '[]', '{}', '"2027-13-01"', '20270131',

@@ -226,3 +226,37 @@ def test_run_help_names_exit_code_4():
 
     result = CliRunner().invoke(cli, ["run", "--help"])
     assert "4 with --shape" in " ".join(result.output.split())
+
+
+def test_the_jobs_plan_fills_what_the_shape_leaves_out():
+    from preflight.core.config import parse as parse_config
+    from preflight.run.shape import plan_defaults
+    from preflight_checks.job.plan import JobPlan
+
+    checks = {"job.plan": JobPlan}
+    config = parse_config("[job]\nnodes = 4\ngpus_per_node = 8\nmicro_batch = 2\n", checks)
+    defaults = plan_defaults(config, checks)
+    assert defaults == {"nodes-multiple-of": 4, "gpus-per-node": 8}
+    assert parse(["within=group"], defaults=defaults) == Shape(4, "group", 8)
+    assert parse(["gpus-per-node=4"], defaults=defaults) == Shape(4, "", 4)  # the command line wins
+    assert parse([], defaults=defaults) is None  # no --shape, no shape: the plan alone asks for none
+    assert plan_defaults(parse_config("[job]\nmicro_batch = 2\n", checks), checks) == {}
+
+
+def test_run_answers_in_the_shape_of_the_jobs_plan(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from preflight.cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "preflight.toml").write_text("[job]\nnodes = 1\ngpus_per_node = 16\n")
+    result = CliRunner().invoke(cli, ["run", "--checks", "job.plan", "--shape", "within=group", "--out", "out",
+                                      "--no-history", "--format", "json"])
+    assert "Traceback" not in result.output
+    subset = json.loads((tmp_path / "out" / "results.json").read_text())["subset"]
+    assert subset["shape"] == "within=group,gpus-per-node=16"  # nodes-multiple-of=1 is no constraint
+    assert not subset["offered"] and "gpus-per-node=16" in subset["why_not"]  # no node here has 16 GPUs
+    (tmp_path / "preflight.toml").write_text("[job]\ngpus_per_node = 4096\n")
+    refused = CliRunner().invoke(cli, ["run", "--checks", "job.plan", "--shape", "within=group", "--out", "again"])
+    assert refused.exit_code == 2 and "[job]" in refused.output and "gpus-per-node=4096" in refused.output
+    assert not (tmp_path / "again" / "results.jsonl").exists()  # refused before anything ran

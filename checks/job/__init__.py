@@ -1,0 +1,1 @@
+"""The job's own plan: job.plan."""
