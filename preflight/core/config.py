@@ -195,13 +195,20 @@ def shipped_profiles() -> list[str]:
     return sorted(p.stem for p in (Path(__file__).parent.parent / "profiles").glob(f"*{PROFILE_SUFFIX}"))
 
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a configuration of every check's every threshold is under 100 KiB
+
+
 def _read(path: Path) -> tuple[str, str]:
+    """The text of a config file or profile, read no further than MAX_CONFIG_BYTES (its size is
+    checked before a byte is read)."""
+    from preflight.core.bounded import InputError, read_text
+
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError("file not found", str(path))
     try:
-        return str(path), path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("file not found", str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read: {exc}", str(path)) from None
+        return str(path), read_text(path, MAX_CONFIG_BYTES)
+    except InputError as exc:
+        raise ConfigError(exc.reason, str(path)) from None
 
 
 def _deep_merge(into: dict[str, Any], data: dict[str, Any]) -> None:
