@@ -18,6 +18,7 @@ warning line, since recording history must never cost a run its result.
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -91,6 +92,12 @@ def resolve(url: str | Path | None) -> tuple[sqlalchemy.URL, str, Path | None]:
         path = default_path()
         return make_url(f"sqlite:///{path}"), str(path), path
     raw = str(url)
+    if "://" not in raw and re.match(r"[^/]*:[^/]*@", raw):
+        from preflight.core.redact import redact_url
+
+        # user:password@host/db: a database URL without its scheme, never a file to create
+        raise HistoryError(redact_url(raw), "a database URL without its scheme: add it "
+                           "(postgresql+psycopg://...), or name a file")
     if "://" not in raw:
         path = Path(raw).expanduser()
         return make_url(f"sqlite:///{path}"), str(path), path
