@@ -65,14 +65,15 @@ def _check(paths: list[str]) -> int:
     from preflight.core.model import Status
     from preflight_checks.monitoring.alarms import MonitoringAlarms, Params
     from preflight_checks.monitoring.rule_files import RuleFileError, read_rule_files
+    from preflight.reporters.safe_text import single_line
 
     try:
         rules = read_rule_files(paths)
     except RuleFileError as exc:
-        raise UsageProblem(str(exc)) from None
+        raise UsageProblem(single_line(exc)) from None
     outcome = MonitoringAlarms().evaluate({"url": None, "nodes": [], "file_rules": rules, "rule_files": paths},
                                           Params(rule_files=paths), Expect())
-    click.echo(f"{outcome.status.value}: {outcome.summary}")
+    click.echo(single_line(f"{outcome.status.value}: {outcome.summary}"))  # rule names come from the files
     for fix in (outcome.remediation or []) if outcome.status is not Status.PASS else []:
-        click.echo(f"  fix: {fix}")
+        click.echo(f"  fix: {single_line(fix)}")
     return 0 if outcome.status is Status.PASS else 1

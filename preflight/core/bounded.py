@@ -51,18 +51,18 @@ def read_bytes(path: str | os.PathLike[str], limit: int, what: str = "") -> byte
     """At most `limit` bytes of a regular file or a pipe; InputError naming the file otherwise."""
     name = what or os.fspath(path)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        # A pipe is opened as `cat` opens it (waiting for its writer); anything else without waiting,
+        # and what turns out to be no regular file at open is refused there (a device swapped in).
+        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | (0 if fifo else getattr(os, "O_NONBLOCK", 0)))
     except OSError as exc:
         raise InputError(name, f"cannot be read: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
-        fifo = stat.S_ISFIFO(info.st_mode)
-        if not (stat.S_ISREG(info.st_mode) or fifo):
+        if not (stat.S_ISREG(info.st_mode) or (fifo and stat.S_ISFIFO(info.st_mode))):
             raise InputError(name, f"cannot be read: {_kind(info.st_mode)}, not a file")
         if stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise InputError(name, f"{info.st_size:,} bytes, over the limit of {limit:,} for this file")
-        if fifo:
-            os.set_blocking(fd, True)  # opened without waiting for a writer; now read as a pipe is read
         chunks, total = [], 0
         while total <= limit:
             chunk = os.read(fd, min(MiB, limit + 1 - total))
