@@ -30,8 +30,10 @@ class UsageProblem(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         from preflight.core.redact import redact_text
+        from preflight.reporters.safe_text import block
 
-        click.echo(f"preflight: error: {redact_text(self.format_message())}", err=True)
+        # a message quotes names and lines from the user's files: no escape sequence of theirs reaches the terminal
+        click.echo(f"preflight: error: {block(redact_text(self.format_message()))}", err=True)
 
 
 class FiniteFloat(click.FloatRange):

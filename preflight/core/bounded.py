@@ -32,9 +32,13 @@ MiB = 1024 * 1024
 class InputError(ValueError):
     """A file that cannot be read in bounded work; str() names the file and what is wrong."""
 
-    def __init__(self, where: str, reason: str) -> None:
-        super().__init__(f"{where}: {reason}")
-        self.where, self.reason = where, reason
+    def __init__(self, where: str, reason: str, unreadable: bool = False) -> None:
+        super().__init__(f"{where}: cannot be read: {reason}" if unreadable else f"{where}: {reason}")
+        self.where, self.reason, self.unreadable = where, reason, unreadable
+
+    def said(self, read: str = "cannot read") -> str:
+        """The reason alone, as `read: REASON` for a file that could not be read at all."""
+        return f"{read}: {self.reason}" if self.unreadable else self.reason
 
 
 def _kind(mode: int) -> str:
@@ -56,11 +60,11 @@ def read_bytes(path: str | os.PathLike[str], limit: int, what: str = "") -> byte
         fifo = stat.S_ISFIFO(os.stat(path).st_mode)
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | (0 if fifo else getattr(os, "O_NONBLOCK", 0)))
     except OSError as exc:
-        raise InputError(name, f"cannot be read: {exc.strerror or exc}") from None
+        raise InputError(name, exc.strerror or str(exc), unreadable=True) from None
     try:
         info = os.fstat(fd)
         if not (stat.S_ISREG(info.st_mode) or (fifo and stat.S_ISFIFO(info.st_mode))):
-            raise InputError(name, f"cannot be read: {_kind(info.st_mode)}, not a file")
+            raise InputError(name, f"{_kind(info.st_mode)}, not a file", unreadable=True)
         if stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise InputError(name, f"{info.st_size:,} bytes, over the limit of {limit:,} for this file")
         chunks, total = [], 0
@@ -72,7 +76,7 @@ def read_bytes(path: str | os.PathLike[str], limit: int, what: str = "") -> byte
             chunks.append(chunk)
             total += len(chunk)
     except OSError as exc:
-        raise InputError(name, f"cannot be read: {exc.strerror or exc}") from None
+        raise InputError(name, exc.strerror or str(exc), unreadable=True) from None
     finally:
         os.close(fd)
     if total > limit:

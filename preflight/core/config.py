@@ -208,7 +208,7 @@ def _read(path: Path) -> tuple[str, str]:
     try:
         return str(path), read_text(path, MAX_CONFIG_BYTES)
     except InputError as exc:
-        raise ConfigError(exc.reason, str(path)) from None
+        raise ConfigError(exc.said(), str(path)) from None
 
 
 def _deep_merge(into: dict[str, Any], data: dict[str, Any]) -> None:

@@ -179,7 +179,7 @@ def read_results(path: str | Path, version: str) -> tuple[RunReport, list[str]]:
     try:
         text = read_text(path, MAX_RESULTS_BYTES)
     except InputError as exc:
-        raise ResultsFileError(str(exc)) from None
+        raise ResultsFileError(f"cannot read {name}: {exc.reason}" if exc.unreadable else str(exc)) from None
     if name.endswith(".jsonl"):
         return read_results_jsonl(text, name, version)
     return parse_report(text, name), []

@@ -96,7 +96,7 @@ def load_hosts(path: str | Path) -> list[Host]:
     try:
         text = read_text(path, MAX_HOSTS_FILE_BYTES)
     except InputError as exc:
-        raise HostsFileError(path, None, exc.reason) from None
+        raise HostsFileError(path, None, exc.said()) from None
     return parse_hosts(text, path)
 
 

@@ -112,3 +112,12 @@ def test_k8s_judge_reads_a_node_list_from_a_pipe(tmp_path):
     code, output, error = invoke(["k8s", "judge", str(fifo)])
     writer.join(timeout=60)
     assert error is None and code == 0 and "OK  gpu-a" in output, output
+
+
+def test_an_error_naming_a_file_shows_no_escape_sequence_of_its_name(tmp_path):
+    bad = tmp_path / "run\x1b]0;owned\x07\x1b[2J.json"
+    bad.write_text("{")
+    for args in commands(str(bad), tmp_path):
+        code, output, error = invoke(args)
+        assert error is None and code == 2 and "run" in output, (args, output)
+        assert "\x1b" not in output and "\x07" not in output, (args, output)
