@@ -20,7 +20,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from preflight.core.bounded import InputError, load_json
+from preflight.core.bounded import InputError, load_json, load_toml
 from preflight.core.check import CannotMeasure
 from preflight_checks.versions.pin_files import QuotedStrings, TomlLines, conda_spec, is_conda_environment, poetry_specifier, yaml_sequence_lines
 
@@ -121,7 +121,9 @@ def _toml(file: Path, text: str) -> dict[str, Any]:
     except ImportError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
     try:
-        return tomllib.loads(text)
+        return load_toml(text, str(file))
+    except InputError as exc:
+        raise CannotMeasure(f"{file}: cannot parse: {exc.reason}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CannotMeasure(f"{file}: cannot parse: {exc}") from exc
 

@@ -134,6 +134,23 @@ def load_json(text: str | bytes, where: str, max_depth: int = MAX_DEPTH, **optio
     return data
 
 
+def load_toml(text: str, where: str, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """tomllib.loads with the nesting bounded (tomllib recurses: `x = [[[[...` 100,000 deep is a
+    RecursionError); TooDeep naming `where`, TOMLDecodeError as tomllib raises it."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise _deep(where, max_depth) from None
+    if too_deep(data, max_depth):
+        raise _deep(where, max_depth)
+    return data
+
+
 def _check_nodes(root: Any, where: str, max_depth: int) -> None:
     """Refuse a composed YAML document that shares a node (an alias) or nests deeper than `max_depth`."""
     import yaml

@@ -220,8 +220,12 @@ def _deep_merge(into: dict[str, Any], data: dict[str, Any]) -> None:
 
 
 def _parse_toml(text: str, path: str) -> dict[str, Any]:
+    from preflight.core.bounded import TooDeep, load_toml
+
     try:
-        return tomllib.loads(text)
+        return load_toml(text, path)
+    except TooDeep as exc:
+        raise ConfigError(exc.reason, path) from None
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         raise ConfigError(f"invalid TOML: {exc}", path, line=int(match.group(1)) if match else None) from None
@@ -331,13 +335,17 @@ def _apply_aliases(config: Config, checks: dict[str, type[Check]], setting: str,
 
 def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, type[Check]]) -> None:
     """`--set ID.KEY=VALUE` (or AREA.KEY=VALUE), VALUE in TOML syntax; CLI beats the file."""
+    from preflight.core.bounded import TooDeep, load_toml
+
     config.settings.extend(settings)
     for setting in settings:
         if "=" not in setting:
             raise ConfigError("expected KEY=VALUE", "--set", setting)
         key, raw = setting.split("=", 1)
         try:
-            value = tomllib.loads(f"v = {raw}")["v"]
+            value = load_toml(f"v = {raw}", "--set")["v"]
+        except TooDeep as exc:
+            raise ConfigError(exc.reason, "--set", key) from None
         except tomllib.TOMLDecodeError:
             value = raw  # a bare word is a string
         if key.startswith("expect."):

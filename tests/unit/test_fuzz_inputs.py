@@ -543,6 +543,21 @@ def test_json_nested_past_the_limit_is_exit_2_naming_the_file_in_every_command(n
 
 
 @BOUNDED
+@given(st.integers(65, 100_000), st.sampled_from(["[", "{a="]))
+def test_toml_nested_past_the_limit_is_refused_naming_the_file(depth, opener):
+    closer = {"[": "]", "{a=": "}"}[opener]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "preflight.toml"
+        path.write_text(f"x = {opener * depth}1{closer * depth}\n".replace("[1]", "[]"))
+        try:
+            config_mod.load(str(path), CHECKS)
+        except ConfigError as exc:
+            assert "preflight.toml" in str(exc)
+        else:
+            raise AssertionError("a config nested past the limit was read")
+
+
+@BOUNDED
 @given(st.integers(1, 9), st.integers(2, 9))
 def test_a_yaml_alias_is_refused_whatever_it_expands_to(levels, width):
     lines = ["a0: &a0 [x, x]"] + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]

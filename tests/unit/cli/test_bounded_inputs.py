@@ -121,3 +121,15 @@ def test_an_error_naming_a_file_shows_no_escape_sequence_of_its_name(tmp_path):
         code, output, error = invoke(args)
         assert error is None and code == 2 and "run" in output, (args, output)
         assert "\x1b" not in output and "\x07" not in output, (args, output)
+
+
+@pytest.mark.parametrize("value", ["[" * 100_000 + "]" * 100_000, "{a=" * 100_000 + "1" + "}" * 100_000])
+def test_a_config_nested_past_the_limit_is_exit_2_naming_it(tmp_path, value):
+    config = tmp_path / "preflight.toml"
+    config.write_text(f"x = {value}\n")
+    code, output, error = invoke(["run", "--config", str(config), "--checks", "node.environment",
+                                  "--out", str(tmp_path / "out")])
+    assert error is None and code == 2 and "preflight.toml" in output and "nested" in output, output[-300:]
+    code, output, error = invoke(["run", "--set", f"node.environment.x={value[:40_000]}", "--checks",
+                                  "node.environment", "--out", str(tmp_path / "out2")])
+    assert error is None and code == 2 and "--set" in output and len(output) < 500, output[-300:]
