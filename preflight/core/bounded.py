@@ -14,6 +14,7 @@ can cost a traceback, minutes or the machine's memory:
   reader), refuses anchors and aliases (a "billion laughs" document expands a few lines into
   billions of nodes for whoever walks it) and bounds the nesting as `load_json` does.
 - `load_json_or_yaml` reads JSON as JSON (a text that starts with `{` or `[`), else as YAML.
+- `load_toml` is tomllib with the nesting bounded (tomllib recurses too).
 
 Every error is InputError, whose message names the file, for the command to turn into exit 2.
 """
@@ -36,9 +37,9 @@ class InputError(ValueError):
         super().__init__(f"{where}: cannot be read: {reason}" if unreadable else f"{where}: {reason}")
         self.where, self.reason, self.unreadable = where, reason, unreadable
 
-    def said(self, read: str = "cannot read") -> str:
-        """The reason alone, as `read: REASON` for a file that could not be read at all."""
-        return f"{read}: {self.reason}" if self.unreadable else self.reason
+    def said(self) -> str:
+        """The reason without the file's name, as messages that name the file themselves want it."""
+        return f"cannot read: {self.reason}" if self.unreadable else self.reason
 
 
 def _kind(mode: int) -> str:

@@ -6,7 +6,10 @@ server's: in preflight.toml, in --set, in the environment) and every one may car
 `postgresql://user:PASSWORD@db/preflight` or `https://prom?token=SECRET`. Whatever preflight prints,
 logs or records (the command line, the config text it judged with, an error message that quotes
 the URL, even one that does not parse) passes through `redact_text` first, which masks them as
-`***`. `redact_url` is the same for one URL; `scrub` masks every string of an object in place;
+`***`: userinfo with a scheme, with `://` alone or with none (`alice:PW@db/h`, a hosts file's line),
+a password holding quotes or @, and the value of any query key that names a token, key, session,
+jwt, signature, password, secret or auth, in any case. The URL patterns look at one word (text
+between white space) at a time, so the work is linear in the text whatever it holds. `redact_url` is the same for one URL; `scrub` masks every string of an object in place;
 `RedactingStream` wraps the terminal.
 
 A run report is scrubbed once, piece by piece, where each piece enters it, never as a whole again
