@@ -37,14 +37,16 @@ SECRET_KEYS = r"(?:passw|pwd|secret|token|auth|key|sig|session|jwt|credential|co
 # at a time keeps the work linear whatever the text holds (a pattern tried from every `://` or `;`
 # of one long line would scan to its end from each).
 _WORD = re.compile(r"[^\s<>]+")
+# An image's digest, `name:tag@sha256:...` or `registry:5000/team/train@sha256:...`: no password before it.
+_DIGEST = r"[a-z0-9]+:[0-9a-fA-F]{32,}"
 # [scheme]://user:password@ : the password runs to the last @ of the word (it may hold @ ? / # and
 # quotes); what follows that @ holds none. The scheme may be missing (`://alice:pw@host`).
 _USERINFO = re.compile(r"(?P<head>(?:[A-Za-z][A-Za-z0-9+.-]*)?://[^/?#:@\"'`]*:)(?P<secret>.*)(?P<at>@)"
-                       r"(?=[^@\"'`]*(?:[\"'`]|\Z))", re.S)
+                       r"(?!" + _DIGEST + r")(?=[^@\"'`]*(?:[\"'`]|\Z))", re.S)
 # user:password@host with no scheme at all (a hosts file's line, a history URL written without one),
 # from the start of the word or after a quote, bracket or `=`.
 _BARE_USERINFO = re.compile(r"(?<![^\"'`(\[{=,;])(?P<head>[A-Za-z0-9._~%+!$-]+:)(?!//)(?P<secret>.*)(?P<at>@)"
-                            r"(?=[A-Za-z0-9\[][^@\"'`]*(?:[\"'`]|\Z))", re.S)
+                            r"(?!" + _DIGEST + r")(?=[A-Za-z0-9\[][^@\"'`]*(?:[\"'`]|\Z))", re.S)
 # scheme://token@host (no colon): a bare user part that looks like a token is masked too.
 _TOKEN_USER = re.compile(r"(?P<head>(?:[A-Za-z][A-Za-z0-9+.-]*)?://)(?P<secret>[A-Za-z0-9_\-.~%]{20,})(?P<at>@)")
 _QUERY = re.compile(r"(?P<head>[?&;][A-Za-z0-9_.\-%]*?" + SECRET_KEYS + r"[A-Za-z0-9_.\-%]*=)(?P<secret>[^&#\"'`]*)",

@@ -54,7 +54,8 @@ def test_config_text_assignments_are_masked_and_the_rest_kept():
 
 def test_text_without_secrets_is_unchanged():
     for text in ("gpu01:22", "http://prom:9090/api?query=up", "a=b", "sqlite:////tmp/h.sqlite", "user@host",
-                 "git@github.com:org/repo", "ssh alice@gpu01:22", "http://[::1]:9090/x", '{"a": "b@c", "d": "e:f"}'):
+                 "git@github.com:org/repo", "ssh alice@gpu01:22", "pytorch:24.01-py3@sha256:" + "ab" * 32,
+                 "registry.example:5000/team/train@sha256:" + "0f" * 32, "http://[::1]:9090/x", '{"a": "b@c", "d": "e:f"}'):
         assert redact_text(text) == text
 
 
