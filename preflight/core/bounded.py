@@ -28,6 +28,7 @@ from typing import Any
 
 MAX_DEPTH = 64  # levels of nesting; a Kubernetes NodeList is 8 deep, a results.json about 10
 MiB = 1024 * 1024
+MAX_PURE_PYTHON_YAML = 8 * MiB  # what PyYAML's own (pure-Python) reader gets through in seconds
 
 
 class InputError(ValueError):
@@ -180,7 +181,11 @@ def load_yaml_all(text: str, where: str, max_depth: int = MAX_DEPTH) -> list[Any
     InputError naming `where` otherwise."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is None and len(text) > MAX_PURE_PYTHON_YAML:
+        raise InputError(where, f"{len(text):,} characters of YAML, and PyYAML here has no libyaml: over "
+                                f"{MAX_PURE_PYTHON_YAML:,} would take minutes; save it as JSON")
+    loader = (fast or yaml.SafeLoader)(text)
     docs = []
     try:
         while loader.check_node():

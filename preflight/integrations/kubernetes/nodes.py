@@ -47,6 +47,7 @@ class NodeDocumentError(ValueError):
 
 
 MAX_NODE_FILE_BYTES = 1024 * 1024 * 1024  # `kubectl get nodes -o json` of 20,000 nodes is about 300 MiB
+MAX_NODE_YAML_CHARS = 256 * 1024 * 1024  # YAML costs ten times JSON's memory and time: -o json beyond this
 
 
 def _node_dicts(doc: Any) -> list[dict[str, Any]]:
@@ -117,6 +118,9 @@ def nodes_from_text(text: str, where: str) -> list[KubeNode]:
     module, seconds for 20,000 nodes), YAML with libyaml; both within preflight.core.bounded's limits."""
     from preflight.core.bounded import InputError, load_json_or_yaml
 
+    if len(text) > MAX_NODE_YAML_CHARS and text.lstrip()[:1] not in ("{", "["):
+        raise NodeDocumentError(f"{where}: {len(text):,} characters of YAML, over {MAX_NODE_YAML_CHARS:,}: save the "
+                                "listing with `kubectl get nodes -o json`, which is read faster")
     try:
         docs = load_json_or_yaml(text, where)
     except InputError as exc:

@@ -133,3 +133,15 @@ def test_a_config_nested_past_the_limit_is_exit_2_naming_it(tmp_path, value):
     code, output, error = invoke(["run", "--set", f"node.environment.x={value[:40_000]}", "--checks",
                                   "node.environment", "--out", str(tmp_path / "out2")])
     assert error is None and code == 2 and "--set" in output and len(output) < 500, output[-300:]
+
+
+def test_without_libyaml_a_large_yaml_file_is_refused_not_read_for_minutes(monkeypatch):
+    import yaml
+
+    from preflight.core.bounded import MAX_PURE_PYTHON_YAML, InputError, load_yaml_all
+
+    monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    assert load_yaml_all("a: 1\n", "small.yml") == [{"a": 1}]
+    with pytest.raises(InputError) as raised:
+        load_yaml_all("a: 1\n" * (MAX_PURE_PYTHON_YAML // 5 + 1), "big.yml")
+    assert "big.yml" in str(raised.value) and "JSON" in str(raised.value)
