@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from preflight.core.bounded import InputError, load_json, read_text
+from preflight.core.bounded import InputError, TooDeep, load_json, read_text
 from preflight.core.finite import finite, make_finite
 from preflight.core.model import CheckResult, RunReport, Scope
 from preflight.core.redact import scrub
@@ -61,7 +61,7 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
             try:
                 data = load_json(line, f"{path}:{number}")
             except InputError as exc:
-                raise ResultsFileError(str(exc)) from None
+                raise ResultsFileError(str(exc)) from exc
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             if HEADER_KEY in data:
@@ -75,8 +75,9 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
                 continue
             validate_result(data, f"{path}:{number}")
             results.append(CheckResult.from_dict(data))
-        except ResultsFileError:
-            if index == len(lines) - 1 and index > 0:
+        except ResultsFileError as exc:
+            # A last line cut short is dropped; one nested too deep is whole, and refused like any other.
+            if index == len(lines) - 1 and index > 0 and not isinstance(exc.__cause__, TooDeep):
                 notes.append(f"dropped line {number} of {path}: it was cut short (the run was stopped while "
                              "writing it)")
                 break

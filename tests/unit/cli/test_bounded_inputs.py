@@ -145,3 +145,16 @@ def test_without_libyaml_a_large_yaml_file_is_refused_not_read_for_minutes(monke
     with pytest.raises(InputError) as raised:
         load_yaml_all("a: 1\n" * (MAX_PURE_PYTHON_YAML // 5 + 1), "big.yml")
     assert "big.yml" in str(raised.value) and "JSON" in str(raised.value)
+
+
+def test_a_last_results_jsonl_line_nested_too_deep_is_refused_not_dropped_as_cut_short(tmp_path):
+    from preflight.core.model import Status
+    from preflight.core.results_file import ResultsFileError, header_line, read_results
+    from tests.conftest import make_report, make_result
+
+    report = make_report([make_result("node.environment", "n1", Status.PASS)], nodes=["n1"])
+    path = tmp_path / "results.jsonl"
+    path.write_text(header_line(report) + "\n" + DEEP + "\n")
+    with pytest.raises(ResultsFileError) as raised:
+        read_results(path, "0.1.0")
+    assert "results.jsonl:2" in str(raised.value) and "nested" in str(raised.value)
