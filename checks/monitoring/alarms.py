@@ -123,13 +123,12 @@ class MonitoringAlarms(Check):
             facts["rule_files"] = list(params.rule_files)
         if not params.prometheus_url:
             return facts
-        real_base, headers = basic_auth(params.prometheus_url.rstrip("/"))
+        real_base, headers = basic_auth(params.prometheus_url)
         base = redact_url(real_base)  # what messages and evidence name: no token in its query either
 
         def get(path: str, **query: str) -> Any:
-            url = f"{base}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
-            real = f"{real_base}{path}" + (("&" if "?" in real_base else "?") + urllib.parse.urlencode(query)
-                                           if query else "")
+            real = api_url(real_base, path, query)
+            url = redact_url(real)
             try:
                 with urllib.request.urlopen(urllib.request.Request(real, headers=headers),
                                             timeout=params.request_timeout_s) as response:
@@ -314,6 +313,14 @@ def parse_time(value: Any) -> float | None:
         return dt.datetime.fromisoformat(text).timestamp()
     except ValueError:
         return None
+
+
+def api_url(base: str, path: str, query: dict[str, str]) -> str:
+    """An API path under the base URL's own path, the base's query kept and the request's added: a
+    Prometheus behind a proxy at `https://host/prom?token=T` is asked `https://host/prom/api/v1/query?token=T&query=up`."""
+    parts = urllib.parse.urlsplit(base)
+    both = "&".join(q for q in (parts.query, urllib.parse.urlencode(query)) if q)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + path, query=both, fragment=""))
 
 
 def rules_from_answer(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,10 +10,11 @@ evaluated), `file` says where the rule was written.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import yaml
+from preflight.core.bounded import InputError, load_yaml_all, read_text
+
+MAX_RULE_FILE_BYTES = 16 * 1024 * 1024  # a rule file of thousands of alerts is under 1 MiB
 
 from preflight_checks.monitoring.promql import watched_expression
 
@@ -38,10 +39,10 @@ def _groups(doc: Any) -> list[Any] | None:
 
 def rules_from_text(text: str, where: str) -> list[dict[str, Any]]:
     """The alerting rules of one rule file or PrometheusRule manifest; RuleFileError naming `where`."""
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise RuleFileError(f"{where}: not YAML: {' '.join(str(exc).split())}") from None
+    try:  # libyaml, no aliases (a "billion laughs" file), nesting bounded: preflight.core.bounded
+        docs = [d for d in load_yaml_all(text, where) if d is not None]
+    except InputError as exc:
+        raise RuleFileError(str(exc)) from None
     groups = [g for doc in docs for g in (_groups(doc) or [])]
     if not any(_groups(doc) is not None for doc in docs):
         raise RuleFileError(f"{where}: no rule groups (neither `groups:` nor a PrometheusRule's `spec.groups`)")
@@ -65,8 +66,8 @@ def read_rule_files(paths: list[str]) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
     for path in paths:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise RuleFileError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+            text = read_text(path, MAX_RULE_FILE_BYTES)
+        except InputError as exc:
+            raise RuleFileError(str(exc)) from None
         rules += rules_from_text(text, path)
     return rules

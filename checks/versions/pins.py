@@ -20,8 +20,9 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from preflight.core.bounded import InputError, load_json, load_toml
 from preflight.core.check import CannotMeasure
-from preflight_checks.versions.pin_files import TomlLines, conda_spec, is_conda_environment, poetry_specifier, yaml_sequence_lines
+from preflight_checks.versions.pin_files import QuotedStrings, TomlLines, conda_spec, is_conda_environment, poetry_specifier, yaml_sequence_lines
 
 # ------------------------------------------------------------------------------------ parsing
 
@@ -120,7 +121,9 @@ def _toml(file: Path, text: str) -> dict[str, Any]:
     except ImportError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
     try:
-        return tomllib.loads(text)
+        return load_toml(text, str(file))
+    except InputError as exc:
+        raise CannotMeasure(f"{file}: cannot parse: {exc.reason}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CannotMeasure(f"{file}: cannot parse: {exc}") from exc
 
@@ -286,15 +289,17 @@ class _Reader:
 
     def _read_pipfile_lock(self, file: Path, text: str) -> None:
         try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise CannotMeasure(f"{file}: cannot parse: {exc}") from exc
-        lines = text.splitlines()
+            data = load_json(text, str(file))
+        except InputError as exc:
+            raise CannotMeasure(f"{file}: cannot parse: {exc.reason}") from None
+        if not isinstance(data, dict):
+            raise CannotMeasure(f"{file}: cannot parse: not a JSON object")
+        strings = QuotedStrings(text.splitlines())  # each name's line by lookup: linear on a one-line lock
         for section, optional in (("default", None), ("develop", "develop")):
-            cursor = _line_of(lines, section, "") or 1
+            cursor = strings.first(section) or 1
             for name, info in (data.get(section) or {}).items():
                 version = str((info or {}).get("version") or "")
-                number = _line_of(lines[cursor - 1:], name, "") + cursor - 1
+                number = strings.first(name, cursor) or cursor - 1
                 cursor = max(cursor, number)
                 if not version.startswith("=="):
                     self.skipped.append({"where": f"{file}:{number}", "line": name,
@@ -387,15 +392,6 @@ def _poetry_tables(poetry: dict[str, Any]) -> list[tuple[str | None, str, dict[s
         if isinstance(body, dict) and isinstance(body.get("dependencies"), dict):
             tables.append((f"group {group}", f"tool.poetry.group.{group}.dependencies", body["dependencies"]))
     return [t for t in tables if t[2]]
-
-
-def _line_of(lines: list[str], dep: str, prefix: str = "") -> int:
-    for quote in ('"', "'"):
-        needle = f"{prefix}{quote}{dep}{quote}"
-        for number, line in enumerate(lines, start=1):
-            if needle in line:
-                return number
-    return 0
 
 
 def read_requirements(paths: list[str]) -> dict[str, Any]:

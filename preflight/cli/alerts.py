@@ -67,6 +67,7 @@ def _check(paths: list[str]) -> int:
     from preflight.core.model import Status
     from preflight.core.registry import discover
     from preflight.engine.context import ClusterContext
+    from preflight.reporters.safe_text import single_line
 
     judges = [check for _, check in sorted(discover().checks.items()) if check.alarm_rules]
     if not judges:
@@ -80,10 +81,10 @@ def _check(paths: list[str]) -> int:
             try:
                 facts = check().collect(ctx, params)
             except CannotMeasure as exc:  # a file that cannot be read: the message names it
-                raise UsageProblem(str(exc)) from None
+                raise UsageProblem(single_line(exc)) from None
         outcome = check().evaluate(facts, params, Expect())
-        click.echo(f"{outcome.status.value}: {outcome.summary}")
+        click.echo(single_line(f"{outcome.status.value}: {outcome.summary}"))  # rule names come from the files
         for fix in (outcome.remediation or []) if outcome.status is not Status.PASS else []:
-            click.echo(f"  fix: {fix}")
+            click.echo(f"  fix: {single_line(fix)}")
         passed = passed and outcome.status is Status.PASS
     return 0 if passed else 1

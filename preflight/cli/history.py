@@ -20,18 +20,12 @@ from typing import Any, Callable
 
 import click
 
-from preflight.cli.options import Duration, FiniteFloat
-
-EXIT_USAGE = 2
+from preflight.cli.options import Duration, FiniteFloat, UsageProblem
 
 
-class HistoryProblem(click.ClickException):
-    """Bad input or an unusable store: exit 2 with one line naming it."""
-
-    exit_code = EXIT_USAGE
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"preflight: error: {self.format_message()}", err=True)
+class HistoryProblem(UsageProblem):
+    """Bad input or an unusable store: exit 2 with one line naming it (masked and escaped as every
+    usage problem is)."""
 
 
 class EmptyHistory(Exception):

@@ -120,26 +120,26 @@ def judge(node_file: str, selector: str | None) -> None:
     """Judge a saved `kubectl get nodes -o json` (or -o yaml) offline: which nodes a `run --k8s` would
     check, their GPUs, and what keeps a GPU node from taking a GPU job (not Ready, cordoned, tainted,
     fewer GPUs allocatable than installed). Exit 1 when a GPU node has such a problem."""
-    from preflight.integrations.kubernetes.nodes import NodeDocumentError, node_problems, nodes_from_text
+    from preflight.integrations.kubernetes.nodes import NodeDocumentError, node_problems, read_node_file
+    from preflight.reporters.safe_text import single_line
 
     try:
-        nodes = nodes_from_text(open(node_file, encoding="utf-8").read(), node_file)
-    except OSError as exc:
-        raise UsageProblem(f"{node_file}: cannot be read: {exc.strerror or exc}") from None
-    except (NodeDocumentError, UnicodeDecodeError) as exc:
-        raise UsageProblem(str(exc)) from None
+        nodes = read_node_file(node_file)
+    except NodeDocumentError as exc:
+        raise UsageProblem(single_line(exc)) from None
     wanted = dict(part.split("=", 1) for part in (selector or "").split(",") if "=" in part)
     chosen = [n for n in nodes if all(n.labels.get(k) == v for k, v in wanted.items())] if wanted else \
         [n for n in nodes if n.gpu_capacity > 0]
     if not chosen:
-        click.echo(f"no node of {len(nodes)} in {node_file} " + (f"matches {selector!r}" if wanted else
-                   "has nvidia.com/gpu capacity: a run --k8s would need --selector"))
+        click.echo(single_line(f"no node of {len(nodes)} in {node_file} " + (
+            f"matches {selector!r}" if wanted else "has nvidia.com/gpu capacity: a run --k8s would need --selector")))
         raise SystemExit(1)
     blocked = 0
     for node in chosen:
         problems = node_problems(node)
         blocked += bool(problems)
-        click.echo(f"{'NO ' if problems else 'OK '} {node.name} ({node.address}): {node.gpu_allocatable}/"
-                   f"{node.gpu_capacity} GPUs allocatable" + (f"; {'; '.join(problems)}" if problems else ""))
+        # every part of the line comes from the file: a node name may hold escape sequences
+        click.echo(single_line(f"{'NO ' if problems else 'OK '} {node.name} ({node.address}): {node.gpu_allocatable}/"
+                               f"{node.gpu_capacity} GPUs allocatable" + (f"; {'; '.join(problems)}" if problems else "")))
     click.echo(f"{len(chosen) - blocked} of {len(chosen)} node(s) ready for GPU jobs")
     raise SystemExit(1 if blocked else 0)

@@ -30,8 +30,10 @@ class UsageProblem(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         from preflight.core.redact import redact_text
+        from preflight.reporters.safe_text import block
 
-        click.echo(f"preflight: error: {redact_text(self.format_message())}", err=True)
+        # a message quotes names and lines from the user's files: no escape sequence of theirs reaches the terminal
+        click.echo(f"preflight: error: {block(redact_text(self.format_message()))}", err=True)
 
 
 class FiniteFloat(click.FloatRange):
@@ -287,6 +289,8 @@ def load_results(path: str) -> Any:
     """The run report of a results.json or results.jsonl; exit 2 naming the file and field when it is not one."""
     with run_problems():
         report, notes = read_report(path, registry().checks)
+    from preflight.reporters.safe_text import single_line
+
     for note in notes:
-        click.echo(f"preflight: note: {note}", err=True)
+        click.echo(f"preflight: note: {single_line(note)}", err=True)  # a note names the file
     return report

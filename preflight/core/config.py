@@ -208,13 +208,20 @@ def shipped_profiles() -> list[str]:
     return sorted(p.stem for p in (Path(__file__).parent.parent / "profiles").glob(f"*{PROFILE_SUFFIX}"))
 
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a configuration of every check's every threshold is under 100 KiB
+
+
 def _read(path: Path) -> tuple[str, str]:
+    """The text of a config file or profile, read no further than MAX_CONFIG_BYTES (its size is
+    checked before a byte is read)."""
+    from preflight.core.bounded import InputError, read_text
+
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError("file not found", str(path))
     try:
-        return str(path), path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("file not found", str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read: {exc}", str(path)) from None
+        return str(path), read_text(path, MAX_CONFIG_BYTES)
+    except InputError as exc:
+        raise ConfigError(exc.said(), str(path)) from None
 
 
 def _deep_merge(into: dict[str, Any], data: dict[str, Any]) -> None:
@@ -226,8 +233,12 @@ def _deep_merge(into: dict[str, Any], data: dict[str, Any]) -> None:
 
 
 def _parse_toml(text: str, path: str) -> dict[str, Any]:
+    from preflight.core.bounded import TooDeep, load_toml
+
     try:
-        return tomllib.loads(text)
+        return load_toml(text, path)
+    except TooDeep as exc:
+        raise ConfigError(exc.reason, path) from None
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         raise ConfigError(f"invalid TOML: {exc}", path, line=int(match.group(1)) if match else None) from None
@@ -337,13 +348,17 @@ def _apply_aliases(config: Config, checks: dict[str, type[Check]], setting: str,
 
 def apply_cli_settings(config: Config, settings: list[str], checks: dict[str, type[Check]]) -> None:
     """`--set ID.KEY=VALUE` (or AREA.KEY=VALUE), VALUE in TOML syntax; CLI beats the file."""
+    from preflight.core.bounded import TooDeep, load_toml
+
     config.settings.extend(settings)
     for setting in settings:
         if "=" not in setting:
             raise ConfigError("expected KEY=VALUE", "--set", setting)
         key, raw = setting.split("=", 1)
         try:
-            value = tomllib.loads(f"v = {raw}")["v"]
+            value = load_toml(f"v = {raw}", "--set")["v"]
+        except TooDeep as exc:
+            raise ConfigError(exc.reason, "--set", key) from None
         except tomllib.TOMLDecodeError:
             value = raw  # a bare word is a string
         if key.startswith("expect."):

@@ -6,7 +6,10 @@ server's: in preflight.toml, in --set, in the environment) and every one may car
 `postgresql://user:PASSWORD@db/preflight` or `https://prom?token=SECRET`. Whatever preflight prints,
 logs or records (the command line, the config text it judged with, an error message that quotes
 the URL, even one that does not parse) passes through `redact_text` first, which masks them as
-`***`. `redact_url` is the same for one URL; `scrub` masks every string of an object in place;
+`***`: userinfo with a scheme, with `://` alone or with none (`alice:PW@db/h`, a hosts file's line),
+a password holding quotes or @, and the value of any query key that names a token, key, session,
+jwt, signature, password, secret or auth, in any case. The URL patterns look at one word (text
+between white space) at a time, so the work is linear in the text whatever it holds. `redact_url` is the same for one URL; `scrub` masks every string of an object in place;
 `RedactingStream` wraps the terminal.
 
 A run report is scrubbed once, piece by piece, where each piece enters it, never as a whole again
@@ -26,23 +29,51 @@ import re
 from typing import Any
 
 MASK = "***"
-# Query keys whose value is a secret (matched case-insensitively, also as a suffix: x-api-key, db_password).
-SECRET_KEYS = r"(?:password|passwd|pwd|secret|token|access_token|auth|authorization|api[-_]?key|apikey|key|sig|signature|credential|credentials)"
+# Query keys whose value is a secret: any key holding one of these words, in any case (token, apitoken,
+# access_token, X-Amz-Signature, sig, jwt, session, api_key, x-api-key, db_password, auth, ...).
+SECRET_KEYS = r"(?:passw|pwd|secret|token|auth|key|sig|session|jwt|credential|cookie|private)"
 
-# scheme://user:password@ : the password runs to the last @ of the URL; what follows it holds none.
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s:@\"'<>]*:)(?P<secret>[^\s\"<>]*)(?P<at>@)"
-                       r"(?=[^@\s\"<>]*(?:[\s\"<>]|$))")  # to the last @ of the word: a password may hold @ ? / #
+# One "word" is what the URL patterns look at: text between white space and < >. Looking at one word
+# at a time keeps the work linear whatever the text holds (a pattern tried from every `://` or `;`
+# of one long line would scan to its end from each).
+_WORD = re.compile(r"[^\s<>]+")
+# An image's digest, `name:tag@sha256:...` or `registry:5000/team/train@sha256:...`: no password before it.
+_DIGEST = r"[a-z0-9]+:[0-9a-fA-F]{32,}"
+# [scheme]://user:password@ : the password runs to the last @ of the word (it may hold @ ? / # and
+# quotes); what follows that @ holds none. The scheme may be missing (`://alice:pw@host`).
+_USERINFO = re.compile(r"(?P<head>(?:[A-Za-z][A-Za-z0-9+.-]*)?://[^/?#:@\"'`]*:)(?P<secret>.*)(?P<at>@)"
+                       r"(?!" + _DIGEST + r")(?=[^@\"'`]*(?:[\"'`]|\Z))", re.S)
+# user:password@host with no scheme at all (a hosts file's line, a history URL written without one),
+# from the start of the word or after a quote, bracket or `=`.
+_BARE_USERINFO = re.compile(r"(?<![^\"'`(\[{=,;])(?P<head>[A-Za-z0-9._~%+!$-]+:)(?!//)(?P<secret>.*)(?P<at>@)"
+                            r"(?!" + _DIGEST + r")(?=[A-Za-z0-9\[][^@\"'`]*(?:[\"'`]|\Z))", re.S)
 # scheme://token@host (no colon): a bare user part that looks like a token is masked too.
-_TOKEN_USER = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<secret>[A-Za-z0-9_\-.~%]{20,})(?P<at>@)")
-_QUERY = re.compile(r"(?P<head>[?&;](?:[A-Za-z0-9_.\-]*[_\-.])?" + SECRET_KEYS + r"=)(?P<secret>[^&#\s\"'<>]*)", re.I)
+_TOKEN_USER = re.compile(r"(?P<head>(?:[A-Za-z][A-Za-z0-9+.-]*)?://)(?P<secret>[A-Za-z0-9_\-.~%]{20,})(?P<at>@)")
+_QUERY = re.compile(r"(?P<head>[?&;][A-Za-z0-9_.\-%]*?" + SECRET_KEYS + r"[A-Za-z0-9_.\-%]*=)(?P<secret>[^&#\"'`]*)",
+                    re.I)
 # PGPASSWORD=..., --password ..., password = "..." in free text (a config file's text).
 _ASSIGNED = re.compile(r"(?P<head>\b(?:[A-Za-z0-9_]*?(?:password|passwd|secret|token|api[-_]?key)|pwd|auth|"
                        r"authorization|credentials?)\b\s*[=:]\s*[\"']?)(?P<secret>[^\s\"',}&]+)", re.I)
 
 
 # What any of the patterns needs to find at all, for one quick scan of text that holds none of it.
-_ANY_URL = re.compile(r"://|[?&;][^=\s]*=", re.I)
-_ANY_ASSIGNED = re.compile(r"://|[?&;][^=\s]*=|passw|pwd|secret|token|auth|credential|api[-_]?key", re.I)
+_ANY_URL = re.compile(r"@|[?&;][^=\s?&;]*=", re.I)
+_ANY_ASSIGNED = re.compile(r"@|[?&;][^=\s?&;]*=|passw|pwd|secret|token|auth|credential|api[-_]?key", re.I)
+
+
+def _masked(found: re.Match[str]) -> str:
+    return found.group("head") + (MASK if found.group("secret") else "") + (found.groupdict().get("at") or "")
+
+
+def _word(found: re.Match[str]) -> str:
+    word = found.group(0)
+    if "@" in word:
+        word = _USERINFO.sub(_masked, word)
+        word = _TOKEN_USER.sub(_masked, word)
+        word = _BARE_USERINFO.sub(_masked, word)
+    if "=" in word:
+        word = _QUERY.sub(_masked, word)
+    return word
 
 
 def redact_text(text: object, assignments: bool = False) -> str:
@@ -51,11 +82,9 @@ def redact_text(text: object, assignments: bool = False) -> str:
     value = "" if text is None else str(text)
     if not (_ANY_ASSIGNED if assignments else _ANY_URL).search(value):
         return value  # nothing of the forms below: most text, for one scan
-    value = _USERINFO.sub(lambda m: m.group("head") + (MASK if m.group("secret") else "") + m.group("at"), value)
-    value = _TOKEN_USER.sub(lambda m: m.group("head") + MASK + m.group("at"), value)
-    value = _QUERY.sub(lambda m: m.group("head") + (MASK if m.group("secret") else ""), value)
+    value = _WORD.sub(_word, value)
     if assignments:
-        value = _ASSIGNED.sub(lambda m: m.group("head") + MASK, value)
+        value = _ASSIGNED.sub(_masked, value)
     return value
 
 

@@ -13,11 +13,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from preflight.core.bounded import InputError, TooDeep, load_json, read_text
 from preflight.core.finite import finite, make_finite
 from preflight.core.model import CheckResult, RunReport, Scope
 from preflight.core.redact import scrub
 
 HEADER_KEY = "preflight_plan"
+MAX_RESULTS_BYTES = 512 * 1024 * 1024  # 10,000 nodes' results are under 100 MiB
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "run-report.schema.json"
 
 
@@ -56,7 +58,10 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
     notes: list[str] = []
     for index, (number, line) in enumerate(lines):
         try:
-            data = json.loads(line)
+            try:
+                data = load_json(line, f"{path}:{number}")
+            except InputError as exc:
+                raise ResultsFileError(str(exc)) from exc
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             if HEADER_KEY in data:
@@ -70,8 +75,9 @@ def read_results_jsonl(text: str, path: str, version: str) -> tuple[RunReport, l
                 continue
             validate_result(data, f"{path}:{number}")
             results.append(CheckResult.from_dict(data))
-        except ResultsFileError:
-            if index == len(lines) - 1 and index > 0:
+        except ResultsFileError as exc:
+            # A last line cut short is dropped; one nested too deep is whole, and refused like any other.
+            if index == len(lines) - 1 and index > 0 and not isinstance(exc.__cause__, TooDeep):
                 notes.append(f"dropped line {number} of {path}: it was cut short (the run was stopped while "
                              "writing it)")
                 break
@@ -154,9 +160,9 @@ def validate_result(data: Any, path: str) -> None:
 def parse_report(text: str, path: str) -> RunReport:
     """A RunReport from the text of a results.json, validated first."""
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ResultsFileError(f"{path} is not JSON: {exc}") from None
+        data = load_json(text, path)
+    except InputError as exc:
+        raise ResultsFileError(str(exc)) from None
     validate_report(data, path)
     try:
         report = RunReport.from_dict(data)
@@ -172,11 +178,9 @@ def read_results(path: str | Path, version: str) -> tuple[RunReport, list[str]]:
     """The run report in a results.json or results.jsonl, and notes on what was dropped."""
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ResultsFileError(f"cannot read {name}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ResultsFileError(f"{name} is not UTF-8 text: {exc}") from None
+        text = read_text(path, MAX_RESULTS_BYTES)
+    except InputError as exc:
+        raise ResultsFileError(f"cannot read {name}: {exc.reason}" if exc.unreadable else str(exc)) from None
     if name.endswith(".jsonl"):
         return read_results_jsonl(text, name, version)
     return parse_report(text, name), []

@@ -17,8 +17,8 @@ warning line, since recording history must never cost a run its result.
 
 from __future__ import annotations
 
-import json
 import os
+import re
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -92,6 +92,12 @@ def resolve(url: str | Path | None) -> tuple[sqlalchemy.URL, str, Path | None]:
         path = default_path()
         return make_url(f"sqlite:///{path}"), str(path), path
     raw = str(url)
+    if "://" not in raw and re.match(r"[^/]*:[^/]*@", raw):
+        from preflight.core.redact import redact_url
+
+        # user:password@host/db: a database URL without its scheme, never a file to create
+        raise HistoryError(redact_url(raw), "a database URL without its scheme: add it "
+                           "(postgresql+psycopg://...), or name a file")
     if "://" not in raw:
         path = Path(raw).expanduser()
         return make_url(f"sqlite:///{path}"), str(path), path
@@ -388,19 +394,16 @@ def _add_outliers(ex: Extracted) -> None:
 
 def read_report(path: str | Path) -> dict[str, Any]:
     """A results.json file as a dict; NotAReport naming the file when it is not one."""
+    from preflight.core.bounded import InputError, load_json, read_text
+    from preflight.core.results_file import MAX_RESULTS_BYTES, ResultsFileError, validate_report
+
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NotAReport(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NotAReport(f"{path}: cannot read ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise NotAReport(f"{path}: not JSON ({exc})") from None
+        data = load_json(read_text(path, MAX_RESULTS_BYTES), str(path))
+    except InputError as exc:
+        raise NotAReport(str(exc)) from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), list) or "started_at" not in data:
         raise NotAReport(f"{path}: not a preflight run report (results.json has started_at and results)")
-    from preflight.core.results_file import ResultsFileError, validate_report
-
     try:  # what `preflight report` accepts, and nothing else
         validate_report(data, str(path))
     except ResultsFileError as exc:

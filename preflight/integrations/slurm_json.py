@@ -9,17 +9,18 @@ The document is openapi/v0.0.37 and later (Slurm 21.08+): `nodes[]` with `name`,
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from preflight.integrations.slurm import NodeState, SlurmError
 
 
 def _document(text: str, key: str) -> list[dict[str, Any]]:
+    from preflight.core.bounded import InputError, load_json
+
     try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise SlurmError(f"not a Slurm --json document: {exc}") from exc
+        doc = load_json(text, "Slurm's answer")
+    except InputError as exc:
+        raise SlurmError(f"not a Slurm --json document: {exc.reason}") from None
     items = doc.get(key) if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise SlurmError(f"a Slurm --json document without a {key!r} list")

@@ -41,6 +41,7 @@ from pathlib import Path
 from preflight.core.nodeset import MAX_NODES, NodeSetError, expand
 from preflight.integrations.topology import valid_group_name
 
+MAX_HOSTS_FILE_BYTES = 64 * 1024 * 1024  # MAX_NODES lines of a host name, options and a comment each
 SSH_PORT = 22  # what ssh connects to when neither the line nor ~/.ssh/config names a port
 RESOLVE_LIMIT_S = 5.0  # the time all name look-ups of a hosts file may take together
 
@@ -58,9 +59,11 @@ class HostsFileError(ValueError):
     """A hosts file that cannot be used; `line_no` is None when the problem is the whole file."""
 
     def __init__(self, path: str | Path, line_no: int | None, message: str) -> None:
+        from preflight.core.redact import redact_text
+
         self.path = str(path)
         self.line_no = line_no
-        self.message = message
+        self.message = redact_text(message)  # a line may hold `user:password@host`: the message quotes it
         where = f"{self.path}:{line_no}" if line_no is not None else self.path
         super().__init__(f"{where}: {message}")
 
@@ -83,12 +86,12 @@ class Host:
 
 def load_hosts(path: str | Path) -> list[Host]:
     """Read and parse a hosts file."""
+    from preflight.core.bounded import InputError, read_text
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise HostsFileError(path, None, f"not UTF-8 text: {exc}") from exc
-    except OSError as exc:
-        raise HostsFileError(path, None, f"cannot read: {exc.strerror or exc}") from exc
+        text = read_text(path, MAX_HOSTS_FILE_BYTES)
+    except InputError as exc:
+        raise HostsFileError(path, None, exc.said()) from None
     return parse_hosts(text, path)
 
 
@@ -172,6 +175,9 @@ def _parse_line(line: str, line_no: int, path: str | Path) -> list[Host]:
     user = None
     if "@" in target:
         user, _, target = target.rpartition("@")
+        if ":" in user:  # never quoted back: what follows the colon is a password
+            raise fail(f"a password after the user name in {user.partition(':')[0] + ':***@' + target!r}: ssh "
+                       "takes no password from a hosts file; remove it and use a key (ssh-agent, ~/.ssh/config)")
         if not _USER.match(user):
             raise fail(f"invalid user name {user!r}")
     if target.startswith("[") and ":" in target[1:max(target.find("]"), 0)]:

@@ -116,6 +116,21 @@ def test_a_planted_secret_appears_in_no_output(tmp_path, prometheus):
         listed = preflight("history", "list", "--url", url)
         assert listed.returncode == 2, listed.stdout + listed.stderr
         preflight("history", "list", env={"PREFLIGHT_HISTORY_URL": url})
+    # A history URL without its scheme, userinfo with quotes, a hosts file's `user:password@host` line.
+    for url in (f"preflight:{SECRET}@127.0.0.1:{closed}/history", f"://preflight:{SECRET}@127.0.0.1/history",
+                f"postgresql://u:pa'\"{SECRET}@127.0.0.1:{closed}/h"):
+        listed = preflight("history", "list", "--url", url)
+        assert listed.returncode == 2, listed.stdout + listed.stderr
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text(f"alice:{SECRET}@gpu01 slots=8\n")
+    planted.add(hosts)
+    assert preflight("run", "--nodes", str(hosts), "--out", "out6").returncode == 2
+    # A Prometheus URL with a query string (a proxy's token) still reaches the API, with basic authentication.
+    preflight("run", "--checks", "monitoring.alarms", "--set",
+              f"monitoring.alarms.prometheus_url={prom}/?token={SECRET}&Session={SECRET}", "--format", fmt,
+              "--out", "out7")
+    [alarms] = json.loads((tmp_path / "out7" / "results.json").read_text())["results"]
+    assert alarms["status"] == "FAIL", alarms["summary"]
     preflight("run", "--k8s", "--format", fmt, "--out", "out4")
     preflight("report", "out1/results.json", "--format", fmt, "--out", "out5")
     assert not leaks(tmp_path, printed, planted)

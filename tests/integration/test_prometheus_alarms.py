@@ -198,6 +198,21 @@ def test_monitoring_alarms_fails_without_rules_and_errors_without_a_server(tmp_p
     assert alarms_check(None, ["busy-node"], tmp_path).status is Status.SKIP
 
 
+def test_a_prometheus_url_with_a_query_string_reaches_the_api_and_its_token_is_masked(tmp_path, exporters, servers):
+    """A Prometheus behind a proxy that wants `?token=...`: the API path goes before the query (Prometheus
+    ignores the extra parameter), and the token is in no text of the result."""
+    proc, url = start_prometheus(tmp_path, "query-url", [exporters["busy-node"].address], None)
+    servers.append(proc)
+    wait_for("a GPU series scraped", lambda: get(f"{url}/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL")["data"]["result"])
+    token = "Pl4ntedT0ken"
+    for base in (f"{url}?token={token}", f"{url}/?Access_Token={token}&x=1"):
+        result = alarms_check(base, ["busy-node"], tmp_path)
+        assert result.status is Status.FAIL, (base, result.summary)
+        assert {f.id for f in result.findings} == {"monitoring.alarms.no-utilization-rule",
+                                                   "monitoring.alarms.no-latency-rule"}
+        assert token not in json.dumps(result.to_dict())
+
+
 OUR_UTIL_EXPR = '"avg_over_time(DCGM_FI_DEV_GPU_UTIL[5s]) < 50"'
 
 

@@ -481,3 +481,124 @@ def test_whatever_a_plugin_raises_at_import_is_a_load_error_naming_it(tmp_path_f
         sys.path.remove(str(site))
     assert [e.entry_point.split(" =")[0] for e in found.errors] == [check_id]
     assert found.errors[0].distribution.startswith("hostile-")
+
+
+# -- no secret in any output: userinfo without a scheme, quotes, query keys -------------------------
+
+SCHEME_LESS = st.tuples(st.sampled_from(["http://", "postgresql+psycopg://", "://", ""]),
+                        st.text(alphabet="abcxyz_.-%", min_size=1, max_size=6),
+                        st.text(alphabet="abc123!$&'\"()*+,;=@:/?#[]~`", max_size=6),
+                        st.sampled_from(["db", "127.0.0.1", "[::1]", "h.example"]),
+                        st.sampled_from(["", ":5432", "/h", "/h?x=1"]))
+SECRET_QUERY_KEYS = ["token", "apitoken", "access_token", "jwt", "session", "key", "signature", "password",
+                     "secret", "auth", "api_key", "x-api-key", "sig", "X-Amz-Credential", "client_secret"]
+
+
+@FUZZ
+@given(SCHEME_LESS, st.sampled_from(["{url}", "url = '{url}'", 'history store {url}: refused', "{url} slots=8",
+                                      "[{url}]", "{{'url': \"{url}\"}}"]))
+def test_a_password_in_userinfo_of_any_form_is_masked(parts, context):
+    from preflight.core.redact import redact_text
+
+    scheme, user, noise, host, tail = parts
+    url = f"{scheme}{user}:{noise}{SECRET}{noise}@{host}{tail}"
+    assert SECRET not in redact_text(context.format(url=url), assignments=True), url
+
+
+@FUZZ
+@given(st.sampled_from(SECRET_QUERY_KEYS), st.booleans(), st.sampled_from(["?", "&", ";"]),
+       st.sampled_from(["", "&query=up", "#frag", " and more"]))
+def test_a_token_in_any_query_key_is_masked(key, upper, sep, tail):
+    from preflight.core.redact import redact_text
+
+    key = key.upper() if upper else key
+    text = f"https://prom:9090/api/v1/query?x=1{sep}{key}={SECRET}{tail}"
+    assert SECRET not in redact_text(text), text
+
+
+# -- bounded work: nesting, aliases, devices, wrongly typed nodes, pins on one line ---------------
+
+BOUNDED = settings(max_examples=int(os.environ.get("PREFLIGHT_FUZZ_EXAMPLES", "60")) // 4 or 1, deadline=None,
+                   suppress_health_check=[HealthCheck.too_slow])
+NESTING = st.tuples(st.integers(65, 100_000), st.sampled_from(["[", '{"a": ', '{"items": [', "[{}, "]))
+
+
+def _nested(depth: int, opener: str) -> str:
+    closer = {"[": "]", '{"a": ': "}", '{"items": [': "]}", "[{}, ": "]"}[opener]
+    return opener * depth + "1" + closer * depth
+
+
+@BOUNDED
+@given(NESTING)
+def test_json_nested_past_the_limit_is_exit_2_naming_the_file_in_every_command(nesting):
+    text = _nested(*nesting)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "deep.json"
+        path.write_text(text)
+        for args in (["report", str(path), "--out", f"{tmp}/out"], ["diff", str(path), str(path)],
+                     ["history", "import", "--url", f"{tmp}/h.sqlite", str(path)], ["alerts", "--from", str(path)],
+                     ["alerts", "--check", str(path)], ["k8s", "judge", str(path)]):
+            code, output = invoke(args)
+            assert code == 2 and "deep.json" in output, (args, output[-300:])
+
+
+@BOUNDED
+@given(st.integers(65, 100_000), st.sampled_from(["[", "{a="]))
+def test_toml_nested_past_the_limit_is_refused_naming_the_file(depth, opener):
+    closer = {"[": "]", "{a=": "}"}[opener]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "preflight.toml"
+        path.write_text(f"x = {opener * depth}1{closer * depth}\n".replace("[1]", "[]"))
+        try:
+            config_mod.load(str(path), CHECKS)
+        except ConfigError as exc:
+            assert "preflight.toml" in str(exc)
+        else:
+            raise AssertionError("a config nested past the limit was read")
+
+
+@BOUNDED
+@given(st.integers(1, 9), st.integers(2, 9))
+def test_a_yaml_alias_is_refused_whatever_it_expands_to(levels, width):
+    lines = ["a0: &a0 [x, x]"] + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rules.yml"
+        path.write_text("\n".join(lines) + f"\ngroups: [*a{levels}]\n")
+        for args in (["alerts", "--check", str(path)], ["k8s", "judge", str(path)]):
+            code, output = invoke(args)
+            assert code == 2 and "rules.yml" in output, (args, output[-300:])
+
+
+NODE = {"apiVersion": "v1", "kind": "List", "items": [
+    {"kind": "Node", "metadata": {"name": "gpu-a", "labels": {"role": "train"}},
+     "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}], "unschedulable": False},
+     "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"},
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "conditions": [{"type": "Ready", "status": "True"}]}}]}
+
+
+@FUZZ
+@given(st.data(), st.sampled_from(["", "\x1b]0;t\x07", "\x1b[2J", "\r", "\u202e", "\x00"]))
+def test_a_damaged_node_list_is_judged_or_refused_and_never_prints_an_escape(data, escape):
+    doc = data.draw(value_damage(NODE))
+    text = json.dumps(doc).replace("gpu-a", f"gpu{escape}-a")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "nodes.json"
+        path.write_text(text)
+        code, output = invoke(["k8s", "judge", str(path)])
+    assert code in (0, 1, 2)
+    assert not any(c in output for c in "\x1b\x07\r\u202e\x00"), output
+
+
+@FUZZ
+@given(st.lists(st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True), min_size=1, max_size=200, unique=True),
+       st.sampled_from(['"', "'"]))
+def test_pins_on_one_line_all_get_that_line(names, quote):
+    from preflight_checks.versions.pins import read_requirements
+
+    deps = ", ".join(f"{quote}{name}=={i}.0{quote}" for i, name in enumerate(names))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pyproject.toml"
+        path.write_text(f'[project]\nname = "x"\ndependencies = [{deps}]\n')
+        entries = read_requirements([str(path)])["entries"]
+    assert [e["where"] for e in entries] == [f"{path}:3"] * len(names)

@@ -46,6 +46,10 @@ class NodeDocumentError(ValueError):
     """A saved node listing that cannot be read; the message names the file and what is wrong."""
 
 
+MAX_NODE_FILE_BYTES = 1024 * 1024 * 1024  # `kubectl get nodes -o json` of 20,000 nodes is about 300 MiB
+MAX_NODE_YAML_CHARS = 256 * 1024 * 1024  # YAML costs ten times JSON's memory and time: -o json beyond this
+
+
 def _node_dicts(doc: Any) -> list[dict[str, Any]]:
     if not isinstance(doc, dict):
         return []
@@ -57,40 +61,85 @@ def _node_dicts(doc: Any) -> list[dict[str, Any]]:
             if isinstance(item, dict) and "kind" not in item and "metadata" in item:
                 found.append(item)
             else:
-                found += _node_dicts(item)
+                found += _node_dicts(item)  # as deep as the reader allows (preflight.core.bounded.MAX_DEPTH)
         return found
     return []
 
 
-def from_node_document(doc: dict[str, Any]) -> KubeNode:
-    """One Node as `kubectl get node -o json|yaml` writes it (the API's JSON form of the object)."""
-    meta, spec, status = doc.get("metadata") or {}, doc.get("spec") or {}, doc.get("status") or {}
-    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or [] if isinstance(a, dict)}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    taints = [{"key": t.get("key", ""), "value": t.get("value") or "", "effect": t.get("effect", "")}
-              for t in spec.get("taints") or []]
+class _Typed:
+    """Fields of one Node document, each of the type the API gives it; NodeDocumentError naming the
+    node and the field otherwise (a wrongly typed taint list must not read as no taints)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def get(self, body: dict[str, Any], key: str, kind: type, path: str) -> Any:
+        value = body.get(key)
+        if value is None:
+            return kind()
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise NodeDocumentError(f"{self.where}: {path}{key} is {type(value).__name__}, not {kind.__name__}")
+        return value
+
+    def items(self, body: dict[str, Any], key: str, path: str) -> list[dict[str, Any]]:
+        values = self.get(body, key, list, path)
+        if not all(isinstance(v, dict) for v in values):
+            raise NodeDocumentError(f"{self.where}: {path}{key} holds an item that is not a mapping")
+        return values
+
+
+def from_node_document(doc: dict[str, Any], where: str = "node") -> KubeNode:
+    """One Node as `kubectl get node -o json|yaml` writes it (the API's JSON form of the object);
+    NodeDocumentError naming `where` and the field when a field is of another type."""
+    typed = _Typed(where)
+    meta, spec = typed.get(doc, "metadata", dict, ""), typed.get(doc, "spec", dict, "")
+    status = typed.get(doc, "status", dict, "")
+    name = typed.get(meta, "name", str, "metadata.")
+    if not name:
+        raise NodeDocumentError(f"{where}: a Node without metadata.name")
+    typed.where = f"{where}: node {name!r}"
+    addresses = {a.get("type"): a.get("address") for a in typed.items(status, "addresses", "status.")}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in typed.items(status, "conditions", "status."))
+    taints = [{"key": str(t.get("key") or ""), "value": str(t.get("value") or ""), "effect": str(t.get("effect") or "")}
+              for t in typed.items(spec, "taints", "spec.")]
+    address = addresses.get("InternalIP") or addresses.get("Hostname") or name
     return KubeNode(
-        name=meta.get("name", ""),
-        address=addresses.get("InternalIP") or addresses.get("Hostname") or meta.get("name", ""),
-        gpu_capacity=_quantity((status.get("capacity") or {}).get(GPU_RESOURCE)),
-        gpu_allocatable=_quantity((status.get("allocatable") or {}).get(GPU_RESOURCE)),
-        ready=ready, labels=dict(meta.get("labels") or {}), taints=taints,
-        unschedulable=bool(spec.get("unschedulable")))
+        name=name, address=address if isinstance(address, str) else name,
+        gpu_capacity=_quantity(typed.get(status, "capacity", dict, "status.").get(GPU_RESOURCE)),
+        gpu_allocatable=_quantity(typed.get(status, "allocatable", dict, "status.").get(GPU_RESOURCE)),
+        ready=ready, labels={str(k): str(v) for k, v in typed.get(meta, "labels", dict, "metadata.").items()},
+        taints=taints, unschedulable=typed.get(spec, "unschedulable", bool, "spec."))
 
 
 def nodes_from_text(text: str, where: str) -> list[KubeNode]:
     """The nodes of a saved `kubectl get nodes -o json` or `-o yaml` (a List, one Node, several YAML
-    documents); NodeDocumentError naming `where` when it holds none."""
-    import yaml
+    documents); NodeDocumentError naming `where` when it holds none. JSON is read as JSON (the json
+    module, seconds for 20,000 nodes), YAML with libyaml; both within preflight.core.bounded's limits."""
+    from preflight.core.bounded import InputError, load_json_or_yaml
 
+    if len(text) > MAX_NODE_YAML_CHARS and text.lstrip()[:1] not in ("{", "["):
+        raise NodeDocumentError(f"{where}: {len(text):,} characters of YAML, over {MAX_NODE_YAML_CHARS:,}: save the "
+                                "listing with `kubectl get nodes -o json`, which is read faster")
     try:
-        docs = list(yaml.safe_load_all(text))  # JSON is YAML
-    except yaml.YAMLError as exc:
-        raise NodeDocumentError(f"{where}: neither JSON nor YAML: {' '.join(str(exc).split())}") from None
-    found = [from_node_document(d) for doc in docs for d in _node_dicts(doc)]
+        docs = load_json_or_yaml(text, where)
+    except InputError as exc:
+        raise NodeDocumentError(str(exc)) from None
+    found = [from_node_document(d, where) for doc in docs for d in _node_dicts(doc)]
     if not found:
         raise NodeDocumentError(f"{where}: no Node objects (save them with `kubectl get nodes -o json > FILE`)")
     return sorted(found, key=lambda n: n.name)
+
+
+def read_node_file(path: str) -> list[KubeNode]:
+    """The nodes of a saved node listing, read within MAX_NODE_FILE_BYTES; NodeDocumentError naming the file."""
+    from preflight.core.bounded import InputError, read_text
+
+    try:
+        text = read_text(path, MAX_NODE_FILE_BYTES)
+    except InputError as exc:
+        raise NodeDocumentError(str(exc)) from None
+    return nodes_from_text(text, path)
 
 
 def node_problems(node: KubeNode) -> list[str]:

@@ -23,6 +23,23 @@ SECRET = "hunter2XYZ"
     f"https://prom/?X-Api-Key={SECRET}&a=1",
     f'cannot reach "http://alice:{SECRET}@prom:9090": refused',
     f"https://{SECRET}{SECRET}@kube:6443",
+    f"://alice:{SECRET}@db/history",  # the scheme left out
+    f"alice:{SECRET}@db/history",  # no scheme at all: a history URL, a hosts file's line
+    f"history store alice:{SECRET}@db:5432/h: cannot connect",
+    f'http://alice:pa"{SECRET}@prom:9090',  # quotes in the password
+    f"http://alice:pa'{SECRET}'@prom:9090/x",
+    f"url = \"postgresql://u:p\\\"{SECRET}@db/h\"",
+    f"{{'url': \"http://u:{SECRET}'@h\"}}",
+    f"https://prom/?apitoken={SECRET}",
+    f"https://prom/?JWT={SECRET}&query=up",
+    f"https://prom/?Session={SECRET}",
+    f"https://prom/?key={SECRET}",
+    f"https://s3/b/o?X-Amz-Signature={SECRET}",
+    f"https://blob/c?sv=1&sig={SECRET}",
+    f"https://prom/?PASSWORD={SECRET}",
+    f"https://prom/?client_secret={SECRET}",
+    f"https://prom/?auth={SECRET}",
+    f"https://prom/?api_key={SECRET}",
 ])
 def test_a_secret_in_a_url_is_masked(text):
     masked = redact_text(text)
@@ -36,7 +53,9 @@ def test_config_text_assignments_are_masked_and_the_rest_kept():
 
 
 def test_text_without_secrets_is_unchanged():
-    for text in ("gpu01:22", "http://prom:9090/api?query=up", "a=b", "sqlite:////tmp/h.sqlite", "user@host"):
+    for text in ("gpu01:22", "http://prom:9090/api?query=up", "a=b", "sqlite:////tmp/h.sqlite", "user@host",
+                 "git@github.com:org/repo", "ssh alice@gpu01:22", "pytorch:24.01-py3@sha256:" + "ab" * 32,
+                 "registry.example:5000/team/train@sha256:" + "0f" * 32, "http://[::1]:9090/x", '{"a": "b@c", "d": "e:f"}'):
         assert redact_text(text) == text
 
 
@@ -95,3 +114,32 @@ def test_a_secret_in_a_result_is_in_no_report_format_nor_in_results_jsonl(tmp_pa
     assert [name for name, text in written.items() if SECRET in text] == []
     assert "latency of http://alice:***@prom:9090/api?token=***" in written["results.jsonl"]
     assert "cannot reach http://alice:***@" in written["results.json"]
+
+
+@pytest.mark.parametrize("text", [";" * 200_000, "://a:" * 200_000 + " x@y", "a:" * 200_000 + "@x",
+                                  '"a:' * 100_000 + "@x", "=;" * 100_000, "?token" * 100_000])
+def test_redaction_is_linear_on_any_text(text):
+    """No pattern is tried from every `;` or `://` of a line to its end: each runs once over one word.
+    (Quadratic here would be minutes: 200,000 starts times 200,000 characters.)"""
+    masked = redact_text(text, assignments=True)
+    assert len(masked) <= len(text)
+
+
+def test_a_password_in_a_hosts_file_line_is_never_quoted_back(tmp_path):
+    from preflight.run.hosts import HostsFileError, load_hosts
+
+    for line in (f"alice:{SECRET}@gpu01 slots=8", f'al"ice:{SECRET}@gpu01', f"gpu01 x alice:{SECRET}@gpu02"):
+        hosts = tmp_path / "hosts.txt"
+        hosts.write_text(line + "\n")
+        with pytest.raises(HostsFileError) as raised:
+            load_hosts(hosts)
+        assert SECRET not in str(raised.value) and "hosts.txt:1" in str(raised.value)
+
+
+def test_a_history_url_without_its_scheme_is_refused_with_its_password_masked():
+    from preflight.history.store import HistoryError, resolve
+
+    for url in (f"alice:{SECRET}@db/preflight", f"://alice:{SECRET}@db/preflight"):
+        with pytest.raises(HistoryError) as raised:
+            resolve(url)
+        assert SECRET not in str(raised.value) and "alice:***@db" in str(raised.value)
