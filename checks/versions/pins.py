@@ -10,7 +10,6 @@ with what is installed there.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import urllib.parse

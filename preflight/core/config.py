@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from preflight.core import levels, origin as origins_mod
 from preflight.core.origin import Origin
+from preflight.core.param_types import _matches, _param_fields, _type_name, param_specs
 from preflight.core.check import PARAM_AT_LEAST, PARAM_AT_MOST, PARAM_KIND, Check, Expect
 from preflight.core.values import is_number as _number, value_problem
 from preflight.core.history_settings import parse_history
@@ -55,6 +55,7 @@ FAIL_ON_CHOICES = ("fail", "warn")
 COMMON_CHECK_KEYS = {"timeout": (int, float)}
 # What those keys are, as a Params field declares it (preflight.core.check.param).
 TIMEOUT_SPEC = {PARAM_KIND: "duration"}
+
 
 
 class ConfigError(Exception):
@@ -424,51 +425,6 @@ def _apply_check_overrides(config: Config, check: type[Check], overrides: dict[s
             fail(f"expected {_type_name(fields[key])}, got {type(value).__name__} {value!r}", name)
         check_value(specs.get(key, {}), value, name, fail)
         config.params.setdefault(check.id, {})[key] = value
-
-
-def _param_fields(check: type[Check]) -> dict[str, Any]:
-    if not dataclasses.is_dataclass(check.Params):
-        return {}
-    hints = typing.get_type_hints(check.Params)
-    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(check.Params)}
-
-
-def param_specs(check: type[Check]) -> dict[str, Any]:
-    """Parameter name -> what its field declares (kind, minimum, choices, ...; empty when nothing)."""
-    if not dataclasses.is_dataclass(check.Params):
-        return {}
-    return {f.name: f.metadata for f in dataclasses.fields(check.Params)}
-
-
-def _matches(value: Any, hint: Any) -> bool:
-    if hint is Any:
-        return True
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if origin in (list, tuple):
-        args = typing.get_args(hint)
-        return isinstance(value, list) and all(_matches(v, args[0]) for v in value) if args else isinstance(value, list)
-    if origin is dict:
-        return isinstance(value, dict)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
-def _type_name(hint: Any) -> str:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(hint) if a is not type(None))
-    if typing.get_origin(hint) is list:
-        args = typing.get_args(hint)
-        return f"a list of {_type_name(args[0])}" if args else "a list"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(hint, str(hint))
 
 
 def _expect_table(value: Any, name: str, fail: Any) -> None:
