@@ -189,3 +189,23 @@ def test_sacct_and_squeue_json_job_states_in_either_shape():
     found = jobs(json.dumps(doc))
     assert [(j["id"], j["state"]) for j in found] == [(1, "RUNNING"), (2, "FAILED"), (3, "PENDING")]
     assert found[2]["reason"] == "Priority" and found[0]["nodes"] == "gpu[1-2]"
+
+
+def test_squeue_reason_with_blanks_and_commas_stays_in_its_column():
+    # src/common/slurm_protocol_defs.c job_state_reason_string(): WAIT_NODE_NOT_AVAIL is
+    # "ReqNodeNotAvail", WAIT_PART_NODE_LIMIT-style reasons are sentences such as "Nodes required for
+    # job are DOWN, DRAINED or reserved for jobs in higher priority partitions"; squeue's %R prints
+    # either in parentheses, and ", UnavailableNodes:<nodes>" follows ReqNodeNotAvail.
+    from preflight.integrations.slurm_tables import squeue_jobs
+
+    text = ("JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n"
+            "   10    gpu     train   alice PD       0:00      4 (Nodes required for job are DOWN, DRAINED or "
+            "reserved for jobs in higher priority partitions)\n"
+            "   11    gpu  my run     bob   PD       0:00      2 (ReqNodeNotAvail, UnavailableNodes:gpu[01-02])\n"
+            "   12    gpu     eval   alice  R       1:02      1 gpu03\n")
+    jobs = squeue_jobs(text)
+    assert [j["reason"] for j in jobs] == [
+        "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
+        "ReqNodeNotAvail, UnavailableNodes:gpu[01-02]", ""]
+    assert [(j["name"], j["user"], j["state"], j["nodes"]) for j in jobs] == [
+        ("train", "alice", "PD", ""), ("my run", "bob", "PD", ""), ("eval", "alice", "R", "gpu03")]
