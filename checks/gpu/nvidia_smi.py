@@ -6,7 +6,9 @@ an indented tree of "Name : value" lines, one `GPU 00000000:xx:00.0` block per G
 between drivers: "Clocks Throttle Reasons" became "Clocks Event Reasons" (535), ECC counts moved from
 "Single Bit / Double Bit / Total" to "SRAM/DRAM Correctable/Uncorrectable" (Ampere+), and the
 temperature thresholds became T.Limit offsets (Ada, Hopper and later: "GPU T.Limit Temp" is the
-margin to the limit, "GPU Slowdown T.Limit Temp" the margin at which slowdown begins).
+margin to the limit, "GPU Slowdown T.Limit Temp" the margin at which slowdown begins). Driver 610
+renamed "Driver Version" and "CUDA Version" to "KMD Version" and "CUDA UMD Version" and appends
+"[Deprecated; ...]" to the old names' values.
 """
 
 from __future__ import annotations
@@ -143,6 +145,16 @@ def _gpu(index: int, bus_id: str, tree: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def version_value(text: Any) -> str | None:
+    """A version as nvidia-smi prints it, without the note driver 610 appends to the names it
+    deprecated ("610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]");
+    None for "N/A", "Not Found" or nothing."""
+    if not isinstance(text, str):
+        return None
+    value = text.split("[", 1)[0].strip()
+    return value if value and value not in ("N/A", "Not Found") else None
+
+
 def report_trees(text: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
     """`nvidia-smi -q` as trees: the header's, and each GPU block's with its bus id, in report order.
     A leaf keeps nvidia-smi's text ("81559 MiB", "N/A"); a section is a dict."""
@@ -169,8 +181,8 @@ def parse_query(text: str) -> dict[str, Any]:
         return parse_query_xml(text)
     top, trees = report_trees(text)
     gpus = [_gpu(index, bus, tree) for index, (bus, tree) in enumerate(trees)]
-    cuda = top.get("CUDA Version")
+    cuda = version_value(top.get("CUDA UMD Version") or top.get("CUDA Version"))
     return {"available": bool(gpus), "error_kind": None, "error": None,
-            "driver_version": top.get("Driver Version"),
-            "cuda_driver_version": cuda if cuda and cuda != "N/A" else None,
+            "driver_version": version_value(top.get("KMD Version") or top.get("Driver Version")),
+            "cuda_driver_version": cuda,
             "attached": _int(top.get("Attached GPUs")), "device_count": len(gpus), "gpus": gpus}

@@ -13,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from preflight_checks.gpu.nvidia_smi import _int, _number, _yes
+from preflight_checks.gpu.nvidia_smi import _int, _number, _yes, version_value
 from preflight.workers.gpu_nvml import THROTTLE_REASON_BITS
 
 _REASON_TAG = re.compile(r"^clocks_(?:throttle|event)_reason_(.+)$")
@@ -107,8 +107,8 @@ def parse_query_xml(text: str) -> dict[str, Any]:
     if root.tag != "nvidia_smi_log":
         raise NvidiaSmiXmlError(f"an XML document whose root is <{root.tag}>, not <nvidia_smi_log>")
     gpus = [_gpu(index, gpu) for index, gpu in enumerate(root.findall("gpu"))]
-    cuda = _text(root, "cuda_version")
+    cuda = version_value(_text(root, "cuda_version"))
     return {"available": bool(gpus), "error_kind": None, "error": None,
-            "driver_version": _text(root, "driver_version"),
-            "cuda_driver_version": cuda if cuda and cuda != "N/A" else None,
+            "driver_version": version_value(_text(root, "driver_version")),
+            "cuda_driver_version": cuda,
             "attached": _int(_text(root, "attached_gpus")), "device_count": len(gpus), "gpus": gpus}

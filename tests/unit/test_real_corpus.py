@@ -270,7 +270,9 @@ def _nvidia_smi(path: Path, text: str, expect: dict) -> None:
         assert nvml == parse_query_xml(text)
     assert nvml["driver_version"] == expect["driver"] and len(nvml["gpus"]) == expect["gpus"]
     assert nvml["attached"] == expect.get("attached", expect["gpus"])
-    assert {g["name"] for g in nvml["gpus"]} == {expect["name"]}
+    assert {g["name"] for g in nvml["gpus"]} == ({expect["name"]} if expect["gpus"] else set())
+    if "cuda" in expect:  # the highest CUDA the driver supports, without driver 610's deprecation note
+        assert nvml["cuda_driver_version"] == expect["cuda"]
     for index in range(len(nvml["gpus"])):
         for key, value in expect.get(f"gpu{index}", {}).items():
             gpu = nvml["gpus"][index]

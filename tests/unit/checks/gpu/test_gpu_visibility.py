@@ -656,3 +656,19 @@ def test_a_framework_count_names_the_cuda_error():
     outcome = judge(data)
     count = next(f for f in outcome.findings if f.id == "gpu.visibility.framework-count")
     assert "CUDA error: unknown error" in count.message and count.level is Status.FAIL
+
+
+def test_driver_610_deprecation_notes_do_not_hide_the_cuda_check():
+    # nvidia-smi -q from driver 610 (as published in github.com/Jaded-Encoding-Thaumaturgy/vs-jetpack
+    # issue 295) appends a note to the names it deprecated, and prints the values again under new names.
+    from preflight_checks.gpu.nvidia_smi import parse_query
+
+    header = (TESTS / "data" / "real" / "nvidia_smi" / "vsjetpack295_610.47_deprecated_header.txt").read_text()
+    nvml = parse_query(header)
+    assert (nvml["driver_version"], nvml["cuda_driver_version"]) == ("610.47", "13.3")
+    data = healthy()
+    data["nvml"].update(driver_version=nvml["driver_version"], cuda_driver_version=nvml["cuda_driver_version"])
+    data["torch"]["cuda"] = "13.4"
+    outcome = judge(data)
+    assert "cuda-newer-than-driver" in kinds(outcome)
+    assert any("(driver 610.47)" in f.message for f in outcome.findings if f.id.endswith("cuda-newer-than-driver"))
