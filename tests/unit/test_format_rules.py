@@ -209,3 +209,22 @@ def test_squeue_reason_with_blanks_and_commas_stays_in_its_column():
         "ReqNodeNotAvail, UnavailableNodes:gpu[01-02]", ""]
     assert [(j["name"], j["user"], j["state"], j["nodes"]) for j in jobs] == [
         ("train", "alice", "PD", ""), ("my run", "bob", "PD", ""), ("eval", "alice", "R", "gpu03")]
+
+
+@pytest.mark.parametrize("prefix", [
+    "[0] ",                                   # MPICH hydra and Intel MPI: mpiexec -l / -prepend-rank
+    "[1,0]<stdout>:",                         # Open MPI 4 mpirun --tag-output
+    "[1,0]<stdout>: ",                        # Open MPI 5 (PRRTE) --output tag
+    "[prterun-node1-4242@1,0]<stdout>: ",     # PRRTE --output tag-fullname
+    "[1,0][node1:4242]<stdout>: ",            # PRRTE --output tag-detailed
+    "Mon Jan 13 10:00:00 2025[1,0]<stdout>:",  # Open MPI 4 --timestamp-output with --tag-output
+    "0: [1,0]<stdout>:",                      # srun --label around an mpirun
+])
+def test_nccl_tests_rows_tagged_by_a_launcher_are_read(prefix):
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+    rows = ["   268435456      67108864     float     sum      -1   9093.4   29.52   29.52      0   9104.3   29.48   29.48      0",
+            "   536870912     134217728     float     sum      -1   101201    5.30    5.30      0   101150    5.31    5.31      0"]
+    text = "\n".join(prefix + line for line in [header, *rows, "# Avg bus bandwidth    : 17.4"])
+    parsed = parse_output(text)
+    assert [r["out_of_place"]["busbw_gbps"] for r in parsed["rows"]] == [29.52, 5.30]
+    assert parsed["avg_busbw_gbps"] == 17.4 and not parsed["unparsed"]
