@@ -228,3 +228,24 @@ def test_nccl_tests_rows_tagged_by_a_launcher_are_read(prefix):
     parsed = parse_output(text)
     assert [r["out_of_place"]["busbw_gbps"] for r in parsed["rows"]] == [29.52, 5.30]
     assert parsed["avg_busbw_gbps"] == 17.4 and not parsed["unparsed"]
+
+
+def test_torchrun_output_cut_inside_its_traceback_names_no_source_line_as_the_error():
+    # Python prints each frame as `  File "<path>", line N, in <function>` and its source line under it;
+    # torch/distributed/run.py's run() calls `elastic_launch(` over several lines, so a capture cut
+    # before the ChildFailedError summary ends on that source line.
+    from preflight.launch.torchrun_log import summarize_agent
+
+    stderr = "\n".join([
+        "E0325 20:57:27.620000 2606 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed "
+        "(exitcode: -9) local_rank: 5 (pid: 2630) of binary: /root/miniconda3/bin/python",
+        "Traceback (most recent call last):",
+        '  File "/root/miniconda3/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        "             ^^^^^^",
+        '  File "/root/miniconda3/lib/python3.12/site-packages/torch/distributed/run.py", line 910, in run',
+        "    elastic_launch("])
+    assert summarize_agent([], stderr, 1, False, 1.0)["last_error"] == "worker local rank 5 failed: exit code -9 (SIGKILL)"
+    error = summarize_agent([], stderr.split("\n", 1)[1], 1, False, 1.0)["last_error"]  # without the agent's line
+    assert "elastic_launch(" not in error and "ends inside a traceback" in error
+    assert "torch/distributed/run.py, line 910, in run" in error

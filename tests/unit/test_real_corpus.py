@@ -184,6 +184,10 @@ def _torchelastic(path: Path, text: str, expect: dict) -> None:
 
     summary = parse_failure_summary(text)
     assert failure_text(summary) == expect["last_error"]
+    if "agent_error" in expect:  # what one node's torchrun is said to have ended with, from its stderr
+        from preflight.launch.torchrun_log import summarize_agent
+
+        assert summarize_agent([], text, 1, False, 1.0)["last_error"] == expect["agent_error"]
     if "root_cause" in expect:
         wanted = expect["root_cause"]
         assert (summary["root_cause"] is None) == (wanted is None)
