@@ -13,6 +13,9 @@ One host per line; `#` starts a comment; blank lines are ignored.
     gpu[01-08] group=leaf1     the node's topology group (a leaf switch, a rack); `rack=` is the
                                same column under another name
 
+A saved `sinfo` table (`sinfo -p gpu > nodes.txt`, also -N, -R and --long) names its nodes too: its
+NODELIST (or HOSTNAMES) column, folded or not, each node once.
+
 A host name is data that ends up on an ssh command line, so it is validated strictly: anything that
 is not a host name, an IPv4 address or a bracketed IPv6 address (`a;touch /tmp/x`, `$(reboot)`,
 `-oProxyCommand=...`) is rejected before anything runs. Every problem raises HostsFileError naming
@@ -97,7 +100,21 @@ def load_hosts(path: str | Path) -> list[Host]:
     return parse_hosts(text, path)
 
 
+def sinfo_table_names(text: str) -> list[str] | None:
+    """The node names of a saved `sinfo` table (sinfo, -N, -R, --long: a header naming NODELIST or
+    HOSTNAMES), in the table's order, each once; None when the text is no such table."""
+    from preflight.integrations.slurm_tables import parse_table, sinfo_node_states
+
+    columns = {c.upper() for c in parse_table(text)["columns"]}
+    if not columns & {"NODELIST", "HOSTNAMES"} or not columns & {"PARTITION", "STATE", "REASON", "NODES"}:
+        return None
+    return list(sinfo_node_states(text))
+
+
 def parse_hosts(text: str, path: str | Path = "<hosts>") -> list[Host]:
+    names = sinfo_table_names(text)
+    if names is not None:  # `sinfo -p gpu > nodes.txt`: its nodes, each checked as a hosts line would be
+        text = "\n".join(names)
     hosts: list[Host] = []
     seen: dict[tuple[str, int | None], Host] = {}
     for line_no, raw in enumerate(text.splitlines(), start=1):

@@ -9,6 +9,7 @@ import sys
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from preflight.integrations.slurm import (
@@ -39,7 +40,7 @@ def nodes_for(request: RunRequest, run_id: str = "", env: Mapping[str, str] | No
             raise RunProblem(str(exc)) from None
     if source == HOSTS:
         return hosts_nodes(str(request.nodes_file), request.remote_python, list(request.ssh_options),
-                           request.ssh_accept_new)
+                           request.ssh_accept_new, notes if notes is not None else [])
     from preflight.transport import LocalTransport
 
     name = kind.local_name()
@@ -54,12 +55,15 @@ def new_run_id() -> str:
 # -- a hosts file or node set ---------------------------------------------------------------------
 
 
-def hosts_nodes(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[NodeTarget]:
+def hosts_nodes(path: str, remote_python: str, ssh_options: list[str], accept_new: bool,
+                notes: list[str] | None = None) -> list[NodeTarget]:
     from preflight.run.hosts import HostsFileError, nodes_from_arg
     from preflight.transport.ssh import SshTransport
 
     try:
         hosts = without_ports(nodes_from_arg(path))
+        if notes is not None:
+            notes += sinfo_notes(path)
         return [NodeTarget(SshTransport.from_host(host, python=remote_python, options=ssh_options,
                                                   accept_new=accept_new), slots=host.slots,
                            topology={"group": host.group} if host.group else {}) for host in hosts]
@@ -67,6 +71,20 @@ def hosts_nodes(path: str, remote_python: str, ssh_options: list[str], accept_ne
         raise RunProblem(str(exc)) from None
     except ValueError as exc:  # an --ssh-option that is not Key=Value
         raise RunProblem(str(exc)) from None
+
+
+def sinfo_notes(path: str) -> list[str]:
+    """For a saved `sinfo` table given as --nodes: each node it shows drained, down or failed, with the
+    reason when the table has one (`sinfo -R`, `sinfo -N -o "%N %T %E"`)."""
+    from preflight.integrations.slurm_tables import sinfo_node_states
+    from preflight.run.hosts import sinfo_table_names
+
+    file = Path(path).expanduser()
+    text = file.read_text(encoding="utf-8", errors="replace") if file.is_file() else ""
+    if not text or sinfo_table_names(text) is None:
+        return []
+    return [f"slurm: {name} is {state_text(state)}, as the --nodes file shows it"
+            for name, state in sinfo_node_states(text).items() if unavailable(state)]
 
 
 def without_ports(hosts: list[Any]) -> list[Any]:

@@ -150,6 +150,9 @@ def _slurm_table(path: Path, text: str, expect: dict) -> None:
     if "nodes" in expect:
         nodes = sinfo_node_states(text)
         assert len(nodes) == expect["nodes"]
+        from preflight.run.hosts import nodes_from_arg
+
+        assert [h.name for h in nodes_from_arg(str(path))] == list(nodes)  # the table saved, given as --nodes
         for name, wanted in expect["node"].items():
             assert {"state": nodes[name].state, "reason": nodes[name].reason} == wanted
     if "jobs" in expect:

@@ -122,6 +122,14 @@ def test_the_run_says_which_nodes_of_its_allocation_slurm_has_drained_and_why():
         'slurm: n3 is MIXED+DRAIN in Slurm: "maintenance by operator" (root, 2026-11-30T10:23:53)']
 
 
+def test_a_saved_sinfo_table_given_as_nodes_names_its_nodes_and_says_which_slurm_takes_no_job_on():
+    table = TESTS / "data" / "real" / "slurm_table" / "cdt_pgr_sinfo_drain_down.txt"  # a published `sinfo`
+    nodes = cli_nodes.hosts_nodes(str(table), "python3", [], False, notes := [])
+    assert len(nodes) == 65 and nodes[0].name == "landonia25"
+    assert "slurm: damnii02 is DRAIN in Slurm: no reason given, as the --nodes file shows it" in notes
+    assert len(notes) == 24 and not any(n.startswith(("slurm: letha06 ", "slurm: damnii06 ")) for n in notes)
+
+
 # -- what to drain -------------------------------------------------------------------------------
 
 
