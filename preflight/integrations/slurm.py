@@ -222,8 +222,9 @@ def state_text(state: NodeState) -> str:
 
 
 def unavailable(state: NodeState) -> bool:
-    """Drained, draining, down or failed: Slurm starts no new job there."""
-    return any(word in state.state.upper() for word in ("DRAIN", "DOWN", "FAIL"))
+    """Drained, draining, down or failed: Slurm starts no new job there (sinfo's short forms too:
+    drng, drain, down, fail, failg)."""
+    return any(word in state.state.upper() for word in ("DRAIN", "DRNG", "DOWN", "FAIL"))
 
 
 def drain_plan(report: RunReport, states: Mapping[str, NodeState]) -> dict[str, str]:

@@ -5,7 +5,8 @@ sinfo and squeue print a header line and one row per line, fields separated by b
 column (REASON of `sinfo -R`, NODELIST(REASON) of squeue, NAME) may itself hold blanks. sacct prints a
 header, then a line of dashes that gives each column's width; an empty field (a step's JobName) is
 blank within its width. A prompt line a transcript keeps (`$ sinfo`, `adev0: squeue`,
-`user@host:~$ squeue`, `(base) user@node:/scratch$ squeue -u $USER`) is skipped.
+`user@host:~$ squeue`, `(base) user@node:/scratch$ squeue -u $USER`), or the command alone
+(`sacct --format=...`), is skipped.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 from preflight.integrations.slurm import NodeState
 
-_PROMPT = re.compile(r"^(?:[$#]\s|[\w.-]+:\s+(?:sinfo|squeue|sacct)\b|(?:\(\S+\)\s+)?\S+[$#]\s*(?:sinfo|squeue|sacct)\b)")
+_PROMPT = re.compile(r"^(?:[$#]\s|[\w.-]+:\s+(?:sinfo|squeue|sacct)\b|(?:\(\S+\)\s+)?\S+[$#]\s*(?:sinfo|squeue|sacct)\b"
+                     r"|(?:sinfo|squeue|sacct)(?:\s|$))")
 _DASHES = re.compile(r"^[-\s]+$")
 _FREE_TEXT = ("REASON", "NODELIST(REASON)", "NAME", "COMMENT")
 
