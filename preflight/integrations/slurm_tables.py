@@ -6,7 +6,7 @@ column (REASON of `sinfo -R`, NODELIST(REASON) of squeue, NAME) may itself hold 
 header, then a line of dashes that gives each column's width; an empty field (a step's JobName) is
 blank within its width. A prompt line a transcript keeps (`$ sinfo`, `adev0: squeue`,
 `user@host:~$ squeue`, `(base) user@node:/scratch$ squeue -u $USER`), or the command alone
-(`sacct --format=...`), is skipped.
+(`sacct --format=...`), is skipped, and so is the time `--long` prints first.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 from preflight.integrations.slurm import NodeState
 
 _PROMPT = re.compile(r"^(?:[$#]\s|[\w.-]+:\s+(?:sinfo|squeue|sacct)\b|(?:\(\S+\)\s+)?\S+[$#]\s*(?:sinfo|squeue|sacct)\b"
-                     r"|(?:sinfo|squeue|sacct)(?:\s|$))")
+                     r"|(?:sinfo|squeue|sacct)(?:\s|$)"
+                     r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}$)")  # --long's first line
 _DASHES = re.compile(r"^[-\s]+$")
 _FREE_TEXT = ("REASON", "NODELIST(REASON)", "NAME", "COMMENT")
 
