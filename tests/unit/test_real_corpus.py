@@ -34,7 +34,7 @@ def kind_of(path: Path) -> str:
 
 def test_the_corpus_is_large_and_every_artifact_says_where_it_is_from():
     found = artifacts()
-    assert len(found) >= 140
+    assert len(found) >= 180
     kinds = {kind_of(p) for p in found}
     assert kinds == set(KINDS)
     for path in found:
