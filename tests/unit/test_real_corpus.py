@@ -16,8 +16,8 @@ from preflight.core.check import CannotMeasure, Expect
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 KINDS = ("nccl_tests", "nccl_log", "slurm_node", "torchelastic", "iperf3", "requirements", "pyproject", "uv_lock",
-         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml", "slurm_table", "prometheus_rules")
-PIN_KINDS = ("requirements", "pyproject", "uv_lock", "poetry_lock", "pipfile_lock", "conda")
+         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml", "slurm_table", "prometheus_rules", "pixi")
+PIN_KINDS = ("requirements", "pyproject", "uv_lock", "poetry_lock", "pipfile_lock", "conda", "pixi")
 
 
 def artifacts() -> list[Path]:
@@ -259,7 +259,7 @@ def _pins(path: Path, text: str, expect: dict) -> None:
         assert match, wanted
         assert {k: match[0][k] for k in ("specifier", "kind", "optional", "source")} == \
             {k: wanted[k] for k in ("specifier", "kind", "optional", "source")}
-    if kind_of(path) == "conda":  # any *.yml/*.yaml with `dependencies:` is found, whatever its name
+    if kind_of(path) in ("conda", "pixi"):  # any *.yml/*.yaml with `dependencies:` is found, and pixi.toml
         assert path in discover(path.parent)
 
 
