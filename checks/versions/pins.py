@@ -110,7 +110,7 @@ def _wheel_version(location: str) -> tuple[str, str] | None:
 # Lock files, by name, and the _Reader method that reads each.
 LOCK_READERS = {"uv.lock": "_read_toml_lock", "poetry.lock": "_read_toml_lock", "Pipfile.lock": "_read_pipfile_lock",
                 "environment.yml": "_read_conda_environment", "environment.yaml": "_read_conda_environment",
-                "pixi.toml": "_read_pixi_manifest"}
+                "pixi.toml": "_read_pixi_manifest", "pixi.lock": "_read_pixi_lock"}
 # conda package names that differ from the Python distribution's
 CONDA_NAMES = {"pytorch": "torch", "pytorch-cuda": "pytorch-cuda"}
 
@@ -347,6 +347,11 @@ class _Reader:
         from preflight_checks.versions.pixi import read_manifest
 
         read_manifest(self, file, _toml(file, text), TomlLines(text))
+
+    def _read_pixi_lock(self, file: Path, text: str) -> None:
+        from preflight_checks.versions.pixi import read_lock
+
+        read_lock(self, file, text)
 
     def _lock_pin(self, file: Path, number: int, name: str, version: str, optional: str | None,
                   line: str | None = None) -> None:

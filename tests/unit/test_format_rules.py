@@ -249,3 +249,22 @@ def test_torchrun_output_cut_inside_its_traceback_names_no_source_line_as_the_er
     error = summarize_agent([], stderr.split("\n", 1)[1], 1, False, 1.0)["last_error"]  # without the agent's line
     assert "elastic_launch(" not in error and "ends inside a traceback" in error
     assert "torch/distributed/run.py, line 910, in run" in error
+
+
+def test_pixi_lock_version_6_names_conda_packages_by_their_file_and_pypi_packages_by_name(tmp_path):
+    # rattler_lock (pixi's lock writer) version 6: a conda package is `- conda: <url>` whose file name is
+    # name-version-build; a PyPI one `- pypi: <url>` with `name:` and `version:`; `purls:` maps a conda
+    # package to its PyPI name (none for a library that is no Python distribution).
+    from preflight_checks.versions.pins import read_requirements
+
+    lock = tmp_path / "pixi.lock"
+    lock.write_text("version: 6\npackages:\n"
+                    "- conda: https://conda.example/conda-forge/linux-64/pytorch-2.7.1-cuda126_mkl_py312_h30b5a27_300.conda\n"
+                    "  sha256: 0000\n  purls:\n  - pkg:pypi/torch?source=hash-mapping\n"
+                    "- conda: https://conda.example/conda-forge/linux-64/libgcc-15.1.0-h767d61c_2.conda\n"
+                    "  purls: []\n"
+                    "- pypi: https://files.example/packages/aa/bb/wandb-0.21.0-py3-none-any.whl\n"
+                    "  name: wandb\n  version: 0.21.0\n")
+    entries = read_requirements([str(lock)])["entries"]
+    assert [(e["name"], e["specifier"], e["optional"], e["where"].rsplit(":", 1)[1]) for e in entries] == [
+        ("torch", "==2.7.1", "conda", "6"), ("wandb", "==0.21.0", None, "10")]
