@@ -76,15 +76,12 @@ def hosts_nodes(path: str, remote_python: str, ssh_options: list[str], accept_ne
 def sinfo_notes(path: str) -> list[str]:
     """For a saved `sinfo` table given as --nodes: each node it shows drained, down or failed, with the
     reason when the table has one (`sinfo -R`, `sinfo -N -o "%N %T %E"`)."""
-    from preflight.integrations.slurm_tables import sinfo_node_states
-    from preflight.run.hosts import sinfo_table_names
+    from preflight.run.hosts import saved_sinfo
 
     file = Path(path).expanduser()
-    text = file.read_text(encoding="utf-8", errors="replace") if file.is_file() else ""
-    if not text or sinfo_table_names(text) is None:
-        return []
+    states = saved_sinfo(file.read_text(encoding="utf-8", errors="replace")) if file.is_file() else None
     return [f"slurm: {name} is {state_text(state)}, as the --nodes file shows it"
-            for name, state in sinfo_node_states(text).items() if unavailable(state)]
+            for name, state in (states or {}).items() if unavailable(state)]
 
 
 def without_ports(hosts: list[Any]) -> list[Any]:

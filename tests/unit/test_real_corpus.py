@@ -131,6 +131,9 @@ def _slurm_json(path: Path, text: str, expect: dict) -> None:
         assert len(nodes) == expect["count"]
         for name, wanted in expect["nodes"].items():
             assert {k: getattr(nodes[name], k) for k in wanted} == wanted
+        from preflight.run.hosts import nodes_from_arg
+
+        assert [h.name for h in nodes_from_arg(str(path))] == list(nodes)  # the listing saved, given as --nodes
     for got, wanted in zip(jobs(text) if "jobs" in expect else [], expect.get("jobs", [])):
         assert {k: got[k] for k in wanted} == wanted
 
