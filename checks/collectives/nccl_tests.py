@@ -13,8 +13,8 @@ line, because the layout changed over the years:
     2.19+      the same with optional per-iteration columns (i_min i_max i_p99 i_cv%), "cputime"
                instead of "time" (-C), and a trailing timestamp (-Z)
 Time is in microseconds, algbw/busbw in GB/s (1e9 bytes/s). all_gather and broadcast print no
-redop (older) or no root. Lines may carry a launcher's prefix: `0: ` (srun --label) or
-`[1,0]<stdout>:` (mpirun --tag-output). Since 2.19 `-J FILE` writes the same results as JSON,
+redop (older) or no root. Lines may carry a launcher's prefix: `0: ` (srun --label), `[0] `
+(mpiexec -l of MPICH and Intel MPI) or `[1,0]<stdout>:` (mpirun --tag-output). Since 2.19 `-J FILE` writes the same results as JSON,
 read by `parse_json`.
 """
 
@@ -27,7 +27,11 @@ from typing import Any
 
 BINARY = "all_reduce_perf"
 
-_LAUNCHER_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+: )")
+# What a launcher puts before each line: srun --label "0: ", MPICH's and Intel MPI's -l/-prepend-rank
+# "[0] ", Open MPI's --tag-output "[1,0]<stdout>:" (PRRTE: "[prterun-host-1234@1,0]<stdout>: ", with
+# --output tag-detailed a "[host:pid]" after it, and after a timestamp with --timestamp-output).
+_LAUNCHER_PREFIX = re.compile(r"^(?:\s*\d+: |\[\d+\] |.{0,80}?\[(?:[\w.@-]+,)?\d+(?:,\d+)?\](?:\[[^\]]*\])?"
+                              r"<std(?:out|err)>: ?)")
 # "Test NCCL failure common.cu:1204 '...'", "Test CUDA failure ...", " .. host pid 1: Test failure
 # common.cu:915", and before nccl-tests 2.x printed "Test ", "NCCL failure common.cu:921 '...'".
 _FAILURE = re.compile(r"\b(?:Test (?:NCCL |CUDA )?failure|NCCL failure|CUDA failure) \S+:\d+")
@@ -58,7 +62,12 @@ def _number(text: str) -> float | None:
 
 
 def _strip_prefix(line: str) -> str:
-    return _LAUNCHER_PREFIX.sub("", line, count=1).strip()
+    for _ in range(3):  # srun's label before mpirun's tag, and the like
+        bare = _LAUNCHER_PREFIX.sub("", line, count=1)
+        if bare == line:
+            break
+        line = bare
+    return line.strip()
 
 
 # Before nccl-tests 2.0 (2017-2019) the header and the summary were printed without the leading '#':

@@ -118,6 +118,8 @@ class Judgement(OneGpu):
                      "throttling and links were not read")
         elif shadowed:
             self.notes.append(f"pynvml {old} is installed; its old module can shadow nvidia-ml-py's")
+        if self.nvml.get("source") == "nvidia-smi":
+            self.notes.append(f"NVML read through `nvidia-smi -q -x`, as Python cannot load it ({self.nvml.get('bindings_error')})")
 
     # no GPU at all -------------------------------------------------------------------------
     def _no_gpus(self, driver_loaded: bool = False, hidden: int = 0) -> Outcome:
@@ -387,7 +389,7 @@ class Judgement(OneGpu):
         info = [f.message for f in self.findings if f.level is Status.PASS]
         count = nvml_visible if nvml_visible is not None else torch_count
         names = sorted({g.get("name") for g in judged if g.get("name")})
-        views = ["NVML"] if self.nvml.get("available") else []
+        views = [("nvidia-smi" if self.nvml.get("source") == "nvidia-smi" else "NVML")] if self.nvml.get("available") else []
         views += [v["framework"] for v in (self.torch, self.tf) if self._probed(v) and not _cpu_only(v)]
         summary = f"{count} x {', '.join(names) or 'GPU'} visible to {', '.join(views)}"
         errors = [d["max_rel_error"] for d in (self.torch.get("devices") or self.tf.get("devices") or [])

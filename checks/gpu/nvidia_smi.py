@@ -6,7 +6,9 @@ an indented tree of "Name : value" lines, one `GPU 00000000:xx:00.0` block per G
 between drivers: "Clocks Throttle Reasons" became "Clocks Event Reasons" (535), ECC counts moved from
 "Single Bit / Double Bit / Total" to "SRAM/DRAM Correctable/Uncorrectable" (Ampere+), and the
 temperature thresholds became T.Limit offsets (Ada, Hopper and later: "GPU T.Limit Temp" is the
-margin to the limit, "GPU Slowdown T.Limit Temp" the margin at which slowdown begins).
+margin to the limit, "GPU Slowdown T.Limit Temp" the margin at which slowdown begins). Driver 610
+renamed "Driver Version" and "CUDA Version" to "KMD Version" and "CUDA UMD Version" and appends
+"[Deprecated; ...]" to the old names' values.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 from typing import Any
 
 from preflight.workers.gpu_nvml import THROTTLE_REASON_BITS
-from preflight_checks.gpu.smi_values import number, whole, yes
+from preflight_checks.gpu.smi_values import number, version_value, whole, yes
 
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _REASONS = {
@@ -152,8 +154,8 @@ def parse_query(text: str) -> dict[str, Any]:
         return parse_query_xml(text)
     top, trees = report_trees(text)
     gpus = [_gpu(index, bus, tree) for index, (bus, tree) in enumerate(trees)]
-    cuda = top.get("CUDA Version")
+    cuda = version_value(top.get("CUDA UMD Version") or top.get("CUDA Version"))
     return {"available": bool(gpus), "error_kind": None, "error": None,
-            "driver_version": top.get("Driver Version"),
-            "cuda_driver_version": cuda if cuda and cuda != "N/A" else None,
+            "driver_version": version_value(top.get("KMD Version") or top.get("Driver Version")),
+            "cuda_driver_version": cuda,
             "attached": whole(top.get("Attached GPUs")), "device_count": len(gpus), "gpus": gpus}

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from preflight.workers.gpu_nvml import THROTTLE_REASON_BITS
-from preflight_checks.gpu.smi_values import number, whole, yes
+from preflight_checks.gpu.smi_values import number, version_value, whole, yes
 
 _REASON_TAG = re.compile(r"^clocks_(?:throttle|event)_reason_(.+)$")
 _REASON_NAMES = {"display_clocks_setting": "display_clock_setting"}
@@ -107,8 +107,8 @@ def parse_query_xml(text: str) -> dict[str, Any]:
     if root.tag != "nvidia_smi_log":
         raise NvidiaSmiXmlError(f"an XML document whose root is <{root.tag}>, not <nvidia_smi_log>")
     gpus = [_gpu(index, gpu) for index, gpu in enumerate(root.findall("gpu"))]
-    cuda = _text(root, "cuda_version")
+    cuda = version_value(_text(root, "cuda_version"))
     return {"available": bool(gpus), "error_kind": None, "error": None,
-            "driver_version": _text(root, "driver_version"),
-            "cuda_driver_version": cuda if cuda and cuda != "N/A" else None,
+            "driver_version": version_value(_text(root, "driver_version")),
+            "cuda_driver_version": cuda,
             "attached": whole(_text(root, "attached_gpus")), "device_count": len(gpus), "gpus": gpus}

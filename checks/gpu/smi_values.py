@@ -25,3 +25,13 @@ def yes(text: Any) -> bool | None:
     if not isinstance(text, str) or text in ("N/A", "[N/A]", "Unknown Error"):
         return None
     return text.strip().lower() in ("yes", "enabled", "active")
+
+
+def version_value(text: Any) -> str | None:
+    """A version as nvidia-smi prints it, without the note driver 610 appends to the names it
+    deprecated ("610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]");
+    None for "N/A", "Not Found" or nothing."""
+    if not isinstance(text, str):
+        return None
+    value = text.split("[", 1)[0].strip()
+    return value if value and value not in ("N/A", "Not Found") else None

@@ -1,7 +1,8 @@
 """gpu.visibility: the GPUs are there, healthy, and compute correctly.
 
-Three views of the GPUs are compared: NVML (the driver: every GPU on the node), torch and
-tensorflow (what a training job sees, after CUDA_VISIBLE_DEVICES). NVML's per-GPU health facts are
+Three views of the GPUs are compared: NVML (the driver: every GPU on the node; read through
+`nvidia-smi -q -x` where Python cannot load NVML), torch and tensorflow (what a training job sees,
+after CUDA_VISIBLE_DEVICES). NVML's per-GPU health facts are
 judged against the defaults below, and every GPU a framework sees multiplies two matrices whose
 product is compared with a float64 reference computed on the CPU: listed is not the same as working.
 """
@@ -23,6 +24,30 @@ from preflight_checks.gpu.judging import (  # noqa: F401 - re-exported: part of 
     visible_gpu_indices,
 )
 from preflight_checks.gpu.rules import device_image
+
+
+def from_nvidia_smi(ctx: NodeContext, nvml: dict[str, Any]) -> dict[str, Any]:
+    """NVML's facts as they came, unless Python cannot load NVML (no nvidia-ml-py, or bindings that fail)
+    while the driver's own nvidia-smi is here: then `nvidia-smi -q -x` read into the same facts
+    (source "nvidia-smi"), keeping the bindings' error. A driver that is absent or broken is judged as
+    NVML found it; nvidia-smi would only say the same."""
+    import shutil
+
+    from preflight.core.check import CannotMeasure
+    from preflight_checks.gpu.nvidia_smi import parse_query
+    from preflight_checks.gpu.nvidia_smi_xml import NvidiaSmiXmlError
+
+    binary = shutil.which("nvidia-smi")
+    if nvml.get("available") or nvml.get("error_kind") not in ("no_bindings", "bindings") or not binary:
+        return nvml
+    try:
+        proc = ctx.run([binary, "-q", "-x"], timeout=max(5.0, min(30.0, ctx.time_left() / 4)))
+        read = parse_query(proc.stdout) if proc.returncode == 0 else None
+    except (CannotMeasure, OSError, NvidiaSmiXmlError):
+        read = None
+    if not read or not read.get("available"):
+        return nvml
+    return {**read, "source": "nvidia-smi", "bindings": nvml.get("bindings"), "bindings_error": nvml.get("error")}
 
 
 def _default_fail_throttle() -> list[str]:
@@ -166,7 +191,7 @@ class GpuVisibility(Check):
         facts: dict[str, Any] = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                                  "pci_gpus": nvidia_pci_gpus()}
         # NVML first, before any probe holds a GPU: memory and processes are then what a job would meet.
-        facts["nvml"] = nvml_facts(with_gpus=True, throttle_samples=params.throttle_samples)
+        facts["nvml"] = from_nvidia_smi(ctx, nvml_facts(with_gpus=True, throttle_samples=params.throttle_samples))
 
         def budget() -> float:
             return min(params.probe_timeout_s, ctx.time_left() - 10)

@@ -109,7 +109,8 @@ def _wheel_version(location: str) -> tuple[str, str] | None:
 
 # Lock files, by name, and the _Reader method that reads each.
 LOCK_READERS = {"uv.lock": "_read_toml_lock", "poetry.lock": "_read_toml_lock", "Pipfile.lock": "_read_pipfile_lock",
-                "environment.yml": "_read_conda_environment", "environment.yaml": "_read_conda_environment"}
+                "environment.yml": "_read_conda_environment", "environment.yaml": "_read_conda_environment",
+                "pixi.toml": "_read_pixi_manifest", "pixi.lock": "_read_pixi_lock"}
 # conda package names that differ from the Python distribution's
 CONDA_NAMES = {"pytorch": "torch", "pytorch-cuda": "pytorch-cuda"}
 
@@ -319,28 +320,42 @@ class _Reader:
                     for sub_number, body in sub:
                         self._read_requirements(file, "\n" * (sub_number - 1) + body, "requirement")
                 continue
-            spec = conda_spec(str(item))
-            if spec is None:
-                self.skipped.append({"where": f"{file}:{number}", "line": str(item),
-                                     "reason": "a conda match spec preflight cannot compare"})
-                continue
-            name = CONDA_NAMES.get(spec["name"], spec["name"])
-            if name in ("python", "pip"):
-                continue
-            if not spec["specifier"]:
-                self.skipped.append({"where": f"{file}:{number}", "line": str(item),
-                                     "reason": "a conda spec without a version; not compared"})
-                continue
-            try:
-                requirement = Requirement(f"{name}{spec['specifier']}")
-            except InvalidRequirement:
-                self.skipped.append({"where": f"{file}:{number}", "line": str(item),
-                                     "reason": "not a Python version (a conda-only package); not compared"})
-                continue
-            # Conda lists libraries that are no Python distribution (cudatoolkit, openssl): one that is
-            # not installed is a note, as an extra's package is.
-            self._add(file, number, str(item), requirement, "lock" if spec["exact"] else "requirement",
-                      optional="conda", kind_hint="conda" + (f" build {spec['build']}" if spec["build"] else ""))
+            self.conda_item(file, number, str(item))
+
+    def conda_item(self, file: Path, number: int, item: str, line: str | None = None, optional: str = "conda") -> None:
+        """One conda match spec (`pytorch=2.1.0=py3.10_cuda12.1_0`), as an entry or a skipped line."""
+        spec = conda_spec(item)
+        if spec is None:
+            self.skipped.append({"where": f"{file}:{number}", "line": line or item,
+                                 "reason": "a conda match spec preflight cannot compare"})
+            return
+        name = CONDA_NAMES.get(spec["name"], spec["name"])
+        if name in ("python", "pip"):
+            return
+        if not spec["specifier"]:
+            self.skipped.append({"where": f"{file}:{number}", "line": line or item,
+                                 "reason": "a conda spec without a version; not compared"})
+            return
+        try:
+            requirement = Requirement(f"{name}{spec['specifier']}")
+        except InvalidRequirement:
+            self.skipped.append({"where": f"{file}:{number}", "line": line or item,
+                                 "reason": "not a Python version (a conda-only package); not compared"})
+            return
+        # Conda lists libraries that are no Python distribution (cudatoolkit, openssl): one that is
+        # not installed is a note, as an extra's package is.
+        self._add(file, number, line or item, requirement, "lock" if spec["exact"] else "requirement",
+                  optional=optional, kind_hint="conda" + (f" build {spec['build']}" if spec["build"] else ""))
+
+    def _read_pixi_manifest(self, file: Path, text: str) -> None:
+        from preflight_checks.versions.pixi import read_manifest
+
+        read_manifest(self, file, _toml(file, text), TomlLines(text))
+
+    def _read_pixi_lock(self, file: Path, text: str) -> None:
+        from preflight_checks.versions.pixi import read_lock
+
+        read_lock(self, file, text)
 
     def _lock_pin(self, file: Path, number: int, name: str, version: str, optional: str | None,
                   line: str | None = None) -> None:

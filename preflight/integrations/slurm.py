@@ -177,7 +177,19 @@ def parse_show_node(text: str) -> dict[str, NodeState]:
 
 
 def show_nodes(names: list[str], run: Runner = run_command) -> dict[str, NodeState]:
-    return parse_show_node(scontrol(["show", "node", "-o", ",".join(names)], run))
+    """The nodes' state and drain reasons: `scontrol --json show node` where the client has it (Slurm
+    21.08+ with a data_parser plugin; its reason is exact), else `scontrol show node -o` (read at the
+    keys Slurm prints)."""
+    from preflight.integrations.slurm_json import node_states
+
+    listed = ",".join(names)
+    try:
+        states = node_states(scontrol(["--json", "show", "node", listed], run))
+        if all(name in states for name in names):
+            return states
+    except SlurmError:  # an older client, or one without the JSON plugin: the text every release prints
+        pass
+    return parse_show_node(scontrol(["show", "node", "-o", listed], run))
 
 
 # -- deciding what to drain and resume (pure) ------------------------------------------------------
@@ -193,6 +205,26 @@ def drain_reason(findings: list[tuple[str, ...]], limit: int = MAX_REASON_CHARS)
     if len(text) + len(more) > limit:
         text = text[: max(len(REASON_PREFIX) + 2, limit - len(more) - 3)] + "..."
     return text + more
+
+
+def operator_drained(report: RunReport, states: Mapping[str, NodeState]) -> dict[str, NodeState]:
+    """The nodes with blocking findings of their own that an operator already drained: left as they
+    are (their drain and its reason are someone's decision), and said."""
+    return {node: states[node] for node in sorted(blames(report))
+            if node in states and states[node].drained and not states[node].drained_by_preflight}
+
+
+def state_text(state: NodeState) -> str:
+    """`DRAIN in Slurm: "bad DIMM" (root, 2024-05-01T10:00:00)`."""
+    who = ", ".join(x for x in (state.reason_user, state.reason_time) if x)
+    reason = f'"{state.reason}"' if state.reason else "no reason given"
+    return f"{state.state} in Slurm: {reason}" + (f" ({who})" if who else "")
+
+
+def unavailable(state: NodeState) -> bool:
+    """Drained, draining, down or failed: Slurm starts no new job there (sinfo's short forms too:
+    drng, drain, down, fail, failg)."""
+    return any(word in state.state.upper() for word in ("DRAIN", "DRNG", "DOWN", "FAIL"))
 
 
 def drain_plan(report: RunReport, states: Mapping[str, NodeState]) -> dict[str, str]:
@@ -230,7 +262,8 @@ def resume_plan(report: RunReport, states: Mapping[str, NodeState]) -> list[str]
 @dataclass
 class Action:
     node: str
-    what: str  # "drain", "resume", or "hold" (a link or boundary at fault: no node drained, `reason` names it)
+    what: str  # "drain", "resume", "hold" (a link or boundary at fault: no node drained, `reason` names it)
+    # or "keep" (an operator's drain left as it is, `reason` says it)
     reason: str = ""
     error: str = ""
 
@@ -239,6 +272,8 @@ class Action:
             return f"could not {self.what} {self.node}: {self.error}"
         if self.what == "hold":
             return f"not drained: {self.reason}"
+        if self.what == "keep":
+            return f"not drained again: {self.node} is {self.reason}"
         return f"{'drained' if self.what == 'drain' else 'resumed'} {self.node}" + (f": {self.reason}" if self.reason else "")
 
 
@@ -251,6 +286,8 @@ def apply(report: RunReport, drain: bool, resume: bool, run: Runner = run_comman
     actions = []
     if drain:
         actions += [Action(b.component, "hold", held_text(b)) for b in held(report)]
+        actions += [Action(node, "keep", f"already {state_text(state)}; left as it is")
+                    for node, state in operator_drained(report, states).items()]
         for node, reason in drain_plan(report, states).items():
             action = Action(node, "drain", reason)
             try:

@@ -1,5 +1,6 @@
 """Slurm's `--json` documents (`sinfo --json`, `squeue --json`, `scontrol show node --json`), read into
-the same NodeState that `scontrol show node -o` gives. Pure.
+the same NodeState that `scontrol show node -o` gives. Pure. From 23.02 on `sinfo --json` lists rows
+under `sinfo` (a set of nodes with one state each), not nodes under `nodes`.
 
 The document is openapi/v0.0.37 and later (Slurm 21.08+): `nodes[]` with `name`, `address`, `state`
 ("mixed" with `state_flags` ["DRAIN"] before 23.02; ["MIXED", "DRAIN"] since), `reason`,
@@ -41,8 +42,38 @@ def _number(value: Any) -> Any:
     return value.get("number") if isinstance(value, dict) else value
 
 
+def _sinfo_rows(text: str) -> dict[str, NodeState] | None:
+    """`sinfo --json` from Slurm 23.02 on: `sinfo[]` rows, each a set of nodes (`nodes.nodes`) with one
+    state (`node.state`), reason ({"description", "user", "time"}) and partition; None for another document."""
+    from preflight.core.bounded import InputError, load_json
+
+    try:
+        doc = load_json(text, "sinfo --json")
+    except InputError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("sinfo"), list):
+        return None
+    out: dict[str, NodeState] = {}
+    for row in _document(text, "sinfo"):
+        reason = row.get("reason") if isinstance(row.get("reason"), dict) else {"description": row.get("reason")}
+        partition = (row.get("partition") or {}).get("name") or ""
+        for name in (row.get("nodes") or {}).get("nodes") or []:
+            node = out.setdefault(str(name), NodeState(name=str(name)))
+            node.state = _state((row.get("node") or {}).get("state")) or node.state
+            node.reason = str(reason.get("description") or node.reason)
+            node.reason_user = str(reason.get("user") or node.reason_user)
+            node.reason_time = str(_number(reason.get("time")) or node.reason_time or "")
+            parts = [p for p in node.fields.get("Partitions", "").split(",") if p]
+            node.fields["Partitions"] = ",".join(dict.fromkeys([*parts, partition] if partition else parts))
+    return out
+
+
 def node_states(text: str) -> dict[str, NodeState]:
-    """Node name -> NodeState from a `--json` document's `nodes` (sinfo, scontrol show node)."""
+    """Node name -> NodeState from a `--json` document: `nodes` (scontrol show node, sinfo before 23.02)
+    or `sinfo` (sinfo from 23.02 on)."""
+    rows = _sinfo_rows(text)
+    if rows is not None:
+        return rows
     out: dict[str, NodeState] = {}
     for node in _document(text, "nodes"):
         name = str(node.get("name") or "")

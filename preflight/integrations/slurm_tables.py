@@ -5,7 +5,9 @@ sinfo and squeue print a header line and one row per line, fields separated by b
 column (REASON of `sinfo -R`, NODELIST(REASON) of squeue, NAME) may itself hold blanks. A node list
 is read by preflight.core.nodeset.expand (NodeSetError, a ValueError, names one it cannot read). sacct prints a
 header, then a line of dashes that gives each column's width; an empty field (a step's JobName) is
-blank within its width. A prompt line a transcript keeps (`$ sinfo`, `adev0: squeue`) is skipped.
+blank within its width. A prompt line a transcript keeps (`$ sinfo`, `adev0: squeue`,
+`user@host:~$ squeue`, `(base) user@node:/scratch$ squeue -u $USER`), or the command alone
+(`sacct --format=...`), is skipped, and so is the time `--long` prints first.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any
 from preflight.core.nodeset import expand
 from preflight.integrations.slurm import NodeState
 
-_PROMPT = re.compile(r"^(?:[$#]\s|[\w.-]+:\s+(?:sinfo|squeue|sacct)\b)")
+_PROMPT = re.compile(r"^(?:[$#]\s|[\w.-]+:\s+(?:sinfo|squeue|sacct)\b|(?:\(\S+\)\s+)?\S+[$#]\s*(?:sinfo|squeue|sacct)\b"
+                     r"|(?:sinfo|squeue|sacct)(?:\s|$)"
+                     r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}$)")  # --long's first line
 _DASHES = re.compile(r"^[-\s]+$")
 _FREE_TEXT = ("REASON", "NODELIST(REASON)", "NAME", "COMMENT")
 
@@ -46,14 +50,25 @@ def parse_table(text: str) -> dict[str, Any]:
                 cells.append(line[start:stop].strip())
             rows.append(dict(zip(names, cells)))
         return {"columns": columns, "rows": rows}
-    free = next((i for i, name in enumerate(names) if name in _FREE_TEXT), len(names) - 1)
     for line in lines[1:]:
-        words = line.split()
-        extra = len(words) - len(names)
-        if extra > 0:  # blanks inside the free-text column
-            words = words[:free] + [" ".join(words[free:free + extra + 1])] + words[free + extra + 1:]
-        rows.append(dict(zip(names, words)))
+        rows.append(dict(zip(names, _cells(line.split(), names))))
     return {"columns": columns, "rows": rows}
+
+
+def _cells(words: list[str], names: list[str]) -> list[str]:
+    """The words of one blank-separated row as cells. A pending job's reason, the last column of
+    squeue, is one cell in parentheses whatever it holds ("(ReqNodeNotAvail, UnavailableNodes:n1)",
+    "(Nodes required for job are DOWN, DRAINED or reserved ...)"); any other blanks belong to the
+    first free-text column (NAME, REASON)."""
+    if names and names[-1] == "NODELIST(REASON)" and len(words) > len(names) and words[-1].endswith(")"):
+        for start in range(len(names) - 1, len(words)):
+            if words[start].startswith("("):
+                return _cells(words[:start], names[:-1]) + [" ".join(words[start:])]
+    free = next((i for i, name in enumerate(names) if name in _FREE_TEXT), len(names) - 1)
+    extra = len(words) - len(names)
+    if extra > 0:  # blanks inside the free-text column
+        words = words[:free] + [" ".join(words[free:free + extra + 1])] + words[free + extra + 1:]
+    return words
 
 
 def sinfo_node_states(text: str) -> dict[str, NodeState]:

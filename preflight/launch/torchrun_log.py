@@ -245,8 +245,9 @@ def _failure_text(summary: dict[str, Any]) -> str:
 def _agent_error(stderr_text: str, rendezvous: str) -> str:
     """The sentence that says why a torchrun ended badly, from its stderr. Pure."""
     lines = [line.strip() for line in stderr_text.splitlines() if line.strip() and not _LOG_LINE.match(line)]
-    if "ChildFailedError" in stderr_text or "Root Cause" in stderr_text:
-        # torchrun's summary table: the first worker that failed, its exit code or signal.
+    if "ChildFailedError" in stderr_text or "Root Cause" in stderr_text or _AGENT_FAILED.search(stderr_text):
+        # torchrun's summary table (or, without it, the agent's "failed (exitcode: ...)" line): the first
+        # worker that failed, its exit code or signal.
         text = failure_text(parse_failure_summary(stderr_text))
         if text:
             return text
@@ -255,8 +256,38 @@ def _agent_error(stderr_text: str, rendezvous: str) -> str:
         inner = [line for line in lines if "trying to connect to" in line]
         if inner:
             return inner[-1][-300:]
-    meaningful = [line for line in lines if not set(line) <= set("=-_* ")]
+    kept, frame = _outside_frames(stderr_text)
+    meaningful = [line for line in kept if not set(line) <= set("=-_* ")]
+    if frame and (not meaningful or meaningful[-1].startswith("Traceback (most recent call last)")):
+        # cut inside a traceback: its last source line ("elastic_launch(") is no one's error
+        return f"torchrun's output ends inside a traceback, before any error or failure summary (last frame: {frame})"
+    if frame and meaningful[-1].rstrip(": ").endswith("ChildFailedError"):
+        return "a worker failed (torchrun raised ChildFailedError), but the output ends before the summary that names it"
     return meaningful[-1][-300:] if meaningful else ""
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _outside_frames(stderr_text: str) -> tuple[list[str], str]:
+    """stderr's lines without Python traceback frames (`File "...", line N, in f` and the source
+    lines, carets and locals printed under it), and the last frame seen ("torch/distributed/run.py,
+    line 715, in run"; "" without one)."""
+    kept: list[str] = []
+    frame, in_frame = "", False
+    for raw in stderr_text.splitlines():
+        line = _SUMMARY_PREFIX.sub("", raw.rstrip())
+        found = _FRAME.match(line)
+        if found:
+            path = "/".join(found.group(1).replace("\\", "/").split("/")[-3:])
+            frame, in_frame = f"{path}, line {found.group(2)}, in {found.group(3)}", True
+            continue
+        if in_frame and line[:1].isspace():
+            continue
+        in_frame = False
+        if line.strip() and not _LOG_LINE.match(line):
+            kept.append(line.strip())
+    return kept, frame
 
 
 def rank_nodes(agents: dict[str, dict[str, Any]]) -> dict[int, str]:

@@ -13,6 +13,9 @@ One host per line; `#` starts a comment; blank lines are ignored.
     gpu[01-08] group=leaf1     the node's topology group (a leaf switch, a rack); `rack=` is the
                                same column under another name
 
+A saved `sinfo` table (`sinfo -p gpu > nodes.txt`, also -N, -R, --long and --json) names its nodes too:
+its NODELIST (or HOSTNAMES) column, folded or not, each node once.
+
 A host name is data that ends up on an ssh command line, so it is validated strictly: anything that
 is not a host name, an IPv4 address or a bracketed IPv6 address (`a;touch /tmp/x`, `$(reboot)`,
 `-oProxyCommand=...`) is rejected before anything runs. Every problem raises HostsFileError naming
@@ -95,7 +98,34 @@ def load_hosts(path: str | Path) -> list[Host]:
     return parse_hosts(text, path)
 
 
+def saved_sinfo(text: str) -> dict | None:
+    """Node name -> NodeState of a saved `sinfo` listing: a table (sinfo, -N, -R, --long: a header
+    naming NODELIST or HOSTNAMES) or its `--json`; in its order, each node once; None for other text."""
+    from preflight.integrations.slurm import SlurmError
+    from preflight.integrations.slurm_json import node_states
+    from preflight.integrations.slurm_tables import parse_table, sinfo_node_states
+
+    if text.lstrip().startswith("{"):
+        try:
+            return node_states(text) or None
+        except SlurmError:
+            return None
+    columns = {c.upper() for c in parse_table(text)["columns"]}
+    if not columns & {"NODELIST", "HOSTNAMES"} or not columns & {"PARTITION", "STATE", "REASON", "NODES"}:
+        return None
+    return sinfo_node_states(text)
+
+
+def sinfo_table_names(text: str) -> list[str] | None:
+    """The node names of a saved `sinfo` listing (saved_sinfo), in its order; None for other text."""
+    states = saved_sinfo(text)
+    return None if states is None else list(states)
+
+
 def parse_hosts(text: str, path: str | Path = "<hosts>") -> list[Host]:
+    names = sinfo_table_names(text)
+    if names is not None:  # `sinfo -p gpu > nodes.txt`: its nodes, each checked as a hosts line would be
+        text = "\n".join(names)
     hosts: list[Host] = []
     seen: dict[tuple[str, int | None], Host] = {}
     for line_no, raw in enumerate(text.splitlines(), start=1):

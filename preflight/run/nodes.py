@@ -9,10 +9,12 @@ import sys
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from preflight.integrations.slurm import (
     NodeState, Runner, SlurmError, allocation_from_env, expand_nodelist, outside_allocation_message, show_nodes,
+    state_text, unavailable,
 )
 from preflight.integrations.topology import LABELS_KEY, SWITCH_KEY, slurm_leaf_switches, topology_labels
 from preflight.run.kind import kind_of
@@ -32,12 +34,13 @@ def nodes_for(request: RunRequest, run_id: str = "", env: Mapping[str, str] | No
     if source == SLURM:
         python = request.remote_python if request.remote_python_given else sys.executable
         try:
-            return nodes_for_run(bool(request.nodes_file), request.slurm, python, list(request.argv), env, run)
+            return nodes_for_run(bool(request.nodes_file), request.slurm, python, list(request.argv), env, run,
+                                 notes if notes is not None else [])
         except (SlurmError, ValueError) as exc:
             raise RunProblem(str(exc)) from None
     if source == HOSTS:
         return hosts_nodes(str(request.nodes_file), request.remote_python, list(request.ssh_options),
-                           request.ssh_accept_new)
+                           request.ssh_accept_new, notes if notes is not None else [])
     from preflight.transport import LocalTransport
 
     name = kind.local_name()
@@ -52,12 +55,15 @@ def new_run_id() -> str:
 # -- a hosts file or node set ---------------------------------------------------------------------
 
 
-def hosts_nodes(path: str, remote_python: str, ssh_options: list[str], accept_new: bool) -> list[NodeTarget]:
+def hosts_nodes(path: str, remote_python: str, ssh_options: list[str], accept_new: bool,
+                notes: list[str] | None = None) -> list[NodeTarget]:
     from preflight.run.hosts import HostsFileError, nodes_from_arg
     from preflight.transport.ssh import SshTransport
 
     try:
         hosts = without_ports(nodes_from_arg(path))
+        if notes is not None:
+            notes += sinfo_notes(path)
         return [NodeTarget(SshTransport.from_host(host, python=remote_python, options=ssh_options,
                                                   accept_new=accept_new), slots=host.slots,
                            topology={"group": host.group} if host.group else {}) for host in hosts]
@@ -65,6 +71,17 @@ def hosts_nodes(path: str, remote_python: str, ssh_options: list[str], accept_ne
         raise RunProblem(str(exc)) from None
     except ValueError as exc:  # an --ssh-option that is not Key=Value
         raise RunProblem(str(exc)) from None
+
+
+def sinfo_notes(path: str) -> list[str]:
+    """For a saved `sinfo` table given as --nodes: each node it shows drained, down or failed, with the
+    reason when the table has one (`sinfo -R`, `sinfo -N -o "%N %T %E"`)."""
+    from preflight.run.hosts import saved_sinfo
+
+    file = Path(path).expanduser()
+    states = saved_sinfo(file.read_text(encoding="utf-8", errors="replace")) if file.is_file() else None
+    return [f"slurm: {name} is {state_text(state)}, as the --nodes file shows it"
+            for name, state in (states or {}).items() if unavailable(state)]
 
 
 def without_ports(hosts: list[Any]) -> list[Any]:
@@ -77,9 +94,11 @@ def without_ports(hosts: list[Any]) -> list[Any]:
 # -- Slurm ----------------------------------------------------------------------------------------
 
 
-def allocation_nodes(python: str, env: Mapping[str, str] | None = None, run: Runner = run_command) -> list:
+def allocation_nodes(python: str, env: Mapping[str, str] | None = None, run: Runner = run_command,
+                     notes: list[str] | None = None) -> list:
     """One SlurmTransport per node of the allocation, named as Slurm names it, at its NodeAddr, with its
-    leaf switch when Slurm has a topology plugin."""
+    leaf switch when Slurm has a topology plugin. A node Slurm has drained, or marked down, is said in
+    `notes` with its reason (a finding there may already be known to its operator)."""
     from preflight.transport.slurm import SlurmTransport
 
     allocation = allocation_from_env(env)
@@ -87,6 +106,9 @@ def allocation_nodes(python: str, env: Mapping[str, str] | None = None, run: Run
         raise SlurmError("not inside a Slurm allocation")
     names = expand_nodelist(allocation.nodelist, run)
     states = show_nodes(names, run)
+    if notes is not None:
+        notes += [f"slurm: {name} is {state_text(states[name])}" for name in names
+                  if name in states and unavailable(states[name])]
     switches = slurm_leaf_switches(names, run)
     return [NodeTarget(SlurmTransport(name, states.get(name, NodeState(name)).address or name, python,
                                       jobid=allocation.jobid),
@@ -94,7 +116,8 @@ def allocation_nodes(python: str, env: Mapping[str, str] | None = None, run: Run
 
 
 def nodes_for_run(with_hosts_file: bool, slurm: bool, python: str, argv: list[str],
-                  env: Mapping[str, str] | None = None, run: Runner = run_command) -> list:
+                  env: Mapping[str, str] | None = None, run: Runner = run_command,
+                  notes: list[str] | None = None) -> list:
     """The nodes `preflight run --slurm` checks; SlurmError saying what to do instead when it cannot."""
     if not slurm:
         raise SlurmError("--drain and --resume act on the nodes of a Slurm allocation: add --slurm")
@@ -102,7 +125,7 @@ def nodes_for_run(with_hosts_file: bool, slurm: bool, python: str, argv: list[st
         raise SlurmError("--nodes and --slurm exclude each other: the allocation says which nodes to check")
     if allocation_from_env(env) is None:
         raise SlurmError(outside_allocation_message(argv))
-    return allocation_nodes(python, env, run)
+    return allocation_nodes(python, env, run, notes)
 
 
 # -- Kubernetes -----------------------------------------------------------------------------------

@@ -189,3 +189,82 @@ def test_sacct_and_squeue_json_job_states_in_either_shape():
     found = jobs(json.dumps(doc))
     assert [(j["id"], j["state"]) for j in found] == [(1, "RUNNING"), (2, "FAILED"), (3, "PENDING")]
     assert found[2]["reason"] == "Priority" and found[0]["nodes"] == "gpu[1-2]"
+
+
+def test_squeue_reason_with_blanks_and_commas_stays_in_its_column():
+    # src/common/slurm_protocol_defs.c job_state_reason_string(): WAIT_NODE_NOT_AVAIL is
+    # "ReqNodeNotAvail", WAIT_PART_NODE_LIMIT-style reasons are sentences such as "Nodes required for
+    # job are DOWN, DRAINED or reserved for jobs in higher priority partitions"; squeue's %R prints
+    # either in parentheses, and ", UnavailableNodes:<nodes>" follows ReqNodeNotAvail.
+    from preflight.integrations.slurm_tables import squeue_jobs
+
+    text = ("JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n"
+            "   10    gpu     train   alice PD       0:00      4 (Nodes required for job are DOWN, DRAINED or "
+            "reserved for jobs in higher priority partitions)\n"
+            "   11    gpu  my run     bob   PD       0:00      2 (ReqNodeNotAvail, UnavailableNodes:gpu[01-02])\n"
+            "   12    gpu     eval   alice  R       1:02      1 gpu03\n")
+    jobs = squeue_jobs(text)
+    assert [j["reason"] for j in jobs] == [
+        "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
+        "ReqNodeNotAvail, UnavailableNodes:gpu[01-02]", ""]
+    assert [(j["name"], j["user"], j["state"], j["nodes"]) for j in jobs] == [
+        ("train", "alice", "PD", ""), ("my run", "bob", "PD", ""), ("eval", "alice", "R", "gpu03")]
+
+
+@pytest.mark.parametrize("prefix", [
+    "[0] ",                                   # MPICH hydra and Intel MPI: mpiexec -l / -prepend-rank
+    "[1,0]<stdout>:",                         # Open MPI 4 mpirun --tag-output
+    "[1,0]<stdout>: ",                        # Open MPI 5 (PRRTE) --output tag
+    "[prterun-node1-4242@1,0]<stdout>: ",     # PRRTE --output tag-fullname
+    "[1,0][node1:4242]<stdout>: ",            # PRRTE --output tag-detailed
+    "Mon Jan 13 10:00:00 2025[1,0]<stdout>:",  # Open MPI 4 --timestamp-output with --tag-output
+    "0: [1,0]<stdout>:",                      # srun --label around an mpirun
+])
+def test_nccl_tests_rows_tagged_by_a_launcher_are_read(prefix):
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+    rows = ["   268435456      67108864     float     sum      -1   9093.4   29.52   29.52      0   9104.3   29.48   29.48      0",
+            "   536870912     134217728     float     sum      -1   101201    5.30    5.30      0   101150    5.31    5.31      0"]
+    text = "\n".join(prefix + line for line in [header, *rows, "# Avg bus bandwidth    : 17.4"])
+    parsed = parse_output(text)
+    assert [r["out_of_place"]["busbw_gbps"] for r in parsed["rows"]] == [29.52, 5.30]
+    assert parsed["avg_busbw_gbps"] == 17.4 and not parsed["unparsed"]
+
+
+def test_torchrun_output_cut_inside_its_traceback_names_no_source_line_as_the_error():
+    # Python prints each frame as `  File "<path>", line N, in <function>` and its source line under it;
+    # torch/distributed/run.py's run() calls `elastic_launch(` over several lines, so a capture cut
+    # before the ChildFailedError summary ends on that source line.
+    from preflight.launch.torchrun_log import summarize_agent
+
+    stderr = "\n".join([
+        "E0325 20:57:27.620000 2606 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed "
+        "(exitcode: -9) local_rank: 5 (pid: 2630) of binary: /root/miniconda3/bin/python",
+        "Traceback (most recent call last):",
+        '  File "/root/miniconda3/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        "             ^^^^^^",
+        '  File "/root/miniconda3/lib/python3.12/site-packages/torch/distributed/run.py", line 910, in run',
+        "    elastic_launch("])
+    assert summarize_agent([], stderr, 1, False, 1.0)["last_error"] == "worker local rank 5 failed: exit code -9 (SIGKILL)"
+    error = summarize_agent([], stderr.split("\n", 1)[1], 1, False, 1.0)["last_error"]  # without the agent's line
+    assert "elastic_launch(" not in error and "ends inside a traceback" in error
+    assert "torch/distributed/run.py, line 910, in run" in error
+
+
+def test_pixi_lock_version_6_names_conda_packages_by_their_file_and_pypi_packages_by_name(tmp_path):
+    # rattler_lock (pixi's lock writer) version 6: a conda package is `- conda: <url>` whose file name is
+    # name-version-build; a PyPI one `- pypi: <url>` with `name:` and `version:`; `purls:` maps a conda
+    # package to its PyPI name (none for a library that is no Python distribution).
+    from preflight_checks.versions.pins import read_requirements
+
+    lock = tmp_path / "pixi.lock"
+    lock.write_text("version: 6\npackages:\n"
+                    "- conda: https://conda.example/conda-forge/linux-64/pytorch-2.7.1-cuda126_mkl_py312_h30b5a27_300.conda\n"
+                    "  sha256: 0000\n  purls:\n  - pkg:pypi/torch?source=hash-mapping\n"
+                    "- conda: https://conda.example/conda-forge/linux-64/libgcc-15.1.0-h767d61c_2.conda\n"
+                    "  purls: []\n"
+                    "- pypi: https://files.example/packages/aa/bb/wandb-0.21.0-py3-none-any.whl\n"
+                    "  name: wandb\n  version: 0.21.0\n")
+    entries = read_requirements([str(lock)])["entries"]
+    assert [(e["name"], e["specifier"], e["optional"], e["where"].rsplit(":", 1)[1]) for e in entries] == [
+        ("torch", "==2.7.1", "conda", "6"), ("wandb", "==0.21.0", None, "10")]

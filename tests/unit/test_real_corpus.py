@@ -16,8 +16,8 @@ from preflight.core.check import CannotMeasure, Expect
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 KINDS = ("nccl_tests", "nccl_log", "slurm_node", "torchelastic", "iperf3", "requirements", "pyproject", "uv_lock",
-         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml", "slurm_table", "prometheus_rules")
-PIN_KINDS = ("requirements", "pyproject", "uv_lock", "poetry_lock", "pipfile_lock", "conda")
+         "poetry_lock", "pipfile_lock", "conda", "nvidia_smi", "hostlist", "slurm_json", "nvidia_smi_xml", "slurm_table", "prometheus_rules", "pixi")
+PIN_KINDS = ("requirements", "pyproject", "uv_lock", "poetry_lock", "pipfile_lock", "conda", "pixi")
 
 
 def artifacts() -> list[Path]:
@@ -34,7 +34,7 @@ def kind_of(path: Path) -> str:
 
 def test_the_corpus_is_large_and_every_artifact_says_where_it_is_from():
     found = artifacts()
-    assert len(found) >= 140
+    assert len(found) >= 180
     kinds = {kind_of(p) for p in found}
     assert kinds == set(KINDS)
     for path in found:
@@ -131,6 +131,9 @@ def _slurm_json(path: Path, text: str, expect: dict) -> None:
         assert len(nodes) == expect["count"]
         for name, wanted in expect["nodes"].items():
             assert {k: getattr(nodes[name], k) for k in wanted} == wanted
+        from preflight.run.hosts import nodes_from_arg
+
+        assert [h.name for h in nodes_from_arg(str(path))] == list(nodes)  # the listing saved, given as --nodes
     for got, wanted in zip(jobs(text) if "jobs" in expect else [], expect.get("jobs", [])):
         assert {k: got[k] for k in wanted} == wanted
 
@@ -150,6 +153,9 @@ def _slurm_table(path: Path, text: str, expect: dict) -> None:
     if "nodes" in expect:
         nodes = sinfo_node_states(text)
         assert len(nodes) == expect["nodes"]
+        from preflight.run.hosts import nodes_from_arg
+
+        assert [h.name for h in nodes_from_arg(str(path))] == list(nodes)  # the table saved, given as --nodes
         for name, wanted in expect["node"].items():
             assert {"state": nodes[name].state, "reason": nodes[name].reason} == wanted
     if "jobs" in expect:
@@ -184,6 +190,10 @@ def _torchelastic(path: Path, text: str, expect: dict) -> None:
 
     summary = parse_failure_summary(text)
     assert failure_text(summary) == expect["last_error"]
+    if "agent_error" in expect:  # what one node's torchrun is said to have ended with, from its stderr
+        from preflight.launch.torchrun_log import summarize_agent
+
+        assert summarize_agent([], text, 1, False, 1.0)["last_error"] == expect["agent_error"]
     if "root_cause" in expect:
         wanted = expect["root_cause"]
         assert (summary["root_cause"] is None) == (wanted is None)
@@ -252,7 +262,7 @@ def _pins(path: Path, text: str, expect: dict) -> None:
         assert match, wanted
         assert {k: match[0][k] for k in ("specifier", "kind", "optional", "source")} == \
             {k: wanted[k] for k in ("specifier", "kind", "optional", "source")}
-    if kind_of(path) == "conda":  # any *.yml/*.yaml with `dependencies:` is found, whatever its name
+    if kind_of(path) in ("conda", "pixi"):  # any *.yml/*.yaml with `dependencies:` is found, and pixi.toml
         assert path in discover(path.parent)
 
 
@@ -270,7 +280,9 @@ def _nvidia_smi(path: Path, text: str, expect: dict) -> None:
         assert nvml == parse_query_xml(text)
     assert nvml["driver_version"] == expect["driver"] and len(nvml["gpus"]) == expect["gpus"]
     assert nvml["attached"] == expect.get("attached", expect["gpus"])
-    assert {g["name"] for g in nvml["gpus"]} == {expect["name"]}
+    assert {g["name"] for g in nvml["gpus"]} == ({expect["name"]} if expect["gpus"] else set())
+    if "cuda" in expect:  # the highest CUDA the driver supports, without driver 610's deprecation note
+        assert nvml["cuda_driver_version"] == expect["cuda"]
     for index in range(len(nvml["gpus"])):
         for key, value in expect.get(f"gpu{index}", {}).items():
             gpu = nvml["gpus"][index]

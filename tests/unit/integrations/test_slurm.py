@@ -96,6 +96,40 @@ def test_allocation_nodes_are_slurm_transports_named_by_slurm_at_their_node_addr
         ("n1", "198.18.0.11", "/opt/venv/bin/python", "9"), ("n2", "198.18.0.12", "/opt/venv/bin/python", "9")]
 
 
+def test_node_states_come_from_scontrols_json_where_the_client_has_it_and_from_its_text_elsewhere():
+    doc = (TESTS / "data" / "real" / "slurm_json" / "rivosinc_sinfo_21.08.5.json").read_text()
+    calls: list = []
+    states = slurm.show_nodes(["cs2.example.company.com", "cs5.example.company.com"],
+                              fake_run({("scontrol", "--json", "show", "node"): (0, doc, "")}, calls))
+    assert calls == [["scontrol", "--json", "show", "node", "cs2.example.company.com,cs5.example.company.com"]]
+    assert (states["cs5.example.company.com"].state, states["cs2.example.company.com"].state) == ("DOWN", "MIXED")
+    calls.clear()
+    older = fake_run({("scontrol", "--json"): (1, "", "scontrol: unrecognized option '--json'"),
+                      ("scontrol", "show", "node", "-o"): (0, (DATA / "show_node.txt").read_text(), "")}, calls)
+    states = slurm.show_nodes(["n3"], older)
+    assert [c[:3] for c in calls] == [["scontrol", "--json", "show"], ["scontrol", "show", "node"]]
+    assert (states["n3"].reason, states["n3"].reason_user) == ("maintenance by operator", "root")
+
+
+def test_the_run_says_which_nodes_of_its_allocation_slurm_has_drained_and_why():
+    run = fake_run({("scontrol", "show", "hostnames"): (0, "n1\nn2\nn3\n", ""),
+                    ("scontrol", "show", "node"): (0, (DATA / "show_node.txt").read_text(), "")}, [])
+    notes: list[str] = []
+    cli_nodes.allocation_nodes("python3", {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-3]"}, run, notes)
+    assert notes == [
+        'slurm: n2 is MIXED+DRAIN in Slurm: "preflight: node.environment (node.environment.shm-small)" '
+        "(root, 2026-11-30T10:23:53)",
+        'slurm: n3 is MIXED+DRAIN in Slurm: "maintenance by operator" (root, 2026-11-30T10:23:53)']
+
+
+def test_a_saved_sinfo_table_given_as_nodes_names_its_nodes_and_says_which_slurm_takes_no_job_on():
+    table = TESTS / "data" / "real" / "slurm_table" / "cdt_pgr_sinfo_drain_down.txt"  # a published `sinfo`
+    nodes = cli_nodes.hosts_nodes(str(table), "python3", [], False, notes := [])
+    assert len(nodes) == 65 and nodes[0].name == "landonia25"
+    assert "slurm: damnii02 is DRAIN in Slurm: no reason given, as the --nodes file shows it" in notes
+    assert len(notes) == 24 and not any(n.startswith(("slurm: letha06 ", "slurm: damnii06 ")) for n in notes)
+
+
 # -- what to drain -------------------------------------------------------------------------------
 
 
@@ -175,6 +209,13 @@ def test_apply_runs_scontrol_for_exactly_the_planned_nodes_and_reports_refusals(
     ]
     assert "Invalid user id" in actions[0].describe() and actions[0].error
     assert [a.describe() for a in actions[1:]] == ["resumed n2", "resumed n4"]
+    calls.clear()  # a node an operator drained keeps that drain, and the run says so
+    held_back = slurm.apply(report_of([env_pass("n1"), env_pass("n2"), env_fail("n3"), env_pass("n4")]),
+                            drain=True, resume=False, run=run)
+    assert [c for c in calls if c[1] == "update"] == []
+    assert [a.describe() for a in held_back] == [
+        'not drained again: n3 is already MIXED+DRAIN in Slurm: "maintenance by operator" (root, 2026-11-30T10:23:53); '
+        "left as it is"]
     calls.clear()
     slurm.apply(report, drain=False, resume=False, run=run)
     assert [c for c in calls if c[1] == "update"] == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import json
 import re
 import sys
@@ -14,7 +15,7 @@ from preflight.core.check import Expect
 from preflight.core.model import Status
 from preflight.workers.gpu_nvml import cuda_version_text, throttle_reason_names
 from preflight.workers.gpu_probe import compare_product, dotted_cudnn, dotted_nccl, reference_inputs
-from preflight_checks.gpu.visibility import GpuVisibility, pcie_link_gbps, runtime_vs_driver, visible_gpu_indices
+from preflight_checks.gpu.visibility import GpuVisibility, Params, pcie_link_gbps, runtime_vs_driver, visible_gpu_indices
 from tests.conftest import TESTS, finding_ids
 
 DATA = TESTS / "data" / "gpu_visibility"
@@ -656,3 +657,44 @@ def test_a_framework_count_names_the_cuda_error():
     outcome = judge(data)
     count = next(f for f in outcome.findings if f.id == "gpu.visibility.framework-count")
     assert "CUDA error: unknown error" in count.message and count.level is Status.FAIL
+
+
+def test_driver_610_deprecation_notes_do_not_hide_the_cuda_check():
+    # nvidia-smi -q from driver 610 (as published in github.com/Jaded-Encoding-Thaumaturgy/vs-jetpack
+    # issue 295) appends a note to the names it deprecated, and prints the values again under new names.
+    from preflight_checks.gpu.nvidia_smi import parse_query
+
+    header = (TESTS / "data" / "real" / "nvidia_smi" / "vsjetpack295_610.47_deprecated_header.txt").read_text()
+    nvml = parse_query(header)
+    assert (nvml["driver_version"], nvml["cuda_driver_version"]) == ("610.47", "13.3")
+    data = healthy()
+    data["nvml"].update(driver_version=nvml["driver_version"], cuda_driver_version=nvml["cuda_driver_version"])
+    data["torch"]["cuda"] = "13.4"
+    outcome = judge(data)
+    assert "cuda-newer-than-driver" in kinds(outcome)
+    assert any("(driver 610.47)" in f.message for f in outcome.findings if f.id.endswith("cuda-newer-than-driver"))
+
+
+def test_where_python_cannot_load_nvml_the_drivers_nvidia_smi_is_read_instead(tmp_path, monkeypatch):
+    # A stand-in for the driver's nvidia-smi that prints a real `nvidia-smi -q -x` (an RTX 4090 on
+    # driver 535, tests/data/real/nvidia_smi_xml), as the node's own binary would.
+    from preflight.engine.context import NodeContext
+    from preflight_checks.gpu.visibility import from_nvidia_smi
+
+    report = TESTS / "data" / "real" / "nvidia_smi_xml" / "netdata_rtx-4090-driver-535.xml"
+    binary = tmp_path / "bin" / "nvidia-smi"
+    binary.parent.mkdir()
+    binary.write_text(f"#!/bin/sh\n[ \"$1 $2\" = '-q -x' ] && exec cat {report}\nexit 2\n")
+    binary.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{binary.parent}:{os.environ['PATH']}")
+    ctx = NodeContext(node="n", output_dir=tmp_path, scratch_dir=tmp_path / "s", expect=Expect(), timeout_s=30)
+    unloadable = {"available": False, "error_kind": "no_bindings", "error": "pynvml is not importable: No module named 'pynvml'"}
+    nvml = from_nvidia_smi(ctx, unloadable)
+    assert (nvml["source"], nvml["available"], nvml["device_count"]) == ("nvidia-smi", True, 1)
+    assert nvml["gpus"][0]["name"] == "NVIDIA GeForce RTX 4090" and nvml["bindings_error"] == unloadable["error"]
+    assert ctx.evidence[0].command.endswith("nvidia-smi -q -x") and ctx.evidence[0].exit_code == 0
+    outcome = GpuVisibility().evaluate({"nvml": nvml, "cuda_visible_devices": None}, Params(), Expect())
+    assert outcome.summary == "GPU 0 (00000000:84:00.0): ECC is off"  # its health was read, as NVML's would be
+    assert any("nvidia-smi -q -x" in line for line in outcome.details)
+    no_driver = {"available": False, "error_kind": "no_driver", "error": "NVMLError_DriverNotLoaded"}
+    assert from_nvidia_smi(ctx, no_driver) is no_driver  # the driver is absent: nvidia-smi would say the same
