@@ -19,49 +19,23 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from preflight.core.blame import blames, blocking_levels, held, held_text, own_findings  # noqa: F401 (used here and by callers)
 from preflight.core.model import RunReport, Scope, Status
+from preflight.integrations.slurm_state import REASON_PREFIX, NodeState, SlurmError  # noqa: F401 (callers import them here)
 from preflight.transport.process import CommandTimeout, Completed, run_command
 
-REASON_PREFIX = "preflight:"
 MAX_REASON_CHARS = 80  # `sinfo -R` shows 20 by default; keep the whole reason readable in scontrol
 SCONTROL_TIMEOUT_S = 60.0
 
 Runner = Callable[..., Completed]  # run_command's shape: run(argv, timeout=...)
 
 
-class SlurmError(Exception):
-    """Slurm could not be asked (no allocation, no scontrol, scontrol failed); the message says why."""
-
-
 @dataclass
 class Allocation:
     jobid: str
     nodelist: str  # compressed, as Slurm writes it: gpu[001-004,007]
-
-
-@dataclass
-class NodeState:
-    """One node as `scontrol show node -o` describes it."""
-
-    name: str
-    address: str = ""
-    state: str = ""  # IDLE, MIXED+DRAIN, DOWN*+DRAIN, ...
-    reason: str = ""  # without the " [user@time]" Slurm appends, which is kept apart:
-    fields: dict[str, str] = field(default_factory=dict)
-    reason_user: str = ""
-    reason_time: str = ""
-
-    @property
-    def drained(self) -> bool:
-        """Drained or draining (a node in DRAIN state keeps its running jobs)."""
-        return "DRAIN" in self.state.upper()
-
-    @property
-    def drained_by_preflight(self) -> bool:
-        return self.drained and self.reason.startswith(REASON_PREFIX)
 
 
 # -- the allocation -------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from preflight.integrations.slurm import NodeState, SlurmError
+from preflight.integrations.slurm_state import NodeState, SlurmError
 
 
 def _document(text: str, key: str) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from preflight.core.nodeset import expand
-from preflight.integrations.slurm import NodeState
+from preflight.integrations.slurm_state import NodeState
 
 _PROMPT = re.compile(r"^(?:[$#]\s|[\w.-]+:\s+(?:sinfo|squeue|sacct)\b|(?:\(\S+\)\s+)?\S+[$#]\s*(?:sinfo|squeue|sacct)\b"
                      r"|(?:sinfo|squeue|sacct)(?:\s|$)"
