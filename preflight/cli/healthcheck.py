@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    Duration, checks_option, color_option, config_option, profile_option, run_problems, set_option, skip_option,
+    Duration, checks_option, color_option, config_option, exit_with_verdict, profile_option, run_problems, set_option, skip_option,
 )
 from preflight.run.hook import DEFAULT_BUDGET_S
 
@@ -99,4 +99,4 @@ def healthcheck(config_file: str | None, settings: tuple[str, ...], profile: str
                          history=HISTORY_ON if history else HISTORY_OFF, fanout=1, argv=tuple(sys.argv[1:]),
                          command=shlex.join(["preflight", *sys.argv[1:]]),
                          hook=HookRequest(budget_s=budget, node=local_node_name()))
-    sys.exit(run_healthcheck(request, click.echo))
+    exit_with_verdict(lambda: run_healthcheck(request, click.echo))

@@ -127,8 +127,9 @@ def baseline_of(request: RunRequest, checks: dict[str, Any]) -> tuple[RunReport 
 
 def prepare(request: RunRequest, registry: Any = None) -> Prepared:
     """Everything a run needs before it starts; RunProblem (exit 2, nothing ran) for a mistake."""
-    from preflight.core.registry import discover
+    from preflight.core.registry import needed_by
     from preflight.run import plan as plan_mod
+    from preflight.transport.plugins import discover
     from preflight.run.judging import record_judging
 
     formats_known(list(request.formats))
@@ -138,7 +139,10 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
     start = time.monotonic()
     # Third-party plugins --skip names are never imported; a hook's imports are bounded by a third of its
     # budget and count against it (preflight.core.registry contains what a plugin does at import).
-    registry = registry or discover(skip=set(split_ids(request.skip)),
+    # Each third party's plugin is imported in a child first, and here only when the run needs it.
+    need = needed_by(split_ids(request.checks) or None, [t for v in request.tags for t in split_ids(v)],
+                     hook=request.hook is not None)
+    registry = registry or discover(skip=set(split_ids(request.skip)), need=need,
                                     **({"limit_s": request.hook.budget_s / 3} if request.hook is not None else {}))
     baseline, notes = baseline_of(request, registry.checks)
     config = configure(request, registry.checks)
@@ -235,8 +239,8 @@ def rejudge(request: RunRequest, past: RunReport, results: str, out_dir: str | N
     It judges with what the run recorded, the profile, config file and --set of the request on top,
     validated as `prepare` validates a run's; --fail-on is recorded as the origin of fail_on."""
     from preflight.core.config import ConfigError
-    from preflight.core.registry import discover
     from preflight.run.rejudge import rejudge_for_cli
+    from preflight.transport.plugins import discover
 
     registry = registry or discover()
     try:
