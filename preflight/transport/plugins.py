@@ -58,7 +58,7 @@ def probe(group: str, names: list[str], limit_s: float) -> dict[str, Probed]:
                 probed[name] = Probed(error=f"not imported: the plugins before it used the {limit_s:g} s all "
                                             "imports may take")
             break
-        job = json.dumps({"group": group, "names": pending, "path": list(sys.path)})
+        job = json.dumps({"group": group, "names": pending, "path": list(sys.path)}, allow_nan=False)
         try:
             done = run_command(isolated_module_argv(MODULE), timeout=left, input=job)
             output, ended = done.stdout, f"ended the process that imported it (exit code {done.returncode})"

@@ -59,7 +59,7 @@ def main(stdin: TextIO, protocol: TextIO) -> None:
         except BaseException as exc:  # noqa: BLE001 - sys.exit() and KeyboardInterrupt of a plugin too
             _line(protocol, f"{ERROR}{ep.name} {type(exc).__name__}" + (f": {exc}" if str(exc) else ""))
             continue
-        _line(protocol, f"{OK}{ep.name} {json.dumps(info, default=str)}")
+        _line(protocol, f"{OK}{ep.name} {json.dumps(info, default=str, allow_nan=False)}")
     _line(protocol, DONE)
 
 
