@@ -365,6 +365,31 @@ def test_a_silence_ends_on_a_date_or_is_refused_naming_its_key(until):
     assert len(end) == 10 and end[4] == end[7] == "-"  # a real date, never ""
 
 
+# -- a silence accepts only what a check declares and measured -----------------------------------
+
+SILENCE_IDS = st.one_of(
+    st.sampled_from(["node.environment.could-not-measure", "node.environment.crashed", "node.environment.error",
+                     "node.environment.unreachable", "node.environment.timed-out", "example.echo.anything",
+                     "example.echo.error", "node.environment.\uff53hm-small", "node.environment.shm-smal1",
+                     "\uff4eode.environment.shm-small", "node.environment.shm-small\u200b"]),
+    st.text(max_size=30).map(lambda t: "node.environment." + t.replace('"', "").replace("\\", "")))
+
+
+@FUZZ
+@given(SILENCE_IDS)
+def test_a_silence_of_an_id_no_check_declares_or_of_what_measured_nothing_is_refused_naming_it(finding_id):
+    from preflight.core.silence import declared_ids
+
+    declared = {i for c in CHECKS.values() for i in declared_ids(c)}
+    text = f'[silence]\n"{finding_id}" = {{reason = "r"}}\n'
+    try:
+        config = config_mod.parse(text, CHECKS)
+    except ConfigError as exc:
+        assert finding_id in str(exc) or "invalid TOML" in str(exc), str(exc)
+        return
+    assert set(config.silence) <= declared, config.silence  # accepted: an id a check declares
+
+
 # -- one node is one node ------------------------------------------------------------------------
 
 @FUZZ
