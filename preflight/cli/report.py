@@ -70,8 +70,12 @@ def _report(results: str, out_dir: str | None, formats: str, fail_on: str | None
             click.echo(f"preflight: {note}", err=True)
     elif profile is not None or settings or config_file:
         raise UsageProblem("--profile, --set and --config apply to `report` only with --rejudge")
-    elif fail_on:
-        past.fail_on = fail_on
+    else:
+        from preflight.run.shape import answer_again
+
+        if fail_on:
+            past.fail_on = fail_on
+        answer_again(past)  # the subset judged again from the recorded shape, never the one read from the file
     if out_dir == "-":
         from preflight.reporters import renderer
 

@@ -116,8 +116,8 @@ def _run(request: Any, as_json: bool, shape: Any = None) -> int:
     run = steps.Finishing(request, prepared.config, prepared.out, say, baseline=prepared.baseline,
                           write_error=write_error)
     run_steps = steps.with_step(steps.RUN_STEPS, "reports", "summary", summary_step(as_json))
-    if shape is not None:  # answered before the reports, which show it
-        run_steps = steps.with_step(run_steps, "history context", "shape", shape_mod.step(shape, prepared.nodes))
+    # The shape answered before the reports, which show it; without one, an earlier run's subset files go.
+    run_steps = steps.with_step(run_steps, "history context", "shape", shape_mod.step(shape, prepared.nodes))
     with run_problems():
         steps.finish(report, run, run_steps)
     return decide(report).exit_code  # 130 for an interrupted run, as every report says

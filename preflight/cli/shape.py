@@ -34,9 +34,24 @@ def parse(values: tuple[str, ...] | list[str] | None) -> Any:
         raise UsageProblem(str(exc)) from None
 
 
+def clear(out: Path | None) -> None:
+    """Remove the node lists an earlier run left in `out`: a subset that is not this run's answer is never
+    left beside its reports."""
+    for name in (EXCLUDE_FILE, HOSTS_FILE, K8S_FILE) if out is not None else ():
+        path = Path(out) / name
+        try:
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+        except OSError as exc:
+            raise UsageProblem(f"{path}: an earlier run's subset that cannot be removed ({exc.strerror or exc})") \
+                from None
+
+
 def apply(report: Any, shape: Any, nodes: list[Any], out: Path | None) -> None:
     """Answer the shape for this run (RunReport.subset) and, for a GO on a subset, write its node lists
-    into `out`. `nodes` are the run's NodeTargets: their topology gives the groups."""
+    into `out` (an earlier run's are removed first, whatever this one asks). `nodes` are the run's
+    NodeTargets: their topology gives the groups."""
+    clear(out)
     if shape is None:
         return
     from preflight.core.shape import hosts_text, is_partial, kubernetes_text

@@ -34,7 +34,7 @@ from preflight.cli.main import cli
 from preflight.core import config as config_mod
 from preflight.core.compare import attach
 from preflight.core.config import ConfigError
-from preflight.core.model import CLUSTER_NODE, Finding, Measurement, NodeInfo, RunReport, Scope, Status
+from preflight.core.model import CLUSTER_NODE, CheckResult, Finding, Measurement, NodeInfo, RunReport, Scope, Status
 from preflight.core.registry import discover
 from preflight.core.results_file import ResultsFileError, header_line, read_results
 from preflight.reporters import json_report
@@ -388,6 +388,37 @@ def test_a_silence_of_an_id_no_check_declares_or_of_what_measured_nothing_is_ref
         assert finding_id in str(exc) or "invalid TOML" in str(exc), str(exc)
         return
     assert set(config.silence) <= declared, config.silence  # accepted: an id a check declares
+
+
+# -- a subset is the run's own answer, never the file's ---------------------------------------------
+
+SUBSETS = st.fixed_dictionaries({
+    "shape": st.one_of(st.sampled_from(["nodes-multiple-of=2", "nodes-multiple-of=3", "within=group", "x=1", ""]),
+                       st.text(max_size=12)),
+    "offered": st.booleans(), "nodes": st.lists(st.sampled_from(["n1", "n2", "n3", "ghost", ""]), max_size=5),
+    "exclude": st.lists(st.sampled_from(["n1", "n2", "ghost"]), max_size=3), "total": st.integers(-1, 9),
+    "why_not": st.text(max_size=8), "groups": st.dictionaries(st.sampled_from(["n1", "n2", "ghost"]), st.text(max_size=4))})
+
+
+@FUZZ
+@given(SUBSETS, st.booleans())
+def test_report_never_keeps_a_subset_read_from_the_file(subset, broken_link):
+    results = [CheckResult("node.environment", n, Status.PASS, "fine") for n in ("n1", "n2", "n3")]
+    if broken_link:  # blocking, pinned on no node: no subset can be offered
+        results.append(CheckResult("net.bandwidth", CLUSTER_NODE, Status.FAIL, "slow", scope=Scope.CLUSTER,
+                                   findings=[Finding("net.bandwidth.slow-link", Status.FAIL, "slow", "fix")]))
+    report = RunReport(started_at="2026-12-01T00:00:00+00:00", nodes=[NodeInfo(n) for n in ("n1", "n2", "n3")],
+                       planned=sorted({r.check_id for r in results}), results=results,
+                       cluster_checks=["net.bandwidth"] if broken_link else [], subset=subset)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "results.json").write_text(json.dumps(report.to_dict(), allow_nan=False))
+        done = CliRunner().invoke(cli, ["report", str(Path(tmp) / "results.json"), "--format", "json", "--out",
+                                        str(Path(tmp) / "again")])
+        written = json.loads((Path(tmp) / "again" / "results.json").read_text()).get("subset") or {}
+    assert "ghost" not in json.dumps(written.get("nodes")), written
+    # Three healthy nodes: GO (4 where the recorded shape leaves one out), or NO-GO for the link.
+    assert done.exit_code == 1 if broken_link else done.exit_code in (0, 4), done.output
+    assert done.exit_code != 4 or (set(written["nodes"]) <= {"n1", "n2", "n3"} and written["exclude"])
 
 
 # -- one node is one node ------------------------------------------------------------------------
