@@ -20,6 +20,7 @@ from preflight.core.verdict import EXIT_USAGE
 from preflight.run.inputs import (
     DEFAULT_OUT, formats_known, nonempty as check_nonempty, output_dir, read_report, split_ids,
 )
+from preflight.run.config_changes import WORKING_DIRECTORY_CONFIG
 from preflight.run.request import RunProblem
 
 
@@ -74,9 +75,10 @@ def fail_on_option(f: Callable) -> Callable:
                         help="Lowest status that blocks the verdict (default: fail; warn makes WARN block too).")(f)
 
 
-# The file `preflight init` writes, read by the commands that run checks when --config names none.
-WORKING_DIRECTORY_CONFIG = "preflight.toml"
-READS_WORKING_DIRECTORY_CONFIG = {"run", "healthcheck"}  # `report --rejudge` keeps what the run was judged with
+# The file `preflight init` writes, read by `run` when --config names none (run.config_changes says what it
+# changes). Never by `healthcheck`, a Slurm prolog that starts in whatever directory slurmd gives it; and
+# `report --rejudge` keeps what the run was judged with.
+READS_WORKING_DIRECTORY_CONFIG = {"run"}
 
 
 def working_directory_config(ctx: click.Context, _param: Any, value: str | None) -> str | None:
@@ -93,8 +95,8 @@ def working_directory_config(ctx: click.Context, _param: Any, value: str | None)
 def config_option(f: Callable) -> Callable:
     return click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
                         callback=working_directory_config,
-                        help=f"preflight.toml with expectations and per-check parameters (default: "
-                             f"./{WORKING_DIRECTORY_CONFIG} when there is one).")(f)
+                        help=f"preflight.toml with expectations and per-check parameters (default for `run`: "
+                             f"./{WORKING_DIRECTORY_CONFIG} when there is one; `healthcheck` reads only this).")(f)
 
 
 def set_option(f: Callable) -> Callable:

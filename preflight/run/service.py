@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from preflight.core.model import RunReport
 from preflight.run import hook
+from preflight.run.config_changes import WORKING_DIRECTORY_CONFIG, announce, changes
 from preflight.run.inputs import (
     check_ids_known, formats_known, nonempty, output_dir, plugin_name, read_report, split_ids, tagged,
 )
@@ -146,6 +147,8 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
                                     **({"limit_s": request.hook.budget_s / 3} if request.hook is not None else {}))
     baseline, notes = baseline_of(request, registry.checks)
     config = configure(request, registry.checks)
+    changed = _working_directory(request, config, registry.checks)
+    notes = announce(changed) + notes
     wanted, skipped, explicit = _select(request, registry)
     try:
         selection = plan_mod.select(registry.checks, wanted, skipped, explicit=explicit)
@@ -175,7 +178,16 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
                    fanout=request.fanout, command=request.command,
                    load_errors=_load_errors(request, registry, skipped), fail_fast=request.fail_fast,
                    slurm_step=request.slurm_step, judged_with=record_judging(config, registry.checks))
+    if changed and plan.judged_with is not None:
+        plan.judged_with["working_directory"] = changed  # the report's configuration says it too
     return Prepared(request, registry, config, plan, baseline, notes, run_id, left_out, scratch, checks)
+
+
+def _working_directory(request: RunRequest, config: Any, checks: dict[str, Any]) -> list[str]:
+    """What ./preflight.toml (read because --config named no file) changes in this run."""
+    if request.config_file != WORKING_DIRECTORY_CONFIG or request.hook is not None:
+        return []
+    return changes(config, checks)
 
 
 def execute(prepared: Prepared, say: Say, on_event: Callable[[Any], None] | None = None) -> tuple[RunReport, str]:
