@@ -521,8 +521,8 @@ PAYLOAD = st.sampled_from(["", "0", "1", "3", "None", "'bye'", "[1, 2]", "object
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
-@given(RAISED, PAYLOAD, st.booleans())
-def test_whatever_a_plugin_raises_at_import_is_a_load_error_naming_it(tmp_path_factory, raised, payload, via_exit):
+@given(RAISED, PAYLOAD, st.sampled_from(["raise", "sys.exit", "os._exit"]))
+def test_whatever_a_plugin_raises_at_import_is_a_load_error_naming_it(tmp_path_factory, raised, payload, via):
     import sys
 
     from tests.unit.core.test_plugin_import import plant
@@ -530,10 +530,40 @@ def test_whatever_a_plugin_raises_at_import_is_a_load_error_naming_it(tmp_path_f
     site = tmp_path_factory.mktemp("site")
     sys.path.insert(0, str(site))
     try:
-        body = f"import sys\nsys.exit({payload})\n" if via_exit else f"raise ({raised})({payload})\n"
+        # os._exit() of a plugin imported in this process is a SystemExit of its thread (registry._kept).
+        body = {"sys.exit": f"import sys\nsys.exit({payload})\n", "os._exit": f"import os\nos._exit({payload or 0})\n",
+                "raise": f"raise ({raised})({payload})\n"}[via]
         check_id = plant(site, body)
         found = discover(only={check_id})
     finally:
         sys.path.remove(str(site))
     assert [e.entry_point.split(" =")[0] for e in found.errors] == [check_id]
     assert found.errors[0].distribution.startswith("hostile-")
+
+
+ENDINGS = st.sampled_from(["import os\nos._exit({code})\n", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+                           "import sys\nsys.exit({code})\n", "import os\nos.chdir('/')\nprint('GO')\nos._exit({code})\n"])
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
+@given(ENDINGS, st.integers(0, 3), st.booleans())
+def test_a_plugin_that_ends_its_importer_is_named_by_the_child_and_never_imported_here(tmp_path_factory, ending,
+                                                                                      code, needed):
+    import sys
+
+    from preflight.core.registry import needed_by
+    from preflight.transport.plugins import discover as discover_apart
+    from tests.unit.core.test_plugin_import import plant
+
+    site = tmp_path_factory.mktemp("site")
+    sys.path.insert(0, str(site))
+    cwd = os.getcwd()
+    try:
+        check_id = plant(site, ending.format(code=code))
+        found = discover_apart(only={check_id}, need=needed_by([check_id] if needed else []))
+    finally:
+        sys.path.remove(str(site))
+    assert os.getcwd() == cwd
+    assert [e.entry_point.split(" =")[0] for e in found.errors] == [check_id], found.errors
+    assert "SystemExit" in found.errors[0].error or "ended the process" in found.errors[0].error
