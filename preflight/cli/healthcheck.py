@@ -24,7 +24,7 @@ from preflight.run.hook import DEFAULT_BUDGET_S
 HEALTHCHECK_EPILOG = (
     "Exit codes: 0 nothing to drain (GO, or only what could not be measured: ERROR, INCOMPLETE, printed with "
     "the verdict), 1 this node has a blocking finding of its own (what --drain drains), 2 usage or "
-    "configuration error (nothing ran)."
+    "configuration error (nothing ran), 3 it was ended before its verdict (a plugin's exit: never 0)."
 )
 
 

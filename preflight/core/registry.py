@@ -68,10 +68,20 @@ def _kept() -> Iterator[None]:
     real_exit, stdout = os._exit, sys.stdout
     os._exit = _no_exit  # type: ignore[assignment]
     sys.stdout = sys.stderr
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        stdout.flush()
+    try:
+        saved = os.dup(1)  # what a plugin writes to file descriptor 1 itself goes to stderr too
+        os.dup2(2, 1)
+    except OSError:
+        saved = -1
     try:
         yield
     finally:
         os._exit, sys.stdout = real_exit, stdout  # type: ignore[assignment]
+        if saved >= 0:
+            os.dup2(saved, 1)
+            os.close(saved)
         with contextlib.suppress(OSError):
             if cwd and os.getcwd() != cwd:
                 os.chdir(cwd)

@@ -173,6 +173,11 @@ def test_a_plugin_that_ends_its_importer_is_a_named_load_error_and_never_a_go(tm
     assert not (tmp_path / "elsewhere" / "out").exists()
     # Only the plugins the run needs are imported by the command itself: acme.fine only in the child.
     assert (tmp_path / "fine-imported").read_text().split() == ["preflight.workers.plugin_import"]
+    # A plugin the run needs is imported here too: its print stays off --json's stdout, its chdir moves nothing.
+    noisy = run_preflight("run", "--checks", "node.environment,acme.noisy", "--format", "json", "--out", "out2",
+                          "--json", cwd=tmp_path, env=_env(site))
+    assert json.loads(noisy.stdout)["verdict"] != "GO", noisy.stdout + noisy.stderr
+    assert "noise from a plugin" in noisy.stderr and (tmp_path / "out2" / "results.json").is_file()
 
 
 def test_a_plugin_that_ends_its_importer_cannot_make_report_list_or_healthcheck_exit_0_silently(tmp_path):

@@ -96,17 +96,18 @@ def test_a_report_format_whose_import_exits_or_hangs_is_left_out_as_a_load_error
         reporters._discovered.cache_clear()
 
 
-def test_a_plugin_prints_and_chdirs_at_import_without_effect(tmp_path, monkeypatch, capsys):
+def test_a_plugin_prints_and_chdirs_at_import_without_effect(tmp_path, monkeypatch, capfd):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "elsewhere").mkdir()
-    check_id = plant(tmp_path, "import os\nprint('GO from a plugin')\nos.chdir('elsewhere')\n"
+    check_id = plant(tmp_path, "import os\nprint('GO from a plugin')\nos.write(1, b'GO by fd\\n')\nos.chdir('elsewhere')\n"
                                "from preflight.core.check import Check as Base\nclass Check(Base):\n    id = __ID__\n")
     found = registry_mod.discover(only={check_id})
     assert check_id in found.checks, found.errors
     assert __import__("os").getcwd() == str(tmp_path)  # taken back: the reports stay where they were asked for
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
     assert "GO from a plugin" not in captured.out and "GO from a plugin" in captured.err
+    assert "GO by fd" not in captured.out and "GO by fd" in captured.err
 
 
 def test_the_child_names_the_plugin_that_ended_it_and_says_what_the_others_are(tmp_path, monkeypatch):
