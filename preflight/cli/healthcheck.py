@@ -17,7 +17,8 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    Duration, checks_option, color_option, config_option, exit_with_verdict, profile_option, run_problems, set_option, skip_option,
+    Duration, checks_option, color_option, config_option, exit_with_verdict, profile_option, run_problems, set_option,
+    skip_option,
 )
 from preflight.run.hook import DEFAULT_BUDGET_S
 

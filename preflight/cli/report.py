@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from preflight.cli.options import (
-    UsageProblem, check_formats, color_option, config_option, exit_with_verdict, fail_on_option, finish, format_option, load_results,
-    nonempty, profile_option, registry, ResultsPath, run_problems, set_option, writable_dir,
+    UsageProblem, check_formats, color_option, config_option, exit_with_verdict, fail_on_option, finish, format_option,
+    load_results, nonempty, profile_option, registry, ResultsPath, run_problems, set_option, writable_dir,
 )
 
 
@@ -64,8 +64,7 @@ def _report(results: str, out_dir: str | None, formats: str, fail_on: str | None
         request = RunRequest(profile=profile, settings=tuple(settings), config_file=config_file, fail_on=fail_on,
                              formats=tuple(chosen), out_dir=out_dir)
         with run_problems():
-            past, out_dir, notes = service.rejudge(request, past, results, out_dir,
-                                                        registry(needs=past.check_ids))
+            past, out_dir, notes = service.rejudge(request, past, results, out_dir, registry(needs=past.check_ids))
         for note in notes:
             click.echo(f"preflight: {note}", err=True)
     elif profile is not None or settings or config_file:

@@ -11,8 +11,7 @@ import click
 
 from preflight.cli.options import (
     FINITE, Duration, checks_option, color_option, config_option, exit_with_verdict, fail_on_option, format_option,
-    json_option,
-    out_option, profile_option, run_problems, sayer, set_option, skip_option, split_ids, summary_step,
+    json_option, out_option, profile_option, run_problems, sayer, set_option, skip_option, split_ids, summary_step,
     textfile_option,
 )
 from preflight.cli import shape as shape_mod

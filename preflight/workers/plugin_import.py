@@ -35,8 +35,8 @@ def describe(obj: Any, ep: Any, group: str) -> dict[str, Any]:
             raise TypeError(f"{ep.value} is not a preflight.core.check.Check subclass")
         if obj.id != ep.name:
             raise ValueError(f"entry point name {ep.name!r} differs from the check's id {obj.id!r}")
-        return {"id": str(obj.id), "scope": getattr(obj.scope, "value", str(obj.scope)), "tags": [str(t) for t in obj.tags],
-                "hook": bool(obj.hook), "run_after": [str(d) for d in obj.run_after]}
+        return {"id": str(obj.id), "scope": getattr(obj.scope, "value", str(obj.scope)),
+                "tags": [str(t) for t in obj.tags], "hook": bool(obj.hook), "run_after": [str(d) for d in obj.run_after]}
     return {"filename": str(getattr(obj, "FILENAME", "") or "")}
 
 
