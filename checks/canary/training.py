@@ -48,7 +48,7 @@ UTIL_FIX = ("Look at the step: a small batch, a CPU-bound input pipeline, host-d
 @dataclass
 class Params:
     # "package.module:function" returning (model, optimizer, loss_fn, batches); None: reference MLP.
-    entry: str | None = param(None, kind="text",
+    entry: str | None = param(None, kind="text", runs_code=True,
                               help=("your training step to run instead of the reference model: "
                                     '"package.module:function" returning (model, optimizer, loss_fn, batches)'))
     steps: int = param(30, kind="count", minimum=1, help="timed training steps (count)")

@@ -79,7 +79,7 @@ class Params:
                                          help="samples per device per step (count); unset: a default per device kind")
     # "package.module:factory" to time the team's own model (see preflight.workers.ddp_scaling for
     # the contract); importable by the Python that runs the check.
-    workload: str | None = param(None, kind="text",
+    workload: str | None = param(None, kind="text", runs_code=True,
                                  help='your model to time instead of the reference one: "package.module:factory"')
     steps: int = param(10, kind="count", minimum=1,
                        help="timed step pairs (a normal step and a no_sync step) (count)")

@@ -82,7 +82,7 @@ class Params:
                                                "ran"))
     # "package.module:factory" to time the team's own model (see preflight.workers.ddp_scaling);
     # importable by the Python on every node.
-    workload: str | None = param(None, kind="text",
+    workload: str | None = param(None, kind="text", runs_code=True,
                                  help='your model to time instead of the reference one: "package.module:factory"')
     steps: int = param(10, kind="count", minimum=1,
                        help="timed step pairs (a normal step and a no_sync step) (count)")

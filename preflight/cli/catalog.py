@@ -69,13 +69,9 @@ def _check_dict(check: Any, registry: Any) -> dict[str, Any]:
 
 
 def _default_of(f: Any) -> Any:
-    import dataclasses
+    from preflight.core.check import field_default
 
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return None
+    return field_default(f)
 
 
 @click.command()

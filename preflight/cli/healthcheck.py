@@ -17,14 +17,15 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    Duration, checks_option, color_option, config_option, profile_option, run_problems, set_option, skip_option,
+    Duration, checks_option, color_option, config_option, exit_with_verdict, profile_option, run_problems, set_option,
+    skip_option,
 )
 from preflight.run.hook import DEFAULT_BUDGET_S
 
 HEALTHCHECK_EPILOG = (
     "Exit codes: 0 nothing to drain (GO, or only what could not be measured: ERROR, INCOMPLETE, printed with "
     "the verdict), 1 this node has a blocking finding of its own (what --drain drains), 2 usage or "
-    "configuration error (nothing ran)."
+    "configuration error (nothing ran), 3 it was ended before its verdict (a plugin's exit: never 0)."
 )
 
 
@@ -96,4 +97,4 @@ def healthcheck(config_file: str | None, settings: tuple[str, ...], profile: str
                          history=HISTORY_ON if history else HISTORY_OFF, fanout=1, argv=tuple(sys.argv[1:]),
                          command=shlex.join(["preflight", *sys.argv[1:]]),
                          hook=HookRequest(budget_s=budget, node=local_node_name()))
-    sys.exit(run_healthcheck(request, click.echo))
+    exit_with_verdict(lambda: run_healthcheck(request, click.echo))

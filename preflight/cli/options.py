@@ -20,6 +20,7 @@ from preflight.core.verdict import EXIT_USAGE
 from preflight.run.inputs import (
     DEFAULT_OUT, formats_known, nonempty as check_nonempty, output_dir, read_report, split_ids,
 )
+from preflight.run.config_changes import WORKING_DIRECTORY_CONFIG
 from preflight.run.request import RunProblem
 
 
@@ -76,9 +77,10 @@ def fail_on_option(f: Callable) -> Callable:
                         help="Lowest status that blocks the verdict (default: fail; warn makes WARN block too).")(f)
 
 
-# The file `preflight init` writes, read by the commands that run checks when --config names none.
-WORKING_DIRECTORY_CONFIG = "preflight.toml"
-READS_WORKING_DIRECTORY_CONFIG = {"run", "healthcheck"}  # `report --rejudge` keeps what the run was judged with
+# The file `preflight init` writes, read by `run` when --config names none (run.config_changes says what it
+# changes). Never by `healthcheck`, a Slurm prolog that starts in whatever directory slurmd gives it; and
+# `report --rejudge` keeps what the run was judged with.
+READS_WORKING_DIRECTORY_CONFIG = {"run"}
 
 
 def working_directory_config(ctx: click.Context, _param: Any, value: str | None) -> str | None:
@@ -95,8 +97,8 @@ def working_directory_config(ctx: click.Context, _param: Any, value: str | None)
 def config_option(f: Callable) -> Callable:
     return click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
                         callback=working_directory_config,
-                        help=f"preflight.toml with expectations and per-check parameters (default: "
-                             f"./{WORKING_DIRECTORY_CONFIG} when there is one).")(f)
+                        help=f"preflight.toml with expectations and per-check parameters (default for `run`: "
+                             f"./{WORKING_DIRECTORY_CONFIG} when there is one; `healthcheck` reads only this).")(f)
 
 
 def set_option(f: Callable) -> Callable:
@@ -166,13 +168,49 @@ def json_option(f: Callable) -> Callable:
                         help="Print a machine-readable summary as JSON on stdout (everything else goes to stderr).")(f)
 
 
-def registry() -> Any:
-    """The checks, less the third-party plugins the command's --skip names (never imported)."""
-    from preflight.core.registry import discover
+def registry(needs: Any = None) -> Any:
+    """The checks, less the third-party plugins the command's --skip names (never imported); each third
+    party's plugin imported in a child first (preflight.transport.plugins); with `needs` (check ids), only
+    the third parties' plugins among them are imported."""
+    from preflight.core.registry import needed_by
+    from preflight.transport.plugins import discover
 
     ctx = click.get_current_context(silent=True)
     skip = (ctx.params.get("skip") if ctx is not None else None) or ""
-    return discover(skip=set(split_ids(skip)))
+    key = (skip, None if needs is None else frozenset(needs))
+    if key not in _REGISTRIES:  # one child per command, however often it asks
+        _REGISTRIES[key] = discover(skip=set(split_ids(skip)),
+                                    need=None if needs is None else needed_by(named=sorted(needs)))
+    return _REGISTRIES[key]
+
+
+_REGISTRIES: dict[Any, Any] = {}
+
+
+def exit_with_verdict(work: Callable[[], int]) -> None:
+    """sys.exit() with the code of the verdict `work()` returns, for a command that judges (run,
+    healthcheck, report). Such a command never exits 0 without its verdict: a SystemExit before it (a
+    plugin's sys.exit() in the main thread, or its os._exit(), which becomes one while this runs) with
+    code 0 is exit 3 (INCOMPLETE) with a line that says so; another code is kept (never a GO)."""
+    from preflight.core.verdict import EXIT_CODES, Verdict
+
+    real_exit = os._exit
+
+    def no_exit(code: Any = 0) -> None:
+        raise SystemExit(code)
+
+    os._exit = no_exit  # type: ignore[assignment]
+    try:
+        code = work()
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise
+        click.echo("preflight: error: the command was ended before its verdict was written (a plugin's sys.exit() "
+                   "or os._exit()?): no verdict", err=True)
+        code = EXIT_CODES[Verdict.INCOMPLETE]
+    finally:
+        os._exit = real_exit  # type: ignore[assignment]
+    sys.exit(code)
 
 
 @contextlib.contextmanager
@@ -288,7 +326,8 @@ class ResultsPath(click.ParamType):
 def load_results(path: str) -> Any:
     """The run report of a results.json or results.jsonl; exit 2 naming the file and field when it is not one."""
     with run_problems():
-        report, notes = read_report(path, registry().checks)
+        # Only the plugins of the checks the run recorded are imported.
+        report, notes = read_report(path, lambda ids: registry(needs=ids).checks)
     from preflight.reporters.safe_text import single_line
 
     for note in notes:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
 
 from preflight.cli.options import (
-    UsageProblem, check_formats, color_option, config_option, fail_on_option, finish, format_option, load_results,
-    nonempty, profile_option, registry, ResultsPath, run_problems, set_option, writable_dir,
+    UsageProblem, check_formats, color_option, config_option, exit_with_verdict, fail_on_option, finish, format_option,
+    load_results, nonempty, profile_option, registry, ResultsPath, run_problems, set_option, writable_dir,
 )
 
 
@@ -45,6 +44,11 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
 
     `--out -` prints the one report asked for to standard output (e.g. `--format md --out -` for a
     pull-request comment)."""
+    exit_with_verdict(lambda: _report(results, out_dir, formats, fail_on, rejudge, profile, settings, config_file))
+
+
+def _report(results: str, out_dir: str | None, formats: str, fail_on: str | None, rejudge: bool,
+            profile: str | None, settings: tuple[str, ...], config_file: str | None) -> int:
     from preflight.core.verdict import decide
 
     chosen = check_formats(formats)
@@ -60,18 +64,22 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
         request = RunRequest(profile=profile, settings=tuple(settings), config_file=config_file, fail_on=fail_on,
                              formats=tuple(chosen), out_dir=out_dir)
         with run_problems():
-            past, out_dir, notes = service.rejudge(request, past, results, out_dir, registry())
+            past, out_dir, notes = service.rejudge(request, past, results, out_dir, registry(needs=past.check_ids))
         for note in notes:
             click.echo(f"preflight: {note}", err=True)
     elif profile is not None or settings or config_file:
         raise UsageProblem("--profile, --set and --config apply to `report` only with --rejudge")
-    elif fail_on:
-        past.fail_on = fail_on
+    else:
+        from preflight.run.shape import answer_again
+
+        if fail_on:
+            past.fail_on = fail_on
+        answer_again(past)  # the subset judged again from the recorded shape, never the one read from the file
     if out_dir == "-":
         from preflight.reporters import renderer
 
         click.echo(renderer(chosen[0])(past), nl=False)
-        sys.exit(decide(past).exit_code)
+        return decide(past).exit_code
     if out_dir is None:
         # Beside the results: the formats asked for are rewritten, nothing else there is touched, and the
         # results themselves are never overwritten.
@@ -81,6 +89,6 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
         # the re-judged report goes to <out>/rejudged/ instead).
         out = writable_dir(out_dir, inputs=[("RESULTS", results), ("--config", config_file)], formats=chosen)
     finish(past, out, chosen, keep=Path(results))
-    sys.exit(decide(past).exit_code)
+    return decide(past).exit_code
 
 

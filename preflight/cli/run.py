@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    FINITE, Duration, checks_option, color_option, config_option, fail_on_option, format_option, json_option,
-    out_option, profile_option, run_problems, sayer, set_option, skip_option, split_ids, summary_step,
+    FINITE, Duration, checks_option, color_option, config_option, exit_with_verdict, fail_on_option, format_option,
+    json_option, out_option, profile_option, run_problems, sayer, set_option, skip_option, split_ids, summary_step,
     textfile_option,
 )
 from preflight.cli import shape as shape_mod
@@ -94,7 +94,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     # From here on, SIGINT and SIGTERM (any number, at any moment) end in exit 130 with the reports
     # written once and marked interrupted (preflight/engine/signals.py).
     with INTERRUPTS.handling():
-        sys.exit(_run(request, as_json=bool(more.get("as_json"))))
+        exit_with_verdict(lambda: _run(request, as_json=bool(more.get("as_json"))))
 
 
 def _run(request: Any, as_json: bool) -> int:

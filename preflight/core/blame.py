@@ -6,7 +6,9 @@ ERROR (could not measure), and:
 - it is a node check's finding on that node, or
 - it is a cluster check's finding whose component (preflight.core.model.Component) is that node or
   one of its GPUs, confirmed; a cluster finding of an older results file without a component counts
-  for the node its `node` field names.
+  for the node its `node` field names;
+and it is not silenced (preflight.core.verdict.is_silenced, the rule the verdict reads): what the GO
+says was accepted is never drained, cordoned, left out of a subset or the healthcheck's exit 1.
 A component that is a link (two nodes: neither end is at fault alone) or a boundary (two topology
 groups: no node is at fault) is nobody's own: `held` lists those, so that the actions can name them
 (the link, the trunk) and act on no node. A suspect (component.confirmed False) is nobody's either.
@@ -47,17 +49,32 @@ def _whose(result: CheckResult, finding: Finding, nodes: set[str]) -> str | None
     return finding.node if finding.node in nodes else None
 
 
+def _blocking(result: CheckResult, levels: set[Status], silences: dict[str, dict[str, str]]) -> list[Finding]:
+    """The findings of a result that block and are not silenced; for a result that blocks while stating no
+    finding of a blocking level, the one that stands for it (preflight.core.findings), unless silenced."""
+    from preflight.core.findings import findings_of
+    from preflight.core.verdict import is_silenced
+
+    stated = [f for f in result.findings if f.level in levels]
+    return [f for f in (stated or findings_of(result)) if f.level in levels and not is_silenced(f, silences)]
+
+
 def blames(report: RunReport) -> dict[str, list[Blame]]:
     """Node -> its own blocking findings, each with the component it names."""
+    from preflight.core.verdict import active_silences
+
     levels = blocking_levels(report.fail_on)
     nodes = set(report.node_names)
+    silences = active_silences(report)[0]
     found: dict[str, list[Blame]] = {}
     for result in report.results:
         if result.status not in levels:
             continue
-        blocking = [f for f in result.findings if f.level in levels]
-        if result.scope is Scope.NODE and not blocking and result.node in nodes:
+        stated = any(f.level in levels for f in result.findings)
+        blocking = _blocking(result, levels, silences)
+        if result.scope is Scope.NODE and not stated and blocking and result.node in nodes:
             found.setdefault(result.node, []).append(Blame(result.check_id, result.check_id))
+            continue
         for finding in blocking:
             node = _whose(result, finding, nodes)
             if node is not None:
@@ -74,12 +91,16 @@ def own_findings(report: RunReport) -> dict[str, list[tuple[str, str]]]:
 def held(report: RunReport) -> list[Blame]:
     """Blocking, confirmed findings that name a link or a boundary: no node is drained for them, and
     each is named (also where its check ended in ERROR for another reason: a link not measured)."""
+    from preflight.core.verdict import active_silences, is_silenced
+
     levels = blocking_levels(report.fail_on)
+    silences = active_silences(report)[0]
     out = []
     for result in report.results:
         for finding in result.findings:
             component = finding.component
             if finding.level in levels and component is not None and component.confirmed \
+                    and not is_silenced(finding, silences) \
                     and component.kind in (COMPONENT_LINK, COMPONENT_BOUNDARY):
                 out.append(Blame(result.check_id, finding.id, component.text))
     return out

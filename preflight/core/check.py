@@ -47,6 +47,7 @@ ROLE_INVENTORY = "inventory"
 #   table      a table of names to values (environment variables, keyword arguments)
 PARAM_KINDS = ("threshold", "count", "fraction", "duration", "size", "rate", "choice", "flag", "path", "text",
                "list", "table")
+PARAM_RUNS_CODE = "preflight.runs_code"
 PARAM_KIND, PARAM_HELP, PARAM_CHOICES, PARAM_MINIMUM, PARAM_AT_MOST, PARAM_AT_LEAST, PARAM_LEARN = (
     "preflight.kind", "preflight.help", "preflight.choices", "preflight.minimum", "preflight.at_most",
     "preflight.at_least", "preflight.learn")
@@ -102,20 +103,24 @@ class Learnable:
 
 def param(default: Any = None, *, kind: str, help: str, choices: tuple[str, ...] | list[str] | None = None,
           minimum: int | float | None = None, factory: Any = None, at_most: str | None = None,
-          at_least: str | None = None, learn: Learnable | None = None) -> Any:
+          at_least: str | None = None, learn: Learnable | None = None, runs_code: bool = False) -> Any:
     """A Params field with its kind and its meaning declared: `dataclasses.field` with metadata.
 
     `kind` is one of PARAM_KINDS; `help` one line for `preflight explain` and `preflight init`, with
     the unit. `minimum` raises a count's floor (1 where zero makes no sense). `at_most` / `at_least`
     name another parameter this one's value must not exceed / fall below (a WARN level between the
     PASS level and failing). A list, dict or other mutable default is given by `factory`. `learn`
-    says which recorded figures fleet history may learn this threshold from (Learnable).
+    says which recorded figures fleet history may learn this threshold from (Learnable). `runs_code`:
+    the value names code of the user's that the check imports and runs ("package.module:function"),
+    which a run says before it starts when a configuration file sets it.
     """
     if kind not in PARAM_KINDS:
         raise ValueError(f"param kind must be one of {', '.join(PARAM_KINDS)}, not {kind!r}")
     if kind == "choice" and not choices:
         raise ValueError("a choice parameter declares its choices")
     metadata: dict[str, Any] = {PARAM_KIND: kind, PARAM_HELP: help}
+    if runs_code:
+        metadata[PARAM_RUNS_CODE] = True
     for key, value in ((PARAM_CHOICES, tuple(choices) if choices else None), (PARAM_MINIMUM, minimum),
                        (PARAM_AT_MOST, at_most), (PARAM_AT_LEAST, at_least), (PARAM_LEARN, learn)):
         if value is not None:
@@ -123,6 +128,17 @@ def param(default: Any = None, *, kind: str, help: str, choices: tuple[str, ...]
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
+
+
+def field_default(f: Any) -> Any:
+    """A Params field's default value (a fresh one from its factory), None when it has none."""
+    import dataclasses
+
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
 
 
 class CannotMeasure(Exception):

@@ -5,6 +5,10 @@
 
 The verdict (preflight.core.verdict.active_silences) lists a silenced finding as acknowledged and
 never lets it block; past its date a silence silences nothing and a warning says it ran out.
+
+Only what a check measured and found can be accepted: an id the check declares (its `fixes`), never one
+that says nothing was measured (`.could-not-measure`, `.crashed`, `.error`, a transport's), and never
+an id of a check that declares no finding kinds (whatever it is named, it would silence nothing).
 """
 
 from __future__ import annotations
@@ -16,16 +20,17 @@ from preflight.core.check import Check
 from preflight.core.findings import COULD_NOT_MEASURE, CRASHED, ERROR, is_transport
 from preflight.core.suggest import suggest
 
-# The stand-in findings of a result that states none (preflight.core.findings), which may be accepted.
+# The stand-in findings of an ERROR result (preflight.core.findings): nothing was measured, so nothing
+# there can be accepted.
 STAND_INS = (CRASHED, COULD_NOT_MEASURE, ERROR)
+MEASURED_NOTHING = ("measured nothing (it could not measure, crashed or failed), so there is nothing to "
+                    "accept: fix what stopped it, or leave the check out with --skip")
 
 
-def declared_ids(check: type[Check]) -> set[str] | None:
-    """The finding ids a check declares (its `fixes`, by kind, and the stand-ins any result may get);
-    None for a check that declares none (a third party's), whose ids cannot be known in advance."""
-    if not check.fixes:
-        return None
-    return {f"{check.id}.{kind}" for kind in check.fixes} | {check.id + s for s in STAND_INS}
+def declared_ids(check: type[Check]) -> set[str]:
+    """The finding ids a check declares (its `fixes`, by kind), less those that say it measured nothing;
+    empty for a check that declares none (a third party's may not)."""
+    return {f"{check.id}.{kind}" for kind in check.fixes if not f".{kind}".endswith(STAND_INS)}
 
 
 def _owner(finding_id: str, checks: dict[str, type[Check]]) -> str | None:
@@ -58,7 +63,7 @@ def parse_silence(body: dict[str, Any], checks: dict[str, type[Check]], fail: An
     The id must be one a check declares (preflight list / docs/findings.md), never a transport's."""
     silences = {}
     declared = {cid: declared_ids(c) for cid, c in checks.items()}
-    known = sorted(i for ids in declared.values() if ids for i in ids if not is_transport(i))
+    known = sorted(i for ids in declared.values() for i in ids if not is_transport(i))
     for finding_id, entry in body.items():
         key = f"silence.{finding_id}"
         owner = _owner(finding_id, checks)
@@ -71,8 +76,13 @@ def parse_silence(body: dict[str, Any], checks: dict[str, type[Check]], fail: An
         if is_transport(finding_id):
             fail("a node that could not be reached or a check that timed out measured nothing there; it cannot "
                  "be silenced (fix the node or raise the check's timeout, or leave the node out of --nodes)", key)
-        ids = declared.get(owner or "")
-        if ids is not None and finding_id not in ids:
+        if finding_id.endswith(STAND_INS):
+            fail(f"{finding_id} cannot be silenced: the check {MEASURED_NOTHING}", key)
+        ids = declared.get(owner or "") or set()
+        if not ids:
+            fail(f"{owner} declares no finding kinds, so no id of it can be silenced (a silence there would "
+                 "silence nothing)" + (suggest(finding_id, known) or f"; see `preflight explain {owner}`"), key)
+        if finding_id not in ids:
             fail(f"{owner} declares no finding {finding_id!r}"
                  + (suggest(finding_id, ids) or f"; its findings: `preflight explain {owner}`"), key)
         if not isinstance(entry, dict):

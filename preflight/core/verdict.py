@@ -254,6 +254,14 @@ def active_silences(report: RunReport) -> tuple[dict[str, dict[str, str]], list[
     return active, expired
 
 
+def is_silenced(finding: Finding, silences: dict[str, dict[str, str]]) -> bool:
+    """The one rule of what a silence covers, which the verdict, the exit code, drain, cordon, the
+    healthcheck and the subset all read (preflight.core.blame): a finding whose id is silenced, unless it
+    says that nothing was measured (an ERROR: could not measure, crashed; a transport's: unreachable,
+    timed out), which no silence covers."""
+    return finding.id in silences and finding.level is not Status.ERROR and not is_transport(finding.id)
+
+
 def derived_results(report: RunReport) -> list[CheckResult]:
     """What the verdict weighs besides the checks' results, never stored in report.results: the
     comparison with a baseline, and the expectations the run does not meet (preflight.core.expectations).
@@ -315,7 +323,7 @@ def _sort_findings(report: RunReport, results: list[CheckResult], silences: dict
     for result in results:
         for finding in findings_of(result, result.node in unreachable):
             stand_in = all(f.id != finding.id for f in result.findings)
-            if finding.id in silences and not is_transport(finding.id):  # a transport's: never silenced
+            if is_silenced(finding, silences):
                 found.acknowledged.append(Found(result, finding, "", stand_in))
             elif finding.level in blocking_statuses:
                 # A warning blocks under --fail-on warn; one of a check nobody asked for says whose it is.

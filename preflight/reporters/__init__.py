@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from preflight.core.model import RunReport
 
@@ -41,8 +41,11 @@ class ReporterError(ValueError):
 def _discovered() -> tuple[dict[str, Reporter], dict[str, str], tuple[dict[str, str], ...]]:
     """(format name -> Reporter, format name -> why it was left out, the plugins whose import failed),
     read once per process. A reporter's module is imported as a check's is (preflight.core.registry.
-    contained): whatever it raises, or an import that hangs, leaves it out as a load error."""
+    contained): whatever it raises, or an import that hangs, leaves it out as a load error; a third
+    party's is imported in a child first (preflight.transport.plugins), where ending its importer ends
+    only the child."""
     from preflight.core.registry import PLUGIN_IMPORT_LIMIT_S, PluginLoadError, contained
+    from preflight.transport.plugins import probe
 
     found: dict[str, Reporter] = {}
     refused: dict[str, str] = {}
@@ -51,11 +54,17 @@ def _discovered() -> tuple[dict[str, Reporter], dict[str, str], tuple[dict[str, 
     # The built-in formats first, so that a plugin can never take over their files.
     entry_points = sorted(metadata.entry_points(group=GROUP),
                           key=lambda e: (not e.value.startswith("preflight.reporters."), e.name))
+    third = [ep.name for ep in entry_points if not ep.value.startswith("preflight.reporters.")]
+    probed: dict[str, Any] | None = None
     for ep in entry_points:
+        if probed is None and not ep.value.startswith("preflight.reporters."):  # the built-in ones are in
+            probed = probe(GROUP, third, max(0.0, deadline - time.monotonic()))
         dist = getattr(ep, "dist", None)
         origin = f"{dist.metadata['Name']} {dist.version}" if dist is not None else "unknown distribution"
         module, _, _ = ep.value.partition(":")
         try:
+            if probed and ep.name in probed and probed[ep.name].error:
+                raise PluginLoadError(probed[ep.name].error)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise PluginLoadError(f"not imported: the formats before it used the {3 * PLUGIN_IMPORT_LIMIT_S:g} s "

@@ -92,6 +92,9 @@ def at_a_glance(report: RunReport) -> list[tuple[str, str]]:
     rows.append(("When", when(report.started_at) + (f", took {took}" if took else "")))
     if report.config_path:
         rows.append(("Config", report.config_path))
+    changed = (report.judged_with or {}).get("working_directory") or []
+    if changed:  # what ./preflight.toml, read by default, changed: code it runs, history, silences, thresholds
+        rows.append(("Config changes", "; ".join(str(line) for line in changed)))
     return rows
 
 

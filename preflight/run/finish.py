@@ -83,11 +83,10 @@ def history_context(report: RunReport, run: Finishing) -> None:
 def shape(report: RunReport, run: Finishing) -> None:
     """With --shape: the largest healthy subset in the job's shape, answered before the reports, which
     show it; its node lists written beside them (preflight.run.shape)."""
-    shape = run.shape if run.shape is not None else run.request.shape
-    if shape is not None:
-        from preflight.run.shape import apply
+    from preflight.run.shape import apply
 
-        apply(report, shape, run.nodes, run.out)
+    # Without a shape too: an earlier run's subset files in the same --out go (preflight.run.shape.clear).
+    apply(report, run.shape if run.shape is not None else run.request.shape, run.nodes, run.out)
 
 
 def reports(report: RunReport, run: Finishing) -> None:

@@ -95,9 +95,10 @@ def output_dir(path: str | None, inputs: list[tuple[str, str | None]] | None = N
         raise RunProblem(str(exc)) from None
 
 
-def read_report(path: str, checks: dict[str, Any]) -> tuple[Any, list[str]]:
+def read_report(path: str, checks: Any) -> tuple[Any, list[str]]:
     """(the run report of a results.json or results.jsonl, notes on reading it); RunProblem naming the
-    file and field when it is not one."""
+    file and field when it is not one. `checks`: the installed checks, or a function of the report's
+    check ids that gives them (so that only those are imported)."""
     from preflight import __version__
     from preflight.core.results_file import ResultsFileError, read_results
     from preflight.engine.head import fill_declarations
@@ -106,5 +107,5 @@ def read_report(path: str, checks: dict[str, Any]) -> tuple[Any, list[str]]:
         report, notes = read_results(path, __version__)
     except ResultsFileError as exc:
         raise RunProblem(str(exc)) from None
-    fill_declarations(report, checks)  # a results file older than the recorded declarations
+    fill_declarations(report, checks(list(report.check_ids)) if callable(checks) else checks)  # a results file older than the recorded declarations
     return report, list(notes)

@@ -52,6 +52,20 @@ class RunKind:
         """How the plugins are loaded (preflight.core.registry.discover)."""
         return {}
 
+    def need(self, request: RunRequest) -> Any:
+        """Which plugins the run needs imported (preflight.core.registry.needed_by): those --checks or
+        --tag name, with what they read; all of them when nothing narrows the selection."""
+        from preflight.core.registry import needed_by
+
+        return needed_by(split_ids(request.checks) or None, [t for v in request.tags for t in split_ids(v)])
+
+    def config_changes(self, request: RunRequest, config: Any, checks: dict[str, Any]) -> list[str]:
+        """What ./preflight.toml (read because --config named no file) changes in this run, said before
+        it starts and recorded in its report (preflight.run.config_changes)."""
+        from preflight.run.config_changes import WORKING_DIRECTORY_CONFIG, changes
+
+        return changes(config, checks) if request.config_file == WORKING_DIRECTORY_CONFIG else []
+
     def before_settings(self, config: Any) -> None:
         """The configuration as loaded, before --set."""
 
@@ -116,6 +130,14 @@ class Healthcheck(RunKind):
     def discover_options(self) -> dict[str, Any]:
         # A hook's imports are bounded by a third of its budget and count against it.
         return {"limit_s": self.asked.budget_s / 3}
+
+    def need(self, request: RunRequest) -> Any:
+        from preflight.core.registry import needed_by
+
+        return needed_by(split_ids(request.checks) or None, hook=True)  # the hook's node checks, or --checks
+
+    def config_changes(self, request: RunRequest, config: Any, checks: dict[str, Any]) -> list[str]:
+        return []  # a healthcheck reads only --config: never a file from where it happens to start
 
     def before_settings(self, config: Any) -> None:
         hook.shape_config(config)

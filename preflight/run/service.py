@@ -25,6 +25,7 @@ from typing import Any, Callable
 from preflight.core import origin
 from preflight.core.model import RunReport
 from preflight.run import finish as steps
+from preflight.run.config_changes import announce
 from preflight.run.inputs import formats_known, read_report, split_ids
 from preflight.run.kind import RunKind, kind_of
 from preflight.run.nodes import new_run_id, nodes_for
@@ -99,8 +100,8 @@ def baseline_of(request: RunRequest, checks: dict[str, Any]) -> tuple[RunReport 
 
 def prepare(request: RunRequest, registry: Any = None) -> Prepared:
     """Everything a run needs before it starts; RunProblem (exit 2, nothing ran) for a mistake."""
-    from preflight.core.registry import discover
     from preflight.run import plan as plan_mod
+    from preflight.transport.plugins import discover
     from preflight.run.judging import record_judging
 
     formats_known(list(request.formats))
@@ -111,9 +112,13 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
     kind = kind_of(request)
     # Third-party plugins --skip names are never imported; the kind may bound the imports' time (the
     # healthcheck's count against its budget; preflight.core.registry contains what a plugin does at import).
-    registry = registry or discover(skip=set(split_ids(request.skip)), **kind.discover_options())
+    # Each third party's plugin is imported in a child first, and here only when the run needs it.
+    registry = registry or discover(skip=set(split_ids(request.skip)), need=kind.need(request),
+                                    **kind.discover_options())
     baseline, notes = baseline_of(request, registry.checks)
     config = configure(request, registry.checks, kind)
+    changed = kind.config_changes(request, config, registry.checks)
+    notes = announce(changed) + notes
     wanted, skipped, explicit = kind.select(request, registry)
     try:
         selection = plan_mod.select(registry.checks, wanted, skipped, explicit=explicit)
@@ -144,7 +149,10 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
                    fanout=request.fanout, command=request.command,
                    load_errors=kind.load_errors(request, registry, skipped), fail_fast=request.fail_fast,
                    slurm_step=request.slurm_step, judged_with=record_judging(config, registry.checks))
+    if changed and plan.judged_with is not None:
+        plan.judged_with["working_directory"] = changed  # the report's configuration says it too
     return Prepared(request, registry, config, plan, kind, baseline, notes, run_id, left_out, scratch, checks, shape)
+
 
 
 def execute(prepared: Prepared, say: Say, on_event: Callable[[Any], None] | None = None) -> tuple[RunReport, str]:
@@ -221,8 +229,8 @@ def rejudge(request: RunRequest, past: RunReport, results: str, out_dir: str | N
     It judges with what the run recorded, the profile, config file and --set of the request on top,
     validated as `prepare` validates a run's; --fail-on is recorded as the origin of fail_on."""
     from preflight.core.config import ConfigError
-    from preflight.core.registry import discover
     from preflight.run.rejudge import rejudge_for_cli
+    from preflight.transport.plugins import discover
 
     registry = registry or discover()
     try:

@@ -44,10 +44,24 @@ def answer_again(report: RunReport) -> None:
     answer(report, shape, report.subset.get("groups") or None)
 
 
+def clear(out: Path | None) -> None:
+    """Remove the node lists an earlier run left in `out` (RunProblem, exit 2, when one cannot go)."""
+    for name in (EXCLUDE_FILE, HOSTS_FILE, K8S_FILE) if out is not None else ():
+        path = Path(out) / name
+        try:
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+        except OSError as exc:
+            raise RunProblem(f"{path}: an earlier run's subset that cannot be removed ({exc.strerror or exc})") \
+                from None
+
+
 def apply(report: RunReport, shape: Any, nodes: list[Any], out: Path | None) -> None:
     """Answer the shape for this run (RunReport.subset) and, for a GO on a subset, write its node lists
     into `out` (RunProblem, exit 2, naming a file that cannot be written). `nodes` are the run's
-    NodeTargets: their topology gives the groups."""
+    NodeTargets: their topology gives the groups. An earlier run's node lists are removed first,
+    whatever this one asks: a subset that is not this run's answer is never left beside its reports."""
+    clear(out)
     if shape is None:
         return
     from preflight.core.subset import hosts_text, is_partial, kubernetes_text

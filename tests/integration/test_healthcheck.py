@@ -102,3 +102,14 @@ def test_a_framework_probe_given_no_time_is_not_measured(tmp_path):
     result = execute(check, ctx, check.params_from({"probe_timeout_s": 0.001, "probe_tensorflow": False}), Expect(),
                      node="n1")
     assert result.status is Status.ERROR and "probe" in result.summary
+
+
+def test_a_silenced_blocker_says_go_and_drains_nothing(tmp_path):
+    unreadable = ("--set", f'node.environment.disk_paths=["{tmp_path / "no-such-dir"}"]')
+    loud, _ = healthcheck(tmp_path, "--checks", "node.environment", *ROOMY, *unreadable)
+    assert loud.returncode == 1 and "free space" in loud.stdout, loud.stdout + loud.stderr
+    (tmp_path / "accepted.toml").write_text('[silence]\n"node.environment.disk-unreadable" = {reason = "known"}\n')
+    quiet, data = healthcheck(tmp_path, "--config", "accepted.toml", "--checks", "node.environment", *ROOMY,
+                              *unreadable)
+    assert data["verdict"]["verdict"] == "GO", quiet.stdout
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr  # the GO it prints is what it does: no drain

@@ -134,3 +134,65 @@ def test_sigterm_while_a_plugin_import_hangs_ends_the_run_within_seconds(tmp_pat
     assert proc.returncode == 130, stderr
     assert took < 3, took
     assert "Traceback" not in stderr and "nothing ran" in stderr
+
+
+def _killer_site(tmp_path: Path, code: int = 0) -> Path:
+    """A plugin that ends its importer with os._exit(code), one that prints and changes directory at
+    import, and a format that ends its importer too; beside them a check that is fine."""
+    site = tmp_path / "site"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    make_distribution(site, "acme-killer", {
+        "preflight.checks": {"acme.kill": "acme_kill:Plugged", "acme.noisy": "acme_noisy:Plugged",
+                             "acme.fine": "acme_fine:Plugged"},
+        "preflight.reporters": {"acme-killfmt": "acme_killfmt"},
+    }, {
+        "acme_kill": f"import os\nos._exit({code})\n",
+        "acme_noisy": f"import os\nprint('GO (noise from a plugin)')\nos.chdir({str(elsewhere)!r})\n"
+                      + CHECK.format(id="acme.noisy"),
+        # Says which program imported it: the child that imports plugins apart, or the command itself.
+        "acme_fine": f"import __main__\nwith open({str(tmp_path / 'fine-imported')!r}, 'a') as fh:\n"
+                     "    fh.write(getattr(__main__.__spec__, 'name', '?') + '\\n')\n" + CHECK.format(id="acme.fine"),
+        "acme_killfmt": "import os\nos._exit(0)\n",
+    })
+    return site
+
+
+def test_a_plugin_that_ends_its_importer_is_a_named_load_error_and_never_a_go(tmp_path):
+    site = _killer_site(tmp_path)
+    run = run_preflight("run", "--checks", "node.environment", "--format", "json,md", "--out", "out", "--json",
+                        cwd=tmp_path, env=_env(site))
+    assert run.returncode == 3, run.stdout + run.stderr
+    summary = json.loads(run.stdout)  # nothing a plugin printed reaches --json's stdout
+    assert summary["verdict"] == "INCOMPLETE"
+    data = json.loads((tmp_path / "out" / "results.json").read_text())  # the chdir moved no report
+    named = {e["entry_point"].split(" =")[0]: e for e in data["load_errors"]}
+    assert {"acme.kill", "acme-killfmt"} <= set(named), named
+    assert "ended the process" in named["acme.kill"]["error"] and named["acme.kill"]["distribution"] == \
+        "acme-killer 0.3"
+    assert not (tmp_path / "elsewhere" / "out").exists()
+    # Only the plugins the run needs are imported by the command itself: acme.fine only in the child.
+    assert (tmp_path / "fine-imported").read_text().split() == ["preflight.workers.plugin_import"]
+    # A plugin the run needs is imported here too: its print stays off --json's stdout, its chdir moves nothing.
+    noisy = run_preflight("run", "--checks", "node.environment,acme.noisy", "--format", "json", "--out", "out2",
+                          "--json", cwd=tmp_path, env=_env(site))
+    assert json.loads(noisy.stdout)["verdict"] != "GO", noisy.stdout + noisy.stderr
+    assert "noise from a plugin" in noisy.stderr and (tmp_path / "out2" / "results.json").is_file()
+
+
+def test_a_plugin_that_ends_its_importer_cannot_make_report_list_or_healthcheck_exit_0_silently(tmp_path):
+    site = _killer_site(tmp_path, code=1)
+    run = run_preflight("run", "--checks", "node.environment", "--format", "json", "--out", "out", cwd=tmp_path)
+    assert run.returncode in (0, 1), run.stdout + run.stderr
+    report = run_preflight("report", "out/results.json", "--format", "md", "--out", "again", cwd=tmp_path,
+                           env=_env(site))
+    assert (tmp_path / "again" / "report.md").is_file(), report.stdout + report.stderr
+    assert report.returncode == run.returncode or report.returncode == 3, report.stdout + report.stderr
+    listed = run_preflight("list", cwd=tmp_path, env=_env(site))
+    assert listed.returncode == 0 and "node.environment" in listed.stdout, listed.stdout + listed.stderr
+    assert "acme.kill" in listed.stderr and "acme.fine" in listed.stdout
+    hook = run_preflight("healthcheck", "--budget", "30", cwd=tmp_path, env=_env(site), timeout=90)
+    assert hook.returncode == 0, hook.stdout + hook.stderr  # os._exit(1) at import drains nothing
+    assert "acme.kill" in hook.stdout + hook.stderr and ": GO (" not in hook.stdout
+    # A plugin not imported by the command itself does not print into the verdict lines either.
+    assert "noise from a plugin" not in hook.stdout

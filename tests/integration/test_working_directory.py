@@ -54,3 +54,45 @@ def test_a_check_that_imports_torch_gets_the_installed_one(tmp_path):
     assert facts["torch_version"] == metadata.version("torch")
     assert [r.get("ok") for r in facts["runs"]] == [True], facts["runs"]  # the ranks imported the real torch too
     assert not list(tmp_path.glob("MARKER-*"))
+
+
+WORKING_DIRECTORY_TOML = """
+[checks."canary.training"]
+entry = "team_model:build"
+
+[checks."node.environment"]
+min_shm_gib = 0.001
+min_free_disk_gib = 0.001
+
+[history]
+url = "{history}"
+
+[silence]
+"node.environment.nofile-low" = {{reason = "the image sets it later"}}
+"""
+
+
+def test_a_run_says_what_the_working_directory_s_preflight_toml_changes_before_it_starts(tmp_path):
+    history = tmp_path / "elsewhere.sqlite"
+    (tmp_path / "preflight.toml").write_text(WORKING_DIRECTORY_TOML.format(history=history))
+    run = run_preflight("run", "--checks", "node.environment", "--format", "json,md", "--out", "out", cwd=tmp_path)
+    assert run.returncode in (0, 1), run.stdout[-2000:] + run.stderr[-2000:]
+    before = run.stderr.split("preflight: ", 1)[1]  # said on stderr, before the run's own output
+    for said in ("runs your code: canary.training.entry = 'team_model:build'", f"history at {history}",
+                 "silences node.environment.nofile-low (the image sets it later)",
+                 "node.environment.min_shm_gib = 0.001, over 1.0 (default)"):
+        assert said in before, run.stderr
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    changed = data["judged_with"]["working_directory"]
+    assert any("runs your code" in line for line in changed) and any("silences" in line for line in changed)
+    assert "runs your code: canary.training.entry" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_healthcheck_never_reads_the_preflight_toml_of_the_directory_it_starts_in(tmp_path):
+    (tmp_path / "preflight.toml").write_text('[silence]\n"node.environment.disk-unreadable" = {reason = "planted"}\n'
+                                             f'[checks."node.environment"]\ndisk_paths = ["{tmp_path / "none"}"]\n')
+    hook = run_preflight("healthcheck", "--checks", "node.environment", "--out", "out", "--set",
+                         "node.environment.min_free_disk_gib=0.001", cwd=tmp_path, timeout=120)
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["silenced"] == {} and "preflight.toml" not in hook.stderr, hook.stderr
+    assert not data["config_path"] and "disk-unreadable" not in json.dumps(data["results"]), hook.stdout

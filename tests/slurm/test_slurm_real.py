@@ -159,3 +159,17 @@ def test_a_node_lost_mid_run_is_named_once_slurm_declares_it_down_and_the_rest_c
     assert by_key[("node.environment", "n2")]["started_at"] <= by_key[("example.sleep", "n2")]["started_at"]
     assert_nothing_left(bed, inside["SLURM_JOB_ID"])
     bed.release(inside["SLURM_JOB_ID"])
+
+
+def test_a_silenced_blocker_is_go_and_drain_leaves_its_node_alone(make_slurm_bed, tmp_path):
+    bed = make_slurm_bed(2, shm={2: "16m"})
+    inside = bed.allocate(2)
+    config = tmp_path / "accepted.toml"
+    config.write_text('[silence]\n"node.environment.shm-small" = {reason = "this partition has a small /dev/shm"}\n')
+    proc = preflight(inside, tmp_path, "run", "--slurm", "--checks", "node.environment", "--set", SHM_MIN,
+                     "--config", str(config), "--format", "json", "--out", str(tmp_path / "out"), "--drain")
+    assert results(tmp_path / "out")["verdict"]["verdict"] == "GO", proc.stdout[-3000:]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert not any(state.drained for state in bed.states().values()), bed.states()
+    assert "slurm: drained" not in proc.stdout
+    bed.release(inside["SLURM_JOB_ID"])

@@ -34,7 +34,7 @@ from preflight.cli.main import cli
 from preflight.core import config as config_mod
 from preflight.core.compare import attach
 from preflight.core.config import ConfigError
-from preflight.core.model import CLUSTER_NODE, Finding, Measurement, NodeInfo, RunReport, Scope, Status
+from preflight.core.model import CLUSTER_NODE, CheckResult, Finding, Measurement, NodeInfo, RunReport, Scope, Status
 from preflight.core.registry import discover
 from preflight.core.results_file import ResultsFileError, header_line, read_results
 from preflight.reporters import json_report
@@ -365,6 +365,62 @@ def test_a_silence_ends_on_a_date_or_is_refused_naming_its_key(until):
     assert len(end) == 10 and end[4] == end[7] == "-"  # a real date, never ""
 
 
+# -- a silence accepts only what a check declares and measured -----------------------------------
+
+SILENCE_IDS = st.one_of(
+    st.sampled_from(["node.environment.could-not-measure", "node.environment.crashed", "node.environment.error",
+                     "node.environment.unreachable", "node.environment.timed-out", "example.echo.anything",
+                     "example.echo.error", "node.environment.\uff53hm-small", "node.environment.shm-smal1",
+                     "\uff4eode.environment.shm-small", "node.environment.shm-small\u200b"]),
+    st.text(max_size=30).map(lambda t: "node.environment." + t.replace('"', "").replace("\\", "")))
+
+
+@FUZZ
+@given(SILENCE_IDS)
+def test_a_silence_of_an_id_no_check_declares_or_of_what_measured_nothing_is_refused_naming_it(finding_id):
+    from preflight.core.silence import declared_ids
+
+    declared = {i for c in CHECKS.values() for i in declared_ids(c)}
+    text = f'[silence]\n"{finding_id}" = {{reason = "r"}}\n'
+    try:
+        config = config_mod.parse(text, CHECKS)
+    except ConfigError as exc:
+        assert finding_id in str(exc) or "invalid TOML" in str(exc), str(exc)
+        return
+    assert set(config.silence) <= declared, config.silence  # accepted: an id a check declares
+
+
+# -- a subset is the run's own answer, never the file's ---------------------------------------------
+
+SUBSETS = st.fixed_dictionaries({
+    "shape": st.one_of(st.sampled_from(["nodes-multiple-of=2", "nodes-multiple-of=3", "within=group", "x=1", ""]),
+                       st.text(max_size=12)),
+    "offered": st.booleans(), "nodes": st.lists(st.sampled_from(["n1", "n2", "n3", "ghost", ""]), max_size=5),
+    "exclude": st.lists(st.sampled_from(["n1", "n2", "ghost"]), max_size=3), "total": st.integers(-1, 9),
+    "why_not": st.text(max_size=8), "groups": st.dictionaries(st.sampled_from(["n1", "n2", "ghost"]), st.text(max_size=4))})
+
+
+@FUZZ
+@given(SUBSETS, st.booleans())
+def test_report_never_keeps_a_subset_read_from_the_file(subset, broken_link):
+    results = [CheckResult("node.environment", n, Status.PASS, "fine") for n in ("n1", "n2", "n3")]
+    if broken_link:  # blocking, pinned on no node: no subset can be offered
+        results.append(CheckResult("net.bandwidth", CLUSTER_NODE, Status.FAIL, "slow", scope=Scope.CLUSTER,
+                                   findings=[Finding("net.bandwidth.slow-link", Status.FAIL, "slow", "fix")]))
+    report = RunReport(started_at="2026-12-01T00:00:00+00:00", nodes=[NodeInfo(n) for n in ("n1", "n2", "n3")],
+                       planned=sorted({r.check_id for r in results}), results=results,
+                       cluster_checks=["net.bandwidth"] if broken_link else [], subset=subset)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "results.json").write_text(json.dumps(report.to_dict(), allow_nan=False))
+        done = CliRunner().invoke(cli, ["report", str(Path(tmp) / "results.json"), "--format", "json", "--out",
+                                        str(Path(tmp) / "again")])
+        written = json.loads((Path(tmp) / "again" / "results.json").read_text()).get("subset") or {}
+    assert "ghost" not in json.dumps(written.get("nodes")), written
+    # Three healthy nodes: GO (4 where the recorded shape leaves one out), or NO-GO for the link.
+    assert done.exit_code == 1 if broken_link else done.exit_code in (0, 4), done.output
+    assert done.exit_code != 4 or (set(written["nodes"]) <= {"n1", "n2", "n3"} and written["exclude"])
+
+
 # -- one node is one node ------------------------------------------------------------------------
 
 @FUZZ
@@ -465,8 +521,8 @@ PAYLOAD = st.sampled_from(["", "0", "1", "3", "None", "'bye'", "[1, 2]", "object
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
-@given(RAISED, PAYLOAD, st.booleans())
-def test_whatever_a_plugin_raises_at_import_is_a_load_error_naming_it(tmp_path_factory, raised, payload, via_exit):
+@given(RAISED, PAYLOAD, st.sampled_from(["raise", "sys.exit", "os._exit"]))
+def test_whatever_a_plugin_raises_at_import_is_a_load_error_naming_it(tmp_path_factory, raised, payload, via):
     import sys
 
     from tests.unit.core.test_plugin_import import plant
@@ -474,7 +530,9 @@ def test_whatever_a_plugin_raises_at_import_is_a_load_error_naming_it(tmp_path_f
     site = tmp_path_factory.mktemp("site")
     sys.path.insert(0, str(site))
     try:
-        body = f"import sys\nsys.exit({payload})\n" if via_exit else f"raise ({raised})({payload})\n"
+        # os._exit() of a plugin imported in this process is a SystemExit of its thread (registry._kept).
+        body = {"sys.exit": f"import sys\nsys.exit({payload})\n", "os._exit": f"import os\nos._exit({payload or 0})\n",
+                "raise": f"raise ({raised})({payload})\n"}[via]
         check_id = plant(site, body)
         found = discover(only={check_id})
     finally:
@@ -602,3 +660,31 @@ def test_pins_on_one_line_all_get_that_line(names, quote):
         path.write_text(f'[project]\nname = "x"\ndependencies = [{deps}]\n')
         entries = read_requirements([str(path)])["entries"]
     assert [e["where"] for e in entries] == [f"{path}:3"] * len(names)
+
+
+ENDINGS = st.sampled_from(["import os\nos._exit({code})\n", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+                           "import sys\nsys.exit({code})\n", "import os\nos.chdir('/')\nprint('GO')\nos._exit({code})\n"])
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
+@given(ENDINGS, st.integers(0, 3), st.booleans())
+def test_a_plugin_that_ends_its_importer_is_named_by_the_child_and_never_imported_here(tmp_path_factory, ending,
+                                                                                      code, needed):
+    import sys
+
+    from preflight.core.registry import needed_by
+    from preflight.transport.plugins import discover as discover_apart
+    from tests.unit.core.test_plugin_import import plant
+
+    site = tmp_path_factory.mktemp("site")
+    sys.path.insert(0, str(site))
+    cwd = os.getcwd()
+    try:
+        check_id = plant(site, ending.format(code=code))
+        found = discover_apart(only={check_id}, need=needed_by([check_id] if needed else []))
+    finally:
+        sys.path.remove(str(site))
+    assert os.getcwd() == cwd
+    assert [e.entry_point.split(" =")[0] for e in found.errors] == [check_id], found.errors
+    assert "SystemExit" in found.errors[0].error or "ended the process" in found.errors[0].error

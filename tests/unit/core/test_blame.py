@@ -89,3 +89,38 @@ def test_a_results_file_with_components_passes_the_schema_and_loads():
     r = report(cluster(found("isolated-node", Component("node", ["n3"])), found("x", component, level=Status.WARN)))
     again = parse_report(json.dumps(r.to_dict()), "results.json")
     assert [f.component for f in again.results[0].findings] == [Component("node", ["n3"]), component]
+
+
+def _silenced_node_blocker(**kwargs) -> RunReport:
+    blocker = make_result("node.environment", "n2", Status.FAIL, "bad", findings=[
+        Finding("node.environment.disk-unreadable", Status.FAIL, "cannot read", "fix", "n2")])
+    fine = [make_result("node.environment", n, Status.PASS, "ok") for n in ("n1", "n3", "n4")]
+    return report(blocker, *fine, silenced={"node.environment.disk-unreadable": {"reason": "known", "until": ""}},
+                  **kwargs)
+
+
+def test_a_silenced_blocker_is_acted_on_nowhere_the_verdict_says_go():
+    from preflight.core.shape import parse
+    from preflight.core.verdict import Verdict, decide
+    from preflight.run import hook
+    from preflight.run.shape import answer
+
+    r = _silenced_node_blocker()
+    assert decide(r).verdict is Verdict.GO and decide(r).exit_code == 0
+    assert blame.own_findings(r) == {} and slurm.drain_plan(r, {}) == {} and cordon_plan(r) == {}
+    assert hook.exit_code(r, "n2") == hook.EXIT_HEALTHY
+    subset = answer(r, parse(["nodes-multiple-of=2"]))
+    assert "n2" in subset["nodes"] and not subset["exclude"]
+
+
+def test_a_silence_never_covers_an_error_nor_a_finding_past_its_date():
+    errored = make_result("node.environment", "n2", Status.ERROR, "could not measure shm", findings=[
+        Finding("node.environment.could-not-measure", Status.ERROR, "could not measure shm", "fix", "n2")])
+    r = report(errored, silenced={"node.environment.could-not-measure": {"reason": "r", "until": ""}})
+    from preflight.core.verdict import Verdict, decide
+
+    assert decide(r).verdict is Verdict.NO_GO and not decide(r).acknowledged_findings
+    expired = _silenced_node_blocker()
+    expired.silenced["node.environment.disk-unreadable"]["until"] = "2026-01-01"
+    assert decide(expired).verdict is Verdict.NO_GO
+    assert blame.own_findings(expired) == {"n2": [("node.environment", "node.environment.disk-unreadable")]}

@@ -414,3 +414,24 @@ def test_the_settings_of_a_plugin_skip_kept_from_being_imported_are_passed_over(
         cfg.parse('[checks."acme.probe"]\nx = 1\n', CHECKS)
     with pytest.raises(cfg.ConfigError, match="unknown section"):
         cfg.parse("[acme]\ny = 2\n", CHECKS)
+
+
+@pytest.mark.parametrize("kind", ["could-not-measure", "crashed", "error"])
+def test_what_measured_nothing_cannot_be_silenced(kind):
+    with pytest.raises(cfg.ConfigError, match=rf"silence\.node\.environment\.{kind}.*cannot be silenced"):
+        cfg.parse(f'[silence]\n"node.environment.{kind}" = {{reason = "r"}}\n', CHECKS)
+
+
+def test_a_check_that_declares_no_finding_kinds_accepts_no_silence():
+    from preflight.core.check import Check
+
+    class Quiet(Check):
+        id = "acme.quiet"
+
+    with pytest.raises(cfg.ConfigError, match=r"silence\.acme\.quiet\.anything.*declares no finding kinds"):
+        cfg.parse('[silence]\n"acme.quiet.anything" = {reason = "r"}\n', {**CHECKS, "acme.quiet": Quiet})
+
+
+def test_a_lookalike_id_is_refused_with_the_one_it_looks_like():
+    with pytest.raises(cfg.ConfigError, match="did you mean 'node.environment.shm-small'"):
+        cfg.parse('[silence]\n"node.environment.\uff53hm-small" = {reason = "r"}\n', CHECKS)

@@ -19,6 +19,7 @@ HOSTILE = {
     "generator-exit": "raise GeneratorExit('bye')\n",
     "base": "class Odd(BaseException):\n    pass\nraise Odd()\n",
     "hang": "import time\ntime.sleep(120)\n",
+    "os-exit": "import os\nos._exit(0)\n",  # imported here, it would end the test run itself
 }
 _names = itertools.count()
 
@@ -31,7 +32,7 @@ def plant(site, body: str) -> str:
     dist_info.mkdir(parents=True)
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: hostile-{n}\nVersion: 0.3\n")
     (dist_info / "entry_points.txt").write_text(f"[preflight.checks]\n{check_id} = {module}:Check\n")
-    (site / f"{module}.py").write_text(body)
+    (site / f"{module}.py").write_text(body.replace("__ID__", repr(check_id)))
     importlib.invalidate_caches()
     return check_id
 
@@ -93,3 +94,57 @@ def test_a_report_format_whose_import_exits_or_hangs_is_left_out_as_a_load_error
         assert "json" in reporters.available()  # the others load
     finally:
         reporters._discovered.cache_clear()
+
+
+def test_a_plugin_prints_and_chdirs_at_import_without_effect(tmp_path, monkeypatch, capfd):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    check_id = plant(tmp_path, "import os\nprint('GO from a plugin')\nos.write(1, b'GO by fd\\n')\nos.chdir('elsewhere')\n"
+                               "from preflight.core.check import Check as Base\nclass Check(Base):\n    id = __ID__\n")
+    found = registry_mod.discover(only={check_id})
+    assert check_id in found.checks, found.errors
+    assert __import__("os").getcwd() == str(tmp_path)  # taken back: the reports stay where they were asked for
+    captured = capfd.readouterr()
+    assert "GO from a plugin" not in captured.out and "GO from a plugin" in captured.err
+    assert "GO by fd" not in captured.out and "GO by fd" in captured.err
+
+
+def test_the_child_names_the_plugin_that_ended_it_and_says_what_the_others_are(tmp_path, monkeypatch):
+    from preflight.transport.plugins import probe
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    killer = plant(tmp_path, "import os\nos._exit(0)\n")
+    hang = plant(tmp_path, HOSTILE["hang"])
+    fine = plant(tmp_path, "print('@@ok fake {}')\nfrom preflight.core.check import Check as Base\n"
+                           "class Check(Base):\n    id = __ID__\n    tags = ('gpu',)\n    hook = True\n")
+    raises = plant(tmp_path, HOSTILE["interrupt"])
+    probed = probe(registry_mod.GROUP, [killer, fine, raises], 60.0)
+    assert "ended the process" in probed[killer].error and "exit code 0" in probed[killer].error
+    assert "did not finish" in probe(registry_mod.GROUP, [hang], 2.0)[hang].error
+    assert "KeyboardInterrupt" in probed[raises].error
+    assert not probed[fine].error and probed[fine].info["tags"] == ["gpu"] and probed[fine].info["hook"] is True
+
+
+def test_only_the_plugins_a_run_needs_are_imported_after_the_child(tmp_path, monkeypatch):
+    from preflight.transport.plugins import discover
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    killer = plant(tmp_path, "import os\nos._exit(1)\n")
+    marker = tmp_path / "imported-here"
+    other = plant(tmp_path, "import __main__, pathlib, sys\n"
+                            f"pathlib.Path({str(marker)!r}).write_text('x') if 'pytest' in sys.modules else None\n"
+                            "from preflight.core.check import Check as Base\nclass Check(Base):\n    id = __ID__\n")
+    found = discover(only={killer, other, "node.environment"}, need=registry_mod.needed_by(["node.environment"]))
+    assert {e.entry_point.split(" =")[0] for e in found.errors} == {killer}, found.errors
+    assert other in found.not_imported and not marker.exists()
+    assert "node.environment" in found.checks
+
+
+def test_needed_by_follows_what_the_chosen_checks_run_after():
+    infos = {"a.x": {"tags": ["t"], "run_after": ["a.y"], "scope": "node"}, "a.y": {"run_after": ["a.z"]},
+             "a.z": {}, "a.h": {"hook": True, "scope": "node"}, "a.c": {"hook": True, "scope": "cluster"}}
+    assert registry_mod.needed_by(["a.x"])(infos) == {"a.x", "a.y", "a.z"}
+    assert registry_mod.needed_by(None, ["t"])(infos) == {"a.x", "a.y", "a.z"}
+    assert registry_mod.needed_by(None, hook=True)(infos) == {"a.h"}
+    assert registry_mod.needed_by([])(infos) == set() and registry_mod.needed_by()(infos) is None

@@ -260,3 +260,38 @@ def test_run_answers_in_the_shape_of_the_jobs_plan(tmp_path, monkeypatch):
     refused = CliRunner().invoke(cli, ["run", "--checks", "job.plan", "--shape", "within=group", "--out", "again"])
     assert refused.exit_code == 2 and "[job]" in refused.output and "gpus-per-node=4096" in refused.output
     assert not (tmp_path / "again" / "results.jsonl").exists()  # refused before anything ran
+
+
+def test_report_judges_the_subset_again_from_the_recorded_shape(tmp_path, monkeypatch):
+    """A results file whose subset offers a GO (and a node the run never had) while a blocking cluster
+    finding is pinned on no node: `report` without --rejudge is NO-GO (1), never the file's exit 4."""
+    from click.testing import CliRunner
+
+    from preflight.cli.main import cli
+
+    cluster = CheckResult(CLUSTER_CHECK, "cluster", Status.FAIL, "slow", scope=Scope.CLUSTER, findings=[
+        Finding(f"{CLUSTER_CHECK}.slow-link", Status.FAIL, "slow", "fix")])
+    r = _report(NAMES[:4], cluster=cluster)
+    r.subset = {"shape": "nodes-multiple-of=2", "total": 4, "offered": True, "nodes": ["gpu01", "ghost"],
+                "exclude": ["gpu03", "gpu04"], "slurm_exclude": "gpu[03-04]", "reasons": {}, "group": "",
+                "why_not": ""}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results.json").write_text(json.dumps(r.to_dict()))
+    out = CliRunner().invoke(cli, ["report", "results.json", "--format", "json", "--out", "again"])
+    after = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert out.exit_code == 1, out.output
+    assert not after["subset"]["offered"] and "pinned on no node" in after["subset"]["why_not"]
+    assert "ghost" not in json.dumps(after["subset"])
+
+
+def test_a_later_run_into_the_same_out_removes_an_earlier_subset(tmp_path):
+    from preflight.run import shape as shape_mod
+
+    for name in (shape_mod.EXCLUDE_FILE, shape_mod.HOSTS_FILE, shape_mod.K8S_FILE):
+        (tmp_path / name).write_text("gpu03\n")
+    r = _report(NAMES[:4])
+    shape_mod.apply(r, None, [], tmp_path)  # a run without --shape
+    assert not any((tmp_path / n).exists() for n in (shape_mod.EXCLUDE_FILE, shape_mod.HOSTS_FILE, shape_mod.K8S_FILE))
+    (tmp_path / shape_mod.EXCLUDE_FILE).write_text("gpu03\n")
+    shape_mod.apply(r, Shape(2), [], tmp_path)  # every node healthy: a plain GO, no subset files
+    assert not (tmp_path / shape_mod.EXCLUDE_FILE).exists()
