@@ -43,7 +43,7 @@ def _under(config: Any, checks: dict[str, type[Check]], key: str) -> str:
     return f"{field_default(f)!r} (default)" if f is not None else "its default"
 
 
-def _history(config: Any, origin: str) -> list[str]:
+def _history(config: Any, origin: Any) -> list[str]:
     from preflight.core.redact import redact_url
 
     lines = []
@@ -58,11 +58,11 @@ def _history(config: Any, origin: str) -> list[str]:
 def changes(config: Any, checks: dict[str, type[Check]]) -> list[str]:
     """One line per thing the config file changes that a reader of the verdict must know: code it runs,
     where history goes, what it silences, thresholds, timeouts, expectations and run settings it sets."""
-    from preflight.core.config import file_origin
+    from preflight.core.origin import config_file
 
     if not config.path:
         return []
-    origin = file_origin(config.path)
+    origin = config_file(config.path)
     lines: list[str] = []
     judging: list[str] = []
     for key, where in sorted(config.origins.items()):
