@@ -45,7 +45,8 @@ def install_fix(version: str) -> str:
     return (f"Install preflight-cluster {version} for the node's Python: in the preflight clone, "
             f"`python3 -m pip wheel --no-deps -w dist .`; copy dist/{wheel} to the node and run "
             f"`python3 -m pip install --user {wheel}` there (its requirements are light libraries, never a "
-            "framework), or let the run install it with --ship-wheel; or point --remote-python at an "
+            "framework); or run again with --ship, which installs it for that run only, in a throwaway venv "
+            "that sees the node's own packages; or point --remote-python at an "
             "interpreter that has it.")
 
 
@@ -76,10 +77,20 @@ class Found:
         return self.finding.node or self.result.node
 
 
+def lacks_preflight(message: str) -> bool:
+    """The node was reached, and its interpreter lacks preflight or runs another version of it."""
+    return message.startswith("preflight is not installed") or " runs preflight " in message
+
+
+def node_label(error: str) -> str:
+    """What a node the run could not use is called: never "unreachable" when it was reached."""
+    return "without preflight" if lacks_preflight(error) else "unreachable"
+
+
 def _error_finding(result: CheckResult, unreachable: bool) -> Finding:
     cid, summary = result.check_id, result.summary
     rerun = f"`preflight run --checks {cid}`"
-    if summary.startswith("preflight is not installed") or " runs preflight " in summary:
+    if lacks_preflight(summary):
         return Finding(cid + NOT_INSTALLED, Status.ERROR, summary, install_fix(preflight.__version__))
     if unreachable:
         return Finding(cid + UNREACHABLE, Status.ERROR, summary, UNREACHABLE_FIX)
@@ -120,3 +131,4 @@ def findings_of(result: CheckResult, unreachable: bool = False) -> list[Finding]
         fix = " ".join(result.remediation) if result.status is not Status.SKIP else ""
         stand_in = Finding(f"{result.check_id}.{result.status.value.lower()}", result.status, result.summary, fix)
     return [stand_in, *fired]
+

@@ -9,6 +9,7 @@ from __future__ import annotations
 from preflight.core.levels import level_text
 from preflight.reporters.baseline import describe
 from preflight.reporters.safe_text import single_line
+from preflight.core.findings import node_label
 from preflight.core.model import CheckResult, RunReport
 from preflight.core.nodeset import fold
 from preflight.reporters.view import ReportView, build_view
@@ -62,7 +63,7 @@ def _head_lines(view: ReportView) -> list[str]:
             lines.append(f"  sbatch --exclude={fold(view.subset.get('exclude') or [])}  (hosts file and Kubernetes "
                          "node list: subset-hosts.txt, subset-k8s-affinity.yaml)")
     for name, error in view.unreachable:
-        lines.append(f"  unreachable: {name}: {error}")
+        lines.append(f"  {node_label(error)}: {name}: {error}")
     return lines
 
 
