@@ -50,7 +50,10 @@ def render(report: RunReport, width: int | None = None) -> str:
 def _head_lines(view: ReportView) -> list[str]:
     """The verdict and what frames it: counts, level, plugins not loaded, the shape's answer, unreachable nodes."""
     reason = view.reason[:1].upper() + view.reason[1:]
-    lines = [f"preflight: {view.verdict} - {view.headline} {reason}."]
+    if view.verdict == "NO-GO" and view.blocking:  # the plain sentence first, what the verdict weighed below
+        lines = [f"preflight: {view.verdict} - {view.headline}", f"  {reason}."]
+    else:
+        lines = [f"preflight: {view.verdict} - {view.headline} {reason}."]
     lines.append(f"  {view.counts_text}" + (f" in {view.duration}" if view.duration else ""))
     if view.report.incomplete:
         lines.append(f"  incomplete: {view.report.incomplete_reason}")
