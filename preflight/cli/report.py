@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from preflight.cli.options import (
-    UsageProblem, check_formats, color_option, config_option, fail_on_option, finish, format_option, load_results,
+    UsageProblem, check_formats, color_option, config_option, fail_on_option, finish, format_option, json_option, load_results,
     nonempty, profile_option, registry, ResultsPath, run_problems, set_option, writable_dir,
 )
 
@@ -37,8 +37,10 @@ def beside(results: Path) -> Path:
 @set_option
 @config_option
 @color_option
+@json_option
 def report(results: str, out_dir: str | None, formats: str, fail_on: str | None, rejudge: bool = False,
-           profile: str | None = None, settings: tuple[str, ...] = (), config_file: str | None = None) -> None:
+           profile: str | None = None, settings: tuple[str, ...] = (), config_file: str | None = None,
+           as_json: bool = False) -> None:
     """Re-render the reports of a past run from its results.json (or results.jsonl) without re-running.
 
     --profile, --config and --set apply only with --rejudge, on top of what the run recorded.
@@ -80,7 +82,7 @@ def report(results: str, out_dir: str | None, formats: str, fail_on: str | None,
         # The results re-rendered are never replaced: an --out that holds them is refused (with --rejudge
         # the re-judged report goes to <out>/rejudged/ instead).
         out = writable_dir(out_dir, inputs=[("RESULTS", results), ("--config", config_file)], formats=chosen)
-    finish(past, out, chosen, keep=Path(results))
+    finish(past, out, chosen, keep=Path(results), as_json=as_json)
     sys.exit(decide(past).exit_code)
 
 
