@@ -80,6 +80,8 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     from preflight.run.request import HISTORY_AUTO, HISTORY_OFF, RunRequest
     from preflight.engine.signals import INTERRUPTS
 
+    if more.get("ship") and not nodes_file:
+        raise click.UsageError("--ship installs preflight on nodes reached over SSH: give them with --nodes")
     remote_source = click.get_current_context().get_parameter_source("remote_python")
     request = RunRequest(
         checks=only, skip=skip, tags=tuple(more.get("tags") or ()), level=level, profile=profile,

@@ -27,3 +27,13 @@ def test_a_node_reached_without_preflight_is_never_called_unreachable():
     assert "--ship" in words and set(re.findall(r"--[a-z][a-z-]*", words)) <= run_options()
     lost = unreachable_words(_Transport(), 255, True, "ssh: connect to host gpu07 port 22: No route to host")
     assert node_label(lost) == "unreachable"
+
+
+def test_ship_without_nodes_is_a_usage_error_before_anything_is_made(tmp_path):
+    from click.testing import CliRunner
+
+    from preflight.cli.main import cli
+
+    done = CliRunner().invoke(cli, ["run", "--ship", "--out", str(tmp_path / "out")])
+    assert done.exit_code == 2 and "--ship" in done.output and "--nodes" in done.output
+    assert not (tmp_path / "out").exists()
