@@ -34,7 +34,9 @@ from preflight.engine.context import NodeContext
 from preflight.core.model import FIGURE_SCALING, Finding, Measurement, Status
 from preflight.core.jsonlines import last_json
 from preflight.engine.faults import fault
-from preflight_checks.scaling.table import count_text, points_of, replica_text, scaling_table
+from preflight_checks.scaling.table import (
+    count_text, points_of, replica_text, scaling_table, step_text, superlinear_note,
+)
 
 MAX_DEFAULT_DEVICES = 8
 LAUNCH_GRACE_S = 5.0
@@ -303,9 +305,11 @@ class ScalingMultiGpu(Check):
         summary = (f"{count_text(top['devices'], kind)} deliver the throughput of {top['effective_devices']:.1f} "
                    f"(efficiency {top['efficiency']:.2f}{judged_at}); {top['samples_per_s']:,.0f} samples/s")
         if top.get("comm_s") is not None:
-            summary += (f"; step {top['step_s'] * 1e3:.1f} ms = {top['compute_s'] * 1e3:.1f} ms compute + "
-                        f"{max(0.0, top['comm_s']) * 1e3:.1f} ms exposed communication")
+            summary += "; " + step_text(top["step_s"], top["compute_s"])
         details += self._table_details(table, kind, measurements)
+        note = superlinear_note(top["efficiency"], kind == "cpu")
+        if note:
+            details.append(note)
         model = facts.get("model", {})
         details.append("model: " + (model.get("workload") or f"reference MLP {model.get('layers')} x {model.get('hidden')}")
                        + f", {model.get('batch')} samples per device per step")

@@ -45,6 +45,7 @@ from preflight.launch.nodes import (
 )
 from preflight.core.model import Finding, Measurement, Scope, Status, worst
 from preflight_checks.scaling.multi_gpu import CPU_MODEL, GPU_MODEL
+from preflight_checks.scaling.table import step_text, superlinear_note
 from preflight_checks.scaling.multi_node_isolation import (
     ISOLATION_FIXES, ISOLATION_METHODS, isolation_reason, run_isolation,
 )
@@ -381,14 +382,11 @@ class ScalingMultiNode(Check):
         summary = (f"{n} nodes deliver the throughput of {figures['effective_nodes']:.2f} (efficiency {e:.2f}; PASS at "
                    f"{params.min_efficiency:.2f}, WARN down to {params.warn_efficiency:.2f}): {x_all:,.0f} samples/s on "
                    f"{n} x {per_node_text} against {x_one:,.0f} on one node")
-        details.insert(0, f"one node ({one['nodes'][0]}): step {r_one['step_s'] * 1e3:.1f} ms = {r_one['compute_s'] * 1e3:.1f} ms "
-                          f"compute + {max(0.0, r_one['step_s'] - r_one['compute_s']) * 1e3:.1f} ms exposed communication")
-        details.insert(1, f"all {n} nodes: step {r_all['step_s'] * 1e3:.1f} ms = {r_all['compute_s'] * 1e3:.1f} ms compute + "
-                          f"{max(0.0, r_all['step_s'] - r_all['compute_s']) * 1e3:.1f} ms exposed communication")
-        if e > 1.1:
-            details.append("efficiency above 1: one node ran slower per device than the whole job did, which "
-                           "points at other load on the baseline node while it was measured (or a baseline node "
-                           "slower than the rest); rerun on idle nodes before trusting either figure")
+        details.insert(0, f"one node ({one['nodes'][0]}): {step_text(r_one['step_s'], r_one['compute_s'])}")
+        details.insert(1, f"all {n} nodes: {step_text(r_all['step_s'], r_all['compute_s'])}")
+        note = superlinear_note(e, False)
+        if note:
+            details.append(note + "; rerun on idle nodes before trusting either figure")
         if r_one["compute_s"] and r_all["compute_s"] > 1.2 * r_one["compute_s"]:
             details.append(f"compute alone (no_sync) grew from {r_one['compute_s'] * 1e3:.1f} ms to "
                            f"{r_all['compute_s'] * 1e3:.1f} ms: the loss is not only communication (a slower node, "

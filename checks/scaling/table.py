@@ -50,3 +50,29 @@ def points_of(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             points.append({"devices": run["devices"], "samples_per_s": result["samples_per_s"],
                            "step_s": result.get("step_s"), "compute_s": result.get("compute_s")})
     return points
+
+
+def step_text(step_s: float, compute_s: float) -> str:
+    """'step 55.3 ms = 38.5 ms compute + 16.7 ms exposed communication'. Compute is timed in its own
+    steps (under no_sync), so it can come out longer than the whole step by noise: then the parts are
+    not shown as adding up to more than the whole."""
+    if compute_s > step_s:
+        return (f"step {step_s * 1e3:.1f} ms; compute alone, timed in separate steps, {compute_s * 1e3:.1f} ms: "
+                "no exposed communication measurable (the difference is noise)")
+    return (f"step {step_s * 1e3:.1f} ms = {compute_s * 1e3:.1f} ms compute + {(step_s - compute_s) * 1e3:.1f} ms "
+            "exposed communication")
+
+
+# Efficiency this far above 1 is not a faster fabric: the baseline ran slower per device than the whole.
+SUPERLINEAR = 1.05
+
+
+def superlinear_note(efficiency: float, shared_cores: bool) -> str:
+    """Why an efficiency above 1 is not to be believed, or "" when it is not above SUPERLINEAR."""
+    if efficiency <= SUPERLINEAR:
+        return ""
+    cause = ("the processes share this node's CPU cores, so the one-process baseline and the others ran under "
+             "different contention" if shared_cores else
+             "the baseline ran slower per device than the whole job did (other load while it was measured, or a "
+             "slower baseline device)")
+    return f"efficiency {efficiency:.2f} is above 1: {cause}; read it as no scaling loss measured, not as a gain"

@@ -251,10 +251,12 @@ class VersionsPinned(Check):
             return outcome_from_findings([finding], passed="", details=[f"runtime stack: {stack_text}"])
         if not facts.get("requirements_files"):
             where = f" in {pins['cwd']}" if pins.get("cwd") else ""
+            ignored = "".join(f"; {Path(i['where']).name} there was ignored: {i['reason']}"
+                              for i in pins.get("ignored") or [])
             finding = self.finding(
                 "not-pinned", Status.WARN,
                 f"framework versions are not pinned anywhere preflight can see: no requirements*.txt, pyproject.toml, "
-                f"uv.lock, poetry.lock, Pipfile.lock or environment.yml{where}")
+                f"uv.lock, poetry.lock, Pipfile.lock or environment.yml{where}{ignored}")
             return outcome_from_findings([finding], [measure("pins compared", 0, "")],
                                          passed="", details=[f"runtime stack: {stack_text}", *_stack_errors(stack)])
         return _judge_pins(facts, params, stack_text)

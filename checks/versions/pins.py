@@ -418,6 +418,9 @@ def read_requirements(paths: list[str]) -> dict[str, Any]:
 
 
 
+OWN_PYPROJECT = "it is preflight's own (preflight runs from this clone), not the training code's pins"
+
+
 def is_preflight_source(directory: Path) -> bool:
     """True in the clone preflight itself runs from: its pyproject.toml is preflight's, not the team's."""
     import preflight
@@ -469,5 +472,7 @@ def gather(requirements: list[str], cwd: Path) -> dict[str, Any]:
                 reader.files.remove(str(path)) if str(path) in reader.files else None
                 continue
             errors.append(str(exc))
+    ignored = ([{"where": str(cwd / "pyproject.toml"), "reason": OWN_PYPROJECT}]
+               if (cwd / "pyproject.toml").is_file() and is_preflight_source(cwd) else [])
     return {"files": reader.files, "entries": reader.entries, "skipped": reader.skipped, "discovered": True,
-            "cwd": str(cwd), "errors": errors}
+            "cwd": str(cwd), "errors": errors, "ignored": ignored}

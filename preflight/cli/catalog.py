@@ -40,9 +40,12 @@ def list_checks(verbose: bool, tag: str | None, as_json: bool) -> None:
                           "load_errors": [e.to_dict() for e in registry.errors]}, indent=2, default=str))
         return
     width = min(shutil.get_terminal_size((100, 24)).columns, 120)
+    # Columns as wide as their longest entry, two spaces apart: an id never runs into its scope.
+    id_width = max(len(c.id) for c in checks)
+    scope_width = max(len(c.scope.value) for c in checks)
     for check in checks:
-        click.echo(click.wrap_text(f"{check.id:<24} {check.scope.value:<8} {check.title}", width,
-                                   subsequent_indent=" " * 34))
+        click.echo(click.wrap_text(f"{check.id:<{id_width}}  {check.scope.value:<{scope_width}}  {check.title}", width,
+                                   subsequent_indent=" " * (id_width + scope_width + 4)))
         if verbose:
             if check.tags:
                 click.echo(click.wrap_text(f"tags: {', '.join(check.tags)}", width, initial_indent=" " * 4,
@@ -76,8 +79,9 @@ def _default_of(f: Any) -> Any:
 
 @click.command()
 @click.argument("check_id")
-def explain(check_id: str) -> None:
-    """What a check measures, why it matters, and its parameters."""
+@json_option
+def explain(check_id: str, as_json: bool = False) -> None:
+    """What a check measures, why it matters, and its parameters (--json: all of it, as `list --json` gives it)."""
     import dataclasses
 
     from preflight.core.config_init import _toml_value
@@ -89,6 +93,13 @@ def explain(check_id: str) -> None:
         raise UsageProblem(f"unknown check id {check_id!r}{suggest(check_id, registry.checks)}; `preflight list` "
                            "shows the known ones")
     check = registry.checks[check_id]
+    if as_json:
+        from preflight.core.finite import dumps
+
+        click.echo(dumps({**_check_dict(check, registry), "why": check.why, "remediation": list(check.remediation),
+                          "fixes": {f"{check.id}.{kind}": fix for kind, fix in check.fixes.items()}},
+                         indent=2, default=str))
+        return
     click.echo(f"{check.id}: {check.title}")
     click.echo(f"scope: {check.scope.value}; default timeout {check.timeout_s:g}s; from {registry.origin[check_id]}")
     if check.tags:
@@ -126,7 +137,8 @@ def explain(check_id: str) -> None:
 
 
 @click.command()
-@click.option("--output", "-o", default="preflight.toml", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--out", "--output", "-o", "output", default="preflight.toml", show_default=True,
+              type=click.Path(dir_okay=False), help="The file to write (--out, as every other command names it).")
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 def init(output: str, force: bool) -> None:
     """Write a commented preflight.toml with every check's parameters and defaults."""

@@ -7,7 +7,7 @@ import sys
 import click
 
 from preflight.cli.options import (
-    FINITE, ResultsPath, UsageProblem, load_results,
+    FINITE, ResultsPath, UsageProblem, json_option, load_results,
 )
 
 
@@ -19,7 +19,8 @@ from preflight.cli.options import (
 @click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True)
 @click.option("--ignore-versions", is_flag=True,
               help="List software version changes without counting them as regressions.")
-def diff_runs(old: str, new: str, tolerance: float, fmt: str, ignore_versions: bool) -> None:
+@json_option
+def diff_runs(old: str, new: str, tolerance: float, fmt: str, ignore_versions: bool, as_json: bool = False) -> None:
     """Compare two runs, OLD (known-good) and NEW: status changes, figures that got worse by more
     than the tolerance, and changed software versions.
 
@@ -31,7 +32,9 @@ def diff_runs(old: str, new: str, tolerance: float, fmt: str, ignore_versions: b
         raise UsageProblem("--tolerance must be zero or more")
     comparison = diff.compare(load_results(old), load_results(new), tolerance, old_label=old,
                               versions_regress=not ignore_versions)
-    render = {"text": words.render_text, "md": words.render_markdown, "json": words.render_json}[fmt]
+    if as_json and fmt not in ("text", "json"):
+        raise UsageProblem(f"--json prints JSON: leave out --format {fmt}, or --json")
+    render = {"text": words.render_text, "md": words.render_markdown, "json": words.render_json}["json" if as_json else fmt]
     click.echo(render(comparison), nl=False)
     sys.exit(comparison.exit_code)
 

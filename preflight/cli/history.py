@@ -223,6 +223,22 @@ def list_command(url: str | None, nodes_in: list[str] | None, image: str | None,
     _table([[str(r.id), _time(r.started), r.verdict, r.level, r.profile or "-", str(r.node_count),
              ", ".join(f"{d[:8] or 'unknown'} x{n}" for d, n in sorted(r.images.items(), key=lambda kv: -kv[1]))]
             for r in found], ["run", "started (UTC)", "verdict", "level", "profile", "nodes", "images"])
+    _image_legend(url, [d for r in found for d in r.images if d])
+
+
+def _image_legend(url: str | None, digests: list[str]) -> None:
+    """Each image the list names, as `history compare` takes it: its digest prefix, or its FIELD=VALUE pairs."""
+    from preflight.history.queries import image_fields
+
+    shown = list(dict.fromkeys(digests))
+    if not shown:
+        return
+    with _open(url) as store, store.connect() as conn:
+        fields = _run(lambda: image_fields(conn, shown))
+    _say("images (`preflight history compare A B` takes the prefix or the FIELD=VALUE pairs):")
+    for digest in shown:
+        pairs = ",".join(f"{k}={v}" for k, v in (fields.get(digest) or {}).items() if v not in (None, ""))
+        _say(f"  {digest[:8]}  {pairs or '(no fields recorded)'}")
 
 
 @history.command("show")

@@ -16,6 +16,7 @@ from preflight.cli.healthcheck import healthcheck
 from preflight.cli.history import baseline, history
 from preflight.cli.history_site import site_command
 from preflight.cli.k8s import k8s
+from preflight.cli.options import color_option
 from preflight.cli.report import report
 from preflight.cli.run import run
 from preflight.core.verdict import EXIT_CODE_HELP
@@ -33,6 +34,19 @@ for _command in (run, report, diff_runs, alerts_command, list_checks, explain, i
                  history, baseline):
     cli.add_command(_command)
 history.add_command(site_command)
+
+
+def _commands(group: click.Group) -> list[click.Command]:
+    found: list[click.Command] = []
+    for command in group.commands.values():
+        found += _commands(command) if isinstance(command, click.Group) else [command]
+    return found
+
+
+# --no-color on every command, defined once (preflight.cli.options.color_option).
+for _command in _commands(cli):
+    if not any("--no-color" in p.opts for p in _command.params):
+        color_option(_command)
 
 
 def main() -> None:

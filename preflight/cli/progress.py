@@ -40,6 +40,7 @@ class Progress:
         self.echo = echo or print
         self.clock = clock
         self.done = 0
+        self.began = clock()
         self.running: dict[str, tuple[str, float, int]] = {}  # node -> (check id, started, lines said)
         self._lock = threading.RLock()  # __call__ refreshes the status, which reads under the lock
         self._stopped = threading.Event()
@@ -98,8 +99,21 @@ class Progress:
                 if due > said:
                     self.running[node] = (check_id, started, due)
                     lines.append(f"still running {check_id} {_where(node)}, {due * self.interval_s:.0f} s"
-                                 + _of(self.timeouts.get(check_id)))
+                                 + _of(self.timeouts.get(check_id)) + f"; {self.pace_text(now)}")
         return lines
+
+    def pace_text(self, now: float | None = None) -> str:
+        """'2m 10s into the run, about 3m 05s left': the time so far, and what is left at the pace so far
+        (results left times the time per result until now); no estimate before the first result."""
+        from preflight.reporters.numbers import duration
+
+        elapsed = (self.clock() if now is None else now) - self.began
+        with self._lock:
+            done, total = self.done, self.total
+        text = f"{duration(elapsed)} into the run"
+        if 0 < done < total:
+            text += f", about {duration(elapsed / done * (total - done))} left"
+        return text
 
     def status_rows(self) -> list[tuple[str, str, str]]:
         """(check, where, elapsed) per check running: the nodes running it as one node set, and the
@@ -124,15 +138,15 @@ class Progress:
         with self._lock:
             done = self.done
         shown = ", ".join(f"{check} {where} ({elapsed})" for check, where, elapsed in self.status_rows())
-        return f"[{done}/{self.total}] {shown or 'waiting ...'}"
+        return f"[{done}/{self.total}] {self.pace_text()}: {shown or 'waiting ...'}"
 
     def _table(self) -> Any:
         from rich.table import Table
 
         with self._lock:
             done = self.done
-        table = Table(box=None, show_header=False, padding=(0, 1), title=f"[{done}/{self.total}] results",
-                      title_justify="left")
+        table = Table(box=None, show_header=False, padding=(0, 1),
+                      title=f"[{done}/{self.total}] results, {self.pace_text()}", title_justify="left")
         rows = self.status_rows()
         for check, where, elapsed in rows:
             table.add_row(check, where, elapsed)

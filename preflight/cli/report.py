@@ -9,7 +9,7 @@ import click
 
 from preflight.cli.options import (
     UsageProblem, check_formats, color_option, config_option, exit_with_verdict, fail_on_option, finish, format_option,
-    load_results, nonempty, profile_option, registry, ResultsPath, run_problems, set_option, writable_dir,
+    json_option, load_results, nonempty, profile_option, registry, ResultsPath, run_problems, set_option, writable_dir,
 )
 
 
@@ -36,19 +36,22 @@ def beside(results: Path) -> Path:
 @set_option
 @config_option
 @color_option
+@json_option
 def report(results: str, out_dir: str | None, formats: str, fail_on: str | None, rejudge: bool = False,
-           profile: str | None = None, settings: tuple[str, ...] = (), config_file: str | None = None) -> None:
+           profile: str | None = None, settings: tuple[str, ...] = (), config_file: str | None = None,
+           as_json: bool = False) -> None:
     """Re-render the reports of a past run from its results.json (or results.jsonl) without re-running.
 
     --profile, --config and --set apply only with --rejudge, on top of what the run recorded.
 
     `--out -` prints the one report asked for to standard output (e.g. `--format md --out -` for a
     pull-request comment)."""
-    exit_with_verdict(lambda: _report(results, out_dir, formats, fail_on, rejudge, profile, settings, config_file))
+    exit_with_verdict(lambda: _report(results, out_dir, formats, fail_on, rejudge, profile, settings, config_file,
+                                      as_json))
 
 
 def _report(results: str, out_dir: str | None, formats: str, fail_on: str | None, rejudge: bool,
-            profile: str | None, settings: tuple[str, ...], config_file: str | None) -> int:
+            profile: str | None, settings: tuple[str, ...], config_file: str | None, as_json: bool = False) -> int:
     from preflight.core.verdict import decide
 
     chosen = check_formats(formats)
@@ -88,7 +91,7 @@ def _report(results: str, out_dir: str | None, formats: str, fail_on: str | None
         # The results re-rendered are never replaced: an --out that holds them is refused (with --rejudge
         # the re-judged report goes to <out>/rejudged/ instead).
         out = writable_dir(out_dir, inputs=[("RESULTS", results), ("--config", config_file)], formats=chosen)
-    finish(past, out, chosen, keep=Path(results))
+    finish(past, out, chosen, keep=Path(results), as_json=as_json)
     return decide(past).exit_code
 
 

@@ -41,6 +41,8 @@ from preflight.core.verdict import EXIT_CODE_HELP
 @click.option("--ssh-option", "ssh_options", multiple=True, metavar="OPT",
               help="Extra ssh -o option, e.g. --ssh-option ProxyJump=bastion. Repeatable.")
 @click.option("--ssh-accept-new", is_flag=True, help="Accept and remember host keys of nodes not yet known.")
+@click.option("--ship", is_flag=True, help="On each SSH node whose interpreter lacks this preflight: install it "
+              "for this run into a throwaway venv that sees the node's own packages, removed after the run.")
 @click.option("--fanout", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="How many nodes to drive at once.")
 @click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False), default=None,
@@ -78,13 +80,16 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
     from preflight.run.request import HISTORY_AUTO, HISTORY_OFF, RunRequest
     from preflight.engine.signals import INTERRUPTS
 
+    if more.get("ship") and not nodes_file:
+        raise click.UsageError("--ship installs preflight on nodes reached over SSH: give them with --nodes")
     remote_source = click.get_current_context().get_parameter_source("remote_python")
     request = RunRequest(
         checks=only, skip=skip, tags=tuple(more.get("tags") or ()), level=level, profile=profile,
         config_file=config_file, settings=tuple(settings), fail_on=fail_on, timeout_s=timeout,
         nodes_file=nodes_file, slurm=slurm, slurm_step=slurm_step, k8s=k8s_request(more),
         remote_python=remote_python, remote_python_given=remote_source is not click.core.ParameterSource.DEFAULT,
-        ssh_options=tuple(ssh_options), ssh_accept_new=ssh_accept_new, fanout=fanout, fail_fast=fail_fast,
+        ssh_options=tuple(ssh_options), ssh_accept_new=ssh_accept_new, ship=bool(more.get("ship")), fanout=fanout,
+        fail_fast=fail_fast,
         out_dir=out_dir, formats=tuple(split_ids(formats)), textfile_dir=more.get("textfile_dir"),
         baseline_file=baseline_file, baseline_tolerance=baseline_tolerance, fail_on_regression=fail_on_regression,
         drain=drain, resume=resume, history=HISTORY_OFF if more.get("no_history") else HISTORY_AUTO,

@@ -171,8 +171,11 @@ def compare(old: RunReport, new: RunReport, tolerance: float = DEFAULT_TOLERANCE
                 preflight_versions=[old.preflight_version or "", new.preflight_version or ""])
     old_results = {r.key: r for r in old.results if r.check_id != BASELINE_CHECK_ID}
     new_results = {r.key: r for r in new.results if r.check_id != BASELINE_CHECK_ID}
+    # A check the new run was not asked to run (--checks, --skip, --tag) lost nothing: the user left it out.
+    asked = set(new.planned) if new.planned else None
     for key in dict.fromkeys([*old_results, *new_results]):
-        _compare_result(diff, key, old_results.get(key), new_results.get(key))
+        _compare_result(diff, key, old_results.get(key), new_results.get(key),
+                        left_out=asked is not None and key[0] not in asked)
     diff.statuses += _lost_nodes(old, new)
     diff.versions = _compare_versions(old, new, "regression" if versions_regress else "info")
     for change in diff.statuses:
@@ -181,14 +184,18 @@ def compare(old: RunReport, new: RunReport, tolerance: float = DEFAULT_TOLERANCE
     return diff
 
 
-def _compare_result(diff: Diff, key: tuple[str, str], before: CheckResult | None, after: CheckResult | None) -> None:
-    """Add to the diff what changed in one (check, node) result between the runs: its status, its figures."""
+def _compare_result(diff: Diff, key: tuple[str, str], before: CheckResult | None, after: CheckResult | None,
+                    left_out: bool = False) -> None:
+    """Add to the diff what changed in one (check, node) result between the runs: its status, its figures.
+    `left_out`: the new run was not asked to run this check."""
     if before is not None and after is None:
-        # Gone from the new run: what the baseline measured here is no longer known (lost coverage).
-        lost = before.status is not Status.SKIP
+        # Gone from the new run: what the baseline measured here is no longer known (lost coverage),
+        # unless the new run was not asked for it.
+        lost = before.status is not Status.SKIP and not left_out
+        why = ("not asked for in the new run (--checks, --skip or --tag left it out)" if left_out
+               else "no result in the new run: lost coverage" if lost else before.summary)
         diff.statuses.append(StatusChange(key[0], key[1], before.status.value, "",
-                                          "regression" if lost else "info",
-                                          "no result in the new run: lost coverage" if lost else before.summary))
+                                          "regression" if lost else "info", why))
         return
     if after is not None and before is None:
         # Only the new run has it: it covers more ground, not a regression.

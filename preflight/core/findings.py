@@ -12,6 +12,7 @@ whose check noted a WARN finding does not warn.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import preflight
@@ -45,7 +46,8 @@ def install_fix(version: str) -> str:
     return (f"Install preflight-cluster {version} for the node's Python: in the preflight clone, "
             f"`python3 -m pip wheel --no-deps -w dist .`; copy dist/{wheel} to the node and run "
             f"`python3 -m pip install --user {wheel}` there (its requirements are light libraries, never a "
-            "framework), or let the run install it with --ship-wheel; or point --remote-python at an "
+            "framework); or run again with --ship, which installs it for that run only, in a throwaway venv "
+            "that sees the node's own packages; or point --remote-python at an "
             "interpreter that has it.")
 
 
@@ -76,10 +78,20 @@ class Found:
         return self.finding.node or self.result.node
 
 
+def lacks_preflight(message: str) -> bool:
+    """The node was reached, and its interpreter lacks preflight or runs another version of it."""
+    return message.startswith("preflight is not installed") or " runs preflight " in message
+
+
+def node_label(error: str) -> str:
+    """What a node the run could not use is called: never "unreachable" when it was reached."""
+    return "without preflight" if lacks_preflight(error) else "unreachable"
+
+
 def _error_finding(result: CheckResult, unreachable: bool) -> Finding:
     cid, summary = result.check_id, result.summary
     rerun = f"`preflight run --checks {cid}`"
-    if summary.startswith("preflight is not installed") or " runs preflight " in summary:
+    if lacks_preflight(summary):
         return Finding(cid + NOT_INSTALLED, Status.ERROR, summary, install_fix(preflight.__version__))
     if unreachable:
         return Finding(cid + UNREACHABLE, Status.ERROR, summary, UNREACHABLE_FIX)
@@ -120,3 +132,43 @@ def findings_of(result: CheckResult, unreachable: bool = False) -> list[Finding]
         fix = " ".join(result.remediation) if result.status is not Status.SKIP else ""
         stand_in = Finding(f"{result.check_id}.{result.status.value.lower()}", result.status, result.summary, fix)
     return [stand_in, *fired]
+
+
+# A figure in a sentence: 0.96, 8192, 1,024, 19.1 (in "19.1x"); not a part of gpu01, n2 or 198.18.0.3.
+FIGURE = re.compile(r"(?<![\w.,])\d+(?:,\d{3})*(?:\.\d+)?(?![.,]?\d)")
+
+
+def figure_shape(text: str) -> str:
+    """The sentence with each figure as '#': findings that differ only in their figures share it."""
+    return FIGURE.sub("#", text)
+
+
+def fold_key(found: Found) -> tuple:
+    """Findings with one key are one entry in every list and every count: one check, one id, one level,
+    the same sentence and fix up to their figures (the same slow disk on 12 nodes, a few percent apart)."""
+    return (found.result.check_id, found.id, found.level, figure_shape(found.finding.message),
+            figure_shape(found.finding.fix), found.blocks)
+
+
+def count_folded(found: list[Found]) -> int:
+    """How many entries the reports list for these findings (fold_key)."""
+    return len({fold_key(f) for f in found})
+
+
+def _number(token: str) -> float:
+    return float(token.replace(",", ""))
+
+
+def merge_figures(texts: list[str]) -> str:
+    """One sentence for sentences of one shape (figure_shape): each figure that differs among them as
+    its range, lowest to highest ("torch.save writes at 0.41-0.46 GB/s, below 1.0 GB/s")."""
+    first = texts[0]
+    columns = list(zip(*(FIGURE.findall(t) for t in texts)))
+    if len(texts) == 1 or not columns:
+        return first
+    parts, pos = [], 0
+    for match, column in zip(FIGURE.finditer(first), columns):
+        low, high = min(column, key=_number), max(column, key=_number)
+        parts += [first[pos:match.start()], low if _number(low) == _number(high) else f"{low}-{high}"]
+        pos = match.end()
+    return "".join(parts) + first[pos:]

@@ -72,7 +72,24 @@ def level_text(report: Any) -> str:
     level = getattr(report, "level", DEFAULT_LEVEL) or DEFAULT_LEVEL
     budget = report.level_budget_s if getattr(report, "level_budget_s", None) else BUDGET_S.get(level)
     seconds = f"{budget:.0f} s" if budget and budget < 120 else f"{budget / 60:.0f} min" if budget else ""
-    return f"{level}: {DESCRIPTION.get(level, '')}" + (f"; at most {seconds} of checks per node" if seconds else "")
+    described = DESCRIPTION.get(level, "")
+    chosen = _chosen(report)
+    if level == DEFAULT_LEVEL and chosen:  # not "every check at its defaults" when values were set
+        described = f"each check at its defaults, except what {' and '.join(chosen)} set"
+    return f"{level}: {described}" + (f"; at most {seconds} of checks per node" if seconds else "")
+
+
+def _chosen(report: Any) -> list[str]:
+    """Where the run's values beyond the checks' defaults came from: --set, the config file, the profile."""
+    judged = getattr(report, "judged_with", None) or {}
+    chosen = []
+    if judged.get("settings"):
+        chosen.append("--set")
+    if judged.get("config_file"):
+        chosen.append(str(judged["config_file"]))
+    if judged.get("profile") or getattr(report, "profile", ""):
+        chosen.append(f"the profile {judged.get('profile') or report.profile}")
+    return chosen
 
 
 def describe(check: Any, show: Callable[[Any], str] = repr) -> list[str]:

@@ -28,7 +28,9 @@ from typing import Any
 from preflight.core.check import NEEDS_FRAMEWORK, NEEDS_GPU, ROLE_INVENTORY
 from preflight.core.compare import comparison_results
 from preflight.core.expectations import expectation_results
-from preflight.core.findings import Found, findings_of, is_transport
+from preflight.core.findings import (
+    Found, count_folded, figure_shape, findings_of, is_transport, merge_figures,
+)
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.node_causes import NODES_CHECK, fold_node_causes
 from preflight.core.nodeset import fold
@@ -113,9 +115,32 @@ def measured_counts(report: RunReport) -> tuple[int, int]:
     A check that ran only because an asked-for check reads it (`report.pulled_in`) is not counted:
     the inventory check measuring does not make a run of one GPU check on a node without GPUs GO.
     """
-    ids = [cid for cid in report.check_ids if cid not in report.pulled_in] or report.check_ids
+    ids = counted_ids(report)
     measured = {r.check_id for r in report.results if r.status in MEASURED}
     return sum(1 for cid in ids if cid in measured), len(ids)
+
+
+def counted_ids(report: RunReport) -> list[str]:
+    """The checks every count of a report counts: those asked for (not those pulled in to be read)."""
+    return [cid for cid in report.check_ids if cid not in report.pulled_in] or report.check_ids
+
+
+def check_counts(report: RunReport) -> dict[str, int]:
+    """How many checks (counted_ids) ended how: a check that measured anywhere counts by its worst
+    measured result (FAIL, WARN, PASS), one that measured nowhere as ERROR if any result of it (or
+    none at all) is, else SKIP. They add up to measured_counts' total, PASS + WARN + FAIL to its measured."""
+    by_check: dict[str, set[Status]] = {}
+    for r in report.results:
+        by_check.setdefault(r.check_id, set()).add(r.status)
+    counts = {s.value: 0 for s in Status}
+    for cid in counted_ids(report):
+        statuses = by_check.get(cid, {Status.ERROR})
+        measured = statuses & set(MEASURED)
+        if measured:
+            counts[max(measured, key=lambda s: s.severity).value] += 1
+        else:
+            counts[(Status.ERROR if Status.ERROR in statuses else Status.SKIP).value] += 1
+    return counts
 
 
 def gpu_nodes(report: RunReport) -> set[str]:
@@ -197,21 +222,25 @@ def blocking_text(found: list[Found], shown: int = 2, pulled_in: dict[str, str] 
     """'2 blocking findings: SENTENCE (on gpu02); SENTENCE (across the cluster)': what blocks, in the
     checks' own words, the first `shown` of them; one sentence found on several nodes is named once.
     A warning of a check run only because another reads it (`pulled_in`) says so."""
-    sentences: dict[str, list[str | None]] = {}
+    sentences: dict[str, list[str | None]] = {}  # by figure_shape: findings a few percent apart are one
+    said: dict[str, list[str]] = {}
     whose: dict[str, str] = {}
-    distinct = {(f.result.check_id, f.id, f.finding.message) for f in found}  # as the reports list them
+    distinct = count_folded(found)  # as the reports list them
     for f in found:
         # A cluster check's own result is told by its scope (a host may be called "cluster" too).
         own = f.result.scope is Scope.CLUSTER and f.node == CLUSTER_NODE
-        sentences.setdefault(f.finding.message, []).append(None if own else f.node)
+        shape = figure_shape(f.finding.message)
+        sentences.setdefault(shape, []).append(None if own else f.node)
+        said.setdefault(shape, []).append(f.finding.message)
         if f.level is Status.WARN and pulled_in_text(f.result.check_id, pulled_in or {}):
-            whose[f.finding.message] = "; " + pulled_in_text(f.result.check_id, pulled_in or {})
+            whose[shape] = "; " + pulled_in_text(f.result.check_id, pulled_in or {})
     # A node-level cause names its node set in its sentence already (preflight.core.node_causes).
-    named = {f.finding.message for f in found if f.result.check_id == NODES_CHECK}
-    parts = [(message if message in named else f"{message} ({where_text(nodes)}" + whose.get(message, "") + ")")
-             for message, nodes in list(sentences.items())[:shown]]
+    named = {figure_shape(f.finding.message) for f in found if f.result.check_id == NODES_CHECK}
+    parts = [(merge_figures(said[shape]) if shape in named
+              else f"{merge_figures(said[shape])} ({where_text(nodes)}" + whose.get(shape, "") + ")")
+             for shape, nodes in list(sentences.items())[:shown]]
     more = len(sentences) - len(parts)
-    n = len(distinct)
+    n = distinct
     return (f"{n} blocking finding{'s' if n != 1 else ''}: " + "; ".join(parts)
             + (f"; and {more} more" if more else ""))
 
@@ -377,7 +406,7 @@ def _incomplete_reason(report: RunReport, missing: list[tuple[str, str]]) -> str
 
 def _go_reason(found: _Sorted) -> str:
     """Why a GO is a GO: every check passed, or the warnings and silenced findings it holds."""
-    n, checks = len(found.warning), len({f.result.check_id for f in found.warning})
+    n, checks = count_folded(found.warning), len({f.result.check_id for f in found.warning})
     reason = "every check passed" if not found.warning else \
         f"no blocking findings ({n} warning{'s' if n != 1 else ''} from {checks} check{'s' if checks != 1 else ''})"
     if found.acknowledged:  # what passed only because it was silenced is never "every check passed"

@@ -120,8 +120,8 @@ def unreachable_words(transport: Any, returncode: int | None, transport_failed: 
         return f"cannot reach {transport.name}{' over ' + over if over else ''}: {last or 'connection failed'}"
     if "No module named" in stderr and "preflight" in stderr:
         return (f"preflight is not installed for {transport.python} on {transport.name}: install "
-                f"preflight-cluster {preflight.__version__} there, or point --remote-python at an interpreter "
-                "that has it")
+                f"preflight-cluster {preflight.__version__} there, run with --ship, or point --remote-python at "
+                "an interpreter that has it")
     if returncode == 127 or "not found" in last:
         return f"{transport.python} was not found on {transport.name}: {last}"
     return f"the agent on {transport.name} exited with code {returncode} before starting: {last}"

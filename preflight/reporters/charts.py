@@ -126,6 +126,29 @@ def _colour(i: int) -> str:
     return SERIES_COLOURS[i % len(SERIES_COLOURS)]
 
 
+# A tick label's width per character and its height, in inches, at the charts' tick font size.
+LABEL_CHAR_IN, LABEL_HEIGHT_IN = 0.075, 0.17
+
+
+def _x_labels(ax: Any, positions: list[float], labels: list[str], slot_in: float) -> None:
+    """Tick labels under `positions`, `slot_in` inches apart: level when the longest fits its slot, else
+    at 45 degrees, anchored at their right end under the tick, so neighbours never overlap."""
+    longest = max((len(label) for label in labels), default=0) * LABEL_CHAR_IN
+    if longest <= slot_in * 0.9:
+        ax.set_xticks(positions, labels)
+    else:
+        ax.set_xticks(positions, labels, rotation=45, ha="right", rotation_mode="anchor")
+
+
+def _headroom(ax: Any, tops: list[float], room: float = 0.12) -> None:
+    """The value axis from 0 to above its highest point (`tops`: values and thresholds drawn), by
+    `room` of it: a marker, a label or a threshold dash at the top is never cut by the frame."""
+    finite = [v for v in tops if v is not None and math.isfinite(v)]
+    high = max(finite, default=0.0)
+    current = ax.get_ylim()[1]
+    ax.set_ylim(0, max(current, high * (1 + room)) or 1.0)
+
+
 def _draw_worst_links(group: FigureGroup, name: str, title: str, grid: figures.LinkGrid) -> tuple[str, str]:
     """Past MAX_HEATMAP_NODES a sender x receiver grid is a smear: the slowest links as bars instead."""
     higher = group.higher_is_better
@@ -171,6 +194,8 @@ def _draw_link(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
     threshold = grid.threshold
     higher = group.higher_is_better
 
+    side = min(9.0, 3.6 + 0.42 * n)
+
     def short(value: float) -> bool:
         return threshold is not None and (value < threshold if higher else value > threshold)
 
@@ -189,8 +214,7 @@ def _draw_link(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
         ax.set_ylim(n, 0)
         ax.set_aspect("equal")
         labelled = n <= 40
-        ax.set_xticks([i + 0.5 for i in range(n)], grid.nodes if labelled else [""] * n,
-                      rotation=45 if n > 4 else 0, ha="right" if n > 4 else "center")
+        _x_labels(ax, [i + 0.5 for i in range(n)], grid.nodes if labelled else [""] * n, side / (n + 1))
         ax.set_yticks([i + 0.5 for i in range(n)], grid.nodes if labelled else [""] * n)
         ax.set_xlabel("receiver")
         ax.set_ylabel("sender")
@@ -217,7 +241,6 @@ def _draw_link(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
         if threshold:
             bar.ax.axhline(threshold, color="#1f2328", linewidth=2.5)
 
-    side = min(9.0, 3.6 + 0.42 * n)
     need = f"the {quantity(threshold, group.unit)} needed" if threshold else "a threshold"
     relation = "below" if higher else "above"
     caption = (f"{group.quantity_label} of each link, sender (row) to receiver (column). Cells {relation} "
@@ -257,7 +280,8 @@ def _draw_scaling(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
             ax.annotate(percent(eff), (x, y), xytext=(x + counts[-1] * 0.03, label_y), fontsize=8.5, color=colour,
                         va="center")
         ax.set_xlim(0, counts[-1] * 1.15)
-        ax.set_ylim(bottom=0)
+        _headroom(ax, [y for line in shown for _, y, _ in line.points]
+                  + [i_value for line in shown for _, i_value, _ in (figures.efficiency(line) or [])])
         ax.set_xticks(counts, [number(n) for n in counts])
         ax.set_xlabel(group.counted)
         ax.set_ylabel(group.quantity_label)
@@ -298,7 +322,8 @@ def _draw_size(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
         ax.minorticks_off()
         ax.set_xlabel("message size")
         ax.set_ylabel(group.quantity_label)
-        ax.set_ylim(bottom=0)
+        _headroom(ax, [y for line in shown for _, y, _ in line.points]
+                  + [p.threshold for line in shown for _, _, p in line.points])
         ax.legend(loc="best")
 
     caption = f"{group.quantity_label} at each message size, one line per series"
@@ -316,6 +341,7 @@ def _draw_rate(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
         ordered = all_groups  # keep the report's order when nothing is left out
     series = list(dict.fromkeys(s for g in ordered for s in g.bars))
     width = 0.8 / len(series)
+    width_in = max(6.0, min(11.0, 2.5 + 0.9 * len(ordered) * len(series)))
     judged = any(p.threshold is not None for g in ordered for p in g.bars.values())
 
     def draw(fig: Any) -> None:
@@ -338,10 +364,10 @@ def _draw_rate(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
                             color=COLOURS["bad"] if short else "#1f2328", fontweight="bold" if short else "normal")
                 marks.append((rect.get_x() + rect.get_width() / 2, p.threshold))
         _threshold_marks(ax, marks)
-        ax.set_xticks(range(len(ordered)), [g.label for g in ordered], rotation=30 if len(ordered) > 5 else 0)
+        _x_labels(ax, list(range(len(ordered))), [g.label for g in ordered], width_in / max(1, len(ordered)))
         ax.set_ylabel(group.quantity_label)
         ax.margins(y=0.2)
-        ax.set_ylim(bottom=0)
+        _headroom(ax, [p.value for g in ordered for p in g.bars.values()] + [t for _, t in marks], room=0.2)
         fig.legend(loc="outside lower center", ncols=min(4, len(series) + 1))
 
     caption = f"{group.quantity_label} side by side: {', '.join(series)}"
@@ -352,7 +378,7 @@ def _draw_rate(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
         caption += f" {', '.join(unjudged)}: reported, not judged (no threshold applies to {'it' if len(unjudged) == 1 else 'them'})."
     if len(all_groups) > len(ordered):
         caption += f" The {len(ordered)} worst of {len(all_groups)} groups are shown."
-    return caption, _svg(name, title, (max(6.0, min(11.0, 2.5 + 0.9 * len(ordered) * len(series))), 3.6), draw)
+    return caption, _svg(name, title, (width_in, 3.6), draw)
 
 
 def _draw_step(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
@@ -367,7 +393,8 @@ def _draw_step(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
         _threshold_marks(ax, [(x, p.threshold) for line in shown for x, _, p in line.points])
         ax.set_xlabel("step")
         ax.set_ylabel(group.quantity_label)
-        ax.set_ylim(bottom=0)
+        _headroom(ax, [y for line in shown for _, y, _ in line.points]
+                  + [p.threshold for line in shown for _, _, p in line.points])
         ax.legend(loc="best")
 
     caption = f"{group.quantity_label} at each step, one line per series."

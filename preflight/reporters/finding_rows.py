@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from preflight.core.findings import Found
+from preflight.core.findings import Found, fold_key, merge_figures
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.model import CLUSTER_NODE, Scope
 from preflight.core.nodeset import fold
@@ -83,21 +83,29 @@ class LevelSkips:
 
 
 def rows(found: list[Found], expected_skip: bool = False) -> list[FindingRow]:
-    """One row per distinct finding, its nodes gathered, in the order first found."""
+    """One row per distinct finding (preflight.core.findings.fold_key: the same finding on several
+    nodes, its figures a few percent apart, is one row with their range), its nodes gathered, in the
+    order first found."""
     by_key: dict[tuple, FindingRow] = {}
+    said: dict[tuple, tuple[list[str], list[str]]] = {}
     for f in found:
         message, fix = f.finding.message, f.finding.fix
         if expected_skip and f.level.value == "SKIP":
             message = f"skipped, but {f.blocks}: {message}"
             fix = fix or EXPECTED_SKIP_FIX
-        key = (f.result.check_id, f.id, f.level, message, fix, f.blocks)
+        key = fold_key(f)
         row = by_key.get(key)
         if row is None:
             row = by_key[key] = FindingRow(f.id, f.result.check_id, f.result.title or f.result.check_id,
                                            f.level.value, message, fix, [], f.blocks,
                                            cluster=f.result.scope is Scope.CLUSTER and f.node == CLUSTER_NODE)
+        messages, fixes = said.setdefault(key, ([], []))
+        messages.append(message)
+        fixes.append(fix)
         if f.node not in row.nodes:
             row.nodes.append(f.node)
+    for key, row in by_key.items():
+        row.message, row.fix = merge_figures(said[key][0]), merge_figures(said[key][1])
     return list(by_key.values())
 
 
@@ -131,5 +139,7 @@ def acknowledged_rows(found: list[Found], silenced: dict[str, dict[str, str]]) -
 
 def finding_lists(decision: Decision, level: str, silenced: dict[str, dict[str, str]] | None = None) -> FindingLists:
     skipped, level_skips = split_level_skips(decision.skipped_findings, level)
-    return FindingLists(rows(decision.blocking_findings, expected_skip=True), rows(decision.warning_findings),
+    # The cross-node warnings (the point of a run over several nodes) before the per-node ones.
+    warnings = sorted(decision.warning_findings, key=lambda f: f.result.scope is not Scope.CLUSTER)
+    return FindingLists(rows(decision.blocking_findings, expected_skip=True), rows(warnings),
                         rows(skipped), level_skips, acknowledged_rows(decision.acknowledged_findings, silenced or {}))

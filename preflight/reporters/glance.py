@@ -10,6 +10,7 @@ import datetime as dt
 from typing import Any
 
 from preflight.core.levels import level_text
+from preflight.core.findings import node_label
 from preflight.core.model import CheckResult, RunReport
 from preflight.core.nodeset import fold
 from preflight.reporters.numbers import duration
@@ -101,10 +102,13 @@ def at_a_glance(report: RunReport) -> list[tuple[str, str]]:
 def _nodes_row(report: RunReport) -> tuple[str, str]:
     """The Nodes row: how many, their names folded, and those unreachable."""
     nodes = report.node_names
-    unreachable = [n.name for n in report.nodes if n.reachable is False]
     text = f"{len(nodes)}: {fold(nodes)}"
-    if unreachable:
-        text += f" ({len(unreachable)} unreachable: {fold(unreachable)})"
+    lost: dict[str, list[str]] = {}
+    for n in report.nodes:
+        if n.reachable is False:
+            lost.setdefault(node_label(n.error), []).append(n.name)
+    if lost:
+        text += " (" + "; ".join(f"{len(names)} {label}: {fold(names)}" for label, names in lost.items()) + ")"
     return "Nodes", text
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from preflight.core.levels import level_text
 from preflight.reporters.baseline import describe
 from preflight.reporters.safe_text import single_line
+from preflight.core.findings import node_label
 from preflight.core.model import CheckResult, RunReport
 from preflight.core.nodeset import fold
 from preflight.reporters.view import ReportView, build_view
@@ -49,7 +50,10 @@ def render(report: RunReport, width: int | None = None) -> str:
 def _head_lines(view: ReportView) -> list[str]:
     """The verdict and what frames it: counts, level, plugins not loaded, the shape's answer, unreachable nodes."""
     reason = view.reason[:1].upper() + view.reason[1:]
-    lines = [f"preflight: {view.verdict} - {view.headline} {reason}."]
+    if view.verdict == "NO-GO" and view.blocking:  # the plain sentence first, what the verdict weighed below
+        lines = [f"preflight: {view.verdict} - {view.headline}", f"  {reason}."]
+    else:
+        lines = [f"preflight: {view.verdict} - {view.headline} {reason}."]
     lines.append(f"  {view.counts_text}" + (f" in {view.duration}" if view.duration else ""))
     if view.report.incomplete:
         lines.append(f"  incomplete: {view.report.incomplete_reason}")
@@ -62,7 +66,7 @@ def _head_lines(view: ReportView) -> list[str]:
             lines.append(f"  sbatch --exclude={fold(view.subset.get('exclude') or [])}  (hosts file and Kubernetes "
                          "node list: subset-hosts.txt, subset-k8s-affinity.yaml)")
     for name, error in view.unreachable:
-        lines.append(f"  unreachable: {name}: {error}")
+        lines.append(f"  {node_label(error)}: {name}: {error}")
     return lines
 
 

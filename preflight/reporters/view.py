@@ -7,6 +7,7 @@ advice from the findings that fired, and nothing here names a check.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from preflight.reporters.folding import MatrixRow, ResultGroup, matrix_rows, res
 from preflight.reporters.glance import at_a_glance, run_duration, when  # noqa: F401 - when: part of the view's API
 from preflight.reporters.numbers import count, percent, quantity, spread
 from preflight.reporters.origins import by_check as threshold_origins, threshold_origin
-from preflight.core.verdict import Decision, Verdict, decide
+from preflight.core.verdict import Decision, Verdict, check_counts, decide
 
 HEADLINES = {
     Verdict.GO: "Ready to train.",
@@ -98,8 +99,9 @@ class ReportView:
     cluster_results: list[CheckResult]
     sections: list[CheckSection]
     at_a_glance: list[tuple[str, str]]
-    counts: dict[str, int]
+    counts: dict[str, int]  # results by status (the JSON summary's)
     duration: str
+    check_counts: dict[str, int] = field(default_factory=dict)  # checks by how they ended (core.verdict.check_counts)
     key_findings: list[KeyFinding] = field(default_factory=list)
     noisy: list[NoisyFigure] = field(default_factory=list)
     noisy_spread: float = NOISY_SPREAD
@@ -159,9 +161,11 @@ class ReportView:
 
     @property
     def counts_text(self) -> str:
-        c = self.counts
-        return (f"{c['PASS']} passed, {count(c['WARN'], 'warning')}, {c['FAIL']} failed, "
-                f"{count(c['ERROR'], 'error')}, {c['SKIP']} skipped")
+        """'15 checks: 0 passed, 6 with warnings, 0 failed, 0 errors, 9 skipped': checks, as the
+        headline counts them (preflight.core.verdict.check_counts); warnings are counted once, as findings."""
+        c = self.check_counts
+        return (f"{count(self.decision.total, 'check')}: {c['PASS']} passed, {c['WARN']} with warnings, "
+                f"{c['FAIL']} failed, {count(c['ERROR'], 'error')}, {c['SKIP']} skipped")
 
 
 def is_noisy(m: Measurement, threshold: float = NOISY_SPREAD) -> bool:
@@ -173,19 +177,32 @@ def is_noisy(m: Measurement, threshold: float = NOISY_SPREAD) -> bool:
 CPU_GO = "Ready for CPU training: no GPU found"
 
 
-def headline(decision: Decision, total: int) -> str:
+def headline(decision: Decision, skipped: int, first: FindingRow | None = None) -> str:
     """The verdict in words. A GO says what it covers: CPU training when no GPU was found, the checks
-    skipped (nothing skipped was shown to be ready), or else how many checks measured."""
+    skipped (`skipped` of the decision's total: nothing skipped was shown to be ready), or else how
+    many checks measured. A NO-GO says what is wrong and what to do, in one sentence: the `first`
+    blocking finding, where, and the first sentence of its fix."""
     text = HEADLINES[decision.verdict]
     if decision.subset_go:
         return "Ready to train on a subset of the nodes only."
+    if decision.verdict is Verdict.NO_GO and first is not None:
+        fix = first_sentence(first.fix)
+        if fix[1:2].islower():  # "Reseat ...", not "NCCL_..."
+            fix = fix[0].lower() + fix[1:]
+        return f"Not ready to train: {first.message} ({first.where})" + (f"; {fix}" if fix else ".")
     if decision.verdict is not Verdict.GO:
         return text
     ready = CPU_GO if decision.no_gpu else "Ready to train"
-    sep, skipped = ";" if decision.no_gpu else ",", len(decision.skipped)
+    sep = ";" if decision.no_gpu else ","
     if skipped:
-        return f"{ready}{sep} as far as was measured: {skipped} of {count(total, 'check')} skipped."
+        return f"{ready}{sep} as far as was measured: {skipped} of {count(decision.total, 'check')} skipped."
     return f"{ready}{sep} as far as was measured: {count(decision.measured, 'check')}."
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a fix ("Check its NIC." of a longer one), its full stop kept."""
+    match = re.search(r"(?<=[a-z0-9)`'\"])\.(?=\s+[A-Z`(])", text)
+    return text[:match.end()] if match else text
 
 
 def fixes(result: CheckResult, unreachable: set[str] | frozenset[str] = frozenset()) -> list[str]:
@@ -240,6 +257,7 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         sections.append(CheckSection(cid, titles.get(cid, cid), results[0].why, worst.value, results,
                                      result_groups(results)))
     counts = {s.value: sum(1 for r in report.results if r.status is s) for s in Status}
+    checks = check_counts(report)
     noisy = noisy_figures(report, noisy_spread)
     baseline = baseline_of(report)  # None as well when written by another version: the JSON still carries it
     unreachable = frozenset(n.name for n in report.nodes if n.reachable is False)
@@ -247,7 +265,7 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         report=report,
         decision=decision,
         verdict=decision.verdict.value,
-        headline=headline(decision, len(report.results)),
+        headline=headline(decision, checks["SKIP"], lists.blocking[0] if lists.blocking else None),
         reason=decision.reason,
         exit_code=decision.exit_code,
         blocking=lists.blocking,
@@ -262,6 +280,7 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         sections=sections,
         at_a_glance=at_a_glance(report),
         counts=counts,
+        check_counts=checks,
         duration=run_duration(report.started_at, report.finished_at),
         key_findings=key_findings(report, decision, noisy, noisy_spread, baseline),
         noisy=noisy,

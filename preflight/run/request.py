@@ -66,6 +66,7 @@ class RunRequest:
     remote_python_given: bool = False  # --remote-python given (for --slurm: else this interpreter)
     ssh_options: tuple[str, ...] = ()
     ssh_accept_new: bool = False
+    ship: bool = False  # --ship: a throwaway preflight on the SSH nodes that lack it (preflight.run.ship)
     fanout: int = 64
     fail_fast: bool = False
     # What comes out.

@@ -161,14 +161,19 @@ def execute(prepared: Prepared, say: Say, on_event: Callable[[Any], None] | None
     from preflight.core.files import FileWriteError
     from preflight.engine.runner import Runner, mark_interrupted
     from preflight.engine.signals import INTERRUPTS
+    from preflight.run import ship
 
+    shipped = ship.Shipped()
     try:
+        if prepared.request.ship:
+            ship.ship([node.transport for node in prepared.nodes], say, shipped, prepared.request.fanout)
         try:
             runner = Runner(prepared.plan, on_event=on_event)
         except (FileWriteError, OSError) as exc:
             raise RunProblem(str(exc)) from None
         report = runner.run()  # the first signal stops it inside; none escapes from it
     finally:
+        ship.remove(shipped, say)  # over the nodes' connections, before they close
         for node in prepared.nodes:
             close = getattr(node.transport, "close", None)
             if close:

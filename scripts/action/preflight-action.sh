@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The steps of the preflight GitHub Action (action.yml), kept in a script so they can be tested.
 #
-#   preflight-action.sh run           install preflight (unless PREFLIGHT_SKIP_INSTALL=1), run it,
+#   preflight-action.sh run           install preflight into a venv of its own (unless
+#                                     PREFLIGHT_SKIP_INSTALL=1), run it,
 #                                     record its outputs in $GITHUB_OUTPUT, make sure the step summary
 #                                     is complete. Exits 0 so the upload step runs, except when the
 #                                     exit code and this run's results.json disagree (then 1).
@@ -22,7 +23,8 @@
 #   INPUT_PROFILE     node-type profile (optional) INPUT_REPORT_DIR  default preflight-report
 #   INPUT_VERSION     install preflight-cluster==VERSION from the package index (optional)
 #   INPUT_INSTALL     pip requirement to install instead (optional; default: the action's own checkout)
-#   INPUT_PYTHON      interpreter to install into (default python3)
+#   INPUT_PYTHON      interpreter that makes the venv preflight is installed into (default python3;
+#                     the venv sees its packages)
 set -uo pipefail
 
 mode="${1:?usage: preflight-action.sh run|gate|install-spec}"
@@ -67,13 +69,36 @@ install_spec() {  # prints the pip requirement; returns 2 with a message for inp
 }
 
 no_run() {  # message: nothing ran; the gate step fails the job with code 2 after the upload step
-    echo "::error::$1"
+    echo "::error::${1%%$'\n'*}"
     output exit-code 2
     output verdict ERROR
     output report-dir "$report_dir"
     output results-json ""
     summary '## preflight did not run\n\n%s\n' "$1"
     exit 0
+}
+
+last_lines() {  # file: its last lines, as a fenced block for the step summary
+    printf '\n```\n%s\n```\n' "$(tail -n 15 -- "$1")"
+}
+
+install_into_venv() {  # spec: preflight in a venv of its own, made with $python; python= its interpreter
+    # A venv, because a Debian or Ubuntu system Python refuses `pip install` (PEP 668, externally
+    # managed); --system-site-packages, so the frameworks that Python has are the ones measured.
+    local venv="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/preflight-venv" log
+    log="$(mktemp "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/preflight-install.XXXXXX")" || no_run "no room for a temporary file"
+    rm -rf -- "$venv"
+    if ! "$python" -m venv --system-site-packages "$venv" >"$log" 2>&1; then
+        echo "::error::could not make a virtual environment with $python"
+        cat -- "$log"
+        no_run "could not make a virtual environment with \`$python -m venv\` (on Debian or Ubuntu: \`apt-get install python3-venv\`, or set the python input to an interpreter that has venv):$(last_lines "$log")"
+    fi
+    if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" >"$log" 2>&1; then
+        cat -- "$log"
+        no_run "could not install preflight ($spec) into $venv with pip:$(last_lines "$log")"
+    fi
+    rm -f -- "$log"
+    python="$venv/bin/python"
 }
 
 case "$mode" in
@@ -83,7 +108,7 @@ install-spec)
 run)
     spec="$(install_spec 2>&1)" || no_run "$spec"
     if [ "${PREFLIGHT_SKIP_INSTALL:-0}" != 1 ]; then
-        "$python" -m pip install --quiet "$spec" || no_run "could not install preflight ($spec)"
+        install_into_venv "$spec"
     fi
 
     args=(run --out "$report_dir")

@@ -106,7 +106,7 @@ def test_nodes_lost_before_and_during_the_run_are_named_and_the_rest_completes(t
         deadline = time.monotonic() + 60
         # A check's own process (preflight.engine.check_process), not the guard ("-m preflight.workers.guard"),
         # which starts before the agent has said hello.
-        checking = re.compile(r"example\.sleep|preflight\.run\.check_process")
+        checking = re.compile(r"example\.sleep|preflight\.engine\.check_process")
         while not any(checking.search(cmd) for cmd in preflight_processes(testbed3, during)):
             assert time.monotonic() < deadline, "the run never reached the node"
             assert proc.poll() is None, proc.communicate()
@@ -130,7 +130,7 @@ def test_nodes_lost_before_and_during_the_run_are_named_and_the_rest_completes(t
     unreachable = {n["name"]: n for n in data["nodes"] if n["reachable"] is False}
     assert set(unreachable) == {before.address, during.address}
     report = (tmp_path / "out" / "report.md").read_text()
-    assert report.index("Unreachable") < report.index("What blocks")
+    assert report.index("Nodes the run could not use") < report.index("What blocks")
     deadline = time.monotonic() + 20
     while preflight_processes(testbed3, alive) or preflight_processes(testbed3, during):
         assert time.monotonic() < deadline, (preflight_processes(testbed3, alive), preflight_processes(testbed3, during))

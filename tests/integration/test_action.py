@@ -216,3 +216,42 @@ def test_an_interrupted_run_is_interrupted_not_its_partial_verdict(tmp_path):
     assert out["exit-code"] == "130" and out["verdict"] == "INTERRUPTED", stdout + stderr
     assert json.loads((tmp_path / "preflight-report" / "results.json").read_text())["interrupted"] is True
     assert gate(tmp_path).returncode == 130
+
+
+def externally_managed(python: str) -> bool:
+    """PEP 668: the interpreter's pip refuses to install outside a virtual environment."""
+    done = subprocess.run([python, "-c", "import os, sys, sysconfig; print(sys.prefix == sys.base_prefix and "
+                                         "os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() == "True"
+
+
+def test_the_action_installs_into_a_venv_of_its_own_so_a_debian_system_python_works(tmp_path):
+    system = "/usr/bin/python3"
+    if not (Path(system).exists() and externally_managed(system)):
+        pytest.skip("no externally managed (PEP 668) system Python at /usr/bin/python3")
+    from preflight.run.ship import build_wheel
+
+    wheel = build_wheel(tmp_path)
+    had = subprocess.run([system, "-c", "import preflight"], capture_output=True, cwd=tmp_path).returncode == 0
+    run = action("run", tmp_path, preflight_skip_install="0", python=system, install=str(wheel),
+                 args="--checks node.environment")
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = outputs(tmp_path)
+    assert out["verdict"] in ("GO", "NO-GO", "INCOMPLETE"), run.stdout + run.stderr
+    assert out["results-json"] == "preflight-report/results.json"
+    assert (tmp_path / "preflight-venv" / "bin" / "preflight").exists()
+    # The system Python itself is left as it was.
+    assert (subprocess.run([system, "-c", "import preflight"], capture_output=True, cwd=tmp_path).returncode == 0) == had
+
+
+def test_a_failed_install_says_what_failed_in_the_step_summary(tmp_path):
+    missing = tmp_path / "nowhere" / "preflight_cluster-0.1.0-py3-none-any.whl"
+    run = action("run", tmp_path, preflight_skip_install="0", install=str(missing), args="--checks example.echo")
+    assert run.returncode == 0
+    assert outputs(tmp_path)["verdict"] == "ERROR"
+    summary = (tmp_path / "summary.md").read_text()
+    assert "could not install preflight" in summary and str(missing) in summary
+    fenced = summary[summary.index("```"):]
+    assert "nowhere" in fenced and fenced.rstrip().endswith("```")  # pip's own words, in a block
+    assert not (tmp_path / "preflight-report").exists()

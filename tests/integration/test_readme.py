@@ -24,6 +24,7 @@ README = ROOT / "README.md"
 # Lines (by their start) that cannot run in a test, and why.
 SKIP = {
     "python3 -m venv": "installs preflight from the package index into a new venv; the test runs this tree's instead",
+    ".venv/bin/preflight run": "the quickstart's venv; the README's `preflight run` below is the same run with this tree's",
     "bash scripts/test.sh": "the whole test suite (and, as root, apt-get installs)",
     "preflight run --nodes hosts.txt": "needs other nodes reachable over SSH",
     "preflight run --level thorough": "about an hour of measurements by design",
@@ -93,6 +94,24 @@ def test_every_line_of_the_readme_is_either_run_or_skipped_with_a_reason():
     lines = sh_lines(README.read_text())
     assert len(lines) > 15
     assert all(skipped(line) or line.startswith(("preflight ", "cp ", "promtool ")) for line in lines), lines
+
+
+def test_the_quickstart_installs_a_cpu_build_of_each_framework():
+    """torch comes from the index the user names (PyTorch's CPU index: the default index's torch is
+    the CUDA build), tensorflow-cpu from the `cpu` extra; the venv is a new one, so nothing an image
+    has is replaced."""
+    tomllib = toml_reader()
+
+    text = README.read_text()
+    block = text[text.index("## Quickstart"):]
+    install, run = sh_lines(block[:block.index("### ")])
+    assert install.startswith("python3 -m venv .venv && ") and run == ".venv/bin/preflight run"
+    torch_step, preflight_step = install.split(" && ")[1:]
+    assert re.fullmatch(r'\.venv/bin/pip install torch --index-url "\$\{TORCH_CPU_INDEX:\?[^}]+\}"', torch_step)
+    assert preflight_step == ".venv/bin/pip install -e '.[cpu]'"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [r.split(">")[0] for r in extras["cpu"]] == ["tensorflow-cpu"]
+    assert "TORCH_CPU_INDEX" in block[block.index("```\n", block.index("```sh")):]  # and the text says what it is
 
 
 def test_the_example_preflight_toml_is_valid_and_its_checkpoint_dir_reaches_storage_shared():

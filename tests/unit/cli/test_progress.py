@@ -27,10 +27,10 @@ def test_a_line_every_interval_for_a_check_still_running():
         clock.now += 29
         assert progress.still_running_lines() == []
         clock.now += 1
-        assert progress.still_running_lines() == ["still running checkpoint.roundtrip on gpu03, 30 s of 300 s"]
+        assert progress.still_running_lines() == ["still running checkpoint.roundtrip on gpu03, 30 s of 300 s; 30s into the run"]
         assert progress.still_running_lines() == []  # once per interval
         clock.now += 30
-        assert progress.still_running_lines() == ["still running checkpoint.roundtrip on gpu03, 60 s of 300 s"]
+        assert progress.still_running_lines() == ["still running checkpoint.roundtrip on gpu03, 60 s of 300 s; 1m 00s into the run"]
         progress(Result(make_result("checkpoint.roundtrip", "gpu03", Status.PASS, "fine")))
         clock.now += 300
         assert progress.still_running_lines() == []
@@ -54,7 +54,7 @@ def test_the_ticker_prints_without_being_asked():
         assert seen.wait(10)
     finally:
         progress.stop()
-    assert lines[0] == "still running net.bandwidth across the cluster, 0 s of 300 s"
+    assert lines[0].startswith("still running net.bandwidth across the cluster, 0 s of 300 s; ")
 
 
 def test_terminal_status_names_each_node_with_its_elapsed_time():
@@ -69,7 +69,7 @@ def test_terminal_status_names_each_node_with_its_elapsed_time():
         text = progress.status_text()
     finally:
         progress.stop()
-    assert text == "[0/4] gpu.visibility on gpu01 (5 s of 20 s), versions.pinned on gpu02 (2 s of 5 s)"
+    assert text == "[0/4] 5.0s into the run: gpu.visibility on gpu01 (5 s of 20 s), versions.pinned on gpu02 (2 s of 5 s)"
 
 
 def test_stop_ends_the_ticker():
@@ -89,7 +89,7 @@ def test_the_terminal_display_takes_events_without_blocking():
         try:
             progress(Started("gpu01", "gpu.visibility"))
             clock.now += 4
-            assert progress.status_text() == "[0/2] gpu.visibility on gpu01 (4 s of 20 s)"
+            assert progress.status_text() == "[0/2] 4.0s into the run: gpu.visibility on gpu01 (4 s of 20 s)"
             progress(Result(make_result("gpu.visibility", "gpu01", Status.PASS, "fine")))
         finally:
             progress.stop()
@@ -115,7 +115,7 @@ def test_the_live_status_is_one_row_per_check_with_its_node_set():
         progress.stop()
     assert rows == [("gpu.visibility", "on gpu[001-016,018-064]", "63 nodes, 0-3 s of 20 s"),
                     ("node.environment", "on gpu017", "0 s")]
-    assert text.startswith("[0/200] gpu.visibility on gpu[001-016,018-064] (63 nodes, 0-3 s of 20 s)")
+    assert text.startswith("[0/200] 3.2s into the run: gpu.visibility on gpu[001-016,018-064] (63 nodes, 0-3 s of 20 s)")
 
 
 def test_the_live_table_renders_one_row_per_check():
@@ -169,3 +169,19 @@ def test_a_live_result_line_wraps_between_words():
     assert len(lines) > 1 and all(len(line.rstrip()) <= 40 for line in lines)
     words = set(f"WARN node.environment gpu01 {summary}".split())
     assert all(word in words for line in lines for word in line.split())
+
+
+def test_the_display_says_how_long_the_run_has_taken_and_about_how_long_is_left():
+    clock = FakeClock()
+    progress = Progress(4, {"gpu.visibility": 20.0}, interactive=False, echo=lambda _: None, clock=clock)
+    try:
+        assert progress.pace_text() == "0.0s into the run"  # no estimate before a result
+        progress(Started("gpu01", "gpu.visibility"))
+        clock.now += 60
+        progress(Result(make_result("gpu.visibility", "gpu01", Status.PASS, "fine")))
+        assert progress.pace_text() == "1m 00s into the run, about 3m 00s left"  # 3 more at 60 s each
+        progress(Started("gpu01", "node.environment"))
+        clock.now += 60
+        assert progress.status_text().startswith("[1/4] 2m 00s into the run, about 6m 00s left: node.environment")
+    finally:
+        progress.stop()

@@ -146,13 +146,23 @@ def test_results_only_the_new_run_has_are_information(old, new):
 
 
 def test_a_result_gone_from_the_new_run_is_a_regression(old, new):
-    """Lost coverage: `--skip checkpoint.roundtrip` must not make a comparison look clean."""
+    """Lost coverage: a check the new run was asked for and gave no result must not make a comparison look clean."""
     new.results = [r for r in new.results if r.check_id != "checkpoint.roundtrip"]
     result = compare(old, new)
     assert {(c.check_id, c.old, c.new, c.kind) for c in result.statuses} == {
         ("checkpoint.roundtrip", "PASS", "", "regression"), ("checkpoint.roundtrip", "WARN", "", "regression")}
     assert result.exit_code == 1
     assert "lost coverage" in words.describe(result.regressions[0])
+
+
+def test_a_check_the_new_run_was_not_asked_for_lost_nothing(old, new):
+    """`--checks net.bandwidth --baseline B --fail-on-regression` is not NO-GO for the checks it leaves out."""
+    new.results = [r for r in new.results if r.check_id != "checkpoint.roundtrip"]
+    new.planned = [cid for cid in new.planned if cid != "checkpoint.roundtrip"]
+    result = compare(old, new)
+    gone = [c for c in result.statuses if c.check_id == "checkpoint.roundtrip"]
+    assert gone and {c.kind for c in gone} == {"info"} and result.exit_code == 0
+    assert "not asked for" in gone[0].summary
 
 
 def test_a_skip_gone_from_the_new_run_lost_nothing():

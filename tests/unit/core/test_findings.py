@@ -279,5 +279,5 @@ def test_numbers_read_the_same_everywhere():
                        Measurement("rate", 1234.5678, "MB/s", 1000.0, ">=", True), status=Status.WARN)
     for text in (markdown.render(report), html.render(report)):
         assert "1,048,576" in text and "1,235 MB/s" in text and "&gt;= 1,000 MB/s" not in text.split("</style>")[-1][:0]
-    assert "1 warning," in markdown.render(report) and "1 warnings" not in markdown.render(report)
-    assert "1 warning," in terminal.render(report)
+    assert "1 warning from 1 check" in markdown.render(report) and "1 warnings" not in markdown.render(report)
+    assert "1 warning from 1 check" in terminal.render(report) and "1 warnings" not in terminal.render(report)

@@ -176,3 +176,17 @@ def test_cheap_checks_run_first_on_every_node():
 def test_unknown_level_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(cli, ["run", "--level", "fast", "--out", str(tmp_path)])
     assert result.exit_code == 2
+
+
+def test_the_level_line_says_every_check_at_its_defaults_only_when_nothing_was_set():
+    from preflight.core.levels import level_text
+    from tests.conftest import make_report, make_result
+
+    report = make_report([make_result()])
+    assert level_text(report).startswith("standard: every check at its defaults;")
+    report.judged_with = {"settings": ["net.bandwidth.min_gbps=100"], "config_file": "preflight.toml", "profile": ""}
+    text = level_text(report)
+    assert "every check at its defaults" not in text
+    assert text.startswith("standard: each check at its defaults, except what --set and preflight.toml set;")
+    report.judged_with = {"settings": [], "config_file": "", "profile": "h100-8x"}
+    assert "except what the profile h100-8x set" in level_text(report)

@@ -51,7 +51,7 @@ def test_list_filters_by_verdict_and_image(recorded):
     nogo = json.loads(invoke("history", "list", "--url", str(db), "--verdict", "no-go", "--json").output)
     assert [r["verdict"] for r in nogo] == ["NO-GO"]
     on_b = invoke("history", "list", "--url", str(db), "--image", "nccl=2.21.5")
-    assert on_b.exit_code == 0 and on_b.output.count("\n") == scenario.B_RUNS + 1
+    assert on_b.exit_code == 0 and on_b.output.split("images (`")[0].count("\n") == scenario.B_RUNS + 1
 
 
 def test_show_names_the_outlier(recorded):
@@ -179,3 +179,18 @@ def test_history_show_neutralises_control_characters_in_what_was_recorded(tmp_pa
     assert not any(c in shown.output for c in "\x1b\r\x07\u202e")
     listed = invoke("history", "list", "--url", str(db))
     assert not any(c in listed.output for c in "\x1b\r\x07\u202e")
+
+
+def test_what_history_list_shows_of_an_image_is_what_compare_takes(recorded):
+    """Both forms `history list` prints for an image, its digest prefix and its FIELD=VALUE pairs,
+    name the same image to `history compare`."""
+    _, db = recorded
+    listed = invoke("history", "list", "--url", str(db)).output
+    legend = listed[listed.index("images (`preflight history compare A B`"):].splitlines()[1:]
+    forms = [line.split(None, 1) for line in legend if line.startswith("  ")]
+    assert len(forms) >= 2 and all("=" in pairs for _, pairs in forms), listed
+    (prefix_a, pairs_a), (prefix_b, pairs_b) = forms[:2]
+    by_prefix = invoke("history", "compare", prefix_a, prefix_b, "--url", str(db), "--json")
+    by_fields = invoke("history", "compare", pairs_a, pairs_b, "--url", str(db), "--json")
+    assert by_prefix.exit_code in (0, 1) and by_fields.exit_code == by_prefix.exit_code, by_prefix.output
+    assert json.loads(by_prefix.output)["figures"] == json.loads(by_fields.output)["figures"]

@@ -275,3 +275,66 @@ def test_the_chart_fixture_is_what_the_checks_evaluate_today():
     stored = json.loads((DATA / "reports" / "cluster_run.json").read_text())
     stored.pop("_source")
     assert json.loads(json.dumps(builder.build().to_dict(), sort_keys=True)) == stored
+
+
+def drawn_axes(monkeypatch, report: RunReport) -> list:
+    """The axes each chart of `report` draws, laid out as the SVG is."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    found = []
+
+    def draw_only(name, title, inches, draw):
+        with matplotlib.rc_context(charts._style(name)):
+            fig = Figure(figsize=inches, layout="constrained")
+            draw(fig)
+            canvas = FigureCanvasAgg(fig)
+            canvas.draw()
+            found.append((title, fig, canvas.get_renderer()))
+        return "<svg/>"
+
+    monkeypatch.setattr(charts, "_svg", draw_only)
+    charts.render_charts(report)
+    return found
+
+
+def three_nodes_of_rates(formats: tuple[str, ...]) -> RunReport:
+    """What checkpoint.roundtrip declares on three nodes named by address: a bar group per node and format."""
+    results = []
+    for node in ("198.18.60.11", "198.18.60.12", "198.18.60.13"):
+        ms = [measure(f"{fmt} {way}", value, "GB/s", figure=FIGURE_RATE, series=way, at=fmt, at_least=1.0)
+              for fmt in formats for way, value in (("write", 0.16), ("read", 0.2))]
+        results.append(make_result("acme.ckpt", node, Status.WARN, title="Checkpoints", measurements=ms))
+    return make_report(results)
+
+
+@pytest.mark.parametrize("formats", [("torch.save", "DCP", "TensorFlow"), ("torch.distributed.checkpoint",),
+                                     ("DCP",)])
+def test_tick_labels_of_three_nodes_never_overlap(monkeypatch, formats):
+    ((title, fig, renderer),) = drawn_axes(monkeypatch, three_nodes_of_rates(formats))
+    import math
+
+    (ax,) = [a for a in fig.axes if a.get_xticklabels()]
+    labels = [t for t in ax.get_xticklabels() if t.get_text()]
+    assert len(labels) == 3 * len(formats)
+    xs = [ax.transData.transform((t.get_position()[0], 0))[0] for t in labels]
+    angle = math.radians(labels[0].get_rotation())
+    height = max(t.get_window_extent(renderer).height for t in labels) if angle == 0 else \
+        max(t.get_fontsize() for t in labels) * fig.dpi / 72 * 1.2
+    if angle == 0:  # level: each label's box clear of the next one's
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        assert not [(a, b) for a, b in zip(boxes, boxes[1:]) if a.overlaps(b)]
+    else:  # parallel slanted lines of text: apart by more than a line's height
+        assert all((b - a) * math.sin(angle) > height for a, b in zip(xs, xs[1:])), (xs, height)
+
+
+@pytest.mark.parametrize("kind, points", [
+    (FIGURE_SIZE, [("bw 1m", 0.126, "gloo", 1 << 20), ("bw 16m", 0.218, "gloo", 16 << 20)]),
+    (FIGURE_SCALING, [("rate 1", 2051.0, "torch", 1), ("rate 3", 3652.0, "torch", 3)]),
+    (FIGURE_STEP, [("t", 0.5, "step time", 1), ("t", 0.9, "step time", 2)]),
+])
+def test_the_value_axis_ends_above_the_highest_point_with_room(monkeypatch, kind, points):
+    ((title, fig, _),) = drawn_axes(monkeypatch, declared(kind, points))
+    low, high = fig.axes[0].get_ylim()
+    assert low == 0 and high >= max(v for _, v, _, _ in points) * 1.1  # not at the frame: 10% above it

@@ -207,3 +207,15 @@ def test_findings_name_what_was_found():
     single["torch"] = single["torch"][:1]
     assert [f.id for f in evaluate(single).findings] == ["scaling.multi_gpu.single-device.not-applicable"]
     assert [f.id for f in evaluate({"torch_version": None}).findings] == ["scaling.multi_gpu.no-torch"]
+
+
+def test_a_step_is_never_shown_smaller_than_its_parts_and_superlinear_cpu_scaling_is_explained():
+    from preflight_checks.scaling.table import step_text, superlinear_note
+
+    assert step_text(0.0553, 0.0385) == "step 55.3 ms = 38.5 ms compute + 16.8 ms exposed communication"
+    odd = step_text(0.1540, 0.1554)  # compute, timed in its own steps, came out longer than the step
+    assert "=" not in odd and "155.4 ms" in odd and "no exposed communication measurable" in odd
+    assert superlinear_note(1.0, True) == "" and superlinear_note(1.04, True) == ""
+    note = superlinear_note(1.09, True)
+    assert "1.09 is above 1" in note and "share this node's CPU cores" in note
+    assert "share" not in superlinear_note(1.09, False)

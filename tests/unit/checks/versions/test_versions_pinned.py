@@ -396,7 +396,15 @@ def test_preflights_own_pyproject_is_not_the_teams_pins():
 
     assert (ROOT / "pyproject.toml").is_file()
     assert all(p.name != "pyproject.toml" for p in discover(ROOT))
-    assert str(ROOT / "pyproject.toml") not in gather([], ROOT)["files"]
+    pins = gather([], ROOT)
+    assert str(ROOT / "pyproject.toml") not in pins["files"]
+    # The warning says the file was there, ignored, and why: not "no pyproject.toml" in a folder that has one.
+    outcome = CHECK.evaluate({"stack": STACK, "requirements_files": pins["files"], "pins": pins, "installed": {}},
+                             CHECK.params_from({"pins": pins}), Expect())
+    if not pins["files"]:
+        (message,) = [f.message for f in outcome.findings if f.id.endswith("not-pinned")]
+        assert "pyproject.toml there was ignored: it is preflight's own" in message
+    assert pins["ignored"] == [{"where": str(ROOT / "pyproject.toml"), "reason": pins["ignored"][0]["reason"]}]
 
 
 def test_a_locked_package_not_installed_and_a_version_not_comparable_are_notes(tmp_path):
