@@ -14,6 +14,17 @@ import pytest
 
 from preflight.core.model import CheckResult, Measurement, RunReport, Scope, Status
 
+# The fuzz tests draw the same examples on every run (a test that fails once must fail every time, and a
+# suite that passes must not fail on the next draw); HYPOTHESIS_PROFILE=explore draws new ones.
+try:
+    from hypothesis import settings as _hypothesis
+
+    _hypothesis.register_profile("preflight", derandomize=True, database=None)
+    _hypothesis.register_profile("explore", derandomize=False)
+    _hypothesis.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "preflight"))
+except ImportError:  # the fuzz tests skip without hypothesis
+    pass
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 DATA = TESTS / "data"

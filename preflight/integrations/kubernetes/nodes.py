@@ -98,7 +98,9 @@ def from_node_document(doc: dict[str, Any], where: str = "node") -> KubeNode:
     if not name:
         raise NodeDocumentError(f"{where}: a Node without metadata.name")
     typed.where = f"{where}: node {name!r}"
-    addresses = {a.get("type"): a.get("address") for a in typed.items(status, "addresses", "status.")}
+    # An address whose type is not a string (damaged or hand-edited) names no kind of address: ignored.
+    addresses = {a.get("type"): a.get("address") for a in typed.items(status, "addresses", "status.")
+                 if isinstance(a.get("type"), str)}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                 for c in typed.items(status, "conditions", "status."))
     taints = [{"key": str(t.get("key") or ""), "value": str(t.get("value") or ""), "effect": str(t.get("effect") or "")}
