@@ -138,21 +138,29 @@ def test_nodes_lost_before_and_during_the_run_are_named_and_the_rest_completes(t
 
 
 @pytest.mark.waits_for_setup
-def test_a_node_with_a_different_torch_fails_version_consistency_naming_it(testbed3, tmp_path):
+def test_a_node_whose_stack_differs_fails_version_consistency_naming_it(testbed3, tmp_path):
+    # The second environment (scripts/test.sh) has the same torch as this one and an older numpy: a real
+    # install that differs in one package the check compares.
     from tests import setup_state
 
     if setup_state.started("drift"):
         setup_state.wait_for("drift")
     if not Path(DRIFT_PYTHON).exists():
-        pytest.skip(f"no second environment with another torch at {DRIFT_PYTHON} (scripts/test.sh makes it)")
+        pytest.skip(f"no second environment with another numpy at {DRIFT_PYTHON} (scripts/test.sh makes it)")
     drifted = testbed3.node(3)
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("".join(
         f"{n.address}" + (f" python={DRIFT_PYTHON}" if n is drifted else "") + "\n" for n in testbed3.nodes))
     proc = run_cli(testbed3, tmp_path, "--checks", "versions.pinned,versions.consistency", hosts=hosts)
     assert proc.returncode == 1, proc.stdout[-3000:]
-    result = next(r for r in results(tmp_path)["results"] if r["check_id"] == "versions.consistency")
+    found = results(tmp_path)["results"]
+    stacks = {r["node"]: r["facts"]["stack"] for r in found if r["check_id"] == "versions.pinned"}
+    assert stacks[drifted.address]["numpy"] != stacks[testbed3.node(1).address]["numpy"]  # a real difference
+    assert stacks[drifted.address]["torch"] == stacks[testbed3.node(1).address]["torch"]
+    result = next(r for r in found if r["check_id"] == "versions.consistency")
     assert result["status"] == "FAIL"
-    assert drifted.address in result["summary"] and "torch" in result["summary"]
+    differs = {(f["id"], f.get("node")) for f in result["findings"] if f["level"] == "FAIL"}
+    assert ("versions.consistency.numpy-differs", drifted.address) in differs, result["findings"]
+    assert not any(kind.startswith("versions.consistency.torch") for kind, _ in differs), differs  # the same torch
     others = [n.address for n in testbed3.nodes if n is not drifted]
-    assert not any(f"node {addr}" in result["summary"] for addr in others)
+    assert not any(node in others for _, node in differs), differs
