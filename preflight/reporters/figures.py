@@ -31,6 +31,8 @@ from preflight.reporters.numbers import number, percent, quantity, size
 
 
 def finite(value: Any) -> float | None:
+    if type(value) is float:  # most figures
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
@@ -109,8 +111,10 @@ def figure_groups(report: RunReport) -> list[FigureGroup]:
     groups: dict[tuple[str, str, str], FigureGroup] = {}
     for result in report.results:
         for m in result.measurements:
+            if m.figure not in FIGURE_KINDS:
+                continue
             value = finite(m.value)
-            if m.figure not in FIGURE_KINDS or value is None:
+            if value is None:
                 continue
             node = m.node if m.node and m.figure != FIGURE_LINK else result.node
             key = (result.check_id, m.figure, m.unit)
@@ -260,8 +264,9 @@ def _link_sentence(group: FigureGroup) -> Sentence | None:
 
 
 def _scaling_sentence(group: FigureGroup) -> Sentence | None:
+    found = lines(group)
     scored = []
-    for line in lines(group):
+    for line in found:
         figures = efficiency(line)
         if figures:
             n, ideal, eff = figures[-1]
@@ -273,9 +278,9 @@ def _scaling_sentence(group: FigureGroup) -> Sentence | None:
     effective = line.points[-1][1] / (v0 / n0)
     series = line.last.series
     text = f"{number(n)} {group.counted} deliver the throughput of {effective:.1f} ({percent(eff)} efficiency)"
-    if series and len({ln.last.series for ln in lines(group)}) > 1:
+    if series and len({ln.last.series for ln in found}) > 1:
         text = f"with {series}, {text}"
-    return Sentence(text, line.last, line.last.short_of(), len({ln.node for ln in lines(group)}), node)
+    return Sentence(text, line.last, line.last.short_of(), len({ln.node for ln in found}), node)
 
 
 def _size_sentence(group: FigureGroup) -> Sentence | None:

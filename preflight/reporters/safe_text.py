@@ -47,6 +47,10 @@ def _hidden(keep: str) -> re.Pattern[str]:
 
 
 _HIDDEN_IN_LINE, _HIDDEN_IN_BLOCK = _hidden("\t"), _hidden("\n\t")
+# Text without any of these is already what single_line / block make of it (the common case): every
+# escape sequence starts with a control character, and the line breaks are controls or U+2028/U+2029.
+_LINE_WORK = re.compile(_hidden("").pattern[:-1] + "\u2028\u2029]")
+_BLOCK_WORK = re.compile(_HIDDEN_IN_BLOCK.pattern[:-1] + "\u2028\u2029]")
 _LINE_BREAKS = re.compile("[" + _BREAKS + "]+")
 _OTHER_BREAKS = re.compile("[" + _BREAKS.replace("\n", "") + "]")
 
@@ -59,12 +63,17 @@ def _neutral(text: str, hidden: re.Pattern[str]) -> str:
 def single_line(text: object) -> str:
     """One line with no control characters; spacing inside the line is kept as it was."""
     value = str(text if text is not None else "")
+    if not _LINE_WORK.search(value):
+        return value
     value = _LINE_BREAKS.sub(" ", _ANSI.sub("", value))
     return _neutral(value, _HIDDEN_IN_LINE).replace("\t", " ")
 
 
 def block(text: object) -> str:
     """Lines of output with no control characters but the line breaks and tabs."""
-    value = str(text if text is not None else "").replace("\r\n", "\n")
+    value = str(text if text is not None else "")
+    if not _BLOCK_WORK.search(value):
+        return value
+    value = value.replace("\r\n", "\n")
     value = _OTHER_BREAKS.sub("\n", _ANSI.sub("", value))
     return _neutral(value, _HIDDEN_IN_BLOCK)
