@@ -33,7 +33,8 @@ from operator import itemgetter
 from typing import Any, Iterator, NamedTuple
 
 from preflight.core.model import FIGURE_STEP, RunReport, Status
-from preflight.core.verdict import Verdict, decide
+from preflight.core.verdict import Verdict
+from preflight.reporters.view import decision_of
 
 FILENAME = "preflight.prom"  # what this reporter writes in the output directory
 
@@ -104,7 +105,7 @@ def _result_families(report: RunReport) -> list[_Family]:
 
 
 def _families(report: RunReport) -> list[_Family]:
-    decision = decide(report)
+    decision = decision_of(report)
     families = _result_families(report)
     families.append(_Family("preflight_verdict", "The run's verdict: 1 for the one it reached", ("verdict",),
                             [((v.value,), 1.0 if v is decision.verdict else 0.0) for v in Verdict]))

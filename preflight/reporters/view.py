@@ -201,6 +201,11 @@ def shared() -> Iterator[None]:
         _SHARED = outer
 
 
+def decision_of(report: RunReport) -> Decision:
+    """The verdict on the report: the shared view's (see `shared`), or decided now."""
+    return decide(report) if _SHARED is None else build_view(report).decision
+
+
 def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportView:
     cache = _SHARED
     if cache is None:
