@@ -15,7 +15,7 @@ import pytest
 
 from preflight.core.check import Expect
 from preflight.engine.context import ClusterContext
-from tests.cluster.testbed import TestBed, unavailable_reason
+from tests.cluster.testbed import TestBed, module_bed, unavailable_reason
 
 
 @pytest.fixture(autouse=True)
@@ -53,15 +53,7 @@ def testbed3(make_testbed) -> TestBed:
 def bed3() -> Iterator[TestBed]:
     """A three-node bed shared by the module's tests that leave it as they found it (no fault, nothing
     left running: what they assert anyway); built once, stopped after the module's last test."""
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(f"multi-node test bed unavailable: {reason}")
-    bed = TestBed(3)
-    try:
-        bed.start()
-        yield bed
-    finally:
-        bed.stop()
+    yield from module_bed(3)
 
 
 @pytest.fixture

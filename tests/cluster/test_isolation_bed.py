@@ -23,7 +23,7 @@ import pytest
 
 from preflight.core.model import Status
 from preflight.engine.execute import execute
-from tests.cluster.testbed import TestBed, unavailable_reason
+from tests.cluster.testbed import TestBed, module_bed
 
 pytestmark = [pytest.mark.root, pytest.mark.torch]
 pytest.importorskip("torch")
@@ -43,15 +43,9 @@ RECORD: dict[str, dict] = {}
 
 @pytest.fixture(scope="module")
 def bed() -> Iterator[TestBed]:
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(f"multi-node test bed unavailable: {reason}")
-    built = TestBed(COUNT)
     try:
-        built.start()
-        yield built
+        yield from module_bed(COUNT)
     finally:
-        built.stop()
         if RECORD:
             print("\nisolation on the bed: " + json.dumps(RECORD, indent=1))
             path = os.environ.get("PREFLIGHT_BED_RECORD")
