@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable
 
 from preflight.core.model import (
     FIGURE_KINDS,
@@ -165,8 +165,21 @@ class Line:
         return self.points[-1][2]
 
 
+def _once(group: FigureGroup, name: str, make: Callable[[FigureGroup], list[Any]]) -> list[Any]:
+    """A list derived from the group's points, made the first time it is asked for (the drawable test,
+    the chart and the sentence all ask): a copy each time, so that no reader reorders another's."""
+    made = group.__dict__.get(name)
+    if made is None:
+        made = group.__dict__[name] = make(group)
+    return list(made)
+
+
 def lines(group: FigureGroup) -> list[Line]:
     """One line per (node, series) over a numeric `at`, with at least two points."""
+    return _once(group, "_lines", _lines)
+
+
+def _lines(group: FigureGroup) -> list[Line]:
     found: dict[str, Line] = {}
     for p in group.points:
         x = finite(p.m.at)
@@ -199,6 +212,10 @@ class RateGroup:
 
 def rate_groups(group: FigureGroup) -> list[RateGroup]:
     """Bars side by side: one group per (node, at), one bar per series."""
+    return _once(group, "_rate_groups", _rate_groups)
+
+
+def _rate_groups(group: FigureGroup) -> list[RateGroup]:
     several = len(group.nodes) > 1
     found: dict[tuple[str, str], RateGroup] = {}
     for p in group.points:
