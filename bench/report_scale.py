@@ -1,7 +1,7 @@
 """How the reports scale: every format rendered for a synthesised 1,000-node run, by the code of an
 earlier commit and by this tree, side by side in one run.
 
-    .venv/bin/python bench/report_scale.py [--nodes 1000] [--against REF] [--repeat 3]
+    .venv/bin/python bench/report_scale.py [--nodes 1000] [--against REF] [--repeat 3] [--clock cpu]
 
 The run comes from tests/data/reports/build_cluster_run.py (build_large): every result is the real
 evaluate() of its check on facts shaped as collect() records them (most nodes healthy, every 97th
@@ -36,8 +36,9 @@ FORMATS = ("terminal", "md", "html", "junit", "json", "prometheus")
 # Run in the measured tree's own interpreter, with that tree's packages first on sys.path.
 MEASURE = r'''
 import gc, json, sys, time
-start = time.perf_counter()
 tree, nodes, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+clock = time.process_time if sys.argv[5] == "cpu" else time.perf_counter
+start = clock()
 sys.path[:0] = [sys.argv[4], tree, tree + "/tests/data/reports"]
 import preflight
 from preflight.reporters import renderer, view
@@ -48,36 +49,36 @@ formats = {"terminal": terminal.render, **{f: renderer(f) for f in ("md", "html"
 small = build_cluster_run.build_large(2)
 for render in formats.values():
     render(small)
-fixed = time.perf_counter() - start
+fixed = clock() - start
 report = build_cluster_run.build_large(nodes)
 times = {}
 for name, render in formats.items():
     best = None
     for _ in range(repeat):
-        t = time.perf_counter(); render(report); took = time.perf_counter() - t
+        t = clock(); render(report); took = clock() - t
         best = took if best is None else min(best, took)
     times[name] = best
 together = None
 for _ in range(repeat):
     gc.freeze()
-    t = time.perf_counter()
+    t = clock()
     with view.shared():
         for render in formats.values():
             render(report)
-    took = time.perf_counter() - t
+    took = clock() - t
     gc.unfreeze()
     together = took if together is None else min(together, took)
 print(json.dumps({"fixed": fixed, "formats": times, "together": together, "results": len(report.results)}))
 '''
 
 
-def measure(tree: Path, nodes: int, repeat: int) -> dict:
+def measure(tree: Path, nodes: int, repeat: int, clock: str = "wall") -> dict:
     """One side, in a fresh interpreter: checks and templates of `tree` through links named as the
     installed packages are, so that neither side reads the other's."""
     with tempfile.TemporaryDirectory(prefix="preflight-bench-pkgs-") as links:
         (Path(links) / "preflight_checks").symlink_to(tree / "checks")
         (Path(links) / "preflight_templates").symlink_to(tree / "templates")
-        done = subprocess.run([sys.executable, "-c", MEASURE, str(tree), str(nodes), str(repeat), links],
+        done = subprocess.run([sys.executable, "-c", MEASURE, str(tree), str(nodes), str(repeat), links, clock],
                               cwd=tree, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"measuring {tree} failed:\n{done.stderr[-3000:]}")
@@ -94,6 +95,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--against", default=BEFORE, help=f"the commit to compare with (default {BEFORE})")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall-clock seconds (default), or the process's CPU seconds: steadier on a shared machine")
     args = parser.parse_args()
 
     old_tree = Path(tempfile.mkdtemp(prefix="preflight-bench-old-")) / "tree"
@@ -104,13 +107,14 @@ def main() -> int:
         # comes and goes weighs on both sides alike; each figure is the best of its side's turns.
         turns: dict[str, list[dict]] = {"old": [], "new": []}
         for _ in range(args.repeat):
-            turns["old"].append(measure(old_tree, args.nodes, 1))
-            turns["new"].append(measure(ROOT, args.nodes, 1))
+            turns["old"].append(measure(old_tree, args.nodes, 1, args.clock))
+            turns["new"].append(measure(ROOT, args.nodes, 1, args.clock))
         old, new = best(turns["old"]), best(turns["new"])
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old_tree)], check=False)
         shutil.rmtree(old_tree.parent, ignore_errors=True)
-    print(f"{args.nodes} nodes, {new['results']} results; seconds, best of {args.repeat}; old = {args.against}")
+    kind = "CPU seconds" if args.clock == "cpu" else "seconds"
+    print(f"{args.nodes} nodes, {new['results']} results; {kind}, best of {args.repeat}; old = {args.against}")
     print(f"{'':<22}{'old':>8}{'new':>8}{'new/old':>9}")
     rows = [(f, old["formats"][f], new["formats"][f]) for f in FORMATS]
     rows += [("all formats together", old["together"], new["together"]), ("fixed (imports, templates)",

@@ -14,6 +14,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The wall time of each phase, printed as it ends: "phase NAME" ends the phase before and starts NAME.
+PHASE_NAME="" PHASE_START=$SECONDS
+phase() {
+    [ -z "$PHASE_NAME" ] || echo "=== phase $PHASE_NAME: $((SECONDS - PHASE_START)) s"
+    PHASE_NAME="$1" PHASE_START=$SECONDS
+}
+
 VENV="${PREFLIGHT_VENV:-.venv-test}"
 PYTHON="${PYTHON:-python3}"
 # The CPU build of torch (+cpu): where the default index serves only the CUDA build (several GB), point
@@ -24,13 +31,15 @@ TENSORFLOW_SPEC="${TENSORFLOW_SPEC:-tensorflow-cpu==2.21.0}"
 # Keras 2 for tf.distribute.MultiWorkerMirroredStrategy in model.fit (checkpoint.cluster_resume): the Keras 3 of
 # TensorFlow 2.16+ does not run model.fit under it.
 TF_KERAS_SPEC="${TF_KERAS_SPEC:-tf-keras==2.21.0}"
-# A second environment with another torch: one test-bed node runs it, and versions.consistency must
-# name that node. 2.14.1 is a CUDA build (about 5 GB) that runs on the CPU too.
+# A second environment whose stack differs from the first in one package: one test-bed node runs it, and
+# versions.consistency must name that node. The same torch as .venv-test (a CPU build, about 200 MB) and an
+# older numpy: a real install that differs where the check compares, without a second torch build to fetch.
 DRIFT_VENV="${PREFLIGHT_DRIFT_VENV:-.venv-test-drift}"
-TORCH_DRIFT_SPEC="${TORCH_DRIFT_SPEC:-torch==2.14.1}"
+DRIFT_SPEC="${DRIFT_SPEC:-$TORCH_SPEC numpy==2.2.6}"
 APT_PACKAGES=(iperf3 openssh-server openssh-client iproute2 procps chromium prometheus slurm-wlm munge postgresql
               gcc libc6-dev libcjson-dev)
 
+phase apt
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()
     for pkg in "${APT_PACKAGES[@]}"; do
@@ -44,6 +53,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     fi
 fi
 
+phase venv
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
@@ -66,8 +76,12 @@ export PREFLIGHT_TEST_SETUP_DIR="$SETUP_DIR"
 background() {  # background NAME SCRIPT: a bash script in a session of its own, at the lowest CPU priority
     local name="$1"
     touch "$SETUP_DIR/$name.started"
-    setsid nice -n 19 bash -c "set -euo pipefail; $2" >"$SETUP_DIR/$name.out" 2>"$SETUP_DIR/$name.log" \
-        </dev/null && echo 0 >"$SETUP_DIR/$name.done" || echo $? >"$SETUP_DIR/$name.done" &
+    (
+        start=$SECONDS
+        setsid nice -n 19 bash -c "set -euo pipefail; $2" >"$SETUP_DIR/$name.out" 2>"$SETUP_DIR/$name.log" \
+            </dev/null && echo 0 >"$SETUP_DIR/$name.done" || echo $? >"$SETUP_DIR/$name.done"
+        echo "$((SECONDS - start))" >"$SETUP_DIR/$name.seconds"
+    ) &
     BACKGROUND_JOBS+=("$name")
 }
 BACKGROUND_JOBS=()
@@ -83,13 +97,16 @@ cleanup() {  # a job the tests did not wait for (a partial run) is ended with it
 }
 trap cleanup EXIT
 
+phase "background jobs"
 export PREFLIGHT_DRIFT_PYTHON="$PWD/$DRIFT_VENV/bin/python"
-if [ -x "$DRIFT_VENV/bin/python" ] && "$DRIFT_VENV/bin/python" -m pip show -q torch >/dev/null 2>&1; then
+if [ -x "$DRIFT_VENV/bin/python" ] && [ "$(cat "$DRIFT_VENV/drift-spec" 2>/dev/null)" = "$DRIFT_SPEC" ]; then
     "$DRIFT_VENV/bin/python" -m pip install -q --no-deps -e . >/dev/null
-else
+else  # made afresh when its packages were another's (an older set-up's)
     background drift "# preflight-setup drift
-        [ -x '$DRIFT_VENV/bin/python' ] || '$PYTHON' -m venv '$DRIFT_VENV'
-        '$DRIFT_VENV/bin/python' -m pip install -q '$TORCH_DRIFT_SPEC' -e ."
+        rm -rf '$DRIFT_VENV'
+        '$PYTHON' -m venv '$DRIFT_VENV'
+        '$DRIFT_VENV/bin/python' -m pip install -q $DRIFT_SPEC -e .
+        echo '$DRIFT_SPEC' >'$DRIFT_VENV/drift-spec'"
 fi
 
 if [ -z "${PREFLIGHT_KUBE_APISERVER:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -98,24 +115,46 @@ if [ -z "${PREFLIGHT_KUBE_APISERVER:-}" ] && [ "$(id -u)" = 0 ] && command -v ap
 fi
 
 # Not exec: the trap above ends the background jobs and removes their state when the tests end.
+background_times() {  # how long each background job took, or that it is still going
+    local name
+    for name in "${BACKGROUND_JOBS[@]}"; do
+        echo "=== background $name: $(cat "$SETUP_DIR/$name.seconds" 2>/dev/null || echo "still running, not waited for") s"
+    done
+}
+phase tests
 if [ "$#" -gt 0 ]; then
+    set +e
     "$VENV/bin/python" -m pytest -rs "$@"
-    exit
+    status=$?
+    phase ""
+    background_times
+    exit "$status"
 fi
 # The whole suite: the unit tests (pure functions and single processes, no test bed) run beside the others,
 # filling the time the multi-node, Slurm and Kubernetes tests spend waiting on links, daemons and pods. Each
-# run's summary is printed; the suite fails when either does.
-nice -n 10 "$VENV/bin/python" -m pytest -rs -p no:cacheprovider tests/unit >"$SETUP_DIR/unit.log" 2>&1 &
+# run's summary, with its slowest tests, is printed; the suite fails when either does.
+unit_start=$SECONDS
+(
+    status=0
+    nice -n 10 "$VENV/bin/python" -m pytest -rs -p no:cacheprovider --durations=25 tests/unit >"$SETUP_DIR/unit.log" 2>&1 \
+        || status=$?
+    echo "=== phase unit (beside the tests): $((SECONDS - unit_start)) s" >>"$SETUP_DIR/unit.log"
+    exit "$status"
+) &
 unit_pid=$!
 set +e
-"$VENV/bin/python" -m pytest -rs --ignore=tests/unit
+"$VENV/bin/python" -m pytest -rs --durations=25 --ignore=tests/unit
 others=$?
+phase "unit, after the tests"
 wait "$unit_pid"
 unit=$?
+phase ""
 set -e
 echo
 echo "=== tests/unit, run beside the others (exit $unit) ==="
 cat "$SETUP_DIR/unit.log"
+background_times
+echo "=== in all: $SECONDS s"
 if [ "$others" -ne 0 ]; then
     exit "$others"
 fi

@@ -1,8 +1,8 @@
 """What scripts/test.sh is still preparing while the tests run.
 
 The two slow parts of setting up a fresh machine, building the kube-apiserver from Debian's source
-(about 17 minutes on two cores) and the second torch for the version-drift test (a download of
-several GB), run in the background while the first tests run. scripts/test.sh names a directory in
+(about 17 minutes on two cores) and the second environment for the version-drift test (the same
+torch, another numpy: a minute or two), run in the background while the first tests run. scripts/test.sh names a directory in
 PREFLIGHT_TEST_SETUP_DIR; each background job writes `NAME.out` (what it printed on stdout) and, when
 it ends, `NAME.done` holding its exit status. A test that needs one of them waits here for it; the
 tests that do are ordered last (tests/conftest.py), so the wait is short or none.

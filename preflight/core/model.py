@@ -397,6 +397,14 @@ def _plain(obj: Any) -> Any:
         names = _field_names(type(obj))
     if names is not None:
         omit = _OMIT_NONE.get(type(obj), ())
+        fields = getattr(obj, "__dict__", None)
+        if fields is not None and tuple(fields) == names and type(obj) is not RunReport:
+            # Its attributes are its fields, in their order: read as they are, not copied one by one.
+            for name in omit:
+                if fields[name] is None:
+                    fields = dict(fields)
+                    del fields[name]
+            return fields
         out = {name: getattr(obj, name) for name in names if not (name in omit and getattr(obj, name) is None)}
         if type(obj) is RunReport:
             for name in _OPTIONAL:

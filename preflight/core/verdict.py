@@ -84,6 +84,7 @@ class Decision:
     acknowledged_findings: list[Found] = field(default_factory=list)  # silenced in [silence]: shown, never blocking
     no_gpu: bool = False  # the inventory found no NVIDIA GPU on any node and nothing says there should be one
     subset: dict[str, Any] | None = None  # the run's answer for a job's shape (RunReport.subset), when asked
+    derived: list[CheckResult] = field(default_factory=list)  # derived_results(report), as weighed here
 
     @property
     def subset_go(self) -> bool:
@@ -309,7 +310,8 @@ class _Sorted:
 
 def decide(report: RunReport) -> Decision:
     with_gpus = gpu_nodes(report)
-    results = [*report.results, *derived_results(report)]
+    derived = derived_results(report)
+    results = [*report.results, *derived]
     skipped = [r for r in report.results if r.status is Status.SKIP]
     slots: dict[str, int | None] = {}
     for node in report.nodes:
@@ -333,7 +335,8 @@ def decide(report: RunReport) -> Decision:
     decision = Decision(verdict, blocking, skipped_expected, skipped, warnings, missing, reason, measured, total,
                         interrupted=report.interrupted, blocking_findings=found.blocking,
                         warning_findings=found.warning, skipped_findings=found.skipped,
-                        acknowledged_findings=found.acknowledged, no_gpu=no_gpu_found(report), subset=report.subset)
+                        acknowledged_findings=found.acknowledged, no_gpu=no_gpu_found(report), subset=report.subset,
+                        derived=derived)
     decision.reason = f"{reason}. {decision.measured_text}"
     if decision.subset is not None and (decision.subset_go or not is_partial(decision.subset)
                                         and verdict is not Verdict.GO):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable
 
 from preflight.core.model import (
     FIGURE_KINDS,
@@ -31,6 +31,8 @@ from preflight.reporters.numbers import number, percent, quantity, size
 
 
 def finite(value: Any) -> float | None:
+    if type(value) is float:  # most figures
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
@@ -113,8 +115,10 @@ def figure_groups(report: RunReport) -> list[FigureGroup]:
     groups: dict[tuple[str, str, str], FigureGroup] = {}
     for result in report.results:
         for m in result.measurements:
+            if m.figure not in FIGURE_KINDS:
+                continue
             value = finite(m.value)
-            if m.figure not in FIGURE_KINDS or value is None:
+            if value is None:
                 continue
             node = m.node if m.node and m.figure != FIGURE_LINK else result.node
             key = (result.check_id, m.figure, m.unit)
@@ -165,8 +169,21 @@ class Line:
         return self.points[-1][2]
 
 
+def _once(group: FigureGroup, name: str, make: Callable[[FigureGroup], list[Any]]) -> list[Any]:
+    """A list derived from the group's points, made the first time it is asked for (the drawable test,
+    the chart and the sentence all ask): a copy each time, so that no reader reorders another's."""
+    made = group.__dict__.get(name)
+    if made is None:
+        made = group.__dict__[name] = make(group)
+    return list(made)
+
+
 def lines(group: FigureGroup) -> list[Line]:
     """One line per (node, series) over a numeric `at`, with at least two points."""
+    return _once(group, "_lines", _lines)
+
+
+def _lines(group: FigureGroup) -> list[Line]:
     found: dict[str, Line] = {}
     for p in group.points:
         x = finite(p.m.at)
@@ -199,6 +216,10 @@ class RateGroup:
 
 def rate_groups(group: FigureGroup) -> list[RateGroup]:
     """Bars side by side: one group per (node, at), one bar per series."""
+    return _once(group, "_rate_groups", _rate_groups)
+
+
+def _rate_groups(group: FigureGroup) -> list[RateGroup]:
     several = len(group.nodes) > 1
     found: dict[tuple[str, str], RateGroup] = {}
     for p in group.points:
@@ -264,8 +285,9 @@ def _link_sentence(group: FigureGroup) -> Sentence | None:
 
 
 def _scaling_sentence(group: FigureGroup) -> Sentence | None:
+    found = lines(group)
     scored = []
-    for line in lines(group):
+    for line in found:
         figures = efficiency(line)
         if figures:
             n, ideal, eff = figures[-1]
@@ -277,9 +299,9 @@ def _scaling_sentence(group: FigureGroup) -> Sentence | None:
     effective = line.points[-1][1] / (v0 / n0)
     series = line.last.series
     text = f"{number(n)} {group.counted} deliver the throughput of {effective:.1f} ({percent(eff)} efficiency)"
-    if series and len({ln.last.series for ln in lines(group)}) > 1:
+    if series and len({ln.last.series for ln in found}) > 1:
         text = f"with {series}, {text}"
-    return Sentence(text, line.last, line.last.short_of(), len({ln.node for ln in lines(group)}), node)
+    return Sentence(text, line.last, line.last.short_of(), len({ln.node for ln in found}), node)
 
 
 def _size_sentence(group: FigureGroup) -> Sentence | None:

@@ -23,8 +23,8 @@ from preflight.core.compare import BASELINE_CHECK_ID, baseline_of
 from preflight.core.model import CLUSTER_NODE, CheckResult, RunReport, Status
 from preflight.reporters.baseline import describe
 from preflight.reporters.safe_text import block, single_line
-from preflight.reporters.view import fixes, format_threshold, format_value
-from preflight.core.verdict import Decision, Verdict, decide, derived_results
+from preflight.reporters.view import decision_of, fixes, format_threshold, format_value
+from preflight.core.verdict import Decision, Verdict
 
 FILENAME = "junit.xml"  # what this reporter writes in the output directory
 
@@ -56,7 +56,7 @@ class _Reading:
 
 
 def render(report: RunReport) -> str:
-    decision = decide(report)
+    decision = decision_of(report)
     blocking = {id(r) for r in decision.blocking}
     # A result whose blocking findings are all silenced passes, as the verdict says, and says so.
     silenced = {id(f.result) for f in decision.acknowledged_findings} - blocking
@@ -65,7 +65,7 @@ def render(report: RunReport) -> str:
                        [describe(c) for c in comparison.regressions[:20]] if comparison else [])
     suites = ET.Element("testsuites", name="preflight")
     by_check: dict[str, list] = {}
-    for result in [*report.results, *derived_results(report)]:
+    for result in [*report.results, *decision.derived]:
         by_check.setdefault(result.check_id, []).append(result)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     checks = [_check_suite(report, check_id, results, reading) for check_id, results in by_check.items()]

@@ -12,7 +12,7 @@ from typing import Any
 
 def number(value: float | int) -> str:
     """A figure as a person would say it: 4.2, 0.42, 1.9, 29.9, 182, 20,010."""
-    if isinstance(value, bool):
+    if type(value) is bool:
         return str(value)
     magnitude = abs(value)
     if magnitude >= 100:
@@ -28,7 +28,8 @@ def quantity(value: Any, unit: str = "") -> str:
     """A figure with its unit (bandwidth, rates, times as measured); text figures as they are."""
     if value is None:
         return "—"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    kind = type(value)
+    if kind is float or kind is int or (isinstance(value, (int, float)) and kind is not bool):
         text = number(value) if math.isfinite(value) else str(value)
     else:
         text = str(value)

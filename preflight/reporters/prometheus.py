@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any, Iterator
+from operator import itemgetter
+from typing import Any, Iterator, NamedTuple
 
 from preflight.core.model import FIGURE_STEP, RunReport, Status
-from preflight.core.verdict import Verdict, decide
+from preflight.core.verdict import Verdict
+from preflight.reporters.view import decision_of
 
 FILENAME = "preflight.prom"  # what this reporter writes in the output directory
 
@@ -49,68 +51,95 @@ def stable_label(text: str) -> str:
 
 
 def _number(value: Any) -> float | None:
+    if type(value) is float:  # most figures: the rest of the test is for the others
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
 
 
+class _Family(NamedTuple):
+    """One gauge family as the exposition writes it: its samples' label values in the order of `labels`."""
+    name: str
+    doc: str
+    labels: tuple[str, ...]
+    rows: list[tuple[tuple[str, ...], float]]
+
+
+def _one(name: str, doc: str, value: float) -> _Family:
+    return _Family(name, doc, (), [((), value)])
+
+
+def _result_families(report: RunReport) -> list[_Family]:
+    status = _Family("preflight_check_status", "Status of a check on a node: 1 for the status it had (PASS, WARN, "
+                     "FAIL, SKIP, ERROR), 0 for the others", ("check", "node", "status"), [])
+    duration = _Family("preflight_check_duration_seconds", "How long the check took on the node", ("check", "node"), [])
+    figure = _Family("preflight_figure", "A figure a check measured, in the unit of its label",
+                     ("check", "node", "name", "unit"), [])
+    threshold = _Family("preflight_figure_threshold", "The threshold a figure was judged against",
+                        ("check", "node", "name", "unit"), [])
+    statuses = [(s, s.value) for s in Status]
+    stable: dict[str, str] = {}  # a 1,000-node run names the same figures and nodes again and again
+    seen: set[tuple[str, ...]] = set()
+    for result in report.results:
+        check, node = result.check_id, result.node
+        status.rows.extend(((check, node, value), 1.0 if result.status is s else 0.0) for s, value in statuses)
+        duration.rows.append(((check, node), float(result.duration_s or 0.0)))
+        for m in result.measurements:
+            value = _number(m.value)
+            if value is None or m.figure == FIGURE_STEP:
+                continue
+            name = stable.get(m.name) or stable.setdefault(m.name, stable_label(m.name))
+            where = m.node or node
+            key = (check, stable.get(where) or stable.setdefault(where, stable_label(where)), name, m.unit or "")
+            n = 1
+            while key in seen:  # two figures whose names differed only in a path
+                n += 1
+                key = (key[0], key[1], f"{name} ({n})", key[3])
+            seen.add(key)
+            figure.rows.append((key, value))
+            limit = _number(m.threshold)
+            if limit is not None:
+                threshold.rows.append((key, limit))
+    return [status, duration, figure, threshold]
+
+
+def _families(report: RunReport) -> list[_Family]:
+    decision = decision_of(report)
+    families = _result_families(report)
+    families.append(_Family("preflight_verdict", "The run's verdict: 1 for the one it reached", ("verdict",),
+                            [((v.value,), 1.0 if v is decision.verdict else 0.0) for v in Verdict]))
+    families.append(_one("preflight_silenced_findings", "Findings accepted by [silence] in the config: they did "
+                         "not block the verdict", float(len(decision.acknowledged_findings))))
+    families.append(_one("preflight_exit_code", "The exit code of the run: 0 GO, 1 NO-GO, 3 INCOMPLETE, 4 GO on a "
+                         "subset (--shape), 130 interrupted", float(decision.exit_code)))
+    subset = report.subset
+    if subset is not None:  # run --shape: how many nodes the job can start on, and how many to leave out
+        offered = bool(subset.get("offered"))
+        families.append(_one("preflight_subset_nodes", "Nodes of the largest healthy subset in the job's shape (0 "
+                             "when none is offered)", float(len(subset.get("nodes") or []) if offered else 0)))
+        families.append(_one("preflight_subset_excluded_nodes", "Nodes that subset leaves out",
+                             float(len(subset.get("exclude") or []) if offered else 0)))
+    finished = _timestamp(report.finished_at or report.started_at)
+    if finished is not None:
+        families.append(_one("preflight_run_finished_timestamp_seconds", "When the run ended, Unix time", finished))
+    return families
+
+
 class _RunCollector:
+    """The same families as prometheus_client's collector, for a registry."""
+
     def __init__(self, report: RunReport) -> None:
         self.report = report
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        status = GaugeMetricFamily("preflight_check_status", "Status of a check on a node: 1 for the status it "
-                                   "had (PASS, WARN, FAIL, SKIP, ERROR), 0 for the others",
-                                   labels=["check", "node", "status"])
-        duration = GaugeMetricFamily("preflight_check_duration_seconds", "How long the check took on the node",
-                                     labels=["check", "node"])
-        figure = GaugeMetricFamily("preflight_figure", "A figure a check measured, in the unit of its label",
-                                   labels=["check", "node", "name", "unit"])
-        threshold = GaugeMetricFamily("preflight_figure_threshold", "The threshold a figure was judged against",
-                                      labels=["check", "node", "name", "unit"])
-        seen: set[tuple[str, ...]] = set()
-        for result in self.report.results:
-            for s in Status:
-                status.add_metric([result.check_id, result.node, s.value], 1.0 if result.status is s else 0.0)
-            duration.add_metric([result.check_id, result.node], float(result.duration_s or 0.0))
-            for m in result.measurements:
-                value = _number(m.value)
-                if value is None or m.figure == FIGURE_STEP:
-                    continue
-                name = stable_label(m.name)
-                key = (result.check_id, stable_label(m.node or result.node), name, m.unit or "")
-                n = 1
-                while key in seen:  # two figures whose names differed only in a path
-                    n += 1
-                    key = (key[0], key[1], f"{name} ({n})", key[3])
-                seen.add(key)
-                figure.add_metric(list(key), value)
-                limit = _number(m.threshold)
-                if limit is not None:
-                    threshold.add_metric(list(key), limit)
-        verdict = GaugeMetricFamily("preflight_verdict", "The run's verdict: 1 for the one it reached",
-                                    labels=["verdict"])
-        decision = decide(self.report)
-        for v in Verdict:
-            verdict.add_metric([v.value], 1.0 if v is decision.verdict else 0.0)
-        code = GaugeMetricFamily("preflight_exit_code", "The exit code of the run: 0 GO, 1 NO-GO, 3 INCOMPLETE, "
-                                 "4 GO on a subset (--shape), 130 interrupted", value=float(decision.exit_code))
-        silenced = GaugeMetricFamily("preflight_silenced_findings", "Findings accepted by [silence] in the config: "
-                                     "they did not block the verdict", value=float(len(decision.acknowledged_findings)))
-        yield from (status, duration, figure, threshold, verdict, silenced, code)
-        subset = self.report.subset
-        if subset is not None:  # run --shape: how many nodes the job can start on, and how many to leave out
-            yield GaugeMetricFamily("preflight_subset_nodes", "Nodes of the largest healthy subset in the job's "
-                                    "shape (0 when none is offered)", value=float(len(subset.get("nodes") or [])
-                                                                                   if subset.get("offered") else 0))
-            yield GaugeMetricFamily("preflight_subset_excluded_nodes", "Nodes that subset leaves out",
-                                    value=float(len(subset.get("exclude") or []) if subset.get("offered") else 0))
-        finished = _timestamp(self.report.finished_at or self.report.started_at)
-        if finished is not None:
-            yield GaugeMetricFamily("preflight_run_finished_timestamp_seconds", "When the run ended, Unix time",
-                                    value=finished)
+        for family in _families(self.report):
+            gauge = GaugeMetricFamily(family.name, family.doc, labels=list(family.labels))
+            for values, value in family.rows:
+                gauge.add_metric(list(values), value)
+            yield gauge
 
 
 def _timestamp(text: str) -> float | None:
@@ -123,32 +152,46 @@ def _timestamp(text: str) -> float | None:
 _LEGACY_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
+class _Escaped(dict):
+    """Label values as the format writes them, each escaped once."""
+
+    def __missing__(self, value: str) -> str:
+        self[value] = text = _escape(value)
+        return text
+
+
 def _escape(value: str) -> str:
     if "\\" not in value and "\n" not in value and '"' not in value:
         return value
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
 
 
-def exposition(families: Iterator[Any]) -> str:
+def exposition(families: list[_Family]) -> str:
     """The text exposition format (0.0.4) of gauge families, as prometheus_client's generate_latest
     writes it (the same bytes): written here because its per-sample checks cost a second per
     120,000 samples of a 1,000-node run. Names and label names are preflight's own, all legacy-valid."""
     from prometheus_client.utils import floatToGoString
 
     out: list[str] = []
+    escaped = _Escaped()
+    shown: dict[float, str] = {}
     for family in families:
-        if family.type != "gauge" or not _LEGACY_NAME.match(family.name):
-            raise ValueError(f"{family.name}: only gauges with plain names are written here")
-        doc = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        out.append(f"# HELP {family.name} {doc}\n")
-        out.append(f"# TYPE {family.name} gauge\n")
-        for sample in family.samples:
-            labels = ",".join([f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items())])
-            stamp = f" {int(float(sample.timestamp) * 1000):d}" if sample.timestamp is not None else ""
-            out.append(f"{sample.name}{{{labels}}} {floatToGoString(sample.value)}{stamp}\n" if labels
-                       else f"{sample.name} {floatToGoString(sample.value)}{stamp}\n")
+        if not _LEGACY_NAME.match(family.name):
+            raise ValueError(f"{family.name}: only plain names are written here")
+        doc = family.doc.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {family.name} {doc}\n# TYPE {family.name} gauge\n")
+        order = sorted(range(len(family.labels)), key=lambda i: family.labels[i])  # as the format sorts them
+        if not order:
+            for _, value in family.rows:
+                out.append(f"{family.name} {shown.get(value) or shown.setdefault(value, floatToGoString(value))}\n")
+            continue
+        line = family.name + "{" + ",".join(f'{family.labels[i]}="%s"' for i in order) + "} %s\n"
+        pick = itemgetter(*order) if len(order) > 1 else (lambda values, i=order[0]: (values[i],))
+        for values, value in family.rows:
+            number = shown.get(value) or shown.setdefault(value, floatToGoString(value))
+            out.append(line % (*map(escaped.__getitem__, pick(values)), number))
     return "".join(out)
 
 
 def render(report: RunReport) -> str:
-    return exposition(_RunCollector(report).collect())
+    return exposition(_families(report))

@@ -38,25 +38,42 @@ def _shown(char: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-# Also what no XML document may hold and no terminal shows: lone surrogates and U+FFFE, U+FFFF.
-_HIDDEN = re.compile("[" + "".join(re.escape(chr(c)) for c in range(0x20)) + "\x7f-\x9f" + _BIDI
-                     + "\ud800-\udfff\ufffe\uffff]")
+def _hidden(keep: str) -> re.Pattern[str]:
+    """What is shown as an escape, but the characters in `keep`: the control characters, the
+    bidirectional controls, and what no XML document may hold and no terminal shows (lone surrogates
+    and U+FFFE, U+FFFF)."""
+    controls = "".join(re.escape(chr(c)) for c in range(0x20) if chr(c) not in keep)
+    return re.compile("[" + controls + "\x7f-\x9f" + _BIDI + "\ud800-\udfff\ufffe\uffff]")
 
 
-def _neutral(text: str, keep: str) -> str:
+_HIDDEN_IN_LINE, _HIDDEN_IN_BLOCK = _hidden("\t"), _hidden("\n\t")
+# Text without any of these is already what single_line / block make of it (the common case): every
+# escape sequence starts with a control character, and the line breaks are controls or U+2028/U+2029.
+_LINE_WORK = re.compile(_hidden("").pattern[:-1] + "\u2028\u2029]")
+_BLOCK_WORK = re.compile(_HIDDEN_IN_BLOCK.pattern[:-1] + "\u2028\u2029]")
+_LINE_BREAKS = re.compile("[" + _BREAKS + "]+")
+_OTHER_BREAKS = re.compile("[" + _BREAKS.replace("\n", "") + "]")
+
+
+def _neutral(text: str, hidden: re.Pattern[str]) -> str:
     text = _ANSI.sub("", text)
-    return _HIDDEN.sub(lambda m: m.group(0) if m.group(0) in keep else _shown(m.group(0)), text)
+    return hidden.sub(lambda m: _shown(m.group(0)), text)
 
 
 def single_line(text: object) -> str:
     """One line with no control characters; spacing inside the line is kept as it was."""
     value = str(text if text is not None else "")
-    value = re.sub("[" + _BREAKS + "]+", " ", _ANSI.sub("", value))
-    return _neutral(value, keep="\t").replace("\t", " ")
+    if not _LINE_WORK.search(value):
+        return value
+    value = _LINE_BREAKS.sub(" ", _ANSI.sub("", value))
+    return _neutral(value, _HIDDEN_IN_LINE).replace("\t", " ")
 
 
 def block(text: object) -> str:
     """Lines of output with no control characters but the line breaks and tabs."""
-    value = str(text if text is not None else "").replace("\r\n", "\n")
-    value = re.sub("[" + _BREAKS.replace("\n", "") + "]", "\n", _ANSI.sub("", value))
-    return _neutral(value, keep="\n\t")
+    value = str(text if text is not None else "")
+    if not _BLOCK_WORK.search(value):
+        return value
+    value = value.replace("\r\n", "\n")
+    value = _OTHER_BREAKS.sub("\n", _ANSI.sub("", value))
+    return _neutral(value, _HIDDEN_IN_BLOCK)

@@ -227,6 +227,11 @@ def shared() -> Iterator[None]:
         _SHARED = outer
 
 
+def decision_of(report: RunReport) -> Decision:
+    """The verdict on the report: the shared view's (see `shared`), or decided now."""
+    return decide(report) if _SHARED is None else build_view(report).decision
+
+
 def build_view(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> ReportView:
     cache = _SHARED
     if cache is None:
@@ -344,7 +349,7 @@ def noisy_figures(report: RunReport, threshold: float = NOISY_SPREAD) -> list[No
     found = []
     for result in report.results:
         for m in result.measurements:
-            if is_noisy(m, threshold):
+            if len(m.samples) > 1 and is_noisy(m, threshold):  # fewer samples have no spread
                 found.append(NoisyFigure(result.check_id, m.node or result.node, m.name, m.spread or 0.0,
                                          len(m.samples), cluster=not m.node and result.scope is Scope.CLUSTER))
     found.sort(key=lambda f: -f.spread)

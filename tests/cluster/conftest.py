@@ -1,7 +1,8 @@
 """Fixtures for tests that run several hosts as network namespaces on this machine (see testbed.py).
 
-Every test bed a test makes is taken down when the test ends, passed or failed. Tests marked
-`root` skip with the reason where a test bed cannot be built (not root, no `ip netns`, no sshd).
+Every test bed a test makes is taken down when the test ends, passed or failed; `bed3`, shared by a
+module's tests that leave it as it was, when the module ends. Tests marked `root` skip with the
+reason where a test bed cannot be built (not root, no `ip netns`, no sshd).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from preflight.core.check import Expect
 from preflight.engine.context import ClusterContext
-from tests.cluster.testbed import TestBed, unavailable_reason
+from tests.cluster.testbed import TestBed, module_bed, unavailable_reason
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +45,15 @@ def make_testbed() -> Iterator[Callable[..., TestBed]]:
 
 @pytest.fixture
 def testbed3(make_testbed) -> TestBed:
+    """A three-node bed of the test's own: for a test that breaks its bed (stops an sshd, takes a link down)."""
     return make_testbed(3)
+
+
+@pytest.fixture(scope="module")
+def bed3() -> Iterator[TestBed]:
+    """A three-node bed shared by the module's tests that leave it as they found it (no fault, nothing
+    left running: what they assert anyway); built once, stopped after the module's last test."""
+    yield from module_bed(3)
 
 
 @pytest.fixture

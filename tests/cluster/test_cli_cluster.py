@@ -60,9 +60,9 @@ def preflight_processes(bed, node) -> list[str]:
     return [cmd for _, cmd in bed.processes(node) if "preflight" in cmd or "iperf3" in cmd or "torch" in cmd]
 
 
-def test_three_fast_nodes_are_go_with_every_cross_node_check_pass(testbed3, tmp_path):
+def test_three_fast_nodes_are_go_with_every_cross_node_check_pass(bed3, tmp_path):
     config = bed_config(tmp_path, **{"scaling.multi_node": "min_efficiency = 0.05\nwarn_efficiency = 0.01"})
-    proc = run_cli(testbed3, tmp_path, "--config", str(config), "--checks",
+    proc = run_cli(bed3, tmp_path, "--config", str(config), "--checks",
                    "node.environment,versions.pinned,net.bandwidth,versions.consistency,storage.shared,"
                    "collectives.cluster,scaling.multi_node")
     data = results(tmp_path)
@@ -74,9 +74,9 @@ def test_three_fast_nodes_are_go_with_every_cross_node_check_pass(testbed3, tmp_
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert data["verdict"]["verdict"] == "GO"
     nodes = {r["node"] for r in data["results"] if r["node"] != "cluster"}
-    assert nodes == {n.address for n in testbed3.nodes}
-    for node in testbed3.nodes:
-        assert preflight_processes(testbed3, node) == []
+    assert nodes == {n.address for n in bed3.nodes}
+    for node in bed3.nodes:
+        assert preflight_processes(bed3, node) == []
 
 
 def test_one_slow_link_is_no_go_naming_that_hosts_links_and_no_other(make_testbed, tmp_path):
@@ -138,21 +138,29 @@ def test_nodes_lost_before_and_during_the_run_are_named_and_the_rest_completes(t
 
 
 @pytest.mark.waits_for_setup
-def test_a_node_with_a_different_torch_fails_version_consistency_naming_it(testbed3, tmp_path):
+def test_a_node_whose_stack_differs_fails_version_consistency_naming_it(bed3, tmp_path):
+    # The second environment (scripts/test.sh) has the same torch as this one and an older numpy: a real
+    # install that differs in one package the check compares.
     from tests import setup_state
 
     if setup_state.started("drift"):
         setup_state.wait_for("drift")
     if not Path(DRIFT_PYTHON).exists():
-        pytest.skip(f"no second environment with another torch at {DRIFT_PYTHON} (scripts/test.sh makes it)")
-    drifted = testbed3.node(3)
+        pytest.skip(f"no second environment with another numpy at {DRIFT_PYTHON} (scripts/test.sh makes it)")
+    drifted = bed3.node(3)
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("".join(
-        f"{n.address}" + (f" python={DRIFT_PYTHON}" if n is drifted else "") + "\n" for n in testbed3.nodes))
-    proc = run_cli(testbed3, tmp_path, "--checks", "versions.pinned,versions.consistency", hosts=hosts)
+        f"{n.address}" + (f" python={DRIFT_PYTHON}" if n is drifted else "") + "\n" for n in bed3.nodes))
+    proc = run_cli(bed3, tmp_path, "--checks", "versions.pinned,versions.consistency", hosts=hosts)
     assert proc.returncode == 1, proc.stdout[-3000:]
-    result = next(r for r in results(tmp_path)["results"] if r["check_id"] == "versions.consistency")
+    found = results(tmp_path)["results"]
+    stacks = {r["node"]: r["facts"]["stack"] for r in found if r["check_id"] == "versions.pinned"}
+    assert stacks[drifted.address]["numpy"] != stacks[bed3.node(1).address]["numpy"]  # a real difference
+    assert stacks[drifted.address]["torch"] == stacks[bed3.node(1).address]["torch"]
+    result = next(r for r in found if r["check_id"] == "versions.consistency")
     assert result["status"] == "FAIL"
-    assert drifted.address in result["summary"] and "torch" in result["summary"]
-    others = [n.address for n in testbed3.nodes if n is not drifted]
-    assert not any(f"node {addr}" in result["summary"] for addr in others)
+    differs = {(f["id"], f.get("node")) for f in result["findings"] if f["level"] == "FAIL"}
+    assert ("versions.consistency.numpy-differs", drifted.address) in differs, result["findings"]
+    assert not any(kind.startswith("versions.consistency.torch") for kind, _ in differs), differs  # the same torch
+    others = [n.address for n in bed3.nodes if n is not drifted]
+    assert not any(node in others for _, node in differs), differs

@@ -15,7 +15,7 @@ import pytest
 from preflight.core.model import Status
 from preflight.engine import faults
 from preflight.engine.execute import execute
-from tests.cluster.testbed import TestBed, unavailable_reason
+from tests.cluster.testbed import module_bed
 
 pytestmark = [pytest.mark.root, pytest.mark.torch]
 pytest.importorskip("torch")
@@ -23,15 +23,7 @@ pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def bed2():
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(f"multi-node test bed unavailable: {reason}")
-    bed = TestBed(2)
-    try:
-        bed.start()
-        yield bed
-    finally:
-        bed.stop()
+    yield from module_bed(2)
 
 
 @pytest.fixture

@@ -46,8 +46,8 @@ def home_and_working_dir(ctx, node: str) -> dict[str, list[str]]:
     return json.loads(transport.run([transport.python, "-c", script], timeout=30).stdout)
 
 
-def test_three_nodes_pass_and_the_loopback_host_name_is_explained(testbed3, cluster_context):
-    ctx = cluster_context(testbed3)
+def test_three_nodes_pass_and_the_loopback_host_name_is_explained(bed3, cluster_context):
+    ctx = cluster_context(bed3)
     before = {n: home_and_working_dir(ctx, n) for n in ctx.node_names}
     result, elapsed = run_check(ctx, min_busbw_gbps=0.01)  # a floor, so the busbw is judged, not only reported
     # Nothing left behind on the nodes: no torchrun log folders ("{log_dir}/preflight-*/attempt_0").
@@ -57,14 +57,14 @@ def test_three_nodes_pass_and_the_loopback_host_name_is_explained(testbed3, clus
     run = result.facts["run"]
     assert sorted(run["rank_nodes"].values()) == ["n1", "n2", "n3"]
     # Each node was given its own namespace address and the interface that carries it.
-    for node in testbed3.nodes:
+    for node in bed3.nodes:
         plan = result.facts["plan"][node.name]
         assert plan["ip"] == node.address and plan["interface"] == node.node_if
-    assert run["rdzv_endpoint"].startswith(testbed3.node(1).address + ":")
+    assert run["rdzv_endpoint"].startswith(bed3.node(1).address + ":")
     assert any("resolves only to 127.0.0.1" in d for d in result.details)
     assert all(e.command.startswith("ssh ") or e.command.startswith("[on n") for e in result.evidence)
     assert elapsed < 90
-    assert all(leftovers(testbed3, node) == [] for node in testbed3.nodes)
+    assert all(leftovers(bed3, node) == [] for node in bed3.nodes)
 
 
 def test_a_slow_node_is_named_by_the_pairwise_pass(make_testbed, cluster_context):
@@ -98,34 +98,34 @@ def test_a_slow_node_is_named_by_the_adaptive_isolation(make_testbed, cluster_co
     assert all(leftovers(bed, node) == [] for node in bed.nodes)
 
 
-def test_a_node_whose_torchrun_never_joins_is_error_naming_it(testbed3, cluster_context, monkeypatch):
+def test_a_node_whose_torchrun_never_joins_is_error_naming_it(bed3, cluster_context, monkeypatch):
     monkeypatch.setenv(faults.ENV, faults.env_value({"collectives.cluster": {"absent_node": "n3"}}))
-    result, elapsed = run_check(cluster_context(testbed3, timeout_s=60), rdzv_timeout_s=8)
+    result, elapsed = run_check(cluster_context(bed3, timeout_s=60), rdzv_timeout_s=8)
     assert result.status is Status.ERROR
     assert "torchrun on n3 never joined the rendezvous" in result.summary
     assert "n1" not in result.summary and "n2" not in result.summary
     assert elapsed < 60
-    assert [leftovers(testbed3, node) for node in testbed3.nodes] == [[], [], []]
+    assert [leftovers(bed3, node) for node in bed3.nodes] == [[], [], []]
 
 
-def test_a_dropped_ssh_session_ends_the_remote_command(testbed3, cluster_context):
+def test_a_dropped_ssh_session_ends_the_remote_command(bed3, cluster_context):
     """The coordinator side dies (its ssh client is killed): the wrapper on the node ends what it ran."""
     from preflight.launch.torchrun import AgentSpec, NodeAgent, absent_argv
 
-    ctx = cluster_context(testbed3, indexes=[1])
-    node = testbed3.node(1)
-    argv = absent_argv(testbed3.python)
+    ctx = cluster_context(bed3, indexes=[1])
+    node = bed3.node(1)
+    argv = absent_argv(bed3.python)
     agent = NodeAgent(ctx, AgentSpec(node="n1", argv=argv, group="g"))
     try:
         deadline = time.monotonic() + 15
         while not any(line.startswith("@@pid ") for line in agent.stdout) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert any("never-joins" in cmd for cmd in leftovers(testbed3, node))
+        assert any("never-joins" in cmd for cmd in leftovers(bed3, node))
         os.killpg(agent.proc.pid, signal.SIGKILL)  # no goodbye: the ssh client is simply gone
         agent.proc.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while leftovers(testbed3, node) and time.monotonic() < deadline:
+        while leftovers(bed3, node) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert leftovers(testbed3, node) == []
+        assert leftovers(bed3, node) == []
     finally:
         agent.force_stop()

@@ -20,25 +20,25 @@ HOSTILE = ["a b", "$(touch /tmp/pf-pwned)", "`id`", ";", "&&", "|", "'", '"', "\
 ECHO_ARGV = "import json, sys; print(json.dumps(sys.argv[1:]))"
 
 
-def test_quoting_hostile_arguments_round_trip_exactly(testbed3, tmp_path):
-    transport = testbed3.transport(1)
-    proc = transport.run([testbed3.python, "-c", ECHO_ARGV, *HOSTILE], timeout=30)
+def test_quoting_hostile_arguments_round_trip_exactly(bed3, tmp_path):
+    transport = bed3.transport(1)
+    proc = transport.run([bed3.python, "-c", ECHO_ARGV, *HOSTILE], timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == HOSTILE
     assert not Path("/tmp/pf-pwned").exists()
     assert not Path(os.path.expanduser("~/pf-out")).exists()
 
 
-def test_exit_codes_and_stdin_pass_through(testbed3):
-    transport = testbed3.transport(2)
+def test_exit_codes_and_stdin_pass_through(bed3):
+    transport = bed3.transport(2)
     proc = transport.run(["sh", "-c", "cat; exit 3"], timeout=30, input="line one\nline two\n")
     assert proc.returncode == 3 and not transport.is_transport_failure(proc.returncode)
     assert proc.stdout == "line one\nline two\n"
 
 
-def test_spawn_talks_both_ways_like_the_agent_does(testbed3):
-    transport = testbed3.transport(3)
-    child = transport.spawn([testbed3.python, "-u", "-c",
+def test_spawn_talks_both_ways_like_the_agent_does(bed3):
+    transport = bed3.transport(3)
+    child = transport.spawn([bed3.python, "-u", "-c",
                              "import sys\nfor line in sys.stdin: print(line.strip()[::-1], flush=True)"], stdin=True,
                             grace_s=10)
     try:
@@ -71,12 +71,12 @@ def test_a_node_that_does_not_answer_times_out_as_configured(testbed3):
     assert time.monotonic() - start < 10
 
 
-def test_unknown_host_key_fails_unless_accept_new(testbed3, tmp_path):
+def test_unknown_host_key_fails_unless_accept_new(bed3, tmp_path):
     empty_known_hosts = tmp_path / "known_hosts"
     empty_known_hosts.write_text("")
-    options = [o for o in testbed3.ssh_options() if not o.startswith(("UserKnownHostsFile", "StrictHostKeyChecking"))]
+    options = [o for o in bed3.ssh_options() if not o.startswith(("UserKnownHostsFile", "StrictHostKeyChecking"))]
     options.append(f"UserKnownHostsFile={empty_known_hosts}")
-    node = testbed3.node(1)
+    node = bed3.node(1)
 
     strict = SshTransport("n1", node.address, options=options + ["StrictHostKeyChecking=yes"])
     try:
@@ -121,15 +121,15 @@ def test_control_master_is_reused_and_closed(testbed3):
     assert not [p for p, cmd in testbed3.processes(node) if "notty" in cmd], "the master connection is gone"
 
 
-def test_per_host_python_setting_is_used(testbed3, tmp_path):
+def test_per_host_python_setting_is_used(bed3, tmp_path):
     from preflight.run.hosts import parse_hosts
 
-    node = testbed3.node(2)
+    node = bed3.node(2)
     wrapper = tmp_path / "python-wrapper"
-    wrapper.write_text(f'#!/bin/sh\necho "wrapped"\nexec {testbed3.python} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\necho "wrapped"\nexec {bed3.python} "$@"\n')
     wrapper.chmod(0o755)
     (host,) = parse_hosts(f"{node.address} python={wrapper}\n")
-    transport = SshTransport.from_host(host, python="python3", options=testbed3.ssh_options())
+    transport = SshTransport.from_host(host, python="python3", options=bed3.ssh_options())
     try:
         proc = transport.run([transport.python, "-c", "import preflight; print(preflight.__version__)"], timeout=30)
     finally:

@@ -33,6 +33,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -496,3 +497,19 @@ def remove_stale() -> list[str]:
         if match and not _alive(int(match.group(1))) and path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
     return removed
+
+
+def module_bed(count: int) -> Iterator[TestBed]:
+    """The body of a module-scoped fixture: a started bed of `count` nodes, stopped when the fixture
+    ends, passed or failed; the module's tests skip where no bed can be built."""
+    import pytest
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"multi-node test bed unavailable: {reason}")
+    bed = TestBed(count)
+    try:
+        bed.start()
+        yield bed
+    finally:
+        bed.stop()

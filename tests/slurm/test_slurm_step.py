@@ -136,15 +136,26 @@ def test_a_node_lost_mid_run_is_error_and_the_rest_of_the_step_completes(make_sl
     bed.release(inside["SLURM_JOB_ID"])
 
 
+def parent_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
 def test_an_agent_that_stops_answering_is_stopped_alone_and_the_others_complete(make_slurm_bed, tmp_path):
     bed = make_slurm_bed(2)
     inside = bed.allocate(2)
     jobid = inside["SLURM_JOB_ID"]
-    # Short timeouts: a silent agent is given up on after its check's timeout plus the runner's grace. The
-    # sleep is long enough that the agent is still at work when it is found and stopped, however loaded the
-    # machine (with 1 s, n2's agent could finish both checks before the test found it).
-    (tmp_path / "preflight.toml").write_text('[checks."example.sleep"]\nseconds = 8\ntimeout = 10\n'
-                                             '[checks."example.echo"]\ntimeout = 3\n')
+    # n2's agent is stopped while its example.sleep runs: the check's process writes its PID once it has
+    # begun, and its parent is the agent (the guard above the agent ends its command line the same way,
+    # so a scan of command lines can find the guard instead, and a stopped guard hangs nothing). The
+    # sleeps end only when the test says so, after the agent is stopped: what n2 gives is decided by the
+    # order of these steps, not by the machine's load. A silent agent is given up on after its check's
+    # timeout plus the runner's grace.
+    pids, release = tmp_path / "sleep-{node}.pids", tmp_path / "release"
+    (tmp_path / "preflight.toml").write_text(
+        f'[checks."example.sleep"]\nseconds = 60\ntimeout = 20\nwith_child = false\npid_file = "{pids}"\n'
+        f'until_file = "{release}"\n[checks."example.echo"]\ntimeout = 3\n')
+    on_n2 = tmp_path / "sleep-n2.pids"
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "preflight", "run", *SINGLE, "--config", "preflight.toml",
                              "--checks", "example.echo,example.sleep", "--format", "json", "--out", str(out)],
@@ -152,12 +163,14 @@ def test_an_agent_that_stops_answering_is_stopped_alone_and_the_others_complete(
                             text=True)
     try:
         deadline = time.monotonic() + 90
-        agent = []
-        while not agent:
-            assert time.monotonic() < deadline and proc.poll() is None, "no agent appeared on n2"
-            agent = [pid for pid, cmd in bed.leftovers(2) if cmd.endswith("-m preflight.engine.agent")]
+        while not on_n2.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "example.sleep never began on n2"
             time.sleep(0.05)
-        os.kill(agent[0], signal.SIGSTOP)  # alive, its node up, and silent: a hung agent
+        agent = parent_of(int(on_n2.read_text().split()[0]))
+        command = Path(f"/proc/{agent}/cmdline").read_bytes().split(b"\0")
+        assert command[1:3] == [b"-m", b"preflight.engine.agent"], command
+        os.kill(agent, signal.SIGSTOP)  # alive, its node up, and silent: a hung agent
+        release.touch()  # n1's sleep ends and passes; n2's check ends too, but its agent reads nothing
         stdout, stderr = proc.communicate(timeout=150)
     finally:
         if proc.poll() is None:
@@ -165,8 +178,10 @@ def test_an_agent_that_stops_answering_is_stopped_alone_and_the_others_complete(
             proc.wait()
     assert proc.returncode == 1, stdout[-3000:] + stderr[-3000:]
     found = by_key(out)
-    silent = [r for (cid, node), r in found.items() if node == "n2" and r["status"] == "ERROR"]
-    assert silent and all("the agent on n2 wrote nothing" in r["summary"] for r in silent), found
+    assert found[("example.echo", "n2")]["status"] == "PASS"  # finished before the agent stopped: it stands
+    silent = found[("example.sleep", "n2")]
+    assert silent["status"] == "ERROR" and "the agent on n2 wrote nothing" in silent["summary"], silent
+    assert "while running example.sleep" in silent["summary"], silent
     assert found[("example.echo", "n1")]["status"] == "PASS"
     assert found[("example.sleep", "n1")]["status"] == "PASS"
     assert_nothing_left(bed, jobid)

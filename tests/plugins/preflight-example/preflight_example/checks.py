@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import time
@@ -66,7 +67,10 @@ def _hash_time(size: int, repeats: int = 5) -> float:
 class SleepParams:
     seconds: float = 0.0
     with_child: bool = True  # sleep in a grandchild too, so a timeout must kill a process tree
-    pid_file: str = ""  # where to write the PIDs it started, so tests can verify they are gone
+    # Where to write its own PID and those it started, so tests can find them (`{node}` becomes the node's
+    # name); the file appears whole, once the sleep has begun.
+    pid_file: str = ""
+    until_file: str = ""  # stop sleeping early once this file exists (a test says when)
 
 
 class Sleep(Check):
@@ -84,14 +88,22 @@ class Sleep(Check):
             child = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({params.seconds})"])
             pids.append(child.pid)
         if params.pid_file:
-            import os
-
-            with open(params.pid_file, "w") as fh:
+            path = params.pid_file.replace("{node}", ctx.node)
+            with open(f"{path}.part", "w") as fh:
                 fh.write("\n".join(str(p) for p in [os.getpid(), *pids]))
-        time.sleep(params.seconds)
+            os.replace(f"{path}.part", path)
+        if not params.until_file:
+            time.sleep(params.seconds)
+            if child:
+                child.wait()
+            return {"slept_s": params.seconds}
+        started = time.monotonic()
+        while time.monotonic() - started < params.seconds and not os.path.exists(params.until_file):
+            time.sleep(0.05)
         if child:
+            child.kill()
             child.wait()
-        return {"slept_s": params.seconds}
+        return {"slept_s": round(time.monotonic() - started, 1)}
 
     def evaluate(self, facts, params, expect):
         return Outcome(Status.PASS, f"slept {facts['slept_s']} s")
