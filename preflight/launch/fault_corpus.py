@@ -17,20 +17,26 @@ What is blamed is then read as the actions read it: confirmed components only (p
 rule: a node or GPU is acted on; a link or a boundary is named, never drained; a suspect is neither).
 
 Noise (`noise`, the standard deviation of a group's figure as a fraction of it) is the run-to-run
-spread of all-reduce bandwidth; `gpu_noise` that of one GPU's GEMM rate among identical GPUs.
+spread of all-reduce bandwidth; `gpu_noise` that of one GPU's GEMM rate among identical GPUs. With a
+`fabric` (preflight.launch.isolation_sim.Fabric) the noise is a real fabric's: heavy-tailed, shared by
+the bursts through one switch and correlated over rounds, with a noisy neighbour on one switch for a
+few rounds; the pass is given the switch topology, as a real run gives it; and half of each GPU's
+spread is shared by the GPUs of its node (one node's cooling, clocks, power cap).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from preflight.history.outliers import FAIL_SLOW_MIN_DEVIATION, FAIL_SLOW_Z_LIMIT, lagging
 from preflight.launch.isolation import IsolationParams, isolate
 from preflight.launch.isolation_launch import slow_ranks_reason
-from preflight.launch.isolation_sim import Fault, FaultModel, node_names, racks
+from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks
 from preflight.launch.recheck import TRANSIENT, readings_of, recheck_wanted, take_rechecks
 
 GPUS_PER_NODE = 8
@@ -45,6 +51,8 @@ FAULT_TYPES: dict[str, str] = {
     "boundary": "the trunk between two racks at 20-60%",
     "straggler": "one node's ranks 1.5-3x slower than the others' (per-rank times)",
     "flapping-node": "one node's NIC at 30-60%, in half of the bursts it is in",
+    "flapping-link": "the path between two nodes at 13% of its figure, in half of the bursts holding both",
+    "slow-1pct": "1% of the nodes (at least one) each 30% slow",
     "two-bad-nodes": "two slow nodes",
     "node-and-link": "a slow node and a slow link elsewhere",
     "gpu-5pct-slow": "one GPU's GEMM rate 5% below its peers' (passes every floor)",
@@ -90,6 +98,10 @@ def inject(kind: str, nodes: list[str], rng: random.Random) -> tuple[list[Fault]
         faults.append(Fault("straggler", (pick[0],), rng.uniform(1.5, 3.0)))
     if kind == "flapping-node":
         faults.append(Fault("flapping", (pick[0],), rng.uniform(0.3, 0.6)))
+    if kind == "flapping-link":
+        faults.append(Fault("flapping-link", (pick[2], pick[3]), 0.13))
+    if kind == "slow-1pct":
+        faults += [Fault("slow-node", (n,), 0.7) for n in rng.sample(nodes, max(1, len(nodes) // 100))]
     if kind == "nic-rail-half":
         faults.append(Fault("slow-node", (pick[0],), 0.5))
     if kind == "gpu-5pct-slow":
@@ -101,20 +113,25 @@ def inject(kind: str, nodes: list[str], rng: random.Random) -> tuple[list[Fault]
     return faults, extra
 
 
+def switch_size(count: int) -> int:
+    """Nodes under one leaf switch in a simulated run of `count` nodes: a quarter of them, 2 to 32."""
+    return max(2, min(32, count // 4))
+
+
 def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: float,
-              params: IsolationParams | None = None, floor: float = FLOOR) -> Trial:
+              params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None) -> Trial:
     """One simulated run of fault type `kind` on `count` nodes."""
     if kind not in FAULT_TYPES:
         raise ValueError(f"unknown fault type {kind!r}; known: {', '.join(FAULT_TYPES)}")
     rng = random.Random(seed)
     nodes = node_names(count)
-    topology = None
+    topology = racks(nodes, switch_size(count)) if fabric or kind == "boundary" else None
     faults, extra = inject(kind, nodes, rng)
     if kind == "boundary":
-        topology = racks(nodes, max(2, min(32, count // 4)))
         groups = sorted(set(topology.values()))
         faults = [Fault("boundary", tuple(sorted(rng.sample(groups, 2))), rng.uniform(0.2, 0.6))]
-    model = FaultModel(nodes, faults, topology=topology, noise=noise, threshold=floor, seed=rng.randrange(1 << 30))
+    model = FaultModel(nodes, faults, topology=topology, noise=noise, threshold=floor, seed=rng.randrange(1 << 30),
+                       fabric=fabric)
     truth = set(model.truth())
     trial = Trial(truth, {n for f in faults if f.kind not in ("boundary", "bad-link") for n in f.members},
                   faulty=kind != "healthy")
@@ -146,7 +163,7 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
             else:
                 trial.suspects += 1
                 trial.suspected.add((found.kind, frozenset(found.members)))
-    _fail_slow(trial, nodes, extra.get("slow_gpu"), gpu_noise, rng)
+    _fail_slow(trial, nodes, extra.get("slow_gpu"), gpu_noise, rng, shared=fabric is not None)
     return trial
 
 
@@ -167,11 +184,15 @@ def _shortfall_confirmed(trial: Trial, model: FaultModel, nodes: list[str], isol
 
 
 def _fail_slow(trial: Trial, nodes: list[str], slow: tuple[str, int, float] | None, gpu_noise: float,
-               rng: random.Random) -> None:
+               rng: random.Random, shared: bool = False) -> None:
+    """The fail-slow test on every GPU's rate. `shared`: half of the spread's variance is the node's,
+    shared by its GPUs."""
     gauss = rng.gauss
     gpus = [(n, i) for n in nodes for i in range(GPUS_PER_NODE)]
+    own = gpu_noise / math.sqrt(2) if shared else gpu_noise
+    node_part = {n: gauss(0.0, own) if shared else 0.0 for n in nodes}
     # gpu.visibility's rate is the median of three timed products (preflight.workers.gpu_probe)
-    rates = [sorted(1.0 + gauss(0.0, gpu_noise) for _ in range(3))[1] for _ in gpus]
+    rates = [(1.0 + node_part[n]) * sorted(1.0 + gauss(0.0, own) for _ in range(3))[1] for n, _ in gpus]
     if slow is not None:
         trial.truth.add(("gpu", frozenset([f"{slow[0]}:{slow[1]}"])))
         trial.fault_nodes.add(slow[0])
@@ -192,33 +213,42 @@ def _nodes_of(component: tuple[str, frozenset[str]]) -> set[str]:
 
 
 def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed: int = 1,
-        params: IsolationParams | None = None, floor: float = FLOOR) -> dict[str, Any]:
-    """One row of the error-rate table: `trials` runs of fault type `kind`."""
+        params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None) -> dict[str, Any]:
+    """One row of the error-rate table: `trials` runs of fault type `kind`. Each rate comes with its
+    counts (for intervals and pooling), and `per_run` each run's (true blames, blames, faults), counted."""
     started = time.monotonic()
-    runs = [run_trial(kind, count, seed * 1_000_003 + i, noise=noise, gpu_noise=gpu_noise, params=params, floor=floor)
-            for i in range(trials)]
-    true_blames = sum(len(t.blamed & t.truth) for t in runs)
-    blames = sum(len(t.blamed) for t in runs)
-    truths = sum(len(t.truth) for t in runs)
+    runs = [run_trial(kind, count, seed * 1_000_003 + i, noise=noise, gpu_noise=gpu_noise, params=params, floor=floor,
+                      fabric=fabric) for i in range(trials)]
+    per_run = [(len(t.blamed & t.truth), len(t.blamed), len(t.truth)) for t in runs]
+    true_blames, blames, truths = (sum(r[i] for r in per_run) for i in range(3))
     healthy_node_runs = sum(count - len(t.fault_nodes) for t in runs)
     wrongly_acted = sum(len(set().union(*[_nodes_of(c) for c in t.blamed - t.truth]) - t.fault_nodes)
                         for t in runs if t.blamed - t.truth)
     faulty = [t for t in runs if t.faulty]
     healthy = [t for t in runs if not t.faulty]
+    # fault runs that went through unnoticed: not NO-GO, and no finding named a faulty component
+    missed = sum(not t.nogo and not ((t.blamed | t.suspected) & t.truth) for t in faulty)
+    nogo = sum(t.nogo for t in healthy)
+    gpus_flagged, gpus = sum(t.gpus_flagged for t in runs), max(1, sum(t.gpus for t in runs))
     return {
         "fault": kind, "nodes": count, "noise": noise, "gpu_noise": gpu_noise, "floor": floor, "runs": trials,
+        "model": "fabric" if fabric else "gauss",
         # healthy runs called NO-GO (the all-node reading below its floor, or a confirmed blame)
-        "false_nogo_runs": round(sum(t.nogo for t in healthy) / len(healthy), 4) if healthy else None,
+        "false_nogo_runs": round(nogo / len(healthy), 4) if healthy else None,
         # healthy node-runs acted on (drained, cordoned, the hook's exit code) for a blame not theirs
         "false_nogo_node_runs": round(wrongly_acted / healthy_node_runs, 6) if healthy_node_runs else None,
-        # fault runs that went through unnoticed: not NO-GO, and no finding named a faulty component
-        "missed": round(sum(not t.nogo and not ((t.blamed | t.suspected) & t.truth) for t in faulty) / len(faulty), 4)
-        if faulty else None,
+        "missed": round(missed / len(faulty), 4) if faulty else None,
         "precision": round(true_blames / blames, 4) if blames else None,
         "recall": round(true_blames / truths, 4) if truths else None,
+        "counts": {"nogo": nogo, "healthy_runs": len(healthy), "acted": wrongly_acted,
+                   "healthy_node_runs": healthy_node_runs, "missed": missed, "faulty_runs": len(faulty),
+                   "gpus_flagged": gpus_flagged, "gpus": gpus},
         "blames": blames, "true_blames": true_blames, "faults": truths,  # for pooling rows
+        # each distinct (true blames, blames, faults) of a run, with how many runs had it
+        "per_run": [[*k, n] for k, n in sorted(Counter(per_run).items())],
         "suspects_per_run": round(sum(t.suspects for t in runs) / trials, 3),
-        "gpu_false_alarms": round(sum(t.gpus_flagged for t in runs) / max(1, sum(t.gpus for t in runs)), 6),
+        "gpu_false_alarms": round(gpus_flagged / gpus, 6),
+        "gpu_false_per_run": round(gpus_flagged / trials, 3),
         "rechecks_per_run": round(sum(t.rechecks for t in runs) / trials, 3),
         "rounds": round(sum(t.rounds for t in runs) / trials, 2),
         "rounds_max": max(t.rounds for t in runs),
