@@ -59,7 +59,10 @@ from preflight.launch.topology import topology_of
 from preflight_checks.net.isolation import (
     ISOLATION_METHODS, adaptive_pass, screen_reason,
 )
-from preflight.launch.recheck import TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks
+from preflight.launch.isolation_findings import SHARED_CAUSE_FIX
+from preflight.launch.recheck import (
+    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks,
+)
 from preflight_checks.net.bandwidth_judge import (
     SHORTFALL_KINDS, below_floor, isolation_part, judge_link, met_floor, recheck_failure, recheck_text, slow_finding,
 )
@@ -226,6 +229,8 @@ class NetBandwidth(Check):
                                      "shows only under the whole ring's load; run again, and watch the switches' "
                                      "error and drop counters."),
         "transient": TRANSIENT_FIX,
+        "intermittent": INTERMITTENT_FIX,
+        "shared-cause": SHARED_CAUSE_FIX,
     }
     Params = Params
     timeout_s = 300.0
@@ -456,7 +461,10 @@ class NetBandwidth(Check):
         if slow:
             shortfall = [slow_finding(type(self), slow, len(measured), params.min_gbps)]
             if "rechecks" in facts:  # never NO-GO on one ring (preflight.launch.recheck)
-                readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure)
+                far = FAR_BELOW * params.min_gbps  # a link under half the floor in any ring is no transient
+                readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure,
+                                       far=lambda r: below_floor(r.get("links", []), far),
+                                       first_far=below_floor(facts["links"], far))
                 shortfall = judged_by_readings(type(self), shortfall, SHORTFALL_KINDS, readings,
                                                later=recheck_text(facts["rechecks"], params.min_gbps))
             findings += shortfall

@@ -49,9 +49,11 @@ from preflight_checks.scaling.multi_node_isolation import (
     ISOLATION_FIXES, ISOLATION_METHODS, isolation_reason, run_isolation,
 )
 from preflight.engine.faults import fault
-from preflight.launch.recheck import TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks
+from preflight.launch.recheck import (
+    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks,
+)
 from preflight_checks.scaling.multi_node_figures import (
-    SHORTFALL_KINDS, below_floor, efficiency, met_floor, recheck_text, run_measurements,
+    SHORTFALL_KINDS, below_floor, efficiency, far_below, met_floor, recheck_text, run_measurements,
 )
 
 SOURCE_CHECK = "scaling.multi_gpu"
@@ -194,6 +196,7 @@ class ScalingMultiNode(Check):
         "efficiency": " ".join((FIX_NETWORK, FIX_NCCL, FIX_STRAGGLER)),
         **ISOLATION_FIXES,
         "transient": TRANSIENT_FIX,
+        "intermittent": INTERMITTENT_FIX,
     }
     Params = Params
     timeout_s = 300.0
@@ -322,7 +325,9 @@ class ScalingMultiNode(Check):
                                          params)
         shortfall = [self._efficiency(facts, params, details)]
         if "rechecks" in facts:  # never NO-GO on one all-node reading (preflight.launch.recheck)
-            readings = readings_of(facts["rechecks"], lambda r: met_floor(one, r, params))
+            readings = readings_of(facts["rechecks"], lambda r: met_floor(one, r, params),
+                                   far=lambda r: far_below(one, r, params, FAR_BELOW),
+                                   first_far=far_below(one, everyone, params, FAR_BELOW))
             shortfall = judged_by_readings(type(self), shortfall, SHORTFALL_KINDS, readings,
                                            later=recheck_text(one, facts["rechecks"]))
         problems += shortfall

@@ -7,9 +7,10 @@ ERROR (could not measure), and:
 - it is a cluster check's finding whose component (preflight.core.model.Component) is that node or
   one of its GPUs, confirmed; a cluster finding of an older results file without a component counts
   for the node its `node` field names.
-A component that is a link (two nodes: neither end is at fault alone) or a boundary (two topology
-groups: no node is at fault) is nobody's own: `held` lists those, so that the actions can name them
-(the link, the trunk) and act on no node. A suspect (component.confirmed False) is nobody's either.
+A component that is a link (two nodes: neither end is at fault alone), a boundary (two topology
+groups: no node is at fault) or a shared cause (several components confirmed at once under one
+topology group, or links with one common end: one cause, not many faults) is nobody's own: `held`
+lists those, so that the actions can name them (the link, the trunk, the group) and act on no node. A suspect (component.confirmed False) is nobody's either.
 Nothing here reads a message.
 """
 
@@ -18,8 +19,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from preflight.core.model import (
-    COMPONENT_BOUNDARY, COMPONENT_LINK, CheckResult, Finding, RunReport, Scope, Status,
+    COMPONENT_BOUNDARY, COMPONENT_GROUP, COMPONENT_LINK, CheckResult, Finding, RunReport, Scope, Status,
 )
+
+NOBODYS = (COMPONENT_LINK, COMPONENT_BOUNDARY, COMPONENT_GROUP)  # components no node is acted on for
 
 
 class Blame(NamedTuple):
@@ -36,7 +39,7 @@ def _whose(result: CheckResult, finding: Finding, nodes: set[str]) -> str | None
     """The node a blocking finding is the own of, or None (a link, a boundary, a suspect, no node)."""
     component = finding.component
     if component is not None:
-        if not component.confirmed or component.kind in (COMPONENT_LINK, COMPONENT_BOUNDARY):
+        if not component.confirmed or component.kind in NOBODYS:
             return None
         node = component.nodes[0] if component.nodes else None
         if result.scope is Scope.NODE and node is None:
@@ -80,13 +83,16 @@ def held(report: RunReport) -> list[Blame]:
         for finding in result.findings:
             component = finding.component
             if finding.level in levels and component is not None and component.confirmed \
-                    and component.kind in (COMPONENT_LINK, COMPONENT_BOUNDARY):
+                    and component.kind in NOBODYS:
                 out.append(Blame(result.check_id, finding.id, component.text))
     return out
 
 
 def held_text(blame: Blame) -> str:
     """Why nothing is drained for a link or boundary finding, naming it."""
+    if blame.component.startswith("shared cause"):
+        return (f"{blame.component} ({blame.finding_id}): several components confirmed at once share this one "
+                "cause: no node is acted on for it")
     if blame.component.startswith("boundary"):
         return (f"{blame.component} ({blame.finding_id}): the trunk or uplink between those topology groups; "
                 "no node is at fault: none is acted on")

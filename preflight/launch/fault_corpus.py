@@ -37,7 +37,7 @@ from preflight.history.outliers import FAIL_SLOW_MIN_DEVIATION, FAIL_SLOW_Z_LIMI
 from preflight.launch.isolation import IsolationParams, isolate
 from preflight.launch.isolation_launch import slow_ranks_reason
 from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks
-from preflight.launch.recheck import TRANSIENT, readings_of, recheck_wanted, take_rechecks
+from preflight.launch.recheck import FAR_BELOW, TRANSIENT, readings_of, recheck_wanted, take_rechecks
 
 GPUS_PER_NODE = 8
 FLOOR = 0.8  # a group is bad below 0.8 of the healthy figure (isolation_sim's default threshold)
@@ -153,7 +153,7 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
                          params=params)
         trial.rounds = result.round_count
         if screen.ok is False:  # the check's all-node reading is below its floor: NO-GO once confirmed
-            trial.nogo = _shortfall_confirmed(trial, model, nodes, result.to_dict()) or trial.nogo
+            trial.nogo = _shortfall_confirmed(trial, model, nodes, result.to_dict(), screen.figure) or trial.nogo
         for found in result.attributions:
             if found.ambiguous:
                 continue
@@ -167,20 +167,30 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
     return trial
 
 
-def _shortfall_confirmed(trial: Trial, model: FaultModel, nodes: list[str], isolation: dict[str, Any]) -> bool:
+def _shortfall_confirmed(trial: Trial, model: FaultModel, nodes: list[str], isolation: dict[str, Any],
+                         first: float | None) -> bool:
     """Whether an all-node reading below its floor stands, as collectives.cluster judges it: when the
     pass blamed nothing, every node is measured together again (preflight.launch.recheck), each
-    recheck one more round; the shortfall stands unless a recheck met the floor."""
+    recheck one more round; the shortfall stands unless most readings met the floor and none was far
+    below it (intermittent is NO-GO too)."""
     if not recheck_wanted(isolation):
         return True
 
     def met(reading: dict[str, Any]) -> bool | None:
         return reading["ok"]
 
-    rechecks = take_rechecks(lambda: {"ok": model.measure([nodes])[0].ok}, met, lambda: float("inf"), 0.0)
+    def far(reading: dict[str, Any]) -> bool:
+        return reading["figure"] is not None and reading["figure"] < FAR_BELOW * model.threshold
+
+    def once() -> dict[str, Any]:
+        result = model.measure([nodes])[0]
+        return {"ok": result.ok, "figure": result.figure}
+
+    rechecks = take_rechecks(once, met, lambda: float("inf"), 0.0)
     trial.rechecks = len(rechecks)
     trial.rounds += len(rechecks)
-    return readings_of(rechecks, met).outcome != TRANSIENT
+    first_far = first is not None and first < FAR_BELOW * model.threshold
+    return readings_of(rechecks, met, far=far, first_far=first_far).outcome != TRANSIENT
 
 
 def _fail_slow(trial: Trial, nodes: list[str], slow: tuple[str, int, float] | None, gpu_noise: float,

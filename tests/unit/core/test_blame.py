@@ -53,6 +53,15 @@ def test_a_boundary_drains_nobody_and_names_the_trunk():
     assert held.component == "boundary rack1 - rack2" and "trunk" in blame.held_text(held)
 
 
+def test_a_shared_cause_drains_and_cordons_nobody_and_is_named():
+    group = found("shared-cause", Component("group", groups=["leaf07"]))
+    common = found("shared-cause", Component("group", ["n2"]))
+    r = report(cluster(group, common))
+    assert blame.own_findings(r) == {} and slurm.drain_plan(r, {}) == {} and cordon_plan(r) == {}
+    assert [b.component for b in blame.held(r)] == ["shared cause: topology group leaf07", "shared cause: node n2"]
+    assert "no node is acted on" in blame.held_text(blame.held(r)[0])
+
+
 def test_a_suspect_is_never_acted_on_even_when_warnings_block():
     suspect = found("suspect", Component("node", ["n3"], confirmed=False), level=Status.WARN)
     r = report(cluster(suspect, status=Status.WARN), fail_on="warn")
