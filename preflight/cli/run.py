@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    FINITE, Duration, checks_option, color_option, config_option, fail_on_option, format_option, json_option,
+    FINITE, Duration, FiniteFloat, checks_option, color_option, config_option, fail_on_option, format_option, json_option,
     out_option, profile_option, run_problems, sayer, set_option, skip_option, split_ids, summary_step,
     textfile_option,
 )
@@ -56,6 +56,10 @@ from preflight.core.verdict import EXIT_CODE_HELP
                    "step per node, --fanout at a time (per-node), or choose by the allocation's size (auto).")
 @click.option("--drain", is_flag=True, help="With --slurm: drain each node with a blocking finding of its own.")
 @click.option("--resume", is_flag=True, help="With --slurm: resume nodes preflight drained that now pass.")
+@click.option("--blast-radius", type=FiniteFloat(0, 1, min_open=True), default=None,
+              help="The most --drain and --cordon act on in one run, as a share of its nodes (default 0.02, or [run] "
+                   "blast_radius; at least one node, never more than half of one topology group). Past it nothing "
+                   "is acted on and the run says which nodes would have been.")
 @click.option("--level", type=click.Choice(["quick", "standard", "thorough"]), default=None,
               help="How much to measure: quick (probes, at most 30 s per node: a Slurm prolog), standard "
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
@@ -87,7 +91,7 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         ssh_options=tuple(ssh_options), ssh_accept_new=ssh_accept_new, fanout=fanout, fail_fast=fail_fast,
         out_dir=out_dir, formats=tuple(split_ids(formats)), textfile_dir=more.get("textfile_dir"),
         baseline_file=baseline_file, baseline_tolerance=baseline_tolerance, fail_on_regression=fail_on_regression,
-        drain=drain, resume=resume, history=HISTORY_OFF if more.get("no_history") else HISTORY_AUTO,
+        drain=drain, resume=resume, blast_radius=more.get("blast_radius"), history=HISTORY_OFF if more.get("no_history") else HISTORY_AUTO,
         argv=tuple(sys.argv[1:]), command=shlex.join(["preflight", *sys.argv[1:]]))
     # From here on, SIGINT and SIGTERM (any number, at any moment) end in exit 130 with the reports
     # written once and marked interrupted (preflight/engine/signals.py).
@@ -113,7 +117,7 @@ def _run(request: Any, as_json: bool, shape: Any = None) -> int:
     finally:
         progress.stop()
     run = steps.Finishing(request, prepared.config, prepared.out, say, baseline=prepared.baseline,
-                          write_error=write_error)
+                          write_error=write_error, groups=shape_mod.groups_of(prepared.nodes))
     run_steps = steps.with_step(steps.RUN_STEPS, "reports", "summary", summary_step(as_json))
     if shape is not None:  # answered before the reports, which show it
         run_steps = steps.with_step(run_steps, "history context", "shape", shape_mod.step(shape, prepared.nodes))

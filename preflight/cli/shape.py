@@ -34,16 +34,22 @@ def parse(values: tuple[str, ...] | list[str] | None) -> Any:
         raise UsageProblem(str(exc)) from None
 
 
+def groups_of(nodes: list[Any]) -> dict[str, str]:
+    """node -> topology group of the run's NodeTargets (preflight.launch.topology); {} when none is known."""
+    from preflight.launch.topology import topology_from_specs
+
+    return topology_from_specs([{"name": n.name, **n.topology} for n in nodes]) or {}
+
+
 def apply(report: Any, shape: Any, nodes: list[Any], out: Path | None) -> None:
     """Answer the shape for this run (RunReport.subset) and, for a GO on a subset, write its node lists
     into `out`. `nodes` are the run's NodeTargets: their topology gives the groups."""
     if shape is None:
         return
     from preflight.core.shape import hosts_text, is_partial, kubernetes_text
-    from preflight.launch.topology import topology_from_specs
     from preflight.run.shape import answer
 
-    answer(report, shape, topology_from_specs([{"name": n.name, **n.topology} for n in nodes]) or {})
+    answer(report, shape, groups_of(nodes))
     if out is None or not is_partial(report.subset):
         return
     subset = report.subset

@@ -73,6 +73,7 @@ class RunRequest:
     fail_on_regression: bool = False
     # What is done about it.
     drain: bool = False
+    blast_radius: float | None = None  # --blast-radius: the share of nodes --drain and --cordon may act on
     resume: bool = False
     history: str = HISTORY_AUTO
     # Who asked.

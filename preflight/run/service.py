@@ -74,6 +74,8 @@ def configure(request: RunRequest, checks: dict[str, Any]) -> Any:
         config.set_run("fail_on", request.fail_on, "--fail-on")
     if request.level:
         config.set_run("level", request.level, "--level")
+    if request.blast_radius is not None:  # checked by the option: above 0, at most 1
+        config.set_run("blast_radius", request.blast_radius, "--blast-radius")
     if request.timeout_s is not None:
         if request.timeout_s <= 0:
             raise RunProblem("--timeout must be positive")
