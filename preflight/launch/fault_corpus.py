@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from preflight.history.outliers import FAIL_SLOW_MIN_DEVIATION, FAIL_SLOW_Z_LIMIT, lagging
+from preflight.history.outliers import gpu_lagging
 from preflight.launch.isolation import IsolationParams, isolate
 from preflight.launch.isolation_launch import slow_ranks_reason
 from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks
@@ -207,7 +207,10 @@ def _fail_slow(trial: Trial, nodes: list[str], slow: tuple[str, int, float] | No
         trial.truth.add(("gpu", frozenset([f"{slow[0]}:{slow[1]}"])))
         trial.fault_nodes.add(slow[0])
         rates[gpus.index((slow[0], slow[1]))] *= slow[2]
-    for index, _, _ in lagging(rates, "higher", z_limit=FAIL_SLOW_Z_LIMIT, least=FAIL_SLOW_MIN_DEVIATION):
+    # fleet.fail-slow's test: each GPU against the other GPUs of its node (a node's own shortfall is a
+    # fleet.outlier of the node, a WARN on no GPU, and is not counted here)
+    gpu_hits, _ = gpu_lagging(rates, [n for n, _ in gpus], "higher")
+    for index, _, _ in gpu_hits:
         node, gpu = gpus[index]
         trial.blamed.add(("gpu", frozenset([f"{node}:{gpu}"])))
         if slow is None or (node, gpu) != slow[:2]:
