@@ -97,20 +97,7 @@ def acting(report: RunReport, radius: float = DEFAULT_BLAST_RADIUS,
     the run's nodes, at least one; at most half of one topology group of `groups`, node -> group);
     else none, with why."""
     found = blames(report)
-    total = len(report.node_names)
-    limit = max(1, math.floor(radius * total + 1e-9))
-    why = ""
-    if len(found) > limit:
-        why = (f"{len(found)} nodes would be drained or cordoned, more than the blast radius of {limit} "
-               f"({radius:.0%} of {total} nodes, at least 1)")
-    elif groups:
-        for group in sorted({groups[n] for n in found if n in groups}):
-            size = sum(1 for n in report.node_names if groups.get(n) == group)
-            mine = [n for n in found if groups.get(n) == group]
-            if len(mine) > max(1, math.floor(GROUP_RADIUS * size)):
-                why = (f"{len(mine)} of the {size} nodes of topology group {group} would be drained or cordoned, "
-                       f"more than half of it")
-                break
+    why = past_radius(list(found), report.node_names, radius, groups)
     if not why:
         return Acting(found, {})
     return Acting({}, found, f"{why}: nothing is acted on; a cause they share (the fabric, a switch, a setting) is "
@@ -137,6 +124,21 @@ def explained_by(report: RunReport, finding: Finding, confirmed: set[str] | None
     if component is None:
         return sorted(confirmed)
     return sorted(set(component.nodes) & confirmed)
+
+
+def past_radius(acted: list[str], nodes: list[str], radius: float = DEFAULT_BLAST_RADIUS,
+                groups: Mapping[str, str] | None = None) -> str:
+    """Why acting on `acted` of a run's `nodes` is past the blast radius, or "" when it is not."""
+    limit = max(1, math.floor(radius * len(nodes) + 1e-9))
+    if len(acted) > limit:
+        return (f"{len(acted)} nodes would be drained or cordoned, more than the blast radius of {limit} "
+                f"({radius:.0%} of {len(nodes)} nodes, at least 1)")
+    for group in sorted({groups[n] for n in acted if n in groups} if groups else ()):
+        size = sum(1 for n in nodes if groups.get(n) == group)
+        mine = [n for n in acted if groups.get(n) == group]
+        if len(mine) > max(1, math.floor(GROUP_RADIUS * size)):
+            return f"{len(mine)} of the {size} nodes of topology group {group} would be drained or cordoned, more than half of it"
+    return ""
 
 
 def own_findings(report: RunReport) -> dict[str, list[tuple[str, str]]]:

@@ -33,6 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from preflight.core.blame import past_radius
 from preflight.history.outliers import gpu_lagging
 from preflight.launch.isolation import IsolationParams, isolate
 from preflight.launch.isolation_launch import slow_ranks_reason
@@ -79,6 +80,7 @@ class Trial:
     gpus_flagged: int = 0  # GPUs named fail-slow that are healthy
     gpus: int = 0
     faulty: bool = True  # a fault was injected (the run should be NO-GO)
+    topology: dict[str, str] | None = None  # node -> switch, when the run had one
 
 
 def inject(kind: str, nodes: list[str], rng: random.Random) -> tuple[list[Fault], dict[str, Any]]:
@@ -133,8 +135,8 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
     model = FaultModel(nodes, faults, topology=topology, noise=noise, threshold=floor, seed=rng.randrange(1 << 30),
                        fabric=fabric)
     truth = set(model.truth())
-    trial = Trial(truth, {n for f in faults if f.kind not in ("boundary", "bad-link") for n in f.members},
-                  faulty=kind != "healthy")
+    trial = Trial(truth, {n for f in faults if f.kind not in ("boundary", "bad-link", "flapping-link") for n in f.members},
+                  faulty=kind != "healthy", topology=topology)
     dead = extra.get("dead")
     if dead is not None:  # unreachable: an ERROR, NO-GO; nothing measures it, nothing is acted on for it
         trial.nogo, trial.fault_nodes = True, {dead}
@@ -218,6 +220,13 @@ def _fail_slow(trial: Trial, nodes: list[str], slow: tuple[str, int, float] | No
     trial.gpus = len(gpus)
 
 
+def _acted(trial: Trial, count: int) -> set[str]:
+    """The nodes the actions take capacity away from in a trial: every blamed node (preflight.core.blame),
+    none when they are past the blast radius (2% of the run's nodes, at least one; half a switch)."""
+    acted = set().union(*[_nodes_of(c) for c in trial.blamed])
+    return set() if past_radius(sorted(acted), node_names(count), groups=trial.topology) else acted
+
+
 def _nodes_of(component: tuple[str, frozenset[str]]) -> set[str]:
     """The nodes an action would act on for a blamed component: a node's; none for a link, a boundary or
     a fail-slow GPU (a WARN: named, acted on only with fail_on = "warn")."""
@@ -235,8 +244,7 @@ def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed
     per_run = [(len(t.blamed & t.truth), len(t.blamed), len(t.truth)) for t in runs]
     true_blames, blames, truths = (sum(r[i] for r in per_run) for i in range(3))
     healthy_node_runs = sum(count - len(t.fault_nodes) for t in runs)
-    wrongly_acted = sum(len(set().union(*[_nodes_of(c) for c in t.blamed - t.truth]) - t.fault_nodes)
-                        for t in runs if t.blamed - t.truth)
+    wrongly_acted = sum(len(_acted(t, count) - t.fault_nodes) for t in runs if t.blamed - t.truth)
     faulty = [t for t in runs if t.faulty]
     healthy = [t for t in runs if not t.faulty]
     # fault runs that went through unnoticed: not NO-GO, and no finding named a faulty component

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator
 from preflight.launch.isolation_plan import (
     Attribution, GroupResult, Outcome, Probe, clearance_task, screen_task, straggler_task,
 )
-from preflight.launch.isolation_verify import shared_causes, verify_task
+from preflight.launch.isolation_verify import shared_causes, to_verify, verify_task
 
 __all__ = ["Attribution", "GroupResult", "Isolation", "IsolationParams", "Round", "Stop", "isolate", "round_bound"]
 
@@ -331,7 +331,8 @@ class _Engine:
                 progress = True
             elif self._verify_due():
                 self._verified = True
-                self.spawn(verify_task(self), scope=[], priority=1)
+                for found in to_verify(self):
+                    self.spawn(verify_task(self, found), scope=[], priority=1)
                 progress = True
             if not progress and not planned and nudged < 2:
                 waiting = [t for t in self._live() if t.started and t.request == []]

@@ -2,9 +2,10 @@
 a shared cause named before individual blame. Pure.
 
 - verify: when every search and the clearance have ended, each confirmed node, link and boundary is
-  measured again, every round, until `confirm_span` rounds have passed since its first bad reading;
-  the last of those readings decides: bad, the blame stands; good (or not measured), it becomes a
-  suspect, never acted on. Readings taken in consecutive rounds share whatever lasted that long (a
+  measured again, every round, at least LATER times and until `confirm_span` rounds have passed since
+  its first bad reading; the last LATER readings decide: all bad, the blame stands; one good (or not
+  measured), it becomes a suspect, never acted on (one reading alone is below the floor now and then
+  on a healthy fabric). Readings taken in consecutive rounds share whatever lasted that long (a
   neighbour's traffic through one switch); one taken after the others have ended does not.
 - shared causes: confirmed nodes under one topology group (at least `shared_at_least`, and
   `shared_share` of its nodes) name the group; confirmed links with a common end name that end. Such
@@ -16,6 +17,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from preflight.launch.isolation_types import Attribution, Outcome, Probe, label
+
+LATER = 2  # readings at the end that must all be bad for a blame to stand
 
 
 def _first_round(found: Attribution) -> int:
@@ -34,27 +37,29 @@ def _probe(e: Any, found: Attribution) -> Probe:
                  purpose=f"a pair across {found.members[0]} and {found.members[1]} once more, later")
 
 
-def verify_task(e: Any) -> Iterator[list[Probe]]:
-    """Each confirmed node, link and boundary measured again until `confirm_span` rounds after its
-    first bad reading; the last reading decides whether its blame stands."""
-    pending = [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous
-               and a.kind in ("node", "link", "boundary")]
-    readings: dict[int, list[Outcome]] = {id(a): [] for a in pending}
-    while pending:
-        outcomes = yield [_probe(e, a) for a in pending]
-        following = []
-        for found, outcome in zip(pending, outcomes):
-            readings[id(found)].append(outcome)
-            measured = outcome.result is not None and outcome.result.ok is not None
-            if measured and outcome.round is not None and outcome.round - _first_round(found) < e.params.confirm_span:
-                following.append(found)
-                continue
-            _decide(found, readings[id(found)], measured)
-        pending = following
+def to_verify(e: Any) -> list[Attribution]:
+    """The confirmed nodes, links and boundaries: each is measured again by a verify_task of its own."""
+    return [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous
+            and a.kind in ("node", "link", "boundary")]
+
+
+def verify_task(e: Any, found: Attribution) -> Iterator[list[Probe]]:
+    """`found` measured again every round until `confirm_span` rounds after its first bad reading; the
+    last reading decides whether its blame stands. One task per component, so that those whose
+    partners are free this round go on while the others wait."""
+    readings: list[Outcome] = []
+    while True:
+        (outcome,) = yield [_probe(e, found)]
+        readings.append(outcome)
+        measured = outcome.result is not None and outcome.result.ok is not None
+        spread = outcome.round is not None and outcome.round - _first_round(found) >= e.params.confirm_span
+        if not measured or outcome.good or (spread and len(readings) >= LATER):
+            _decide(found, readings, measured)
+            return
 
 
 def _decide(found: Attribution, readings: list[Outcome], measured: bool) -> None:
-    last = readings[-1]
+    last = readings[-1]  # a good one ends the readings: all the others were bad
     shown = "; ".join(f"round {o.round} {label(o.group)} {'bad' if o.bad else 'good' if o.good else 'not measured'}"
                       for o in readings)
     found.confirmation["later"] = [{"round": o.round, "group": o.group, "bad": o.bad} for o in readings]
