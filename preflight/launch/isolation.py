@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator
 from preflight.launch.isolation_plan import (
     Attribution, GroupResult, Outcome, Probe, clearance_task, screen_task, straggler_task,
 )
-from preflight.launch.isolation_verify import shared_causes, to_verify, verify_task
+from preflight.launch.isolation_verify import shared_causes, to_verify, unverified, verify_task
 
 __all__ = ["Attribution", "GroupResult", "Isolation", "IsolationParams", "Round", "Stop", "isolate", "round_bound"]
 
@@ -489,9 +489,9 @@ class _Engine:
                 "unexplained", members, ["no group of nodes measured good: a cause common to every node (the fabric, "
                                          "a shared setting), or more faults than nodes to tell them apart"],
                 rounds, confidence="unconfirmed", ambiguous=True)]
-        # A node at fault is not also a straggler: its own fault says more.
-        self.attributions = [a for a in self.attributions
-                             if not (a.kind == "straggler" and a.members[0] in self._blamed)]
+        # A node at fault is not also a straggler: its own fault says more. Unverified blames are suspects.
+        self.attributions = [a for a in self.attributions if not (a.kind == "straggler" and a.members[0] in self._blamed)]
+        unverified(self)
         shared_causes(self)
 
     def result(self, screen: GroupResult | None) -> Isolation:

@@ -72,6 +72,17 @@ def _decide(found: Attribution, readings: list[Outcome], measured: bool) -> None
     found.confidence = "unconfirmed"
 
 
+def unverified(e: Any) -> None:
+    """A confirmed component the pass ended (stopped, out of rounds) before measuring again is a
+    suspect: nothing is acted on without the readings at the end."""
+    if not e.params.verify:
+        return
+    for found in to_verify(e):
+        if "later" not in found.confirmation:
+            found.confidence = "unconfirmed"
+            found.evidence.append("the pass ended before it was measured again later: not blamed")
+
+
 def shared_causes(e: Any) -> None:
     """Confirmed nodes under one topology group, and confirmed links with a common end, named as one
     shared cause in place of each of them."""

@@ -98,3 +98,11 @@ def test_a_shared_cause_becomes_one_finding_whose_component_no_node_owns():
     assert shared.level is Status.FAIL and shared.node is None
     assert shared.component.kind == COMPONENT_GROUP and shared.component.groups == ["rack01"]
     assert shared.fix and "no node is acted on" in shared.fix
+
+
+def test_a_pass_that_stops_before_the_reading_at_the_end_blames_nobody():
+    model = FaultModel(NODES, [Fault("slow-node", ("n09",), 0.4)], topology=SWITCHES, noise=0.0, seed=1, times=False)
+    result = isolate(NODES, model.measure, topology=SWITCHES, params=IsolationParams(max_rounds=6))
+    (found,) = [a for a in result.attributions if a.kind == "node"]
+    assert found.members == ["n09"] and found.confidence == "unconfirmed"
+    assert "the pass ended before it was measured again later: not blamed" in found.evidence
