@@ -22,9 +22,9 @@ there are three nodes or more, an adaptive isolation pass (`isolation = "adaptiv
 groups of the nodes at once, split and confirmed, and names the node, link or topology boundary
 that makes a group's step slow (judged on compute / step, see
 preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. When
-E is below warn_efficiency (a FAIL) and the pass blames nothing, the all-node run is trained again (up
-to two more times, preflight.launch.recheck): below it in every run FAILs, a run at or above it makes
-the shortfall a transient WARN.
+E is below warn_efficiency (a FAIL) and the pass blames nothing, the all-node run is trained twice more
+(preflight.launch.recheck): below it in every run FAILs, in 2 of 3 runs (or under half of it in one) is
+an intermittent FAIL, and otherwise the shortfall is a transient WARN.
 """
 
 from __future__ import annotations
