@@ -17,7 +17,7 @@ does) is compared in two steps (`gpu_lagging`), since part of a GPU's spread is 
 clocks, power capping shared by its GPUs): each GPU against the other GPUs of its node (its share of
 its node's median, against the spread of those shares over the run), where one that lags while
 passing is `fleet.fail-slow`, naming that GPU (its component), with a smaller least distance
-(FAIL_SLOW_MIN_DEVIATION, 3%) and a larger z-score (FAIL_SLOW_NODE_Z_LIMIT, 4.5); and each node's median
+(FAIL_SLOW_MIN_DEVIATION, 3%) and a larger z-score (FAIL_SLOW_NODE_Z_LIMIT, 4); and each node's median
 against its peers' medians, where a node that lags is a `fleet.outlier` of the node, not of a GPU.
 """
 
@@ -33,10 +33,10 @@ from preflight.history.stats import median, robust_sigma
 OUTLIER_ID = "fleet.outlier"
 FAIL_SLOW_ID = "fleet.fail-slow"  # one GPU slower than the run's other GPUs of its kind, though it passes
 FAIL_SLOW_MIN_DEVIATION = 0.03
-# Against the other GPUs of its node the spread is the GPU's own, but its share of its node's median
-# carries that median's spread too (about 1/sqrt(8) more): a GPU 5% slow at 1% spread lies near 4.8
-# of those deviations, and a healthy one crosses 4.5 about 3 times in a million (0.03 a run at 8,192 GPUs).
-FAIL_SLOW_NODE_Z_LIMIT = 4.5
+# Against the other GPUs of its node the spread is the GPU's own, but its share of their median carries
+# that median's spread too: a GPU 5% slow at 1% spread lies 4 to 5 of those deviations out, and a
+# healthy one crosses 4 about 3 times in 100,000 (0.3 a run at 8,192 GPUs: bench/error_rates.py).
+FAIL_SLOW_NODE_Z_LIMIT = 4.0
 Z_LIMIT = 3.5
 MIN_NODES = 5  # nodes of one kind that measured the figure, the outlier included
 MIN_DEVIATION = 0.05  # relative distance from the median below which no node is an outlier
@@ -130,7 +130,8 @@ def gpu_lagging(values: list[float], nodes: list[str], better: str, passing: lis
     """Per-GPU figures (`values`, each of the node in `nodes` at the same index) in two steps: (the GPUs
     that lag the other GPUs of their node: index, their node's median, z; the nodes whose median lags
     their peers': node, its median, the peers' median, z). A GPU's share of its node's median is judged
-    against the spread of those shares over every node with three GPUs or more. Pure."""
+    against the spread of those shares over every node with three GPUs or more (each share of the median
+    of the node's other GPUs). Pure."""
     by_node: dict[str, list[int]] = {}
     for index, node in enumerate(nodes):
         by_node.setdefault(node, []).append(index)
@@ -138,9 +139,13 @@ def gpu_lagging(values: list[float], nodes: list[str], better: str, passing: lis
     shares: list[float] = []
     where: list[int] = []
     for node, idx in by_node.items():
-        if len(idx) >= 3 and medians[node]:
-            shares += [values[i] / medians[node] for i in idx]
-            where += idx
+        for i in idx if len(idx) >= 3 else ():
+            # against the median of the node's other GPUs: with its own value in it, the two middle
+            # GPUs' shares sit at 1 by construction and make the spread look narrower than it is
+            others = median([values[j] for j in idx if j != i])
+            if others:
+                shares.append(values[i] / others)
+                where.append(i)
     gpus = [(where[i], medians[nodes[where[i]]], z)
             for i, _, z in lagging(shares, better, [passing[j] for j in where] if passing else None,
                                    z_limit=z_limit, least=least)] if shares else []

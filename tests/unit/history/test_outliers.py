@@ -107,7 +107,8 @@ def with_gpu_rates(report, slow=None, noise=0.01, seed=5):
 def test_one_gpu_five_percent_slow_is_fail_slow_naming_that_gpu():
     from preflight.history.outliers import FAIL_SLOW_ID
 
-    report = with_gpu_rates(fleet.fleet_report(NODES, fleet.START, seed=12), slow=("gpu05", 3, 0.95))
+    # gpu.visibility's rate is the median of three products: a GPU spread of 1% reads as about 0.7%
+    report = with_gpu_rates(fleet.fleet_report(NODES, fleet.START, seed=12), slow=("gpu05", 3, 0.95), noise=0.007)
     slow = [f for f in outlier_findings(report) if f.id == FAIL_SLOW_ID]
     assert [(f.component.kind, f.component.nodes, f.component.gpu) for f in slow] == [("gpu", ["gpu05"], 3)]
     assert slow[0].level is Status.WARN
