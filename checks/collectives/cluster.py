@@ -46,7 +46,7 @@ from typing import Any
 
 # Params (re-exported) lives with the check's other declarations: its fixes and hints.
 from preflight_checks.collectives.cluster_params import CPU_SIZES, FIXES, GPU_SIZES, REMEDIATION, Params  # noqa: F401
-from preflight_checks.collectives.figures import allreduce_findings, human_bytes, no_floor
+from preflight_checks.collectives.figures import allreduce_findings, far_below, human_bytes, no_floor
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
 from preflight.engine.context import ClusterContext
 from preflight.launch.torchrun import (
@@ -359,7 +359,9 @@ class CollectivesCluster(Check):
             return label
         run_findings, run_measurements = judge_main(run, params, label, choice.get("backend"), type(self))
         if "rechecks" in facts:
-            readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params))
+            readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params),
+                                   far=lambda r: far_below(r["result"] if r.get("ok") else {}, params),
+                                   first_far=far_below(run["result"], params))
             run_findings = judged_by_readings(type(self), run_findings, SHORTFALL_KINDS, readings,
                                               later=recheck_text(facts["rechecks"]))
         findings += run_findings

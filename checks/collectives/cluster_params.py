@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from preflight.core.check import TOO_FEW_NODES_FIXES, Learnable, param
 from preflight_checks.collectives.figures import MIB
-from preflight.launch.recheck import TRANSIENT_FIX
+from preflight.launch.isolation_findings import SHARED_CAUSE_FIX
+from preflight.launch.recheck import INTERMITTENT_FIX, TRANSIENT_FIX
 
 # The sizes collectives.local uses: on GPUs 256 MiB is where inter-node busbw reaches its plateau
 # in nccl-tests; on CPU 16 MiB is past gloo's plateau and keeps a run within seconds.
@@ -125,6 +126,8 @@ FIXES = {
     "pairwise-none": FIX_SLOW,
     # The adaptive pass (preflight.launch.isolation): what it names, and when it cannot.
     "transient": TRANSIENT_FIX,
+    "intermittent": INTERMITTENT_FIX,
+    "shared-cause": SHARED_CAUSE_FIX,
     "isolated-node": ("The node named slows every collective it joins: check its HCAs or NICs (`ibstat`, `ethtool -S`: "
                       "negotiated speed, errors), which NIC each GPU uses (`nvidia-smi topo -m`), and the transport "
                       "its ranks picked (NCCL_DEBUG=INFO); leave it out of jobs until it is fixed, then run the check "

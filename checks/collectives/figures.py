@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from preflight.core.check import Check, measure
+from preflight.launch.recheck import FAR_BELOW
 from preflight.core.model import FIGURE_SIZE, Finding, Measurement, Status
 
 MIB = 1 << 20
@@ -89,3 +90,15 @@ def no_floor(result: dict[str, Any], label: str, check_id: str, min_busbw_gbps: 
                     "not judged: no min_busbw_gbps says what the cluster must reach (only the sums were checked)",
                     f"State the bus bandwidth the cluster must reach: `--set {check_id}.min_busbw_gbps=N` (GB/s, at "
                     "the largest message size), from the fabric's nccl-tests figure.")]
+
+
+def far_below(result: dict[str, Any], params: Any) -> bool:
+    """An all-node reading (the worker's result) under FAR_BELOW of its bus-bandwidth floor (the largest
+    size), or its latency (the smallest) over the ceiling by as much: no transient, whatever the other
+    readings say. Pure."""
+    sizes = sorted(result.get("sizes", []) if result else [], key=lambda s: s["bytes"])
+    if not sizes:
+        return False
+    busbw, latency = sizes[-1].get("busbw_gbps"), sizes[0]["time_s"] * 1e6
+    return (params.min_busbw_gbps is not None and busbw is not None and busbw < FAR_BELOW * params.min_busbw_gbps) \
+        or (params.max_latency_us is not None and latency * FAR_BELOW > params.max_latency_us)

@@ -23,8 +23,9 @@ what is at fault: a node, the link between two nodes, or a topology boundary, or
 evidence is ambiguous. Groups of nodes measure their own rings at once, bad groups are split and
 searched, and each suspect is confirmed against nodes already measured good (preflight.launch.isolation,
 through preflight_checks.net.isolation): a few rounds where the full matrix takes 2(N-1). When the
-pass blames nothing, the ring is measured again (up to two more times, preflight.launch.recheck): slow
-links below the floor in every ring FAIL, a ring that met it makes them a transient WARN.
+pass blames nothing, the ring is measured twice more (preflight.launch.recheck): slow links below the
+floor in every ring FAIL, in 2 of 3 rings (or under half the floor in one) are an intermittent FAIL,
+and rings that met it otherwise make them a transient WARN.
 
 A link whose route is local to the sender (the target is one of the sender's own addresses, or
 loopback) would measure memory bandwidth, not the network, so it is ERROR and never measured.
@@ -59,7 +60,10 @@ from preflight.launch.topology import topology_of
 from preflight_checks.net.isolation import (
     ISOLATION_METHODS, adaptive_pass, screen_reason,
 )
-from preflight.launch.recheck import TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks
+from preflight.launch.isolation_findings import SHARED_CAUSE_FIX
+from preflight.launch.recheck import (
+    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks,
+)
 from preflight_checks.net.bandwidth_judge import (
     SHORTFALL_KINDS, below_floor, isolation_part, judge_link, met_floor, recheck_failure, recheck_text, slow_finding,
 )
@@ -229,6 +233,8 @@ class NetBandwidth(Check):
                                      "shows only under the whole ring's load; run again, and watch the switches' "
                                      "error and drop counters."),
         "transient": TRANSIENT_FIX,
+        "intermittent": INTERMITTENT_FIX,
+        "shared-cause": SHARED_CAUSE_FIX,
     }
     Params = Params
     timeout_s = 300.0
@@ -459,7 +465,10 @@ class NetBandwidth(Check):
         if slow:
             shortfall = [slow_finding(type(self), slow, len(measured), params.min_gbps)]
             if "rechecks" in facts:  # never NO-GO on one ring (preflight.launch.recheck)
-                readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure)
+                far = FAR_BELOW * params.min_gbps  # a link under half the floor in any ring is no transient
+                readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure,
+                                       far=lambda r: below_floor(r.get("links", []), far),
+                                       first_far=below_floor(facts["links"], far))
                 shortfall = judged_by_readings(type(self), shortfall, SHORTFALL_KINDS, readings,
                                                later=recheck_text(facts["rechecks"], params.min_gbps))
             findings += shortfall

@@ -22,9 +22,9 @@ there are three nodes or more, an adaptive isolation pass (`isolation = "adaptiv
 groups of the nodes at once, split and confirmed, and names the node, link or topology boundary
 that makes a group's step slow (judged on compute / step, see
 preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. When
-E is below warn_efficiency (a FAIL) and the pass blames nothing, the all-node run is trained again (up
-to two more times, preflight.launch.recheck): below it in every run FAILs, a run at or above it makes
-the shortfall a transient WARN.
+E is below warn_efficiency (a FAIL) and the pass blames nothing, the all-node run is trained twice more
+(preflight.launch.recheck): below it in every run FAILs, in 2 of 3 runs (or under half of it in one) is
+an intermittent FAIL, and otherwise the shortfall is a transient WARN.
 """
 
 from __future__ import annotations
@@ -50,9 +50,11 @@ from preflight_checks.scaling.multi_node_isolation import (
     ISOLATION_FIXES, ISOLATION_METHODS, isolation_reason, run_isolation,
 )
 from preflight.engine.faults import fault
-from preflight.launch.recheck import TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks
+from preflight.launch.recheck import (
+    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks,
+)
 from preflight_checks.scaling.multi_node_figures import (
-    SHORTFALL_KINDS, below_floor, efficiency, met_floor, recheck_text, run_measurements,
+    SHORTFALL_KINDS, below_floor, efficiency, far_below, met_floor, recheck_text, run_measurements,
 )
 
 SOURCE_CHECK = "scaling.multi_gpu"
@@ -195,6 +197,7 @@ class ScalingMultiNode(Check):
         "efficiency": " ".join((FIX_NETWORK, FIX_NCCL, FIX_STRAGGLER)),
         **ISOLATION_FIXES,
         "transient": TRANSIENT_FIX,
+        "intermittent": INTERMITTENT_FIX,
     }
     Params = Params
     timeout_s = 300.0
@@ -323,7 +326,9 @@ class ScalingMultiNode(Check):
                                          params)
         shortfall = [self._efficiency(facts, params, details)]
         if "rechecks" in facts:  # never NO-GO on one all-node reading (preflight.launch.recheck)
-            readings = readings_of(facts["rechecks"], lambda r: met_floor(one, r, params))
+            readings = readings_of(facts["rechecks"], lambda r: met_floor(one, r, params),
+                                   far=lambda r: far_below(one, r, params, FAR_BELOW),
+                                   first_far=far_below(one, everyone, params, FAR_BELOW))
             shortfall = judged_by_readings(type(self), shortfall, SHORTFALL_KINDS, readings,
                                            later=recheck_text(one, facts["rechecks"]))
         problems += shortfall

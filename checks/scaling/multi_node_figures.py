@@ -68,6 +68,12 @@ def met_floor(one: dict[str, Any], recheck: dict[str, Any], params: Any) -> bool
     return None if e is None else e >= params.warn_efficiency
 
 
+def far_below(one: dict[str, Any], run: dict[str, Any], params: Any, share: float) -> bool:
+    """An all-node run that scaled under `share` of warn_efficiency. Pure."""
+    e = _run_efficiency(one, run)
+    return e is not None and e < share * params.warn_efficiency
+
+
 def recheck_text(one: dict[str, Any], rechecks: list[dict[str, Any]]) -> str:
     """'then efficiency 0.93': the later all-node runs' efficiency, in order. Pure."""
     seen = [f"{e:.2f}" for e in (_run_efficiency(one, r) for r in rechecks if "not_run" not in r) if e is not None]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from preflight.launch.isolation_findings import SHARED_CAUSE_FIX
 from preflight.launch.isolation_launch import adaptive_pass, judged_group, node_times, pinned
 from preflight.engine.context import ClusterContext
 from preflight.launch.topology import topology_of
@@ -39,6 +40,7 @@ ISOLATION_FIXES = {
     "isolation-not-reproduced": ("No smaller group reproduced the loss: it appears only with every node at once "
                                  "(congestion, an oversubscribed uplink, the size of the job) or was transient; "
                                  "compare exposed communication on one node and on all."),
+    "shared-cause": SHARED_CAUSE_FIX,
 }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from preflight.cli.options import (
-    FINITE, Duration, checks_option, color_option, config_option, exit_with_verdict, fail_on_option, format_option,
+    FINITE, Duration, FiniteFloat, checks_option, color_option, config_option, exit_with_verdict, fail_on_option, format_option,
     json_option, out_option, profile_option, run_problems, sayer, set_option, skip_option, split_ids, summary_step,
     textfile_option,
 )
@@ -58,6 +58,10 @@ from preflight.core.verdict import EXIT_CODE_HELP
                    "step per node, --fanout at a time (per-node), or choose by the allocation's size (auto).")
 @click.option("--drain", is_flag=True, help="With --slurm: drain each node with a blocking finding of its own.")
 @click.option("--resume", is_flag=True, help="With --slurm: resume nodes preflight drained that now pass.")
+@click.option("--blast-radius", type=FiniteFloat(0, 1, min_open=True), default=None,
+              help="The most --drain and --cordon act on in one run, as a share of its nodes (default 0.02, or [run] "
+                   "blast_radius; at least one node, never more than half of one topology group). Past it nothing "
+                   "is acted on and the run says which nodes would have been.")
 @click.option("--level", type=click.Choice(["quick", "standard", "thorough"]), default=None,
               help="How much to measure: quick (probes, at most 30 s per node: a Slurm prolog), standard "
                    "(default, or [run] level in preflight.toml), thorough (larger sizes, more repeats).")
@@ -92,7 +96,8 @@ def run(nodes_file: str | None, config_file: str | None, profile: str | None, on
         fail_fast=fail_fast,
         out_dir=out_dir, formats=tuple(split_ids(formats)), textfile_dir=more.get("textfile_dir"),
         baseline_file=baseline_file, baseline_tolerance=baseline_tolerance, fail_on_regression=fail_on_regression,
-        drain=drain, resume=resume, history=HISTORY_OFF if more.get("no_history") else HISTORY_AUTO,
+        drain=drain, resume=resume, blast_radius=more.get("blast_radius"),
+        history=HISTORY_OFF if more.get("no_history") else HISTORY_AUTO,
         shape=shape_mod.parse(more.get("shape")), shape_values=tuple(more.get("shape") or ()),
         argv=tuple(sys.argv[1:]),
         command=shlex.join(["preflight", *sys.argv[1:]]))

@@ -10,6 +10,7 @@ NaN or an infinity is refused for any number.
     timeout = 300              # default per-check timeout, seconds
     fail_on = "fail"           # or "warn"
     level = "standard"         # or "quick", "thorough" (preflight.core.levels)
+    blast_radius = 0.02        # --drain and --cordon act on at most this share of the run's nodes
 
     [expect]
     gpus_per_node = 8
@@ -49,7 +50,9 @@ from preflight.core.silence import parse_silence
 from preflight.core.suggest import suggest
 from preflight.core.toml_lines import line_of
 
-RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,)}
+RUN_KEYS = {"timeout": (int, float), "fail_on": (str,), "level": (str,), "blast_radius": (int, float)}
+# [run] blast_radius: a share of the run's nodes (preflight.core.blame.acting), above 0 and at most 1.
+BLAST_RADIUS_SPEC = {PARAM_KIND: "fraction"}
 FAIL_ON_CHOICES = ("fail", "warn")
 # Keys every check section accepts besides its Params fields.
 COMMON_CHECK_KEYS = {"timeout": (int, float)}
@@ -77,6 +80,7 @@ class Config:
     timeouts: dict[str, float] = field(default_factory=dict)  # check id -> seconds
     default_timeout: float | None = None
     fail_on: str = "fail"
+    blast_radius: float = 0.02  # [run] blast_radius: the share of nodes --drain and --cordon may act on
     profile: str = ""  # the --profile it was built on, if any
     profile_sources: list[str] = field(default_factory=list)  # where the profile's figures come from
     pulled_in: dict[str, str] = field(default_factory=dict)  # check id -> the selected check that reads it
@@ -289,9 +293,14 @@ def _parse_run(config: Config, body: dict[str, Any], fail: Any) -> None:
         if key not in RUN_KEYS:
             fail(f"unknown key; [run] accepts {', '.join(sorted(RUN_KEYS))}{suggest(key, RUN_KEYS)}", f"run.{key}")
         _expect_type(value, RUN_KEYS[key], f"run.{key}", fail)
-        check_value(TIMEOUT_SPEC if key == "timeout" else {}, value, f"run.{key}", fail)
+        spec = TIMEOUT_SPEC if key == "timeout" else BLAST_RADIUS_SPEC if key == "blast_radius" else {}
+        check_value(spec, value, f"run.{key}", fail)
     if "timeout" in body:
         config.default_timeout = float(body["timeout"])
+    if "blast_radius" in body:
+        if not 0 < body["blast_radius"] <= 1:
+            fail("must be above 0 and at most 1 (a share of the run's nodes: 0.02 is 2%)", "run.blast_radius")
+        config.blast_radius = float(body["blast_radius"])
     if "fail_on" in body:
         if body["fail_on"] not in FAIL_ON_CHOICES:
             fail(f"must be one of {', '.join(FAIL_ON_CHOICES)}", "run.fail_on")

@@ -130,6 +130,9 @@ COMPONENT_NODE = "node"  # the node itself
 COMPONENT_GPU = "gpu"  # one GPU of a node (`gpu` its index): acting on it acts on its node
 COMPONENT_LINK = "link"  # the path between two nodes: neither end is at fault alone
 COMPONENT_BOUNDARY = "boundary"  # the path between two topology groups (a trunk, an uplink): no node is
+# One cause shared by several components confirmed at once (most nodes under one topology group, links
+# with a common end): `groups` the topology group, or `nodes` the common end; never acted on node by node.
+COMPONENT_GROUP = "group"
 
 
 @dataclass
@@ -156,6 +159,9 @@ class Component:
             return f"GPU {self.gpu} of {self.nodes[0] if self.nodes else '?'}"
         if self.kind == COMPONENT_BOUNDARY:
             return "boundary " + " - ".join(self.groups)
+        if self.kind == COMPONENT_GROUP:
+            return ("shared cause: topology group " + " - ".join(self.groups)) if self.groups else \
+                ("shared cause: node " + " - ".join(self.nodes))
         return f"{self.kind} " + " - ".join(self.nodes)
 
     @classmethod

@@ -11,7 +11,9 @@ the run's verdict, purely:
   that had to measure), when a planned result is missing on it, or when it was unreachable;
 - a blocking finding that cannot be pinned on a node (a cluster check that failed as a whole, a
   link between two nodes, a missing cluster result, an unmet expectation) means no subset is
-  offered: nobody can say which nodes to leave out;
+  offered: nobody can say which nodes to leave out; unless a node a cluster check confirmed at fault
+  explains it (preflight.core.blame.explained_by: a shortfall with no component, a link with a
+  confirmed end), when it is left out with that node;
 - no subset is offered for a run that reached no verdict for other reasons (interrupted, a plugin
   that did not load, nothing measured).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from preflight.core.blame import confirmed_nodes, explained_by
 from preflight.core.model import RunReport, Scope
 from preflight.core.nodeset import fold
 from preflight.core.verdict import Verdict, decide
@@ -128,14 +131,15 @@ def left_out(report: RunReport, decision: object, own: Mapping[str, list[tuple[s
             bad.setdefault(node, found[0][1])
             pinned.update(found)
     unlocated: list[str] = []
+    confirmed = confirmed_nodes(report)
     for found in getattr(decision, "blocking_findings", []):
         result = found.result
         if result.scope is Scope.NODE and result.node in known:
             bad.setdefault(result.node, found.id)
         elif found.finding.node in known:
             bad.setdefault(str(found.finding.node), found.id)
-        elif (result.check_id, found.id) not in pinned:
-            unlocated.append(found.id)
+        elif (result.check_id, found.id) not in pinned and not explained_by(report, found.finding, confirmed):
+            unlocated.append(found.id)  # a finding a confirmed node explains is left out with that node
     for check_id, node in getattr(decision, "missing", []):
         if check_id in report.cluster_checks:
             unlocated.append(f"{check_id} (no result)")

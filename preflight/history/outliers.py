@@ -13,10 +13,12 @@ When more than half the values are equal the MAD is 0, and the mean absolute dev
 identical figures does not flag a node for a difference in the last digit.
 
 A per-GPU figure (a measurement that declares its `gpu`, as gpu.visibility's matrix-multiply rate
-does) is compared GPU by GPU across every node of the kind: a GPU that lags the run's other GPUs
-while passing is `fleet.fail-slow`, naming that GPU (its component), with a smaller least distance
-(FAIL_SLOW_MIN_DEVIATION, 3%) and a larger z-score (FAIL_SLOW_Z_LIMIT, 5): a GPU's own spread is
-near 1%, a node's figures' wider, and a run has eight times more GPUs than nodes to raise false alarms.
+does) is compared in two steps (`gpu_lagging`), since part of a GPU's spread is its node's (cooling,
+clocks, power capping shared by its GPUs): each GPU against the other GPUs of its node (its share of
+its node's median, against the spread of those shares over the run), where one that lags while
+passing is `fleet.fail-slow`, naming that GPU (its component), with a smaller least distance
+(FAIL_SLOW_MIN_DEVIATION, 3%) and a larger z-score (FAIL_SLOW_NODE_Z_LIMIT, 4); and each node's median
+against its peers' medians, where a node that lags is a `fleet.outlier` of the node, not of a GPU.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ from preflight.history.stats import median, robust_sigma
 OUTLIER_ID = "fleet.outlier"
 FAIL_SLOW_ID = "fleet.fail-slow"  # one GPU slower than the run's other GPUs of its kind, though it passes
 FAIL_SLOW_MIN_DEVIATION = 0.03
-# Beyond 5 robust standard deviations: among the 8,192 GPUs of 1,024 nodes, a healthy GPU with 1% spread
-# crosses it about once in 3,000 runs (one-sided normal tail 2.9e-7 per GPU), while one 5% slow, its
-# rate the median of three readings, lies near 7 of them (bench/error_rates.py measures both).
-FAIL_SLOW_Z_LIMIT = 5.0
+# Against the other GPUs of its node the spread is the GPU's own, but its share of their median carries
+# that median's spread too: a GPU 5% slow at 1% spread lies 4 to 5 of those deviations out, and a
+# healthy one crosses 4 about 3 times in 100,000 (0.3 a run at 8,192 GPUs: bench/error_rates.py).
+FAIL_SLOW_NODE_Z_LIMIT = 4.0
 Z_LIMIT = 3.5
 MIN_NODES = 5  # nodes of one kind that measured the figure, the outlier included
 MIN_DEVIATION = 0.05  # relative distance from the median below which no node is an outlier
@@ -121,6 +123,40 @@ def find_outliers(report: dict[str, Any], *, images: dict[str, dict[str, Any]] |
     return outliers_of(ex, z_limit=z_limit, min_nodes=min_nodes, min_deviation=min_deviation)
 
 
+def gpu_lagging(values: list[float], nodes: list[str], better: str, passing: list[bool] | None = None, *,
+                z_limit: float = FAIL_SLOW_NODE_Z_LIMIT, least: float = FAIL_SLOW_MIN_DEVIATION,
+                node_z_limit: float = Z_LIMIT, node_least: float = MIN_DEVIATION
+                ) -> tuple[list[tuple[int, float, float]], list[tuple[str, float, float, float]]]:
+    """Per-GPU figures (`values`, each of the node in `nodes` at the same index) in two steps: (the GPUs
+    that lag the other GPUs of their node: index, their node's median, z; the nodes whose median lags
+    their peers': node, its median, the peers' median, z). A GPU's share of its node's median is judged
+    against the spread of those shares over every node with three GPUs or more (each share of the median
+    of the node's other GPUs). Pure."""
+    by_node: dict[str, list[int]] = {}
+    for index, node in enumerate(nodes):
+        by_node.setdefault(node, []).append(index)
+    medians = {node: median([values[i] for i in idx]) for node, idx in by_node.items()}
+    shares: list[float] = []
+    where: list[int] = []
+    for node, idx in by_node.items():
+        for i in idx if len(idx) >= 3 else ():
+            # against the median of the node's other GPUs: with its own value in it, the two middle
+            # GPUs' shares sit at 1 by construction and make the spread look narrower than it is
+            others = median([values[j] for j in idx if j != i])
+            if others:
+                shares.append(values[i] / others)
+                where.append(i)
+    gpus = [(where[i], medians[nodes[where[i]]], z)
+            for i, _, z in lagging(shares, better, [passing[j] for j in where] if passing else None,
+                                   z_limit=z_limit, least=least)] if shares else []
+    order = list(by_node)
+    node_values = [medians[n] for n in order]
+    node_passing = [all(passing[i] for i in by_node[n]) for n in order] if passing else None
+    slow_nodes = [(order[i], node_values[i], centre, z)
+                  for i, centre, z in lagging(node_values, better, node_passing, z_limit=node_z_limit, least=node_least)]
+    return gpus, slow_nodes
+
+
 def outliers_of(ex: Extracted, *, z_limit: float = Z_LIMIT, min_nodes: int = MIN_NODES,
                 min_deviation: float = MIN_DEVIATION) -> list[Outlier]:
     """find_outliers over a report already extracted (preflight.history.extract)."""
@@ -130,11 +166,11 @@ def outliers_of(ex: Extracted, *, z_limit: float = Z_LIMIT, min_nodes: int = MIN
         if len({member[0] for member in members}) < min_nodes:  # nodes, for per-GPU figures too
             continue
         better = directions[(kind, key)]
-        per_gpu = members[0][4] is not None
-        least = min(min_deviation, FAIL_SLOW_MIN_DEVIATION) if per_gpu else min_deviation
-        limit = max(z_limit, FAIL_SLOW_Z_LIMIT) if per_gpu else z_limit
         values = [member[1] for member in members]
-        for index, centre, z in lagging(values, better, [m[2] for m in members], z_limit=limit, least=least):
+        if members[0][4] is not None:  # per GPU: against its node's GPUs, and each node against its peers
+            found += _per_gpu(kind, key, members, better, z_limit, min_deviation)
+            continue
+        for index, centre, z in lagging(values, better, [m[2] for m in members], z_limit=z_limit, least=min_deviation):
             node, value, _, judged, gpu = members[index]
             peers = [member[1] for i, member in enumerate(members) if i != index]
             name = key.name if kind != "links" else f"{key.series or 'link bandwidth'} {node}"
@@ -163,6 +199,29 @@ def lagging(values: list[float], better: str, passing: list[bool] | None = None,
         if abs(z) > z_limit:
             out.append((index, centre, z))
     return out
+
+
+def _per_gpu(kind: str, key: Any, members: list[tuple[str, float, bool, bool, int | None]], better: str,
+             z_limit: float, min_deviation: float) -> list[Outlier]:
+    """The outliers of a per-GPU figure (gpu_lagging): GPUs against their node's, nodes against their peers."""
+    values, nodes = [m[1] for m in members], [m[0] for m in members]
+    gpus, slow_nodes = gpu_lagging(values, nodes, better, [m[2] for m in members],
+                                   z_limit=max(z_limit, FAIL_SLOW_NODE_Z_LIMIT),
+                                   least=min(min_deviation, FAIL_SLOW_MIN_DEVIATION),
+                                   node_z_limit=z_limit, node_least=min_deviation)
+    found = []
+    for index, centre, z in gpus:
+        node, value, _, judged, gpu = members[index]
+        peers = [m[1] for i, m in enumerate(members) if m[0] == node and i != index] or [centre]
+        found.append(Outlier(node, key.check_id, key.name, key.unit, value, centre, min(peers), max(peers),
+                             len(peers), z, better, kind, judged, gpu))
+    for node, value, centre, z in slow_nodes:
+        peers = [v for n, v in ((n, median([m[1] for m in members if m[0] == n])) for n in dict.fromkeys(nodes))
+                 if n != node]
+        judged = all(m[3] for m in members if m[0] == node)
+        found.append(Outlier(node, key.check_id, f"{key.name} (the median of its GPUs)", key.unit, value, centre,
+                             min(peers), max(peers), len(peers), z, better, kind.replace(" per GPU", ""), judged))
+    return found
 
 
 def _groups(ex: Extracted) -> tuple[dict[tuple[str, Any], list[tuple[str, float, bool, bool, int | None]]],

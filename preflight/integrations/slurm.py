@@ -21,7 +21,9 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from preflight.core.blame import blames, blocking_levels, held, held_text, own_findings  # noqa: F401 (used here and by callers)
+from preflight.core.blame import (  # noqa: F401 (used here and by callers)
+    DEFAULT_BLAST_RADIUS, acting, blames, blocking_levels, held, held_text, own_findings,
+)
 from preflight.core.model import RunReport, Scope, Status
 from preflight.integrations.slurm_state import REASON_PREFIX, NodeState, SlurmError  # noqa: F401 (callers import them here)
 from preflight.transport.process import CommandTimeout, Completed, run_command
@@ -201,11 +203,13 @@ def unavailable(state: NodeState) -> bool:
     return any(word in state.state.upper() for word in ("DRAIN", "DRNG", "DOWN", "FAIL"))
 
 
-def drain_plan(report: RunReport, states: Mapping[str, NodeState]) -> dict[str, str]:
-    """Node -> reason, for each node with blocking findings of its own. A node an operator already
-    drained keeps its drain and reason; one preflight drained gets this run's reason."""
+def drain_plan(report: RunReport, states: Mapping[str, NodeState], radius: float = DEFAULT_BLAST_RADIUS,
+               groups: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Node -> reason, for each node with blocking findings of its own, within the blast radius
+    (preflight.core.blame.acting: past it, none). A node an operator already drained keeps its drain
+    and reason; one preflight drained gets this run's reason."""
     plan = {}
-    for node, findings in sorted(blames(report).items()):
+    for node, findings in sorted(acting(report, radius, groups).nodes.items()):
         state = states.get(node)
         if state is not None and state.drained and not state.drained_by_preflight:
             continue
@@ -236,8 +240,8 @@ def resume_plan(report: RunReport, states: Mapping[str, NodeState]) -> list[str]
 @dataclass
 class Action:
     node: str
-    what: str  # "drain", "resume", "hold" (a link or boundary at fault: no node drained, `reason` names it)
-    # or "keep" (an operator's drain left as it is, `reason` says it)
+    what: str  # "drain", "resume", "hold" (a link, a boundary, a shared cause, or past the blast radius:
+    # no node drained, `reason` says why and names them) or "keep" (an operator's drain left as it is)
     reason: str = ""
     error: str = ""
 
@@ -251,8 +255,10 @@ class Action:
         return f"{'drained' if self.what == 'drain' else 'resumed'} {self.node}" + (f": {self.reason}" if self.reason else "")
 
 
-def apply(report: RunReport, drain: bool, resume: bool, run: Runner = run_command) -> list[Action]:
-    """Drain and/or resume this run's nodes in Slurm; one Action per node touched or failed."""
+def apply(report: RunReport, drain: bool, resume: bool, run: Runner = run_command, radius: float = DEFAULT_BLAST_RADIUS,
+          groups: Mapping[str, str] | None = None) -> list[Action]:
+    """Drain (within the blast radius) and/or resume this run's nodes in Slurm; one Action per node
+    touched or failed, and one for what is not drained and why."""
     try:
         states = show_nodes(report.node_names, run)
     except SlurmError as exc:
@@ -262,7 +268,10 @@ def apply(report: RunReport, drain: bool, resume: bool, run: Runner = run_comman
         actions += [Action(b.component, "hold", held_text(b)) for b in held(report)]
         actions += [Action(node, "keep", f"already {state_text(state)}; left as it is")
                     for node, state in operator_drained(report, states).items()]
-        for node, reason in drain_plan(report, states).items():
+        withheld = acting(report, radius, groups).why
+        if withheld:
+            actions.append(Action("", "hold", withheld))
+        for node, reason in drain_plan(report, states, radius, groups).items():
             action = Action(node, "drain", reason)
             try:
                 scontrol(["update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], run)

@@ -17,21 +17,28 @@ What is blamed is then read as the actions read it: confirmed components only (p
 rule: a node or GPU is acted on; a link or a boundary is named, never drained; a suspect is neither).
 
 Noise (`noise`, the standard deviation of a group's figure as a fraction of it) is the run-to-run
-spread of all-reduce bandwidth; `gpu_noise` that of one GPU's GEMM rate among identical GPUs.
+spread of all-reduce bandwidth; `gpu_noise` that of one GPU's GEMM rate among identical GPUs. With a
+`fabric` (preflight.launch.isolation_sim.Fabric) the noise is a real fabric's: heavy-tailed, shared by
+the bursts through one switch and correlated over rounds, with a noisy neighbour on one switch for a
+few rounds; the pass is given the switch topology, as a real run gives it; and half of each GPU's
+spread is shared by the GPUs of its node (one node's cooling, clocks, power cap).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from preflight.history.outliers import FAIL_SLOW_MIN_DEVIATION, FAIL_SLOW_Z_LIMIT, lagging
+from preflight.core.blame import past_radius
+from preflight.history.outliers import gpu_lagging
 from preflight.launch.isolation import IsolationParams, isolate
 from preflight.launch.isolation_launch import slow_ranks_reason
-from preflight.launch.isolation_sim import Fault, FaultModel, node_names, racks
-from preflight.launch.recheck import TRANSIENT, readings_of, recheck_wanted, take_rechecks
+from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks
+from preflight.launch.recheck import FAR_BELOW, TRANSIENT, readings_of, recheck_wanted, take_rechecks
 
 GPUS_PER_NODE = 8
 FLOOR = 0.8  # a group is bad below 0.8 of the healthy figure (isolation_sim's default threshold)
@@ -45,6 +52,8 @@ FAULT_TYPES: dict[str, str] = {
     "boundary": "the trunk between two racks at 20-60%",
     "straggler": "one node's ranks 1.5-3x slower than the others' (per-rank times)",
     "flapping-node": "one node's NIC at 30-60%, in half of the bursts it is in",
+    "flapping-link": "the path between two nodes at 13% of its figure, in half of the bursts holding both",
+    "slow-1pct": "1% of the nodes (at least one) each 30% slow",
     "two-bad-nodes": "two slow nodes",
     "node-and-link": "a slow node and a slow link elsewhere",
     "gpu-5pct-slow": "one GPU's GEMM rate 5% below its peers' (passes every floor)",
@@ -71,6 +80,7 @@ class Trial:
     gpus_flagged: int = 0  # GPUs named fail-slow that are healthy
     gpus: int = 0
     faulty: bool = True  # a fault was injected (the run should be NO-GO)
+    topology: dict[str, str] | None = None  # node -> switch, when the run had one
 
 
 def inject(kind: str, nodes: list[str], rng: random.Random) -> tuple[list[Fault], dict[str, Any]]:
@@ -90,6 +100,10 @@ def inject(kind: str, nodes: list[str], rng: random.Random) -> tuple[list[Fault]
         faults.append(Fault("straggler", (pick[0],), rng.uniform(1.5, 3.0)))
     if kind == "flapping-node":
         faults.append(Fault("flapping", (pick[0],), rng.uniform(0.3, 0.6)))
+    if kind == "flapping-link":
+        faults.append(Fault("flapping-link", (pick[2], pick[3]), 0.13))
+    if kind == "slow-1pct":
+        faults += [Fault("slow-node", (n,), 0.7) for n in rng.sample(nodes, max(1, len(nodes) // 100))]
     if kind == "nic-rail-half":
         faults.append(Fault("slow-node", (pick[0],), 0.5))
     if kind == "gpu-5pct-slow":
@@ -101,23 +115,28 @@ def inject(kind: str, nodes: list[str], rng: random.Random) -> tuple[list[Fault]
     return faults, extra
 
 
+def switch_size(count: int) -> int:
+    """Nodes under one leaf switch in a simulated run of `count` nodes: a quarter of them, 2 to 32."""
+    return max(2, min(32, count // 4))
+
+
 def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: float,
-              params: IsolationParams | None = None, floor: float = FLOOR) -> Trial:
+              params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None) -> Trial:
     """One simulated run of fault type `kind` on `count` nodes."""
     if kind not in FAULT_TYPES:
         raise ValueError(f"unknown fault type {kind!r}; known: {', '.join(FAULT_TYPES)}")
     rng = random.Random(seed)
     nodes = node_names(count)
-    topology = None
+    topology = racks(nodes, switch_size(count)) if fabric or kind == "boundary" else None
     faults, extra = inject(kind, nodes, rng)
     if kind == "boundary":
-        topology = racks(nodes, max(2, min(32, count // 4)))
         groups = sorted(set(topology.values()))
         faults = [Fault("boundary", tuple(sorted(rng.sample(groups, 2))), rng.uniform(0.2, 0.6))]
-    model = FaultModel(nodes, faults, topology=topology, noise=noise, threshold=floor, seed=rng.randrange(1 << 30))
+    model = FaultModel(nodes, faults, topology=topology, noise=noise, threshold=floor, seed=rng.randrange(1 << 30),
+                       fabric=fabric)
     truth = set(model.truth())
-    trial = Trial(truth, {n for f in faults if f.kind not in ("boundary", "bad-link") for n in f.members},
-                  faulty=kind != "healthy")
+    trial = Trial(truth, {n for f in faults if f.kind not in ("boundary", "bad-link", "flapping-link") for n in f.members},
+                  faulty=kind != "healthy", topology=topology)
     dead = extra.get("dead")
     if dead is not None:  # unreachable: an ERROR, NO-GO; nothing measures it, nothing is acted on for it
         trial.nogo, trial.fault_nodes = True, {dead}
@@ -136,7 +155,7 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
                          params=params)
         trial.rounds = result.round_count
         if screen.ok is False:  # the check's all-node reading is below its floor: NO-GO once confirmed
-            trial.nogo = _shortfall_confirmed(trial, model, nodes, result.to_dict()) or trial.nogo
+            trial.nogo = _shortfall_confirmed(trial, model, nodes, result.to_dict(), screen.figure) or trial.nogo
         for found in result.attributions:
             if found.ambiguous:
                 continue
@@ -146,42 +165,66 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
             else:
                 trial.suspects += 1
                 trial.suspected.add((found.kind, frozenset(found.members)))
-    _fail_slow(trial, nodes, extra.get("slow_gpu"), gpu_noise, rng)
+    _fail_slow(trial, nodes, extra.get("slow_gpu"), gpu_noise, rng, shared=fabric is not None)
     return trial
 
 
-def _shortfall_confirmed(trial: Trial, model: FaultModel, nodes: list[str], isolation: dict[str, Any]) -> bool:
+def _shortfall_confirmed(trial: Trial, model: FaultModel, nodes: list[str], isolation: dict[str, Any],
+                         first: float | None) -> bool:
     """Whether an all-node reading below its floor stands, as collectives.cluster judges it: when the
     pass blamed nothing, every node is measured together again (preflight.launch.recheck), each
-    recheck one more round; the shortfall stands unless a recheck met the floor."""
+    recheck one more round; the shortfall stands unless most readings met the floor and none was far
+    below it (intermittent is NO-GO too)."""
     if not recheck_wanted(isolation):
         return True
 
     def met(reading: dict[str, Any]) -> bool | None:
         return reading["ok"]
 
-    rechecks = take_rechecks(lambda: {"ok": model.measure([nodes])[0].ok}, met, lambda: float("inf"), 0.0)
+    def far(reading: dict[str, Any]) -> bool:
+        return reading["figure"] is not None and reading["figure"] < FAR_BELOW * model.threshold
+
+    def once() -> dict[str, Any]:
+        result = model.measure([nodes])[0]
+        return {"ok": result.ok, "figure": result.figure}
+
+    rechecks = take_rechecks(once, met, lambda: float("inf"), 0.0)
     trial.rechecks = len(rechecks)
     trial.rounds += len(rechecks)
-    return readings_of(rechecks, met).outcome != TRANSIENT
+    first_far = first is not None and first < FAR_BELOW * model.threshold
+    return readings_of(rechecks, met, far=far, first_far=first_far).outcome != TRANSIENT
 
 
 def _fail_slow(trial: Trial, nodes: list[str], slow: tuple[str, int, float] | None, gpu_noise: float,
-               rng: random.Random) -> None:
+               rng: random.Random, shared: bool = False) -> None:
+    """The fail-slow test on every GPU's rate. `shared`: half of the spread's variance is the node's,
+    shared by its GPUs."""
     gauss = rng.gauss
     gpus = [(n, i) for n in nodes for i in range(GPUS_PER_NODE)]
+    own = gpu_noise / math.sqrt(2) if shared else gpu_noise
+    node_part = {n: gauss(0.0, own) if shared else 0.0 for n in nodes}
     # gpu.visibility's rate is the median of three timed products (preflight.workers.gpu_probe)
-    rates = [sorted(1.0 + gauss(0.0, gpu_noise) for _ in range(3))[1] for _ in gpus]
+    rates = [(1.0 + node_part[n]) * sorted(1.0 + gauss(0.0, own) for _ in range(3))[1] for n, _ in gpus]
     if slow is not None:
         trial.truth.add(("gpu", frozenset([f"{slow[0]}:{slow[1]}"])))
         trial.fault_nodes.add(slow[0])
         rates[gpus.index((slow[0], slow[1]))] *= slow[2]
-    for index, _, _ in lagging(rates, "higher", z_limit=FAIL_SLOW_Z_LIMIT, least=FAIL_SLOW_MIN_DEVIATION):
+    # fleet.fail-slow's test: each GPU against the other GPUs of its node (a node's own shortfall is a
+    # fleet.outlier of the node, a WARN on no GPU, and is not counted here)
+    gpu_hits, _ = gpu_lagging(rates, [n for n, _ in gpus], "higher")
+    for index, _, _ in gpu_hits:
         node, gpu = gpus[index]
         trial.blamed.add(("gpu", frozenset([f"{node}:{gpu}"])))
         if slow is None or (node, gpu) != slow[:2]:
             trial.gpus_flagged += 1
     trial.gpus = len(gpus)
+
+
+def _acted(trial: Trial, count: int) -> set[str]:
+    """The nodes the actions take capacity away from in a trial: every blamed node (preflight.core.blame),
+    none when they are past the blast radius (2% of the run's nodes, at least one; half a switch)."""
+    acted = set().union(*[_nodes_of(c) for c in trial.blamed])
+    return set() if past_radius(sorted(acted), node_names(count), groups=trial.topology) else acted
 
 
 def _nodes_of(component: tuple[str, frozenset[str]]) -> set[str]:
@@ -192,33 +235,41 @@ def _nodes_of(component: tuple[str, frozenset[str]]) -> set[str]:
 
 
 def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed: int = 1,
-        params: IsolationParams | None = None, floor: float = FLOOR) -> dict[str, Any]:
-    """One row of the error-rate table: `trials` runs of fault type `kind`."""
+        params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None) -> dict[str, Any]:
+    """One row of the error-rate table: `trials` runs of fault type `kind`. Each rate comes with its
+    counts (for intervals and pooling), and `per_run` each run's (true blames, blames, faults), counted."""
     started = time.monotonic()
-    runs = [run_trial(kind, count, seed * 1_000_003 + i, noise=noise, gpu_noise=gpu_noise, params=params, floor=floor)
-            for i in range(trials)]
-    true_blames = sum(len(t.blamed & t.truth) for t in runs)
-    blames = sum(len(t.blamed) for t in runs)
-    truths = sum(len(t.truth) for t in runs)
+    runs = [run_trial(kind, count, seed * 1_000_003 + i, noise=noise, gpu_noise=gpu_noise, params=params, floor=floor,
+                      fabric=fabric) for i in range(trials)]
+    per_run = [(len(t.blamed & t.truth), len(t.blamed), len(t.truth)) for t in runs]
+    true_blames, blames, truths = (sum(r[i] for r in per_run) for i in range(3))
     healthy_node_runs = sum(count - len(t.fault_nodes) for t in runs)
-    wrongly_acted = sum(len(set().union(*[_nodes_of(c) for c in t.blamed - t.truth]) - t.fault_nodes)
-                        for t in runs if t.blamed - t.truth)
+    wrongly_acted = sum(len(_acted(t, count) - t.fault_nodes) for t in runs if t.blamed - t.truth)
     faulty = [t for t in runs if t.faulty]
     healthy = [t for t in runs if not t.faulty]
+    # fault runs that went through unnoticed: not NO-GO, and no finding named a faulty component
+    missed = sum(not t.nogo and not ((t.blamed | t.suspected) & t.truth) for t in faulty)
+    nogo = sum(t.nogo for t in healthy)
+    gpus_flagged, gpus = sum(t.gpus_flagged for t in runs), max(1, sum(t.gpus for t in runs))
     return {
         "fault": kind, "nodes": count, "noise": noise, "gpu_noise": gpu_noise, "floor": floor, "runs": trials,
+        "model": "fabric" if fabric else "gauss",
         # healthy runs called NO-GO (the all-node reading below its floor, or a confirmed blame)
-        "false_nogo_runs": round(sum(t.nogo for t in healthy) / len(healthy), 4) if healthy else None,
+        "false_nogo_runs": round(nogo / len(healthy), 4) if healthy else None,
         # healthy node-runs acted on (drained, cordoned, the hook's exit code) for a blame not theirs
         "false_nogo_node_runs": round(wrongly_acted / healthy_node_runs, 6) if healthy_node_runs else None,
-        # fault runs that went through unnoticed: not NO-GO, and no finding named a faulty component
-        "missed": round(sum(not t.nogo and not ((t.blamed | t.suspected) & t.truth) for t in faulty) / len(faulty), 4)
-        if faulty else None,
+        "missed": round(missed / len(faulty), 4) if faulty else None,
         "precision": round(true_blames / blames, 4) if blames else None,
         "recall": round(true_blames / truths, 4) if truths else None,
+        "counts": {"nogo": nogo, "healthy_runs": len(healthy), "acted": wrongly_acted,
+                   "healthy_node_runs": healthy_node_runs, "missed": missed, "faulty_runs": len(faulty),
+                   "gpus_flagged": gpus_flagged, "gpus": gpus},
         "blames": blames, "true_blames": true_blames, "faults": truths,  # for pooling rows
+        # each distinct (true blames, blames, faults) of a run, with how many runs had it
+        "per_run": [[*k, n] for k, n in sorted(Counter(per_run).items())],
         "suspects_per_run": round(sum(t.suspects for t in runs) / trials, 3),
-        "gpu_false_alarms": round(sum(t.gpus_flagged for t in runs) / max(1, sum(t.gpus for t in runs)), 6),
+        "gpu_false_alarms": round(gpus_flagged / gpus, 6),
+        "gpu_false_per_run": round(gpus_flagged / trials, 3),
         "rechecks_per_run": round(sum(t.rechecks for t in runs) / trials, 3),
         "rounds": round(sum(t.rounds for t in runs) / trials, 2),
         "rounds_max": max(t.rounds for t in runs),

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator
 from preflight.launch.isolation_plan import (
     Attribution, GroupResult, Outcome, Probe, clearance_task, screen_task, straggler_task,
 )
+from preflight.launch.isolation_verify import shared_causes, to_verify, unverified, verify_task
 
 __all__ = ["Attribution", "GroupResult", "Isolation", "IsolationParams", "Round", "Stop", "isolate", "round_bound"]
 
@@ -63,6 +64,14 @@ class IsolationParams:
     confirm_bad: int = 4
     confirm_of: int = 4
     confirm_partners: int = 2
+    # What confirmed is measured again after the searches, until confirm_span rounds after its first bad
+    # reading (preflight.launch.isolation_verify); a partner is trusted after trust_after good readings in
+    # different groups; shared_at_least confirmed nodes (and shared_share) of one topology group name it.
+    confirm_span: int = 6
+    verify: bool = True
+    trust_after: int = 2
+    shared_at_least: int = 3
+    shared_share: float = 0.25
 
 
 def round_bound(nodes: int) -> int:
@@ -145,7 +154,9 @@ class _Engine:
         self.nodes, self.measure, self.params = nodes, measure, params
         self._pos = {n: i for i, n in enumerate(nodes)}
         self.topology = {n: str(topology.get(n, UNASSIGNED)) for n in nodes} if topology else {}
-        self.good: set[str] = set()
+        self.good: set[str] = set()  # trusted: good in trust_after different groups
+        self.seen_good: set[str] = set()  # good in one group at least
+        self._good_in: dict[str, set[frozenset[str]]] = {}
         self._good_order: list[str] = []
         self._good_by_topo: dict[str | None, list[str]] = {}
         self._blamed: set[str] = set()
@@ -160,6 +171,7 @@ class _Engine:
         self._ok_groups: list[frozenset[str]] = []
         self._straggling: set[str] = set()
         self._searched: set[str] = set()  # the nodes live searches hold, as a round is assembled
+        self._verified = False
         self.stopped: str | None = None
 
     # -- what the searches ask -----------------------------------------------------------------
@@ -186,7 +198,11 @@ class _Engine:
         return node in self._blamed
 
     def has_good(self, exclude: list[str]) -> bool:
-        return bool(self.good - set(exclude))
+        return bool(self.seen_good - set(exclude))
+
+    @property
+    def round_index(self) -> int:
+        return len(self.rounds)
 
     def observations(self, node: str) -> list[dict[str, Any]]:
         return [{"round": r, "time_s": t, "median_s": m, "mad_s": d, "size": s, "slow": f}
@@ -201,7 +217,7 @@ class _Engine:
         held = set().union(self._blamed, self._held_out, *searches)
         reps, missing = [], []
         for group in dict.fromkeys(self.topology[n] for n in self.nodes):
-            pick = next((n for n in self._good_by_topo.get(group, []) if n in self.good and n not in held), None)
+            pick = next((n for n in self._good_by_topo.get(group, []) if n in self.seen_good and n not in held), None)
             if pick is None:
                 missing.append(group)
             else:
@@ -216,6 +232,7 @@ class _Engine:
         if found.kind == "node" and not found.ambiguous:
             self._blamed.update(found.members)
             self.good.difference_update(found.members)
+            self.seen_good.difference_update(found.members)
         elif found.kind == "link" and not found.ambiguous:
             self._held_out.add(found.members[-1])  # the other end stays in, measured with the rest
         elif found.kind == "boundary":  # what is measured again together leaves out one side
@@ -312,6 +329,11 @@ class _Engine:
                 dirty, self._dirty = self._dirty, []
                 self.spawn(clearance_task(self, dirty), scope=[], priority=1)
                 progress = True
+            elif self._verify_due():
+                self._verified = True
+                for found in to_verify(self):
+                    self.spawn(verify_task(self, found), scope=[], priority=1)
+                progress = True
             if not progress and not planned and nudged < 2:
                 waiting = [t for t in self._live() if t.started and t.request == []]
                 for task in waiting:
@@ -326,6 +348,12 @@ class _Engine:
         if not self.params.clearance or not self._dirty:
             return False
         return not any(not t.done and (t.priority <= 2 or not t.started) for t in self._tasks)
+
+    def _verify_due(self) -> bool:
+        """When every search and the clearance have ended: what was confirmed is measured once more."""
+        if not self.params.verify or self._verified or self._dirty:
+            return False
+        return not any(not t.done and t.priority <= 2 for t in self._tasks)
 
     def _resolve(self, task: _Task, busy: set[str]) -> list[tuple[Any, ...]] | None:
         """Each probe as ("run", group, partners, purpose) or ("now", Outcome); None: wait a round."""
@@ -378,12 +406,14 @@ class _Engine:
             places.append(self._good_by_topo.get(want, []))
         if not strict or not places:
             places.append(self._good_order)
-        for place in places:
-            for avoid_slow, avoid_searched in ((True, True), (True, False), (False, False)):
-                for node in place:
-                    if node in self.good and node not in exclude and not (avoid_slow and node in self._straggling) \
-                            and not (avoid_searched and node in self._searched):
-                        return node
+        # Trusted nodes first; a node good once only when no trusted one is free.
+        for known in (self.good, self.seen_good):
+            for place in places:
+                for avoid_slow, avoid_searched in ((True, True), (True, False), (False, False)):
+                    for node in place:
+                        if node in known and node not in exclude and not (avoid_slow and node in self._straggling) \
+                                and not (avoid_searched and node in self._searched):
+                            return node
         return None
 
     def _known_good(self, group: list[str]) -> bool:
@@ -397,12 +427,24 @@ class _Engine:
             if result.ok is True:
                 self._ok_groups.append(frozenset(group))
                 for node in group:
-                    if node not in self.good and node not in self._blamed:
-                        self.good.add(node)
-                        self._good_order.append(node)
-                        self._good_by_topo.setdefault(self.topology.get(node), []).append(node)
+                    if node not in self._blamed:
+                        self._trust(node, frozenset(group))
+            elif result.ok is False and len(group) <= 4 and all(n in self.good for n in group):
+                for node in group:  # bad with trusted partners only: each has to earn its trust again
+                    self.good.discard(node)
+                    self._good_in[node] = set()
             times.append(self._judge_times(index, group, result))
         return times
+
+    def _trust(self, node: str, group: frozenset[str]) -> None:
+        if node not in self.seen_good:
+            self.seen_good.add(node)
+            self._good_order.append(node)
+            self._good_by_topo.setdefault(self.topology.get(node), []).append(node)
+        seen = self._good_in.setdefault(node, set())
+        seen.add(group)
+        if len(seen) >= self.params.trust_after:
+            self.good.add(node)
 
     def _judge_times(self, index: int, group: list[str], result: GroupResult) -> dict[str, Any]:
         p = self.params
@@ -440,18 +482,19 @@ class _Engine:
             task.done = True
         if self.stopped:
             self.note(f"stopped after {len(self.rounds)} rounds: {self.stopped}")
-        if not self.good and len(self.attributions) > 1 and all(a.kind == "unexplained" for a in self.attributions):
+        if not self.seen_good and len(self.attributions) > 1 and all(a.kind == "unexplained" for a in self.attributions):
             members = self.ordered(sorted({n for a in self.attributions for n in a.members}))
             rounds = sorted({r for a in self.attributions for r in a.rounds})
             self.attributions = [Attribution(
                 "unexplained", members, ["no group of nodes measured good: a cause common to every node (the fabric, "
                                          "a shared setting), or more faults than nodes to tell them apart"],
                 rounds, confidence="unconfirmed", ambiguous=True)]
-        # A node at fault is not also a straggler: its own fault says more.
-        self.attributions = [a for a in self.attributions
-                             if not (a.kind == "straggler" and a.members[0] in self._blamed)]
+        # A node at fault is not also a straggler: its own fault says more. Unverified blames are suspects.
+        self.attributions = [a for a in self.attributions if not (a.kind == "straggler" and a.members[0] in self._blamed)]
+        unverified(self)
+        shared_causes(self)
 
     def result(self, screen: GroupResult | None) -> Isolation:
         return Isolation(nodes=list(self.nodes), topology=dict(self.topology), rounds=self.rounds,
-                         attributions=self.attributions, good=[n for n in self.nodes if n in self.good],
+                         attributions=self.attributions, good=[n for n in self.nodes if n in self.seen_good],
                          notes=self.notes, stopped=self.stopped, screen=screen)

@@ -13,7 +13,9 @@ each such check declares a fix for every kind in ISOLATION_KINDS:
 - `straggler`: a node far slower than its groups' median, in most of several observations;
 - `suspect`: a node, link or boundary seen bad, but not as often as blaming asks: a WARN, never acted on;
 - `isolation-ambiguous`: what the evidence narrowed it down to, and what it could be;
-- `isolation-not-reproduced`: nothing was singled out (no group reproduced the fault).
+- `isolation-not-reproduced`: nothing was singled out (no group reproduced the fault);
+- `shared-cause`: several components confirmed at once that share one cause (most nodes under one
+  topology group, links with one common end): reported as one, never acted on node by node.
 A confirmed component gets `level` (the level of what made the run bad); the others WARN at most.
 """
 
@@ -22,12 +24,17 @@ from __future__ import annotations
 from typing import Any
 
 from preflight.core.model import (
-    COMPONENT_BOUNDARY, COMPONENT_GPU, COMPONENT_LINK, COMPONENT_NODE, Component, Finding, Status,
+    COMPONENT_BOUNDARY, COMPONENT_GPU, COMPONENT_GROUP, COMPONENT_LINK, COMPONENT_NODE, Component, Finding, Status,
 )
 from preflight.launch.nodes import names_text
 
 ISOLATION_KINDS = ("isolated-node", "isolated-link", "isolated-boundary", "straggler", "suspect",
-                   "isolation-ambiguous", "isolation-not-reproduced")
+                   "isolation-ambiguous", "isolation-not-reproduced", "shared-cause")
+
+SHARED_CAUSE_FIX = ("Several components were confirmed at once under one topology group, or as links with one common "
+                    "end: one cause, not many faults, so no node is acted on for it. Check that switch (its uplinks, "
+                    "error and congestion counters, other jobs' traffic through it) or that node's NIC, then run "
+                    "the check again on those nodes (--nodes).")
 
 NOT_REPRODUCED = ("no group of nodes reproduced the fault on its own: it appears only with all nodes together "
                   "(congestion, an oversubscribed uplink, the size of the job), or it was transient")
@@ -76,6 +83,15 @@ def describe(found: dict[str, Any]) -> tuple[str, str, Component | None]:
     kind, members, figures = found["kind"], found["members"], found.get("figures") or {}
     sure = found.get("confidence", "confirmed") == "confirmed"
     how = found.get("confirmation") or {}
+    if kind == "group" and not found.get("ambiguous"):
+        parts = figures.get("components") or []
+        by_node = figures.get("shared_by") == "node"
+        component = Component(COMPONENT_GROUP, list(members) if by_node else [], groups=[] if by_node else list(members),
+                              confirmation=how)
+        listed = "; ".join(f"{c['kind']} {' - '.join(c['members'])}" for c in parts)
+        return "shared-cause", (f"{len(parts)} components were confirmed at once with one cause in common, "
+                                f"{'node' if by_node else 'topology group'} {members[0]} ({listed}): named as one "
+                                "shared cause, not acted on node by node"), component
     if found.get("ambiguous") or kind not in ("node", "link", "boundary", "straggler"):
         could = "; ".join(f"{c['kind']} {' - '.join(c['members'])}" for c in found.get("candidates", []))
         return "isolation-ambiguous", (f"the fault is among {names_text(members)}, but the evidence does not single "

@@ -11,7 +11,15 @@ a straggler's multiplied by its ratio. Faults:
 - dead-rank: a group holding the node never completes (timed out, no figure, no times);
 - straggler: the node's own time is `factor` times the others'; the group's figure is not affected;
 - boundary: groups holding nodes of both topology groups are slowed (a trunk between two racks);
-- flapping: the node's NIC runs at `factor` in half the bursts it is in (each burst drawn anew).
+- flapping: the node's NIC runs at `factor` in half the bursts it is in (each burst drawn anew);
+- flapping-link: the path between two nodes at `factor` in half the bursts holding both.
+
+With a `Fabric` (the realistic noise, which needs the switch topology), the noise is no longer one
+independent Gaussian draw per burst: it is Student-t (3 degrees of freedom, heavy tails) scaled by
+`noise`; every switch has a factor shared by every burst through it in a round, correlated from round
+to round (AR(1), rho 0.8); and a noisy neighbour slows one switch to 0.6-0.8 of its figure for 2 to 8
+consecutive rounds, starting in one of the first rounds. A burst through several switches runs at the
+pace of the slowest.
 
 Everything random comes from one `random.Random(seed)`: the same seed gives the same rounds.
 """
@@ -19,6 +27,7 @@ Everything random comes from one `random.Random(seed)`: the same seed gives the 
 from __future__ import annotations
 
 import random
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +36,52 @@ from preflight.launch.isolation import GroupResult, Isolation
 SINGLE = ("slow-node", "bad-link", "dead-rank", "straggler")
 FAULT_MODELS = ("slow-node", "bad-link", "dead-rank", "straggler", "two-faults", "three-faults", "boundary")
 ATTRIBUTED_AS = {"slow-node": "node", "dead-rank": "node", "bad-link": "link", "straggler": "straggler",
-                 "boundary": "boundary", "flapping": "node"}
+                 "boundary": "boundary", "flapping": "node", "flapping-link": "link"}
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The realistic noise of a shared fabric (see the module's text); `switch_sd` is the spread of a
+    switch's factor as a fraction of the figure, `neighbour` the odds that a run has a noisy neighbour."""
+
+    dof: int = 3
+    switch_sd: float = 0.03
+    rho: float = 0.8
+    neighbour: float = 1.0
+    neighbour_factor: tuple[float, float] = (0.6, 0.8)
+    neighbour_rounds: tuple[int, int] = (2, 8)
+    neighbour_starts: int = 6  # it starts in one of the first this many rounds
+
+
+class _FabricState:
+    """A run's switch factors, round by round, and its noisy neighbour."""
+
+    def __init__(self, fabric: Fabric, switches: list[str], rng: random.Random) -> None:
+        self.fabric, self.rng = fabric, rng
+        self.level = {s: rng.gauss(0.0, fabric.switch_sd) for s in switches}
+        self.factor = dict.fromkeys(switches, 1.0)
+        self.neighbour: tuple[str, float, int, int] | None = None
+        if switches and rng.random() < fabric.neighbour:
+            start = rng.randint(1, fabric.neighbour_starts)
+            self.neighbour = (rng.choice(switches), rng.uniform(*fabric.neighbour_factor), start,
+                              start + rng.randint(*fabric.neighbour_rounds))
+
+    def next_round(self, index: int) -> None:
+        f, gauss = self.fabric, self.rng.gauss
+        keep = math.sqrt(1.0 - f.rho * f.rho)
+        for switch, level in self.level.items():
+            self.level[switch] = f.rho * level + keep * gauss(0.0, f.switch_sd)
+            self.factor[switch] = max(0.05, 1.0 + self.level[switch])
+        if self.neighbour is not None:
+            switch, slow, start, end = self.neighbour
+            if start <= index < end:
+                self.factor[switch] *= slow
+
+    def noise(self, scale: float) -> float:
+        """One heavy-tailed draw: Student-t with `dof` degrees of freedom, times `scale`."""
+        gauss = self.rng.gauss
+        chi = sum(gauss(0.0, 1.0) ** 2 for _ in range(self.fabric.dof))
+        return scale * gauss(0.0, 1.0) / math.sqrt(chi / self.fabric.dof)
 
 
 @dataclass(frozen=True)
@@ -45,7 +99,7 @@ class Fault:
 class FaultModel:
     def __init__(self, nodes: list[str], faults: list[Fault], *, topology: dict[str, str] | None = None,
                  noise: float = 0.05, threshold: float = 0.8, base_time_s: float = 1.0, seed: int = 0,
-                 times: bool = True) -> None:
+                 times: bool = True, fabric: Fabric | None = None) -> None:
         self.nodes, self.faults, self.topology = list(nodes), list(faults), dict(topology or {})
         self.noise, self.threshold, self.base_time_s, self.times = noise, threshold, base_time_s, times
         self.rng = random.Random(seed)
@@ -55,8 +109,10 @@ class FaultModel:
         self.links = [(f.members, f.factor) for f in faults if f.kind == "bad-link"]
         self.trunks = [(f.members, f.factor) for f in faults if f.kind == "boundary"]
         self.flapping = {f.members[0]: f.factor for f in faults if f.kind == "flapping"}
-        if self.trunks and not self.topology:
-            raise ValueError("a boundary fault needs a topology")
+        self.flapping_links = [(f.members, f.factor) for f in faults if f.kind == "flapping-link"]
+        if (self.trunks or fabric) and not self.topology:
+            raise ValueError("a boundary fault and the fabric's noise need a topology")
+        self.fabric = _FabricState(fabric, sorted(set(self.topology.values())), self.rng) if fabric else None
         self.rounds = 0
         self.groups_run = 0
 
@@ -65,7 +121,15 @@ class FaultModel:
 
     def measure(self, groups: list[list[str]]) -> list[GroupResult]:
         self.rounds += 1
+        if self.fabric is not None:
+            self.fabric.next_round(self.rounds)
         return [self._burst(g) for g in groups]
+
+    def _draw(self) -> float:
+        """One burst's noise, as a factor of its figure."""
+        if self.fabric is not None:
+            return 1.0 + self.fabric.noise(self.noise)
+        return 1.0 + self.rng.gauss(0.0, self.noise)
 
     def _burst(self, group: list[str]) -> GroupResult:
         self.groups_run += 1
@@ -84,17 +148,20 @@ class FaultModel:
         for node, factor in self.flapping.items():
             if node in members and self.rng.random() < 0.5:
                 figure = min(figure, factor)
-        if self.trunks:
-            spanned = {self.topology[n] for n in group}
-            for (ga, gb), factor in self.trunks:
-                if ga in spanned and gb in spanned:
-                    figure = min(figure, factor)
-        gauss = self.rng.gauss
-        figure *= max(0.0, 1.0 + gauss(0.0, self.noise))
+        for (a, b), factor in self.flapping_links:
+            if a in members and b in members and self.rng.random() < 0.5:
+                figure = min(figure, factor)
+        spanned = {self.topology[n] for n in group} if self.topology else set()
+        for (ga, gb), factor in self.trunks:
+            if ga in spanned and gb in spanned:
+                figure = min(figure, factor)
+        if self.fabric is not None:
+            figure *= min(self.fabric.factor[s] for s in spanned)
+        figure *= max(0.0, self._draw())
         times = None
         if self.times:
-            base, noise, straggle = self.base_time_s, self.noise, self.straggle
-            times = {n: base * max(0.05, 1.0 + gauss(0.0, noise)) * straggle.get(n, 1.0) for n in group}
+            base, straggle = self.base_time_s, self.straggle
+            times = {n: base * max(0.05, self._draw()) * straggle.get(n, 1.0) for n in group}
         return GroupResult(figure >= self.threshold, figure=figure, times_s=times)
 
 

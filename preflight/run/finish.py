@@ -41,6 +41,7 @@ class Finishing:
     problems: list[str] = field(default_factory=list)
     verdict: str | None = None  # the reports' verdict (GO, NO-GO, ...), once they are written
     headline: str | None = None  # and its headline
+    groups: dict[str, str] = field(default_factory=dict)  # node -> topology group, for the blast radius
 
 
 Step = Callable[[RunReport, Finishing], None]
@@ -155,7 +156,7 @@ def actions(report: RunReport, run: Finishing) -> None:
     if request.drain or request.resume:
         from preflight.integrations.slurm import apply
 
-        for action in apply(report, request.drain, request.resume):
+        for action in apply(report, request.drain, request.resume, radius=run.config.blast_radius, groups=run.groups):
             run.say(ACTION_FAILED if action.error else ACTION, f"slurm: {action.describe()}")
     k8s = request.k8s
     if k8s is None or not (k8s.cordon or k8s.uncordon):
@@ -168,7 +169,7 @@ def actions(report: RunReport, run: Finishing) -> None:
     except KubernetesError as exc:
         run.say(ACTION_FAILED, f"kubernetes: {exc}")
         return
-    for node_action in cordon.apply(api, report, k8s.cordon, k8s.uncordon):
+    for node_action in cordon.apply(api, report, k8s.cordon, k8s.uncordon, run.config.blast_radius, run.groups):
         run.say(ACTION_FAILED if node_action.error else ACTION, f"kubernetes: {node_action.describe()}")
 
 

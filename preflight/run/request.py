@@ -80,6 +80,7 @@ class RunRequest:
     shape_values: tuple[str, ...] = ()  # --shape as given: the job's plan fills the keys it leaves out
     # What is done about it.
     drain: bool = False
+    blast_radius: float | None = None  # --blast-radius: the share of nodes --drain and --cordon may act on
     resume: bool = False
     history: str = HISTORY_AUTO
     # Who asked.

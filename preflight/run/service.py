@@ -79,6 +79,8 @@ def configure(request: RunRequest, checks: dict[str, Any], kind: RunKind | None 
         config.set_run("fail_on", request.fail_on, origin.flag("--fail-on"))
     if request.level:
         config.set_run("level", request.level, origin.flag("--level"))
+    if request.blast_radius is not None:  # checked by the option: above 0, at most 1
+        config.set_run("blast_radius", request.blast_radius, origin.flag("--blast-radius"))
     if request.timeout_s is not None:
         if request.timeout_s <= 0:
             raise RunProblem("--timeout must be positive")
@@ -190,9 +192,11 @@ def finish(prepared: Prepared, report: RunReport, say: Say, write_error: str = "
            summary: steps.Step | None = None) -> int:
     """The kind's after-run steps (preflight.run.finish), with the command line's `summary` after the
     reports; the command's exit code. RunProblem (exit 2) naming a report that could not be written."""
+    from preflight.run.shape import groups_of
+
     run = steps.Finishing(prepared.request, prepared.config, prepared.out, say, baseline=prepared.baseline,
                           nodes=prepared.nodes, write_error=write_error, step_summary=prepared.kind.step_summary,
-                          shape=prepared.shape)
+                          shape=prepared.shape, groups=groups_of(prepared.nodes))
     run_steps = prepared.kind.steps
     if summary is not None:
         run_steps = steps.with_step(run_steps, "reports", "summary", summary)

@@ -44,6 +44,13 @@ def answer_again(report: RunReport) -> None:
     answer(report, shape, report.subset.get("groups") or None)
 
 
+def groups_of(nodes: list[Any]) -> dict[str, str]:
+    """Node -> topology group of the run's NodeTargets (preflight.launch.topology); {} when none is known."""
+    from preflight.launch.topology import topology_from_specs
+
+    return topology_from_specs([{"name": n.name, **n.topology} for n in nodes]) or {}
+
+
 def clear(out: Path | None) -> None:
     """Remove the node lists an earlier run left in `out` (RunProblem, exit 2, when one cannot go)."""
     for name in (EXCLUDE_FILE, HOSTS_FILE, K8S_FILE) if out is not None else ():
@@ -65,9 +72,8 @@ def apply(report: RunReport, shape: Any, nodes: list[Any], out: Path | None) -> 
     if shape is None:
         return
     from preflight.core.subset import hosts_text, is_partial, kubernetes_text
-    from preflight.launch.topology import topology_from_specs
 
-    answer(report, shape, topology_from_specs([{"name": n.name, **n.topology} for n in nodes]) or {})
+    answer(report, shape, groups_of(nodes))
     if out is None or not is_partial(report.subset):
         return
     subset = report.subset

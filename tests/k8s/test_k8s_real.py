@@ -108,6 +108,20 @@ def test_a_planted_fault_cordons_only_its_node_and_uncordon_keeps_an_operators_t
     _clear_preflight_state(kube)
 
 
+def test_past_the_blast_radius_cordon_cordons_nobody_and_names_who_would_have_been(kube, tmp_path):
+    _clear_preflight_state(kube)
+    admin = kube["admin"]
+    shm = {"k8s-n2": "16m", "k8s-n3": "16m"}  # two of three nodes: more than the blast radius (at least 1)
+    with Kubelet(admin, kube["bed"], kube["namespace"], CPU_NODES, shm=shm, python=kube["python"]):
+        run = _run(kube, tmp_path, "--cordon")
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    taints = {n: {t.key for t in (admin.read_node(n).spec.taints or [])} for n in CPU_NODES}
+    assert not any("preflight.dev/not-ready" in keys for keys in taints.values()), taints
+    assert "kubernetes: not cordoned: 2 nodes would be drained or cordoned, more than the blast radius of 1" in run.stdout
+    assert _left(kube) == []
+    _clear_preflight_state(kube)
+
+
 def test_a_pod_that_never_starts_is_an_error_naming_its_node(kube, tmp_path):
     with Kubelet(kube["admin"], kube["bed"], kube["namespace"], CPU_NODES, python=kube["python"]):
         run = _run(kube, tmp_path, "--k8s-start-timeout", "4", selector="role=dead")

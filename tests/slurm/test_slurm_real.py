@@ -94,6 +94,26 @@ def test_drain_takes_out_only_the_faulty_node_and_resume_brings_back_only_what_p
     bed.release(jobid)
 
 
+def test_past_the_blast_radius_drain_drains_nobody_and_names_who_would_have_been(make_slurm_bed, tmp_path):
+    # two of three nodes with a fault of their own: more than the blast radius (2% of 3 nodes, at least 1)
+    bed = make_slurm_bed(3, shm={1: "16m", 2: "16m"})
+    inside = bed.allocate(3)
+    jobid = inside["SLURM_JOB_ID"]
+    args = ["run", "--slurm", "--checks", "node.environment", "--set", SHM_MIN, "--format", "json", "--drain"]
+    held = preflight(inside, tmp_path, *args, "--out", str(tmp_path / "held"))
+    assert held.returncode == 1, held.stdout[-3000:] + held.stderr[-2000:]
+    assert not any(state.drained for state in bed.states().values()), bed.states()
+    assert "slurm: not drained: 2 nodes would be drained or cordoned, more than the blast radius of 1" in held.stdout
+    assert "Would have been: n[1-2]" in held.stdout
+    # settable: with a radius of two thirds both are drained
+    wider = preflight(inside, tmp_path, *args, "--blast-radius", "0.67", "--out", str(tmp_path / "wider"))
+    assert wider.returncode == 1, wider.stdout[-3000:] + wider.stderr[-2000:]
+    states = bed.states()
+    assert states["n1"].drained and states["n2"].drained and not states["n3"].drained, states
+    assert_nothing_left(bed, jobid)
+    bed.release(jobid)
+
+
 def test_without_drain_nothing_changes_in_slurm(make_slurm_bed, tmp_path):
     bed = make_slurm_bed(2, shm={1: "16m"})
     inside = bed.allocate(2)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from collections.abc import Mapping
 from typing import Any
 
 from preflight.core.model import RunReport
 from preflight.integrations.kubernetes.api import (
     CHECKED_LABEL, CONDITION, MERGE, STRATEGIC, TAINT_KEY, VERDICT_LABEL, api_error, label_value,
 )
-from preflight.core.blame import blames, held, held_text
+from preflight.core.blame import DEFAULT_BLAST_RADIUS, acting, held, held_text
 from preflight.integrations.slurm import node_passes
 
 
@@ -39,11 +40,13 @@ class NodeAction:
         return f"{done} {self.node}" + (f": {self.reason}" if self.reason else "")
 
 
-def cordon_plan(report: RunReport) -> dict[str, tuple[str, str]]:
-    """Node -> (finding id, its sentence) of the first blocking finding that is the node's own; the
-    sentence leads with the component a cluster finding names."""
+def cordon_plan(report: RunReport, radius: float = DEFAULT_BLAST_RADIUS,
+                groups: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:
+    """Node -> (finding id, its sentence) of the first blocking finding that is the node's own, within
+    the blast radius (preflight.core.blame.acting: past it, none); the sentence leads with the
+    component a cluster finding names."""
     plan = {}
-    for node, found in blames(report).items():
+    for node, found in acting(report, radius, groups).nodes.items():
         check_id, finding_id, component = found[0]
         message = next((f.message for r in report.results if r.check_id == check_id
                         for f in r.findings if f.id == finding_id), finding_id)
@@ -79,9 +82,13 @@ def _set_taint(api: Any, node: str, value: str | None) -> bool:
     return True
 
 
-def apply(api: Any, report: RunReport, cordon: bool, uncordon: bool) -> list[NodeAction]:
-    plan = cordon_plan(report)
+def apply(api: Any, report: RunReport, cordon: bool, uncordon: bool, radius: float = DEFAULT_BLAST_RADIUS,
+          groups: Mapping[str, str] | None = None) -> list[NodeAction]:
+    plan = cordon_plan(report, radius, groups)
     actions: list[NodeAction] = [NodeAction(b.component, "hold", held_text(b)) for b in held(report)] if cordon else []
+    withheld = acting(report, radius, groups).why
+    if cordon and withheld:
+        actions.append(NodeAction("", "hold", withheld))
     stamp = str(int(time.time()))
     for node in report.node_names:
         verdict = node_verdict(report, node, set(plan))

@@ -53,6 +53,15 @@ def test_a_boundary_drains_nobody_and_names_the_trunk():
     assert held.component == "boundary rack1 - rack2" and "trunk" in blame.held_text(held)
 
 
+def test_a_shared_cause_drains_and_cordons_nobody_and_is_named():
+    group = found("shared-cause", Component("group", groups=["leaf07"]))
+    common = found("shared-cause", Component("group", ["n2"]))
+    r = report(cluster(group, common))
+    assert blame.own_findings(r) == {} and slurm.drain_plan(r, {}) == {} and cordon_plan(r) == {}
+    assert [b.component for b in blame.held(r)] == ["shared cause: topology group leaf07", "shared cause: node n2"]
+    assert "no node is acted on" in blame.held_text(blame.held(r)[0])
+
+
 def test_a_suspect_is_never_acted_on_even_when_warnings_block():
     suspect = found("suspect", Component("node", ["n3"], confirmed=False), level=Status.WARN)
     r = report(cluster(suspect, status=Status.WARN), fail_on="warn")
@@ -124,3 +133,47 @@ def test_a_silence_never_covers_an_error_nor_a_finding_past_its_date():
     expired.silenced["node.environment.disk-unreadable"]["until"] = "2026-01-01"
     assert decide(expired).verdict is Verdict.NO_GO
     assert blame.own_findings(expired) == {"n2": [("node.environment", "node.environment.disk-unreadable")]}
+
+
+def _fleet(count: int, bad: list[str], groups: int = 1) -> RunReport:
+    names = [f"n{i:03d}" for i in range(count)]
+    results = [make_result("node.environment", n, Status.FAIL, "shm small", findings=[
+        Finding("node.environment.shm-small", Status.FAIL, "small", "grow it", n)]) for n in bad]
+    return make_report(results, nodes=names)
+
+
+def test_the_blast_radius_acts_on_at_most_2_percent_of_the_nodes_and_at_least_one():
+    small = _fleet(4, ["n001"])
+    assert set(blame.acting(small).nodes) == {"n001"}  # 2% of 4 is under one: one node is still allowed
+    two = _fleet(4, ["n001", "n002"])
+    past = blame.acting(two)
+    assert past.nodes == {} and set(past.withheld) == {"n001", "n002"}
+    assert "more than the blast radius of 1" in past.why and "n[001-002]" in past.why
+    assert slurm.drain_plan(two, {}) == {} and cordon_plan(two) == {}
+    assert set(blame.acting(two, radius=0.5).nodes) == {"n001", "n002"}  # settable
+    fleet = _fleet(200, [f"n{i:03d}" for i in (3, 50, 90, 120)])
+    assert set(blame.acting(fleet).nodes) == {"n003", "n050", "n090", "n120"}  # 4 of 200: within 2%
+    assert blame.acting(_fleet(200, [f"n{i:03d}" for i in range(0, 100, 20)])).nodes == {}  # 5 of 200: past it
+
+
+def test_the_blast_radius_never_takes_more_than_half_of_one_topology_group():
+    fleet = _fleet(200, ["n000", "n001"])
+    groups = {f"n{i:03d}": f"leaf{i // 4}" for i in range(200)}  # four nodes a switch
+    assert set(blame.acting(fleet, groups=groups).nodes) == {"n000", "n001"}  # half of leaf0: allowed
+    three = _fleet(200, ["n000", "n001", "n002"])
+    past = blame.acting(three, groups=groups)
+    assert past.nodes == {} and "3 of the 4 nodes of topology group leaf0" in past.why
+
+
+def test_past_the_blast_radius_slurm_drains_nothing_and_says_why_naming_the_nodes():
+    calls = []
+
+    def scontrol(argv, **_):
+        from preflight.transport.process import Completed
+        calls.append(argv)
+        return Completed(argv, 0, "", "")
+
+    actions = slurm.apply(_fleet(4, ["n001", "n002"]), drain=True, resume=False, run=scontrol)
+    assert not any("State=DRAIN" in " ".join(c) for c in calls)
+    (held,) = [a for a in actions if a.what == "hold"]
+    assert held.describe().startswith("not drained: 2 nodes would be drained or cordoned")

@@ -295,3 +295,26 @@ def test_a_later_run_into_the_same_out_removes_an_earlier_subset(tmp_path):
     (tmp_path / shape_mod.EXCLUDE_FILE).write_text("gpu03\n")
     shape_mod.apply(r, Shape(2), [], tmp_path)  # every node healthy: a plain GO, no subset files
     assert not (tmp_path / shape_mod.EXCLUDE_FILE).exists()
+
+
+def test_a_cluster_finding_a_confirmed_node_explains_is_left_out_with_that_node():
+    # n3's link shaped: net.bandwidth's pass confirms n3; its ring's slow-link finding (pinned on no node)
+    # and scaling.multi_node's shortfall (its own pass could not single anyone out) have that cause too
+    from preflight.core.model import Component
+    names = ["n1", "n2", "n3"]
+    bandwidth = CheckResult(CLUSTER_CHECK, "cluster", Status.FAIL, "slow", scope=Scope.CLUSTER, findings=[
+        Finding(f"{CLUSTER_CHECK}.isolated-node", Status.FAIL, "n3 is at fault", "fix it", "n3", Component("node", ["n3"])),
+        Finding(f"{CLUSTER_CHECK}.slow-link", Status.FAIL, "2 of 3 links below 5 Gbit/s", "fix it")])
+    scaling = CheckResult("scaling.multi_node", "cluster", Status.FAIL, "scaled badly", scope=Scope.CLUSTER, findings=[
+        Finding("scaling.multi_node.efficiency", Status.FAIL, "efficiency 0.3", "fix it")])
+    report = _report(names, cluster=bandwidth)
+    report.results.append(scaling)
+    report.planned.append("scaling.multi_node")
+    report.cluster_checks.append("scaling.multi_node")
+    subset = _subset(report, Shape(2))
+    assert subset["offered"] and subset["nodes"] == ["n1", "n2"] and subset["exclude"] == ["n3"]
+    assert "GO on 2 of 3 nodes" in decide(report).reason and "exclude" in decide(report).reason
+    # a link between two healthy nodes, or a boundary, is explained by nobody: no subset
+    link = Finding(f"{CLUSTER_CHECK}.isolated-link", Status.FAIL, "n1 - n2", "fix it", None, Component("link", ["n1", "n2"]))
+    report.results[-1].findings.append(link)
+    assert not _subset(report, Shape(2))["offered"]

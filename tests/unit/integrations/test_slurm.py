@@ -167,7 +167,7 @@ def test_a_result_without_findings_drains_with_its_check_id():
 
 def test_an_operators_drain_is_never_overwritten_but_preflights_own_is_updated(states):
     report = report_of([env_fail("n2", "node.environment.disk-full"), env_fail("n3")])
-    plan = slurm.drain_plan(report, states)
+    plan = slurm.drain_plan(report, states, radius=1.0)  # two nodes of a small run: past the default radius
     assert plan == {"n2": "preflight: node.environment (node.environment.disk-full)"}  # n3: operator's drain
 
 

@@ -213,5 +213,5 @@ def test_a_link_between_good_parts_is_searched_beside_a_bad_node_not_after_it():
     both = run(nodes, FaultModel(nodes, [Fault("slow-node", ("n05",), 0.5), link], noise=0.0, seed=1))
     assert {(a.kind, tuple(a.members), a.confidence) for a in both.attributions} == {
         ("node", ("n05",), "confirmed"), ("link", ("n20", "n50"), "confirmed")}
-    assert both.round_count <= alone.round_count + 2
+    assert both.round_count <= alone.round_count + 3  # the node measured once more later: a round or so
     assert any("good parts of a split together" in p for r in both.rounds for p in r.purposes)

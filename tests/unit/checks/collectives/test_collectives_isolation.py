@@ -139,12 +139,23 @@ def test_a_shortfall_no_group_reproduces_is_measured_again_and_a_reading_that_me
     good_run = load_facts("collectives_cluster/gpu_2nodes_8x_h100_nccl_built.json")["run"]  # 368 GB/s
     assert met_floor(good_run, params)
 
-    transient = evaluate({**facts, "rechecks": [good_run]})
-    assert transient.status is Status.WARN  # GO: one reading below, the next met it
+    # 92 GB/s against a floor of 300 is under half of it: intermittent (NO-GO), even when the rechecks meet it
+    far = evaluate({**facts, "rechecks": [good_run, good_run]})
+    assert far.status is Status.FAIL and "collectives.cluster.intermittent" in ids(far)
+    assert "collectives.cluster.transient" not in ids(far)
+
+    near = {**facts, "_params": {**facts["_params"], "min_busbw_gbps": 150.0}}  # 92 GB/s: below, not far below
+    transient = evaluate({**near, "rechecks": [good_run, good_run]})
+    assert transient.status is Status.WARN  # GO: one reading below, the next two met it
     assert "collectives.cluster.transient" in ids(transient)
     assert "collectives.cluster.slow-busbw" not in ids(transient)
     (finding,) = [f for f in transient.findings if f.id == "collectives.cluster.transient"]
-    assert "below its floor in 1 of 2 all-node readings (then 368.0 GB/s)" in finding.message
+    assert "below its floor in 1 of 3 all-node readings (then 368.0 GB/s, 368.0 GB/s)" in finding.message
+
+    flapping = evaluate({**near, "rechecks": [good_run, near["run"]]})  # below, above, below
+    assert flapping.status is Status.FAIL and "collectives.cluster.intermittent" in ids(flapping)
+    (finding,) = [f for f in flapping.findings if f.id == "collectives.cluster.intermittent"]
+    assert "below its floor in 2 of 3 all-node readings" in finding.message and finding.component is None
 
     confirmed = evaluate({**facts, "rechecks": [facts["run"], facts["run"]]})
     assert confirmed.status is Status.FAIL

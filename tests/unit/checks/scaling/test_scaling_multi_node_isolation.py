@@ -138,12 +138,19 @@ def test_a_shortfall_no_group_reproduces_is_trained_again_and_a_run_at_the_floor
     good = all_nodes_at(facts, params.min_efficiency)
     assert met_floor(one, good, params) and not below_floor(one, good, params)
 
-    transient = evaluate({**facts, "rechecks": [good]})
-    assert transient.status is Status.WARN  # GO: one run below the floor, the next met it
+    # efficiency 0.33 against warn_efficiency: under half of it, intermittent even when both rechecks meet it
+    far = evaluate({**facts, "rechecks": [good, good]})
+    assert far.status is Status.FAIL and "scaling.multi_node.intermittent" in finding_ids(far)
+
+    near = {**facts, "all_nodes": all_nodes_at(facts, 0.8 * params.warn_efficiency)}  # below, not far below
+    transient = evaluate({**near, "rechecks": [good, good]})
+    assert transient.status is Status.WARN  # GO: one run below the floor, the next two met it
     assert "scaling.multi_node.transient" in finding_ids(transient)
     assert "scaling.multi_node.efficiency" not in finding_ids(transient)
     (finding,) = [f for f in transient.findings if f.id == "scaling.multi_node.transient"]
-    assert f"below its floor in 1 of 2 all-node readings (then efficiency {params.min_efficiency:.2f})" in finding.message
+    assert "below its floor in 1 of 3 all-node readings (then efficiency " in finding.message
+    flapping = evaluate({**near, "rechecks": [good, near["all_nodes"]]})  # below, above, below
+    assert flapping.status is Status.FAIL and "scaling.multi_node.intermittent" in finding_ids(flapping)
 
     confirmed = evaluate({**facts, "rechecks": [everyone, everyone]})
     assert confirmed.status is Status.FAIL

@@ -1,0 +1,120 @@
+"""The end of an adaptive isolation pass: every confirmed component measured once more, later, and
+a shared cause named before individual blame. Pure.
+
+- verify: when every search and the clearance have ended, each confirmed node, link and boundary is
+  measured again, every round, at least LATER times and until `confirm_span` rounds have passed since
+  its first bad reading; the last LATER readings decide: all bad, the blame stands; one good (or not
+  measured), it becomes a suspect, never acted on (one reading alone is below the floor now and then
+  on a healthy fabric). Readings taken in consecutive rounds share whatever lasted that long (a
+  neighbour's traffic through one switch); one taken after the others have ended does not.
+- shared causes: confirmed nodes under one topology group (at least `shared_at_least`, and
+  `shared_share` of its nodes) name the group; confirmed links with a common end name that end. Such
+  a cause is reported as one (`kind` "group", confirmed), never acted on node by node.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from preflight.launch.isolation_types import Attribution, Outcome, Probe, label
+
+LATER = 2  # readings at the end that must all be bad for a blame to stand
+
+
+def _first_round(found: Attribution) -> int:
+    rounds = [m["round"] for m in found.confirmation.get("measurements", []) if m.get("bad") and m.get("round")]
+    return min(rounds or found.rounds or [0])
+
+
+def _probe(e: Any, found: Attribution) -> Probe:
+    if found.kind == "node":
+        used = frozenset(found.confirmation.get("partners") or [])
+        return Probe((found.members[0],), partners=(None,), avoid=used if e.has_good(list(used)) else frozenset(),
+                     purpose=f"{found.members[0]} once more, later, with a known-good node")
+    if found.kind == "link":
+        return Probe(tuple(found.members), purpose=f"{found.members[0]} with {found.members[1]} once more, later")
+    return Probe((), partners=tuple(found.members), strict=True,
+                 purpose=f"a pair across {found.members[0]} and {found.members[1]} once more, later")
+
+
+def to_verify(e: Any) -> list[Attribution]:
+    """The confirmed nodes, links and boundaries: each is measured again by a verify_task of its own."""
+    return [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous
+            and a.kind in ("node", "link", "boundary")]
+
+
+def verify_task(e: Any, found: Attribution) -> Iterator[list[Probe]]:
+    """`found` measured again every round until `confirm_span` rounds after its first bad reading; the
+    last reading decides whether its blame stands. One task per component, so that those whose
+    partners are free this round go on while the others wait."""
+    readings: list[Outcome] = []
+    while True:
+        (outcome,) = yield [_probe(e, found)]
+        readings.append(outcome)
+        measured = outcome.result is not None and outcome.result.ok is not None
+        spread = outcome.round is not None and outcome.round - _first_round(found) >= e.params.confirm_span
+        if not measured or outcome.good or (spread and len(readings) >= LATER):
+            _decide(found, readings, measured)
+            return
+
+
+def _decide(found: Attribution, readings: list[Outcome], measured: bool) -> None:
+    last = readings[-1]  # a good one ends the readings: all the others were bad
+    shown = "; ".join(f"round {o.round} {label(o.group)} {'bad' if o.bad else 'good' if o.good else 'not measured'}"
+                      for o in readings)
+    found.confirmation["later"] = [{"round": o.round, "group": o.group, "bad": o.bad} for o in readings]
+    found.rounds = sorted(set(found.rounds) | {o.round for o in readings if o.round is not None})
+    if measured and last.bad:
+        found.evidence.append(f"measured again later, until {last.round}: {shown}: still bad")
+        return
+    why = "not measured" if not measured else "good"
+    found.evidence.append(f"measured again later: {shown}: {why} at the end, so not blamed")
+    found.confidence = "unconfirmed"
+
+
+def unverified(e: Any) -> None:
+    """A confirmed component the pass ended (stopped, out of rounds) before measuring again is a
+    suspect: nothing is acted on without the readings at the end."""
+    if not e.params.verify:
+        return
+    for found in to_verify(e):
+        if "later" not in found.confirmation:
+            found.confidence = "unconfirmed"
+            found.evidence.append("the pass ended before it was measured again later: not blamed")
+
+
+def shared_causes(e: Any) -> None:
+    """Confirmed nodes under one topology group, and confirmed links with a common end, named as one
+    shared cause in place of each of them."""
+    p = e.params
+    sure = [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous]
+    merged: list[tuple[str, str, list[Attribution], list[str]]] = []
+    if e.topology:
+        by_group: dict[str, list[Attribution]] = {}
+        for a in sure:
+            if a.kind == "node":
+                by_group.setdefault(e.topology[a.members[0]], []).append(a)
+        size = {g: sum(1 for n in e.nodes if e.topology[n] == g) for g in by_group}
+        for group, found in by_group.items():
+            if len(found) >= p.shared_at_least and len(found) >= p.shared_share * size[group]:
+                merged.append(("group", f"topology group {group}", found, [group]))
+    ends: dict[str, list[Attribution]] = {}
+    for a in sure:
+        if a.kind == "link":
+            for node in a.members:
+                ends.setdefault(node, []).append(a)
+    taken: set[int] = set()
+    for node, found in ends.items():
+        if len(found) >= 2 and not taken & {id(a) for a in found}:
+            taken.update(id(a) for a in found)
+            merged.append(("node", f"node {node}, the common end of {len(found)} links", found, [node]))
+    for by, what, found, members in merged:
+        rounds = sorted({r for a in found for r in a.rounds})
+        parts = [f"{a.kind} {' - '.join(a.members)}" for a in found]
+        e.attributions = [a for a in e.attributions if all(a is not f for f in found)]
+        e.attributions.append(Attribution(
+            "group", members, [f"{len(found)} components confirmed at once share one cause, {what}: "
+                               + ", ".join(parts) + "; named as one cause, not acted on node by node"],
+            rounds, figures={"shared_by": by,
+                             "components": [{"kind": a.kind, "members": a.members} for a in found]}))
+        e.note(f"shared cause: {what} ({len(found)} components confirmed)")

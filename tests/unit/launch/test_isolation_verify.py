@@ -1,0 +1,108 @@
+"""Blame that survives a real fabric's noise (preflight.launch.isolation_verify and the trust rule of
+preflight.launch.isolation): what lasts a few rounds is not confirmed, a partner is trusted only on
+evidence from two groups and loses that trust, and many nodes confirmed under one switch are one cause."""
+
+from __future__ import annotations
+
+from preflight.launch.isolation import IsolationParams, _Engine, isolate
+from preflight.launch.isolation_sim import Fault, FaultModel, node_names, racks
+from preflight.launch.isolation_types import GroupResult
+
+NODES = node_names(32)
+SWITCHES = racks(NODES, 8)
+
+
+def neighbour(rounds: int, switch: str = "rack01"):
+    """Every burst through `switch` at 0.6 of its figure in the first `rounds` rounds, then nothing."""
+    state = {"round": 0}
+
+    def measure(groups):
+        state["round"] += 1
+        slowed = state["round"] <= rounds
+        return [GroupResult(not (slowed and any(SWITCHES[n] == switch for n in g)), figure=0.6 if slowed else 1.0)
+                for g in groups]
+    return measure
+
+
+def test_a_switch_slowed_for_a_few_rounds_confirms_nobody_once_measured_again_later():
+    # seven rounds: long enough for four consecutive bad readings of every node under it
+    result = isolate(NODES, neighbour(7), topology=SWITCHES)
+    assert not [a for a in result.attributions if a.confidence == "confirmed" and not a.ambiguous]
+    demoted = [a for a in result.attributions if a.kind == "node" and a.confirmation.get("later")]
+    assert demoted and all(a.confidence == "unconfirmed" for a in demoted)
+    assert all(any("so not blamed" in line for line in a.evidence) for a in demoted)
+    # without the reading at the end, the same rounds confirm every node under that switch: one shared cause
+    hasty = isolate(NODES, neighbour(7), topology=SWITCHES, params=IsolationParams(verify=False))
+    assert [(a.kind, a.members, a.confidence) for a in hasty.attributions] == [("group", ["rack01"], "confirmed")]
+
+
+def test_a_fault_that_lasts_is_still_confirmed_after_the_reading_at_the_end():
+    model = FaultModel(NODES, [Fault("slow-node", ("n09",), 0.4)], topology=SWITCHES, noise=0.0, seed=1, times=False)
+    result = isolate(NODES, model.measure, topology=SWITCHES)
+    (found,) = [a for a in result.attributions if a.confidence == "confirmed"]
+    assert (found.kind, found.members) == ("node", ["n09"])
+    later = found.confirmation["later"]
+    assert later[-1]["bad"] and later[-1]["round"] - min(m["round"] for m in found.confirmation["measurements"]) >= 6
+
+
+def test_most_of_a_switch_confirmed_at_once_is_one_shared_cause_not_three_nodes():
+    slow = [Fault("slow-node", (n,), 0.4) for n in ("n08", "n10", "n13")]
+    model = FaultModel(NODES, slow, topology=SWITCHES, noise=0.0, seed=1, times=False)
+    result = isolate(NODES, model.measure, topology=SWITCHES)
+    (shared,) = [a for a in result.attributions if a.confidence == "confirmed"]
+    assert (shared.kind, shared.members, shared.figures["shared_by"]) == ("group", ["rack01"], "group")
+    assert sorted(c["members"][0] for c in shared.figures["components"]) == ["n08", "n10", "n13"]
+    # two slow nodes under one switch of eight are two faults, not one cause
+    two = FaultModel(NODES, slow[:2], topology=SWITCHES, noise=0.0, seed=1, times=False)
+    named = {(a.kind, tuple(a.members)) for a in isolate(NODES, two.measure, topology=SWITCHES).attributions
+             if a.confidence == "confirmed"}
+    assert named == {("node", ("n08",)), ("node", ("n10",))}
+
+
+def _engine(params: IsolationParams | None = None) -> _Engine:
+    return _Engine(NODES[:8], lambda groups: [], None, params or IsolationParams())
+
+
+def test_a_partner_is_trusted_after_good_readings_in_two_groups_and_loses_trust_when_trusted_nodes_read_bad():
+    e = _engine()
+    e.learn(1, [NODES[:4]], [GroupResult(True)])
+    assert e.seen_good == set(NODES[:4]) and not e.good  # one lucky reading is not trust
+    e.learn(2, [NODES[:4]], [GroupResult(True)])
+    assert not e.good  # the same group again is not a second piece of evidence
+    e.learn(3, [NODES[:2], NODES[2:4]], [GroupResult(True), GroupResult(True)])
+    assert e.good == set(NODES[:4])
+    e.learn(4, [[NODES[0], NODES[2]]], [GroupResult(False)])  # bad with trusted partners only
+    assert e.good == {NODES[1], NODES[3]} and NODES[0] in e.seen_good
+    e.learn(5, [[NODES[1], NODES[4]]], [GroupResult(False)])  # a trusted partner with an unknown node: kept
+    assert NODES[1] in e.good
+
+
+def test_trusted_partners_are_picked_before_nodes_good_once():
+    e = _engine()
+    e.learn(1, [NODES[:4]], [GroupResult(True)])
+    e.learn(2, [NODES[2:6]], [GroupResult(True)])
+    assert e.good == set(NODES[2:4])
+    assert e._pick(None, set(), False) == NODES[2]
+    assert e._pick(None, set(NODES[2:4]), False) == NODES[0]  # none trusted free: one good once will do
+
+
+def test_a_shared_cause_becomes_one_finding_whose_component_no_node_owns():
+    from preflight.core.model import COMPONENT_GROUP, Status
+    from preflight.launch.isolation_findings import isolation_findings
+    from preflight_checks.collectives.cluster import CollectivesCluster
+    slow = [Fault("slow-node", (n,), 0.4) for n in ("n08", "n10", "n13")]
+    result = isolate(NODES, FaultModel(NODES, slow, topology=SWITCHES, noise=0.0, seed=1, times=False).measure,
+                     topology=SWITCHES)
+    findings, _ = isolation_findings(CollectivesCluster, {"isolation": result.to_dict(), "reason": "slow"}, Status.FAIL)
+    (shared,) = [f for f in findings if f.id == "collectives.cluster.shared-cause"]
+    assert shared.level is Status.FAIL and shared.node is None
+    assert shared.component.kind == COMPONENT_GROUP and shared.component.groups == ["rack01"]
+    assert shared.fix and "no node is acted on" in shared.fix
+
+
+def test_a_pass_that_stops_before_the_reading_at_the_end_blames_nobody():
+    model = FaultModel(NODES, [Fault("slow-node", ("n09",), 0.4)], topology=SWITCHES, noise=0.0, seed=1, times=False)
+    result = isolate(NODES, model.measure, topology=SWITCHES, params=IsolationParams(max_rounds=6))
+    (found,) = [a for a in result.attributions if a.kind == "node"]
+    assert found.members == ["n09"] and found.confidence == "unconfirmed"
+    assert "the pass ended before it was measured again later: not blamed" in found.evidence
