@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from preflight.core.finite import dumps
 from preflight.engine.context import ClusterContext
 from preflight.engine.faults import fault
 from preflight.launch.torchrun import run_probe
+from preflight_checks.net.links import link_entry, matrix_of
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
 from preflight.core.model import Finding, Scope, Status
 from preflight.launch.pairs import full_rounds, ring_rounds
@@ -133,18 +133,6 @@ def failure(job: RemoteProcess, node: str, what: str, limit: float) -> str:
     return f"{what} exited {job.exit_code if job.exit_code is not None else code}: {text}"
 
 
-def link_entry(pair: tuple[str, str], probes: dict[str, Any], addresses: dict[str, str]) -> dict[str, Any]:
-    """A link as the facts hold it, before it is measured: whether its route is local to the sender,
-    or its address did not resolve there (either: never measured)."""
-    src, dst = pair
-    target = probes[src].get("targets", {}).get(addresses[dst], {})
-    entry = {"src": src, "dst": dst, "dst_address": addresses[dst], "local": bool(target.get("local")),
-             "why_local": target.get("why"), "route": target.get("route"), "samples": []}
-    if target.get("error"):
-        entry["error"] = f"{addresses[dst]} {target['error']} on {src}"
-    return entry
-
-
 def _is_ip(text: str) -> bool:
     try:
         ipaddress.ip_address(text.split("%")[0])
@@ -177,15 +165,6 @@ def schedule_time(params: Params, rounds: list[list[tuple[str, str]]], probes: d
                   addresses: dict[str, str]) -> float:
     """About how long one measurement of the whole schedule takes (seconds)."""
     return params.repeats * len(runnable(rounds, probes, addresses)) * round_time(params)
-
-
-def matrix_of(names: list[str], links: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
-    """Every cell's median, None where the pattern does not measure that pair (and on the diagonal)."""
-    matrix: dict[str, dict[str, float | None]] = {a: {b: None for b in names if b != a} for a in names}
-    for link in links:
-        values = [s["gbps"] for s in link["samples"] if "gbps" in s]
-        matrix[link["src"]][link["dst"]] = round(statistics.median(values), 3) if values else None
-    return matrix
 
 
 # -- the check -------------------------------------------------------------------------------------

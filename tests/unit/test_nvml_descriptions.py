@@ -20,6 +20,8 @@ def test_descriptions_are_current():
 def test_every_reading_has_a_description_that_keeps_its_source():
     made = descriptions()
     for reading in READINGS.glob("*.txt"):
+        if "\nGPU " not in reading.read_text():
+            continue  # a header alone (tests/data/real keeps what a parser reads of it): no node to describe
         source = json.loads(reading.with_name(reading.name + ".source.json").read_text())
         kept = made[reading.stem]["source"]
         assert kept["reading"] == str(reading.relative_to(ROOT)) and kept["published"] == source["source"]
