@@ -70,14 +70,20 @@ def trend_svg(keys: list[Key], rows: list[TrendRow], title: str) -> str:
         ax.set_title(title)
         ax.legend(loc="best")
         fig.autofmt_xdate()
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+        return inline_svg(fig) + "\n"
+
+
+def inline_svg(fig: Any) -> str:
+    """A matplotlib Figure as SVG to put inline in a page: no dates in its metadata (the same figures
+    draw the same bytes), no comments, and no namespace URLs (inline in HTML the parser puts <svg> in
+    the SVG namespace itself: the page carries no URL)."""
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg"):]
     svg = re.sub(r"<!--.*?-->", "", svg, flags=re.S)
-    # Inline in HTML the parser puts <svg> in the SVG namespace itself: the page carries no URL.
     svg = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", svg).replace("xlink:href=", "href=")
-    return svg.strip() + "\n"
+    return svg.strip()
 
 
 def trend_page(keys: list[Key], rows: list[TrendRow], title: str, caption: str) -> str:

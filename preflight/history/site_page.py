@@ -10,9 +10,7 @@ math markup escaped as well.
 
 from __future__ import annotations
 
-import io
 import os
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,13 +37,9 @@ def _plain_text(text: str) -> str:
 
 
 def _svg(fig: Any) -> markupsafe.Markup:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    svg = buffer.getvalue()
-    svg = svg[svg.index("<svg"):]
-    svg = re.sub(r"<!--.*?-->", "", svg, flags=re.S)
-    svg = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", svg).replace("xlink:href=", "href=")
-    return markupsafe.Markup(svg.strip())
+    from preflight.history.chart import inline_svg
+
+    return markupsafe.Markup(inline_svg(fig))
 
 
 def _chart(points: list[tuple[datetime, float, float, float]], title: str, unit: str,
