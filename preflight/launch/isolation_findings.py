@@ -101,7 +101,7 @@ def describe(found: dict[str, Any]) -> tuple[str, str, Component | None]:
     else:
         component = Component(COMPONENT_LINK if kind == "link" else COMPONENT_NODE, list(members), confirmed=sure,
                               confirmation=how)
-    seen = f"bad in {how['bad_in']} of {how['of']} measurements" if how else "bad"
+    seen = _seen(how)
     if not sure:
         return "suspect", (f"{component.text} is a suspect, not blamed: {seen}, fewer than confirming a fault "
                            "takes (it is not acted on)"), component
@@ -120,12 +120,22 @@ def describe(found: dict[str, Any]) -> tuple[str, str, Component | None]:
                          f"{figures.get('observed')} observations"), component
 
 
+def _seen(how: dict[str, Any]) -> str:
+    """How often a component read bad: its confirming measurements, then the readings later in the pass
+    (a component confirmed with no counted measurements, from the screen, has only those)."""
+    later = [r for r in how.get("later") or [] if isinstance(r, dict)]
+    parts = [f"bad in {how['bad_in']} of {how['of']} measurements"] if "bad_in" in how and "of" in how else []
+    if later:
+        parts.append(f"bad in {sum(1 for r in later if r.get('bad'))} of {len(later)} readings later in the pass")
+    return ", then ".join(parts) or "bad"
+
+
 def confirmation_line(component: Component, how: dict[str, Any]) -> str:
     """How a blame (or a suspect) was confirmed: its measurements and partners."""
     shown = "; ".join(f"round {m.get('round')} {{{names_text(m.get('group') or [], limit=4)}}} "
                       f"{'bad' if m.get('bad') else 'good'}" for m in how.get("measurements", []))
     partners = how.get("partners") or []
-    return (f"{component.text}: bad in {how.get('bad_in')} of {how.get('of')} measurements"
+    return (f"{component.text}: {_seen(how)}"
             + (f", with known-good partners {names_text(partners)}" if partners else "") + (f" ({shown})" if shown else ""))
 
 

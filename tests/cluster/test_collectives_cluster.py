@@ -86,15 +86,19 @@ def test_a_slow_node_is_named_by_the_pairwise_pass(make_testbed, cluster_context
 def test_a_slow_node_is_named_by_the_adaptive_isolation(make_testbed, cluster_context):
     bed = make_testbed(3, rates={2: "200mbit"})
     # n2's link carries 0.025 GB/s; the floor sits at twice that, well below unshaped pairs.
-    result, elapsed = run_check(cluster_context(bed), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.05)
+    # A blame needs readings spread over the pass (its last two bad, six rounds after its first): on
+    # three shared cores a round takes up to half a minute, so the pass gets the time for about a dozen.
+    result, elapsed = run_check(cluster_context(bed), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.05,
+                                pairwise_timeout_s=420)
     assert result.status is Status.FAIL, result.summary
     assert "collectives.cluster.isolated-node" in [f.id for f in result.findings], "\n".join(result.details)
     isolation = result.facts["isolation"]["isolation"]
     assert [a["members"] for a in isolation["attributions"] if not a["ambiguous"]] == [["n2"]]
-    # The all-node run was the screen: three nodes are measured two at a time, then confirmed.
-    assert isolation["round_count"] <= 4
+    # The all-node run was the screen: three nodes are measured two at a time, confirmed, and measured
+    # again later in the pass before n2 is blamed.
+    assert isolation["round_count"] <= 14
     assert all(len(g["members"]) >= 2 for r in isolation["rounds"] for g in r["groups"])
-    assert elapsed < 120
+    assert elapsed < 480
     assert all(leftovers(bed, node) == [] for node in bed.nodes)
 
 

@@ -106,3 +106,19 @@ def test_a_pass_that_stops_before_the_reading_at_the_end_blames_nobody():
     (found,) = [a for a in result.attributions if a.kind == "node"]
     assert found.members == ["n09"] and found.confidence == "unconfirmed"
     assert "the pass ended before it was measured again later: not blamed" in found.evidence
+
+
+def test_a_component_confirmed_without_counted_measurements_is_described_from_its_later_readings():
+    """A blame whose confirmation holds only the readings taken later in the pass (confirmed by the screen)
+    is still a finding with a sentence, not a crash (KeyError 'bad_in' on a three-node bed)."""
+    from preflight.launch.isolation_findings import describe
+
+    kind, sentence, component = describe({"kind": "node", "members": ["n2"], "confidence": "confirmed",
+                                          "confirmation": {"later": [{"round": 5, "group": ["n2", "n1"], "bad": True},
+                                                                     {"round": 6, "group": ["n2", "n3"], "bad": True}]},
+                                          "figures": {"bad_with": ["n1", "n3"]}})
+    assert kind == "isolated-node" and component is not None
+    assert "bad in 2 of 2 readings later in the pass" in sentence
+    _, counted, _ = describe({"kind": "link", "members": ["n1", "n2"], "confidence": "unconfirmed",
+                              "confirmation": {"bad_in": 3, "of": 4}})
+    assert "bad in 3 of 4 measurements" in counted
