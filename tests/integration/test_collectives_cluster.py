@@ -113,14 +113,15 @@ def test_a_node_whose_torchrun_never_joins_is_error_naming_it_within_the_timeout
 
 
 def test_a_shortfall_of_one_all_node_reading_that_no_group_reproduces_is_measured_again(tmp_path, monkeypatch):
-    # The first all-reduce across all three nodes is slowed for real (rank 0 sleeps 0.2 s before each
-    # timed operation: about 0.007 GB/s at 1 MiB); the pass's groups and the reading taken again are not.
-    monkeypatch.setenv(faults.ENV, faults.env_value({"collectives.cluster": {"stall_first_s": 0.2}}))
+    # The first all-reduce across all three nodes is slowed for real (rank 0 sleeps 0.06 s before each
+    # timed operation: about 0.023 GB/s at 1 MiB, under the 0.03 floor but above half of it, also with
+    # 20 ms more of a loaded machine); the pass's groups and the two readings taken again are not.
+    monkeypatch.setenv(faults.ENV, faults.env_value({"collectives.cluster": {"stall_first_s": 0.06}}))
     result, _ = run_check(tmp_path, timeout_s=240, names=("alpha", "beta", "gamma"), min_busbw_gbps=0.03)
     facts = result.facts
     assert facts["run"]["ok"] and facts["isolation"]["isolation"]["attributions"] == [], facts.get("isolation")
     rechecks = facts["rechecks"]
-    assert len(rechecks) == 1 and rechecks[0]["ok"]  # it met the floor: no second recheck
+    assert len(rechecks) == 2 and all(r["ok"] for r in rechecks)  # both readings taken: below in 1 of 3
     assert result.status is Status.WARN, result.summary
     ids = [f.id for f in result.findings if f.level is not Status.PASS]
     assert "collectives.cluster.transient" in ids and "collectives.cluster.slow-busbw" not in ids
