@@ -16,6 +16,8 @@ from tests.k8s.kubelet import Kubelet
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
 TAINT = "preflight.dev/not-ready"
+# Short measurements: a link shaped to 100 Mbit/s is far from an unshaped one (gigabits) after a second.
+QUICK_BANDWIDTH = "duration_s = 1\nomit_s = 0\nrepeats = 1\nstreams = 1"
 
 
 @pytest.fixture
@@ -68,7 +70,8 @@ def _taints(kube, names):
 def test_cross_node_checks_run_in_the_nodes_namespaces_and_a_broken_node_is_cordoned(kube, netns_nodes, tmp_path):
     names = netns_nodes["names"]
     broken = names[1]
-    config = _config(tmp_path, **{"net.bandwidth": "min_gbps = 0.2", "collectives.cluster": "min_busbw_gbps = 0.001"})
+    config = _config(tmp_path, **{"net.bandwidth": f"min_gbps = 0.2\n{QUICK_BANDWIDTH}",
+                                  "collectives.cluster": "min_busbw_gbps = 0.001"})
     with _kubelet(kube, netns_nodes, shm={broken: "16m"}) as kubelet:
         run = _run(kube, tmp_path, config, "node.environment,net.bandwidth,collectives.cluster", "--cordon")
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
@@ -90,7 +93,7 @@ def test_a_node_named_by_isolation_is_cordoned(kube, netns_nodes, tmp_path):
     names = netns_nodes["names"]
     slow = names[2]
     netns_nodes["bed"].shape(netns_nodes["bed"].node(3), "100mbit")
-    config = _config(tmp_path, **{"net.bandwidth": "min_gbps = 0.5"})
+    config = _config(tmp_path, **{"net.bandwidth": f"min_gbps = 0.5\n{QUICK_BANDWIDTH}"})
     with _kubelet(kube, netns_nodes):
         run = _run(kube, tmp_path, config, "net.bandwidth", "--cordon")
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
