@@ -1,7 +1,9 @@
 """net.bandwidth's adaptive isolation on real iperf3 between eight namespace nodes.
 
-One eight-node bed serves both tests: one shapes a node's link slow with tbf, the other refuses
-traffic between two nodes only (`break_link`); each undoes its fault when it ends, passed or failed.
+One eight-node bed serves the module's tests: one shapes a node's link slow with tbf, one refuses
+traffic between two nodes only (`break_link`), one shapes every node of one leaf switch (a neighbour's
+traffic), one shapes a node's link for the first all-node reading only (a flapping port); each undoes its
+fault when it ends, passed or failed.
 The ring screen finds the slow or failed links, and the isolation pass must name the node, or the
 link (both nodes, neither alone). Beside each pass's rounds and wall time, the full matrix (every
 ordered pair, round-robin) is measured once on the same faulted bed when figures are recorded (a
@@ -159,14 +161,66 @@ def test_a_ring_slow_once_that_no_group_reproduces_is_measured_again_and_is_a_tr
     assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
 
 
-def test_a_ring_far_below_its_floor_once_is_intermittent_and_no_go(bed8, cluster_context, monkeypatch):
-    from preflight.engine import faults
+def test_a_whole_switch_slowed_is_one_shared_cause_and_no_node_is_blamed(bed8, cluster_context):
+    # A neighbour's traffic through one leaf switch: every node under it reads slow, with any partner. The
+    # hosts' topology (two leaves of four) is given as a hosts file's group= column gives it; the pass
+    # must name the switch as one cause, NO-GO, and confirm no node of it, so a drain takes nobody.
+    groups = {n.name: "leaf-a" if n.index <= NODES // 2 else "leaf-b" for n in bed8.nodes}
+    slowed = [n for n in bed8.nodes if groups[n.name] == "leaf-b"]
+    for node in slowed:
+        bed8.shape(node, SLOW)
+    try:
+        ctx = cluster_context(bed8, timeout_s=300)
+        ctx.nodes = [{**spec, "group": groups[spec["name"]]} for spec in ctx.nodes]
+        result, wall = timed(ctx, quick())
+        assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
+        assert "shared-cause" in ids(result), (ids(result), "\n".join(result.details))
+        blamed = [(f.id, f.component.nodes) for f in result.findings
+                  if f.component is not None and f.component.confirmed and f.component.kind in ("node", "gpu")]
+        assert blamed == [], blamed
+        assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
+        bed8.records["slow-switch"] = {"fault": f"{', '.join(n.name for n in slowed)} shaped to {SLOW}",
+                                       "adaptive": figures(result, wall)}
+    finally:
+        for node in slowed:
+            bed8.unshape(node)
 
-    # The first ring capped at 100 Mbit/s, under half the floor (a flapping port at its worst): however
-    # well the ring reads afterwards, the run is NO-GO, intermittent and not attributed; nothing is blamed.
-    monkeypatch.setenv(faults.ENV, faults.env_value({"net.bandwidth": {"bitrate_first": "100M"}}))
-    result, _ = timed(cluster_context(bed8, timeout_s=300), quick())
+
+def test_a_link_shaped_with_tc_for_the_first_reading_only_is_intermittent_and_no_go(bed8, cluster_context):
+    # A flapping port, for real: the node's link is shaped to 100 Mbit/s (under half the floor) while the first
+    # all-node ring runs, and unshaped as soon as that node's iperf3 client of the ring has ended; every reading
+    # after it is at the link's own speed. One reading far under the floor is NO-GO, intermittent, and blames
+    # nobody: the readings after it cannot confirm anything.
+    import threading
+
+    node = bed8.node(SLOW_NODE)
+    bed8.shape(node, "100mbit")
+    done: dict = {}
+    ctx = cluster_context(bed8, timeout_s=300)
+    runner = threading.Thread(target=lambda: done.update(zip(("result", "wall"), timed(ctx, quick()))), daemon=True)
+    try:
+        runner.start()
+
+        def clients() -> int:
+            return sum(1 for _, cmd in bed8.processes(node) if cmd.startswith("iperf3") and " -c " in f" {cmd} ")
+
+        deadline = time.monotonic() + 120
+        while not clients():  # the first ring reaches the node
+            assert runner.is_alive() and time.monotonic() < deadline, ("no iperf3 client ever ran on the node", done)
+            time.sleep(0.02)
+        while clients():  # and ends there
+            assert time.monotonic() < deadline, "the first reading never ended"
+            time.sleep(0.02)
+        bed8.unshape(node)
+        runner.join(timeout=300)
+        assert not runner.is_alive(), "the check did not end"
+    finally:
+        bed8.unshape(node)
+        runner.join(timeout=300)
+    result = done["result"]
     assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
     assert "intermittent" in ids(result) and "transient" not in ids(result), ids(result)
-    assert result.facts["isolation"]["isolation"]["attributions"] == [], "\n".join(result.details)
+    blamed = [(f.id, f.component.nodes) for f in result.findings if f.component is not None and f.component.confirmed]
+    assert blamed == [], blamed
     assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
+    bed8.records["flapping-port"] = {"fault": f"{node.name} shaped to 100mbit for the first ring", **figures(result, done["wall"])}
