@@ -130,32 +130,42 @@ if [ "$#" -gt 0 ]; then
     background_times
     exit "$status"
 fi
-# The whole suite: the unit tests (pure functions and single processes, no test bed) run beside the others,
-# filling the time the multi-node, Slurm and Kubernetes tests spend waiting on links, daemons and pods. Each
-# run's summary, with its slowest tests, is printed; the suite fails when either does.
-unit_start=$SECONDS
-(
-    status=0
-    nice -n 10 "$VENV/bin/python" -m pytest -rs -p no:cacheprovider --durations=25 tests/unit >"$SETUP_DIR/unit.log" 2>&1 \
-        || status=$?
-    echo "=== phase unit (beside the tests): $((SECONDS - unit_start)) s" >>"$SETUP_DIR/unit.log"
-    exit "$status"
-) &
+# The whole suite, in three runs side by side: the unit tests (pure functions and single processes, no test
+# bed), the multi-node namespace tests (tests/cluster), and the rest (Slurm, Kubernetes, the single-node
+# integration tests). The bed tests spend most of their time waiting on links, daemons, pods and timeouts,
+# so two of them share the two cores well; each bed takes its own addresses and namespaces (testbed.py).
+# Each run's summary, with its slowest tests and its wall time, is printed; the suite fails when any does.
+beside() {  # beside NAME PYTEST-ARGS...: a pytest run in the background, its output in $SETUP_DIR/NAME.log
+    local name="$1"
+    shift
+    (
+        start=$SECONDS status=0
+        "$@" >"$SETUP_DIR/$name.log" 2>&1 || status=$?
+        echo "=== phase $name (beside the others): $((SECONDS - start)) s" >>"$SETUP_DIR/$name.log"
+        exit "$status"
+    ) &
+}
+beside unit nice -n 10 "$VENV/bin/python" -m pytest -rs -p no:cacheprovider --durations=25 tests/unit
 unit_pid=$!
+beside cluster "$VENV/bin/python" -m pytest -rs -p no:cacheprovider --durations=25 tests/cluster
+cluster_pid=$!
 set +e
-"$VENV/bin/python" -m pytest -rs --durations=25 --ignore=tests/unit
+"$VENV/bin/python" -m pytest -rs --durations=25 --ignore=tests/unit --ignore=tests/cluster
 others=$?
-phase "unit, after the tests"
+phase "the rest, after the others"
+wait "$cluster_pid"
+cluster=$?
 wait "$unit_pid"
 unit=$?
 phase ""
 set -e
-echo
-echo "=== tests/unit, run beside the others (exit $unit) ==="
-cat "$SETUP_DIR/unit.log"
+for name in cluster unit; do
+    echo
+    echo "=== tests/$name, run beside the others (exit $(eval echo "\$$name")) ==="
+    cat "$SETUP_DIR/$name.log"
+done
 background_times
 echo "=== in all: $SECONDS s"
-if [ "$others" -ne 0 ]; then
-    exit "$others"
-fi
-exit "$unit"
+for status in "$others" "$cluster" "$unit"; do
+    [ "$status" -eq 0 ] || exit "$status"
+done
