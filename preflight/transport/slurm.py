@@ -53,7 +53,22 @@ JOB_WIDE_VARIABLES = (
 STEP_NAME = "preflight"
 
 
-class SlurmTransport(Transport):
+class _Srun:
+    """A command run through srun: `srun_argv()` before it; srun's own failures told from the command's."""
+
+    def srun_argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        if not argv:
+            raise ValueError("empty command")
+        return [*self.srun_argv(), *argv]
+
+    def is_transport_failure(self, returncode: int) -> bool:
+        return returncode == SRUN_ERROR_EXIT or returncode in SRUN_LAUNCH_FAILURE_EXITS
+
+
+class SlurmTransport(_Srun, Transport):
     kind = "slurm"
     client = "srun"
 
@@ -73,14 +88,6 @@ class SlurmTransport(Transport):
         unset = [arg for variable in JOB_WIDE_VARIABLES for arg in ("-u", variable)]
         return ["env", *unset, f"SLURM_EXIT_ERROR={SRUN_ERROR_EXIT}", self.srun, f"--jobid={self.jobid}",
                 "-w", self.name, "-N1", "-n1", "--overlap", "--quiet", "--quit-on-interrupt", "-J", STEP_NAME, "--"]
-
-    def wrap(self, argv: list[str]) -> list[str]:
-        if not argv:
-            raise ValueError("empty command")
-        return [*self.srun_argv(), *argv]
-
-    def is_transport_failure(self, returncode: int) -> bool:
-        return returncode == SRUN_ERROR_EXIT or returncode in SRUN_LAUNCH_FAILURE_EXITS
 
     def connect(self, timeout: float | None = None) -> None:
         """Run a trivial step on the node; TransportError with srun's own words if it fails."""
@@ -140,7 +147,7 @@ def srun_message(line: str) -> SrunMessage | None:
     return None
 
 
-class SlurmStep:
+class SlurmStep(_Srun):
     """One job step across the allocation, one task per node: what RemoteProcess needs of a
     transport (wrap, python, remote, is_transport_failure) for the step's single srun."""
 
@@ -170,14 +177,6 @@ class SlurmStep:
                 "-w", ",".join(n.name for n in self.nodes), f"-N{count}", f"-n{count}", "--ntasks-per-node=1",
                 "--overlap", "--quiet", "-l", "--kill-on-bad-exit=0", "--wait=0", "--quit-on-interrupt",
                 "-J", STEP_NAME, "--"]
-
-    def wrap(self, argv: list[str]) -> list[str]:
-        if not argv:
-            raise ValueError("empty command")
-        return [*self.srun_argv(), *argv]
-
-    def is_transport_failure(self, returncode: int) -> bool:
-        return returncode == SRUN_ERROR_EXIT or returncode in SRUN_LAUNCH_FAILURE_EXITS
 
     def __repr__(self) -> str:
         return f"SlurmStep({len(self.nodes)} nodes, job {self.jobid})"
