@@ -1,9 +1,16 @@
 """Never NO-GO on one all-node reading: when the whole cluster is measured again, and what the readings say."""
 
+from preflight.core.check import Check as BaseCheck
+from preflight.core.model import Status
 from preflight.launch.recheck import (
-    CONFIRMED, INTERMITTENT, NOT_RUN, RECHECKS, TRANSIENT, UNCONFIRMED, judge_readings, readings_of, recheck_wanted,
-    take_rechecks,
+    CONFIRMED, INTERMITTENT, INTERMITTENT_FIX, MET, NOT_RUN, RECHECKS, TRANSIENT, UNCONFIRMED, judge_readings, later_findings,
+    readings_line, readings_of, recheck_wanted, take_readings, take_rechecks, TRANSIENT_FIX,
 )
+
+
+class Check(BaseCheck):
+    id = "check"
+    fixes = {"intermittent": INTERMITTENT_FIX, "transient": TRANSIENT_FIX}
 
 
 def attribution(kind: str, confidence: str = "confirmed", ambiguous: bool = False) -> dict:
@@ -55,3 +62,58 @@ def test_every_recheck_is_taken_unless_time_runs_out():
     assert short[0] == {"value": 1} and NOT_RUN in short[-1]
     assert readings_of(short, lambda r: r["value"] > 5).outcome == CONFIRMED  # 2 of 2 below: more than one reading
     assert readings_of([{NOT_RUN: "no time"}], lambda r: True).outcome == UNCONFIRMED
+
+
+class Fleet:
+    """All-node readings in order (True: met the floor), and the passes run from them."""
+
+    def __init__(self, readings: list[bool], pinned: bool = False) -> None:
+        self.readings, self.pinned, self.passes = iter(readings), pinned, []
+
+    def measure(self) -> dict:
+        return {"met": next(self.readings)}
+
+    def isolate(self, reading: dict) -> dict | None:
+        if reading["met"]:
+            return None
+        self.passes.append(reading)
+        return {"isolation": {"attributions": [attribution("node")] if self.pinned else []}}
+
+
+def test_a_first_reading_that_meets_the_floor_is_not_go_until_a_second_one_does():
+    fleet = Fleet([True, True])
+    found, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                                 lambda: 100.0, 10.0)
+    assert found is None and later == [{"met": True}] and not fleet.passes
+    readings = readings_of(later, lambda r: r["met"], first_below=False)
+    assert readings.outcome == MET and readings_line(readings) == "met its floor in 2 of 2 all-node readings"
+    assert later_findings(Check, readings) == []
+
+
+def test_a_second_reading_below_the_floor_runs_the_pass_from_it_and_a_third_decides():
+    # a flapping link: good, bad, bad: the pass runs from the second and pins nothing; NO-GO, intermittent
+    fleet = Fleet([True, False, False])
+    found, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                                 lambda: 100.0, 10.0)
+    assert found is not None and len(fleet.passes) == 1 and [r["met"] for r in later] == [False, False]
+    readings = readings_of(later, lambda r: r["met"], first_below=False)
+    assert readings.outcome == INTERMITTENT and (readings.below, readings.taken) == (2, 3)
+    (finding,) = later_findings(Check, readings, "then 1.0, 2.0")
+    assert finding.id == "check.intermittent" and finding.level is Status.FAIL
+    # good, bad, good: a transient, a WARN; good, bad far below its floor, good: intermittent
+    assert readings_of([{"met": False}, {"met": True}], lambda r: r["met"], first_below=False).outcome == TRANSIENT
+    (warn,) = later_findings(Check, judge_readings([False, True], first_below=False))
+    assert warn.id == "check.transient" and warn.level is Status.WARN
+    assert judge_readings([False, True], far=True, first_below=False).outcome == INTERMITTENT
+
+
+def test_a_pass_that_pins_the_fault_ends_the_readings_and_no_time_leaves_one_reading():
+    fleet = Fleet([False], pinned=True)
+    found, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                                 lambda: 100.0, 10.0)
+    assert found and later == []
+    fleet = Fleet([True])
+    _, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"], lambda: 5.0, 10.0)
+    assert NOT_RUN in later[0]
+    readings = readings_of(later, lambda r: r["met"], first_below=False)
+    assert readings.outcome == MET and "one reading" in readings_line(readings)
