@@ -243,12 +243,15 @@ def _nodes_of(component: tuple[str, frozenset[str]]) -> set[str]:
 def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed: int = 1,
         params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None) -> dict[str, Any]:
     """One row of the error-rate table: `trials` runs of fault type `kind`. Each rate comes with its
-    counts (for intervals and pooling), and `per_run` each run's (true blames, blames, faults), counted."""
+    counts (for intervals and pooling), and `per_run` each run's (true blames, blames, faults, faults named
+    as blamed or suspect), counted."""
     started = time.monotonic()
     runs = [run_trial(kind, count, seed * 1_000_003 + i, noise=noise, gpu_noise=gpu_noise, params=params, floor=floor,
                       fabric=fabric) for i in range(trials)]
-    per_run = [(len(t.blamed & t.truth), len(t.blamed), len(t.truth)) for t in runs]
-    true_blames, blames, truths = (sum(r[i] for r in per_run) for i in range(3))
+    # each run: (true blames, blames, faults, faults named: blamed, or a suspect named as a WARN)
+    per_run = [(len(t.blamed & t.truth), len(t.blamed), len(t.truth), len((t.blamed | t.suspected) & t.truth))
+               for t in runs]
+    true_blames, blames, truths, named = (sum(r[i] for r in per_run) for i in range(4))
     healthy_node_runs = sum(count - len(t.fault_nodes) for t in runs)
     wrongly_acted = sum(len(_acted(t, count) - t.fault_nodes) for t in runs if t.blamed - t.truth)
     faulty = [t for t in runs if t.faulty]
@@ -267,6 +270,8 @@ def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed
         "missed": round(missed / len(faulty), 4) if faulty else None,
         "precision": round(true_blames / blames, 4) if blames else None,
         "recall": round(true_blames / truths, 4) if truths else None,
+        # faults named at all: confirmed, or a suspect (a WARN that names it, acted on by nobody)
+        "recall_named": round(named / truths, 4) if truths else None,
         "counts": {"nogo": nogo, "healthy_runs": len(healthy), "acted": wrongly_acted,
                    "healthy_node_runs": healthy_node_runs, "missed": missed, "faulty_runs": len(faulty),
                    "gpus_flagged": gpus_flagged, "gpus": gpus},
