@@ -90,21 +90,27 @@ def test_a_first_reading_that_meets_the_floor_is_not_go_until_a_second_one_does(
     assert later_findings(Check, readings) == []
 
 
-def test_a_second_reading_below_the_floor_runs_the_pass_from_it_and_a_third_decides():
-    # a flapping link: good, bad, bad: the pass runs from the second and pins nothing; NO-GO, intermittent
+def test_a_second_reading_below_the_floor_runs_the_pass_from_it_and_is_judged_with_the_first():
+    # a flapping link: good, then far below: the pass runs from the second and pins nothing; NO-GO,
+    # intermittent. No third reading: right after a short pass it would share the second's slowdown
     fleet = Fleet([True, False, False])
     found, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
                                  lambda: 100.0, 10.0)
-    assert found is not None and len(fleet.passes) == 1 and [r["met"] for r in later] == [False, False]
-    readings = readings_of(later, lambda r: r["met"], first_below=False)
-    assert readings.outcome == INTERMITTENT and (readings.below, readings.taken) == (2, 3)
-    (finding,) = later_findings(Check, readings, "then 1.0, 2.0")
+    assert found is not None and len(fleet.passes) == 1 and [r["met"] for r in later] == [False]
+    far = readings_of(later, lambda r: r["met"], far=lambda r: True, first_below=False)
+    assert far.outcome == INTERMITTENT and (far.below, far.taken) == (1, 2)
+    (finding,) = later_findings(Check, far, "then 1.0")
     assert finding.id == "check.intermittent" and finding.level is Status.FAIL
-    # good, bad, good: a transient, a WARN; good, bad far below its floor, good: intermittent
-    assert readings_of([{"met": False}, {"met": True}], lambda r: r["met"], first_below=False).outcome == TRANSIENT
-    (warn,) = later_findings(Check, judge_readings([False, True], first_below=False))
+    assert "met its floor first, then fell below it" in finding.message
+    # below, not far: a transient, a WARN
+    (warn,) = later_findings(Check, readings_of(later, lambda r: r["met"], first_below=False))
     assert warn.id == "check.transient" and warn.level is Status.WARN
-    assert judge_readings([False, True], far=True, first_below=False).outcome == INTERMITTENT
+    # the first below the floor and the pass pinning nothing: two more readings, the median decides
+    fleet = Fleet([False, True, False])
+    _, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                             lambda: 100.0, 10.0)
+    assert [r["met"] for r in later] == [True, False]
+    assert readings_of(later, lambda r: r["met"]).outcome == INTERMITTENT
 
 
 def test_a_pass_that_pins_the_fault_ends_the_readings_and_no_time_leaves_one_reading():
