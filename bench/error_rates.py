@@ -14,10 +14,10 @@ interval: Wilson's for a rate, a bootstrap over runs (2,000 resamples) for preci
 
 Each row runs one fault type of preflight.launch.fault_corpus (16 types: a healthy fleet, network
 faults, stragglers, a GPU 5% slow, the node faults the checks judge) `runs` times on N simulated nodes,
-through the code the checks run: the all-node reading against its floor, the adaptive isolation pass
-with its confirmation rule, the all-node reading taken again when the pass blamed nothing
-(preflight.launch.recheck: NO-GO only when below the floor in every reading), the fail-slow test, and
-the blame rule the actions read.
+through the code the checks run: the all-node readings against their floor (preflight.launch.recheck:
+a second always, a third after a first below it that the pass pinned on nothing; NO-GO when most are
+below it or one is under half of it), the adaptive isolation pass with its confirmation rule and its
+test of standing out, the fail-slow test, and the blame rule the actions read.
 
 Columns: false_nogo_runs (healthy runs called NO-GO), false_nogo_node_runs (healthy nodes acted on:
 drained, cordoned, failed by the hook, over every healthy node-run of the row), missed (fault runs

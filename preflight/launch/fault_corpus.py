@@ -3,11 +3,11 @@ misses, what it calls NO-GO. Pure (seeded).
 
 Each fault type (FAULT_TYPES) injects its faults into a simulated run (preflight.launch.isolation_sim)
 and says what the right answer is: the components to blame. One trial of a type is what a run does:
-- the cross-node checks' all-node reading (collectives.cluster's all-reduce), with measurement noise;
-  below its floor, the adaptive isolation pass (preflight.launch.isolation, with its confirmation
-  rule) runs from it; when the pass blames nothing, the reading is taken again as the check does
-  (preflight.launch.recheck: up to RECHECKS more all-node readings, stopping at one that meets the
-  floor), and the check FAILs (NO-GO) only when every reading was below it;
+- the cross-node checks' all-node readings (collectives.cluster's all-reduce), with measurement
+  noise, taken as the checks take them (preflight.launch.recheck.take_readings): the first; the
+  adaptive isolation pass (preflight.launch.isolation, with its confirmation rule) from a reading
+  below its floor; a second reading always, a third after a first below it that the pass pinned on
+  nothing; NO-GO when most readings are below the floor or one is far below it;
 - the node checks' facts (a small /dev/shm, a read-only checkpoint directory, a second torch, no
   framework): a fact carries no measurement noise, so the check that reads it FAILs on that node
   every time; a dead node answers nothing: an ERROR, which is NO-GO and acts on nothing;
@@ -158,9 +158,9 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
               params: IsolationParams | None) -> None:
     """The all-node readings as the cluster checks take them (preflight.launch.recheck.take_readings):
     the first; the pass from a reading below its floor (or with one node's ranks far slower than the
-    others': collectives.cluster's pairwise_reason); a second reading always, a third when one fell
-    below it and the pass pinned nothing; NO-GO unless most readings met the floor and none was far
-    below it (intermittent is NO-GO too). Each reading is one round."""
+    others': collectives.cluster's pairwise_reason); a second reading always, a third after a first
+    below it that the pass pinned on nothing; NO-GO unless most readings met the floor and none was far
+    below it (intermittent is NO-GO too). Each later reading is one round."""
     passes: list[Any] = []
 
     def reading() -> dict[str, Any]:
