@@ -22,10 +22,11 @@ When the ring finds links below the floor or failed, `isolation = "adaptive"` (t
 what is at fault: a node, the link between two nodes, or a topology boundary, or says that the
 evidence is ambiguous. Groups of nodes measure their own rings at once, bad groups are split and
 searched, and each suspect is confirmed against nodes already measured good (preflight.launch.isolation,
-through preflight_checks.net.isolation): a few rounds where the full matrix takes 2(N-1). When the
-pass blames nothing, the ring is measured twice more (preflight.launch.recheck): slow links below the
-floor in every ring FAIL, in 2 of 3 rings (or under half the floor in one) are an intermittent FAIL,
-and rings that met it otherwise make them a transient WARN.
+through preflight_checks.net.isolation): a few rounds where the full matrix takes 2(N-1). The ring is
+never judged alone (preflight.launch.recheck.take_readings): a second ring always, at the end, and a
+third when the first was below the floor and the pass blamed nothing; slow links below the floor in
+every ring FAIL, in most rings (or under half the floor in one) are an intermittent FAIL, and rings
+that met it otherwise make them a transient WARN.
 
 A link whose route is local to the sender (the target is one of the sender's own addresses, or
 loopback) would measure memory bandwidth, not the network, so it is ERROR and never measured.

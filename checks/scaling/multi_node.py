@@ -21,10 +21,11 @@ there are three nodes or more, an adaptive isolation pass (`isolation = "adaptiv
 `isolation_timeout_s`; preflight.launch.isolation_launch, as collectives.cluster runs it) trains
 groups of the nodes at once, split and confirmed, and names the node, link or topology boundary
 that makes a group's step slow (judged on compute / step, see
-preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. When
-E is below warn_efficiency (a FAIL) and the pass blames nothing, the all-node run is trained twice more
-(preflight.launch.recheck): below it in every run FAILs, in 2 of 3 runs (or under half of it in one) is
-an intermittent FAIL, and otherwise the shortfall is a transient WARN.
+preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. The
+all-node run is never judged alone (preflight.launch.recheck.take_readings): it is trained a second
+time always, and a third when E was below warn_efficiency (a FAIL) and the pass blamed nothing; below
+it in every run FAILs, in most runs (or under half of it in one) is an intermittent FAIL, and otherwise
+the shortfall is a transient WARN.
 """
 
 from __future__ import annotations
