@@ -183,7 +183,8 @@ class CollectivesCluster(Check):
                 self._pass_s(ctx, params), run, shared_machine=shared), lambda: self._allreduce(
                 ctx, params, usable, plan, choice, choice["sizes"], params.iters, params.warmup, ctx.time_left() - SLACK_S,
                 params.rdzv_port or pick_port(ctx, usable[0], plan[usable[0]]["ip"])),
-                lambda r: below_floor(r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S)
+                lambda r: below_floor(r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
+                measured=lambda r: bool(r.get("ok")))
             facts.update({"isolation": found} if found is not None else {})
         return facts
 

@@ -268,7 +268,8 @@ class ScalingMultiNode(Check):
                 lambda: self._launch(ctx, params, usable, plan, choice, model, threads,
                                      max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S),
                                      params.rdzv_port or pick_port(ctx, host, plan[host]["ip"])),
-                lambda r: below_floor(one, r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S)
+                lambda r: below_floor(one, r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
+                measured=lambda r: bool(one.get("ok") and r.get("ok")))
             if found is not None:
                 facts["isolation"] = found
         return facts

@@ -122,14 +122,16 @@ INTERMITTENT_FIX = ("The all-node reading fell below its floor in most readings,
 
 def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Callable[[], Any],
                   below: Callable[[Any], bool], time_left: Callable[[], float], least_s: float,
-                  pinned: Callable[[Any], bool] | None = None) -> tuple[Any, list[dict[str, Any]]]:
+                  pinned: Callable[[Any], bool] | None = None,
+                  measured: Callable[[Any], bool] = lambda r: True) -> tuple[Any, list[dict[str, Any]]]:
     """The readings protocol (see the module's text): (what the isolation pass gave, or None when none
     ran; the readings after the first, as the check stores them, a reading not taken as {NOT_RUN: why}).
 
     `isolate(reading)`: the pass run from a reading, None when the reading gives no reason for one;
     `below(reading)`: the reading was measured and is below the floor; `pinned(isolation)`: the pass
     confirmed what made it bad (default: not recheck_wanted of its `isolation` entry); fewer readings
-    when less than `least_s` seconds are left."""
+    when less than `least_s` seconds are left, none after a first that was not `measured` (the run
+    failed: not a GO, and a launch that failed once, on a node that never joined, fails as slowly again)."""
     def done(found: Any) -> bool:
         if found is None:
             return False
@@ -137,7 +139,7 @@ def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Calla
 
     found = isolate(first)
     later: list[dict[str, Any]] = []
-    if done(found):
+    if done(found) or not measured(first):
         return found, later
     # A third reading only after a first below the floor and a pass from it, which spaces them.
     wanted = RECHECKS if below(first) and found is not None else 1

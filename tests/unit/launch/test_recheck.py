@@ -123,3 +123,11 @@ def test_a_pass_that_pins_the_fault_ends_the_readings_and_no_time_leaves_one_rea
     assert NOT_RUN in later[0]
     readings = readings_of(later, lambda r: r["met"], first_below=False)
     assert readings.outcome == MET and "one reading" in readings_line(readings)
+
+
+def test_a_first_reading_that_failed_is_not_measured_again():
+    # the run failed (a node never joined): not a GO, and a second launch would wait as long again
+    fleet = Fleet([True])
+    found, later = take_readings({"met": False, "failed": True}, lambda r: None, fleet.measure,
+                                 lambda r: False, lambda: 100.0, 10.0, measured=lambda r: not r.get("failed"))
+    assert found is None and later == []
