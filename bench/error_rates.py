@@ -14,15 +14,16 @@ interval: Wilson's for a rate, a bootstrap over runs (2,000 resamples) for preci
 
 Each row runs one fault type of preflight.launch.fault_corpus (16 types: a healthy fleet, network
 faults, stragglers, a GPU 5% slow, the node faults the checks judge) `runs` times on N simulated nodes,
-through the code the checks run: the all-node reading against its floor, the adaptive isolation pass
-with its confirmation rule, the all-node reading taken again when the pass blamed nothing
-(preflight.launch.recheck: NO-GO only when below the floor in every reading), the fail-slow test, and
-the blame rule the actions read.
+through the code the checks run: the all-node readings against their floor (preflight.launch.recheck:
+a second always, a third after a first below it that the pass pinned on nothing; NO-GO when most are
+below it or one is under half of it), the adaptive isolation pass with its confirmation rule and its
+test of standing out, the fail-slow test, and the blame rule the actions read.
 
 Columns: false_nogo_runs (healthy runs called NO-GO), false_nogo_node_runs (healthy nodes acted on:
 drained, cordoned, failed by the hook, over every healthy node-run of the row), missed (fault runs
 that were not NO-GO and where no finding named the fault), precision and recall of the confirmed
 attributions (a node, a link, a boundary, a straggler, a GPU; a suspect is not an attribution),
+recall_named (faults blamed or named as a suspect: a WARN that names the component, acted on by nobody),
 suspects per run, rechecks_per_run (all-node readings taken again), gpu_false_alarms (healthy GPUs
 named fail-slow, over all GPUs), rounds (mean, and the most; the pass's rounds and the rechecks), wall_s (this machine's time for the row). A round of real bursts is ~60 s.
 
@@ -74,7 +75,7 @@ def bootstrap(counted: list[list[int]], num: int, den: int, resamples: int = 200
               seed: int = 7) -> tuple[float, float] | None:
     """95% percentile interval of sum(run[num]) / sum(run[den]) over runs resampled with replacement
     (`counted`: a row's per_run, each distinct run with how many there were)."""
-    per_run = [r[:3] for r in counted for _ in range(r[3])]
+    per_run = [r[:-1] for r in counted for _ in range(r[-1])]
     if not sum(r[den] for r in per_run):
         return None
     rng = random.Random(seed)
@@ -117,10 +118,12 @@ def pooled(rows: list[dict], nodes: int, noise: float) -> dict:
         "healthy_nogo": (healthy["false_nogo_runs"], wilson(healthy["counts"]["nogo"], healthy["counts"]["healthy_runs"]))
         if healthy else (None, None),
         "missed": (missed / max(1, faulty_runs), wilson(missed, faulty_runs)),
-        "precision": (sum(p[0] * p[3] for p in per_run) / max(1, sum(p[1] * p[3] for p in per_run)),
+        "precision": (sum(p[0] * p[-1] for p in per_run) / max(1, sum(p[1] * p[-1] for p in per_run)),
                       bootstrap(per_run, 0, 1)),
-        "recall": (sum(p[0] * p[3] for p in per_run) / max(1, sum(p[2] * p[3] for p in per_run)),
+        "recall": (sum(p[0] * p[-1] for p in per_run) / max(1, sum(p[2] * p[-1] for p in per_run)),
                    bootstrap(per_run, 0, 2)),
+        "recall_named": (sum(p[3] * p[-1] for p in per_run) / max(1, sum(p[2] * p[-1] for p in per_run)),
+                         bootstrap(per_run, 3, 2)) if all(len(p) == 5 for p in per_run) else (None, None),
         "rounds": max((r["rounds"] for r in isolating), default=0.0),
         "rounds_of": max(isolating, key=lambda r: r["rounds"])["fault"] if isolating else "",
         "gpu_recall": (slow_gpu[0]["recall"], bootstrap(gpu_runs, 0, 2)) if slow_gpu else (None, None),
@@ -141,6 +144,7 @@ def markdown(rows: list[dict]) -> str:
              ("missed faults: <= 5%", lambda f: with_interval(*f["missed"])),
              ("attribution precision: >= 95%", lambda f: with_interval(*f["precision"])),
              ("attribution recall: >= 95%", lambda f: with_interval(*f["recall"])),
+             ("faults named (blamed, or a suspect named as a WARN)", lambda f: with_interval(*f["recall_named"])),
              ("rounds, the slowest fault type's mean: <= 12", lambda f: f"{f['rounds']:.1f} ({f['rounds_of']})"),
              ("one GPU 5% slow found: >= 95%", lambda f: with_interval(*f["gpu_recall"])),
              ("healthy GPUs named fail-slow per run: <= 1", lambda f: f"{f['gpu_false_per_run']:.2f}")]

@@ -46,7 +46,7 @@ from typing import Any
 
 # Params (re-exported) lives with the check's other declarations: its fixes and hints.
 from preflight_checks.collectives.cluster_params import CPU_SIZES, FIXES, GPU_SIZES, REMEDIATION, Params  # noqa: F401
-from preflight_checks.collectives.figures import allreduce_findings, far_below, human_bytes, no_floor
+from preflight_checks.collectives.figures import allreduce_findings, far_below, human_bytes, no_floor, recheck_text
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
 from preflight.engine.context import ClusterContext
 from preflight.launch.torchrun import (
@@ -57,7 +57,7 @@ from preflight.launch.nodes import (
     shared_machine_findings,
 )
 from preflight.launch.isolation_findings import isolation_findings
-from preflight.launch.recheck import judged_by_readings, readings_of, recheck_wanted, take_rechecks
+from preflight.launch.recheck import judged, readings_of, take_readings
 from preflight.launch.isolation_launch import (
     adaptive_pass, isolation_method, judged_group, node_times, pinned, slow_ranks_reason,
 )
@@ -173,21 +173,24 @@ class CollectivesCluster(Check):
                                        stall_s=fault("collectives.cluster", "stall_first_s", 0.0))
         if choice["backend"] == "nccl":
             facts["nccl_network"], facts["nccl_unrecognised"] = nccl_by_node(facts["run"].get("agents") or {})
-        reason = pairwise_reason(facts["run"], params, len(usable), share_a_machine(probes, usable))
-        if reason and params.pairwise:
-            budget = min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
-            if params.isolation == "pairs":
-                facts["pairwise"] = self._pairwise(ctx, params, usable, plan, choice, reason, budget)
-            else:
-                facts["isolation"] = self._isolation(ctx, params, usable, plan, choice, reason, budget, facts["run"],
-                                                     shared_machine=share_a_machine(probes, usable))
-                if below_floor(facts["run"], params) and recheck_wanted(facts["isolation"].get("isolation")):
-                    facts["rechecks"] = take_rechecks(  # never NO-GO on one all-node reading (preflight.launch.recheck)
-                        lambda: self._allreduce(ctx, params, usable, plan, choice, choice["sizes"], params.iters,
-                                                params.warmup, ctx.time_left() - SLACK_S,
-                                                params.rdzv_port or pick_port(ctx, usable[0], plan[usable[0]]["ip"])),
-                        lambda r: met_floor(r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S)
+        shared = share_a_machine(probes, usable)
+        reason = pairwise_reason(facts["run"], params, len(usable), shared)
+        if reason and params.pairwise and params.isolation == "pairs":
+            facts["pairwise"] = self._pairwise(ctx, params, usable, plan, choice, reason, self._pass_s(ctx, params))
+        elif params.pairwise and len(usable) >= 3:  # never GO or NO-GO on one reading (preflight.launch.recheck)
+            found, facts["rechecks"] = take_readings(facts["run"], lambda run: self._isolation(
+                ctx, params, usable, plan, choice, pairwise_reason(run, params, len(usable), shared),
+                self._pass_s(ctx, params), run, shared_machine=shared), lambda: self._allreduce(
+                ctx, params, usable, plan, choice, choice["sizes"], params.iters, params.warmup, ctx.time_left() - SLACK_S,
+                params.rdzv_port or pick_port(ctx, usable[0], plan[usable[0]]["ip"])),
+                lambda r: below_floor(r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
+                measured=lambda r: bool(r.get("ok")))
+            facts.update({"isolation": found} if found is not None else {})
         return facts
+
+    @staticmethod
+    def _pass_s(ctx: ClusterContext, params: Params) -> float:
+        return min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
 
     def _allreduce(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
                    choice: dict[str, Any], sizes: list[int], iters: int, warmup: int, budget_s: float,
@@ -246,11 +249,12 @@ class CollectivesCluster(Check):
         return out
 
     def _isolation(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
-                   choice: dict[str, Any], reason: str, budget_s: float, run: dict[str, Any],
-                   shared_machine: bool = False) -> dict[str, Any]:
-        """The adaptive pass: groups of nodes at once (preflight.isolation), each judged as a pair is."""
+                   choice: dict[str, Any], reason: str | None, budget_s: float, run: dict[str, Any],
+                   shared_machine: bool = False) -> dict[str, Any] | None:
+        """The adaptive pass: groups of nodes at once (preflight.isolation), each judged as a pair is; none
+        without a reason."""
         sizes = sorted({min(choice["sizes"]), max(choice["sizes"])})
-        return adaptive_pass(
+        return None if not reason else adaptive_pass(
             ctx, nodes=nodes, plan=plan, nproc=choice["nproc_per_node"], module="allreduce", reason=reason, run=run,
             worker_args=lambda j, p: self._worker_args(params, choice, sizes, params.pairwise_iters, 2, j, p),
             judge=lambda result: judged_group(judge_pair(pair_facts(result), params)), budget_s=budget_s,
@@ -358,12 +362,12 @@ class CollectivesCluster(Check):
             findings.append(self.finding(phase.replace(" ", "-"), status, f"{label}: {run.get('error')}"))
             return label
         run_findings, run_measurements = judge_main(run, params, label, choice.get("backend"), type(self))
-        if "rechecks" in facts:
+        if "rechecks" in facts:  # never GO or NO-GO on one all-node reading (preflight.launch.recheck)
             readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params),
                                    far=lambda r: far_below(r["result"] if r.get("ok") else {}, params),
-                                   first_far=far_below(run["result"], params))
-            run_findings = judged_by_readings(type(self), run_findings, SHORTFALL_KINDS, readings,
-                                              later=recheck_text(facts["rechecks"]))
+                                   first_far=far_below(run["result"], params), first_below=below_floor(run, params))
+            run_findings, more = judged(type(self), run_findings, SHORTFALL_KINDS, readings, recheck_text(facts["rechecks"]))
+            details += more
         findings += run_findings
         measurements += run_measurements
         return label
@@ -409,13 +413,6 @@ def below_floor(run: dict[str, Any], params: Params) -> bool:
 def met_floor(run: dict[str, Any], params: Params) -> bool | None:
     """A recheck: True when it met every floor, False when not, None when it was not measured. Pure."""
     return (not shortfalls(run_figures(run["result"]), params)) if run.get("ok") else None
-
-
-def recheck_text(rechecks: list[dict[str, Any]]) -> str:
-    """'then 310.2 GB/s': the later readings' bus bandwidth, in order."""
-    figures = [run_figures(r["result"]) for r in rechecks if r.get("ok")]
-    seen = [f"{f['busbw_gbps']:.1f} GB/s" for f in figures if "busbw_gbps" in f]
-    return ("then " + ", ".join(seen)) if seen else ""
 
 
 PAIR_FIGURES = ("latency_us", "busbw_gbps", "largest_bytes", "smallest_bytes", "wrong")

@@ -102,3 +102,10 @@ def far_below(result: dict[str, Any], params: Any) -> bool:
     busbw, latency = sizes[-1].get("busbw_gbps"), sizes[0]["time_s"] * 1e6
     return (params.min_busbw_gbps is not None and busbw is not None and busbw < FAR_BELOW * params.min_busbw_gbps) \
         or (params.max_latency_us is not None and latency * FAR_BELOW > params.max_latency_us)
+
+
+def recheck_text(rechecks: list[dict[str, Any]]) -> str:
+    """'then 310.2 GB/s': the later all-node readings' bus bandwidth (the largest size), in order. Pure."""
+    seen = [f"{max(r['result']['sizes'], key=lambda s: s['bytes'])['busbw_gbps']:.1f} GB/s"
+            for r in rechecks if r.get("ok") and (r.get("result") or {}).get("sizes")]
+    return ("then " + ", ".join(seen)) if seen else ""

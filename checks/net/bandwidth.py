@@ -22,10 +22,11 @@ When the ring finds links below the floor or failed, `isolation = "adaptive"` (t
 what is at fault: a node, the link between two nodes, or a topology boundary, or says that the
 evidence is ambiguous. Groups of nodes measure their own rings at once, bad groups are split and
 searched, and each suspect is confirmed against nodes already measured good (preflight.launch.isolation,
-through preflight_checks.net.isolation): a few rounds where the full matrix takes 2(N-1). When the
-pass blames nothing, the ring is measured twice more (preflight.launch.recheck): slow links below the
-floor in every ring FAIL, in 2 of 3 rings (or under half the floor in one) are an intermittent FAIL,
-and rings that met it otherwise make them a transient WARN.
+through preflight_checks.net.isolation): a few rounds where the full matrix takes 2(N-1). The ring is
+never judged alone (preflight.launch.recheck.take_readings): a second ring always, at the end, and a
+third when the first was below the floor and the pass blamed nothing; slow links below the floor in
+every ring FAIL, in most rings (or under half the floor in one) are an intermittent FAIL, and rings
+that met it otherwise make them a transient WARN.
 
 A link whose route is local to the sender (the target is one of the sender's own addresses, or
 loopback) would measure memory bandwidth, not the network, so it is ERROR and never measured.
@@ -62,7 +63,7 @@ from preflight_checks.net.isolation import (
 )
 from preflight.launch.isolation_findings import SHARED_CAUSE_FIX
 from preflight.launch.recheck import (
-    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks,
+    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
 )
 from preflight_checks.net.bandwidth_judge import (
     SHORTFALL_KINDS, below_floor, isolation_part, judge_link, met_floor, recheck_failure, recheck_text, slow_finding,
@@ -263,13 +264,18 @@ class NetBandwidth(Check):
             ctx.record(f"({self._evidence_skipped} more iperf3 server and client commands like the ones above "
                        "succeeded; not recorded one by one)", 0, "")
         facts["matrix_gbps"] = matrix_of(names, facts["links"])
-        reason = screen_reason(facts["links"], params.min_gbps) if params.pattern == "ring" else None
-        if reason and params.isolation == "adaptive" and len(usable) >= 3:
-            facts["isolation"] = self._isolation(ctx, params, usable, probes, addresses, reason)
-            if below_floor(facts["links"], params.min_gbps) and recheck_wanted(facts["isolation"].get("isolation")):
-                facts["rechecks"] = take_rechecks(  # never NO-GO on one ring (preflight.launch.recheck)
-                    lambda: {"links": self._measure_schedule(ctx, params, rounds, probes, addresses)},
-                    lambda r: met_floor(r, params.min_gbps), lambda: ctx.time_left() - 5, needed)
+        if params.pattern == "ring" and params.isolation == "adaptive" and len(usable) >= 3:
+            def isolate(reading: dict[str, Any]) -> dict[str, Any] | None:
+                reason = screen_reason(reading["links"], params.min_gbps)
+                return self._isolation(ctx, params, usable, probes, addresses, reason) if reason else None
+
+            # Never GO or NO-GO on one ring: the readings protocol of preflight.launch.recheck
+            found, facts["rechecks"] = take_readings(
+                {"links": facts["links"]}, isolate,
+                lambda: {"links": self._measure_schedule(ctx, params, rounds, probes, addresses)},
+                lambda r: below_floor(r.get("links", []), params.min_gbps), lambda: ctx.time_left() - 5, needed)
+            if found is not None:
+                facts["isolation"] = found
         return facts
 
     def _measure_schedule(self, ctx: ClusterContext, params: Params, rounds: list[list[tuple[str, str]]],
@@ -441,20 +447,22 @@ class NetBandwidth(Check):
             details.append(text)
             if not m.ok:
                 slow.append((m.value, m.name))
-        if slow:
-            shortfall = [slow_finding(type(self), slow, len(measured), params.min_gbps)]
-            if "rechecks" in facts:  # never NO-GO on one ring (preflight.launch.recheck)
-                far = FAR_BELOW * params.min_gbps  # a link under half the floor in any ring is no transient
-                readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure,
-                                       far=lambda r: below_floor(r.get("links", []), far),
-                                       first_far=below_floor(facts["links"], far))
-                shortfall = judged_by_readings(type(self), shortfall, SHORTFALL_KINDS, readings,
-                                               later=recheck_text(facts["rechecks"], params.min_gbps))
-            findings += shortfall
+        shortfall = [slow_finding(type(self), slow, len(measured), params.min_gbps)] if slow else []
+        readings = None
+        if "rechecks" in facts:  # never GO or NO-GO on one ring (preflight.launch.recheck)
+            far = FAR_BELOW * params.min_gbps  # a link under half the floor in any ring is no transient
+            readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure,
+                                   far=lambda r: below_floor(r.get("links", []), far),
+                                   first_far=below_floor(facts["links"], far), first_below=bool(slow))
+            shortfall, more = judged(type(self), shortfall, SHORTFALL_KINDS, readings,
+                                     recheck_text(facts["rechecks"], params.min_gbps))
+            details += more
+        findings += shortfall
         if not measured and not findings:
             findings.append(self.finding("nothing-measured", Status.ERROR, "no link was measured"))
         isolated, more = isolation_part(type(self), facts.get("isolation"), params.min_gbps,
-                                        bool(slow) or any(f.id.endswith(".not-measured") for f in findings))
+                                        bool(slow) or any(f.id.endswith(".not-measured") for f in findings)
+                                        or bool(readings and readings.below))
         findings += isolated
         details += more
         return outcome_from_findings(findings, measurements, passed=self._passed(facts, params, measured, slow,

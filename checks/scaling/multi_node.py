@@ -21,10 +21,11 @@ there are three nodes or more, an adaptive isolation pass (`isolation = "adaptiv
 `isolation_timeout_s`; preflight.launch.isolation_launch, as collectives.cluster runs it) trains
 groups of the nodes at once, split and confirmed, and names the node, link or topology boundary
 that makes a group's step slow (judged on compute / step, see
-preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. When
-E is below warn_efficiency (a FAIL) and the pass blames nothing, the all-node run is trained twice more
-(preflight.launch.recheck): below it in every run FAILs, in 2 of 3 runs (or under half of it in one) is
-an intermittent FAIL, and otherwise the shortfall is a transient WARN.
+preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. The
+all-node run is never judged alone (preflight.launch.recheck.take_readings): it is trained a second
+time always, and a third when E was below warn_efficiency (a FAIL) and the pass blamed nothing; below
+it in every run FAILs, in most runs (or under half of it in one) is an intermittent FAIL, and otherwise
+the shortfall is a transient WARN.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from preflight_checks.scaling.multi_node_isolation import (
 )
 from preflight.engine.faults import fault
 from preflight.launch.recheck import (
-    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged_by_readings, readings_of, recheck_wanted, take_rechecks,
+    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
 )
 from preflight_checks.scaling.multi_node_figures import (
     SHORTFALL_KINDS, below_floor, efficiency, far_below, met_floor, recheck_text, run_measurements,
@@ -249,23 +250,28 @@ class ScalingMultiNode(Check):
         everyone = facts["all_nodes"] = self._launch(ctx, params, usable, plan, choice, model, threads, budget, port,
                                                      absent_node=fault("scaling.multi_node", "absent_node"))
         one = facts["one_node"]
-        e = efficiency(one["result"]["samples_per_s"], everyone["result"]["samples_per_s"], len(usable)) \
-            if one.get("ok") and everyone.get("ok") else None
-        reason = isolation_reason(everyone, e and e["efficiency"], params.min_efficiency, len(usable)) \
-            if isolating else None
-        if reason:
-            facts["isolation"] = run_isolation(
+
+        def isolate(run: dict[str, Any]) -> dict[str, Any] | None:
+            e = efficiency(one["result"]["samples_per_s"], run["result"]["samples_per_s"], len(usable)) \
+                if one.get("ok") and run.get("ok") else None
+            reason = isolation_reason(run, e and e["efficiency"], params.min_efficiency, len(usable))
+            return run_isolation(
                 ctx, nodes=usable, plan=plan, nproc=choice["nproc_per_node"],
-                worker_args=self._worker_args(params, choice, model, threads), reason=reason, run=everyone,
+                worker_args=self._worker_args(params, choice, model, threads), reason=reason, run=run,
                 floor=group_floor(params), budget_s=min(params.isolation_timeout_s, ctx.time_left() - SLACK_S),
                 timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s), port=params.rdzv_port,
-                shared_machine=share_a_machine(probes, usable))
-            if below_floor(one, everyone, params) and recheck_wanted(facts["isolation"].get("isolation")):
-                facts["rechecks"] = take_rechecks(  # never NO-GO on one all-node reading (preflight.launch.recheck)
-                    lambda: self._launch(ctx, params, usable, plan, choice, model, threads,
-                                         max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S),
-                                         params.rdzv_port or pick_port(ctx, host, plan[host]["ip"])),
-                    lambda r: met_floor(one, r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S)
+                shared_machine=share_a_machine(probes, usable)) if reason else None
+
+        if isolating:  # never GO or NO-GO on one all-node reading: the readings protocol of preflight.launch.recheck
+            found, facts["rechecks"] = take_readings(
+                everyone, isolate,
+                lambda: self._launch(ctx, params, usable, plan, choice, model, threads,
+                                     max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S),
+                                     params.rdzv_port or pick_port(ctx, host, plan[host]["ip"])),
+                lambda r: below_floor(one, r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
+                measured=lambda r: bool(one.get("ok") and r.get("ok")))
+            if found is not None:
+                facts["isolation"] = found
         return facts
 
     def _launch(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
@@ -325,12 +331,13 @@ class ScalingMultiNode(Check):
         measurements += run_measurements(one, everyone, choice.get("nproc_per_node") or 0, choice.get("device"),
                                          params)
         shortfall = [self._efficiency(facts, params, details)]
-        if "rechecks" in facts:  # never NO-GO on one all-node reading (preflight.launch.recheck)
+        if "rechecks" in facts:  # never GO or NO-GO on one all-node reading (preflight.launch.recheck)
             readings = readings_of(facts["rechecks"], lambda r: met_floor(one, r, params),
                                    far=lambda r: far_below(one, r, params, FAR_BELOW),
-                                   first_far=far_below(one, everyone, params, FAR_BELOW))
-            shortfall = judged_by_readings(type(self), shortfall, SHORTFALL_KINDS, readings,
-                                           later=recheck_text(one, facts["rechecks"]))
+                                   first_far=far_below(one, everyone, params, FAR_BELOW),
+                                   first_below=below_floor(one, everyone, params))
+            shortfall, more = judged(type(self), shortfall, SHORTFALL_KINDS, readings, recheck_text(one, facts["rechecks"]))
+            details += more
         problems += shortfall
         return self._outcome(problems + self._isolated(facts, problems, details), details, measurements)
 

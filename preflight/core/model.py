@@ -160,6 +160,8 @@ class Component:
         if self.kind == COMPONENT_BOUNDARY:
             return "boundary " + " - ".join(self.groups)
         if self.kind == COMPONENT_GROUP:
+            if not self.groups and not self.nodes:
+                return "shared cause: the fleet"
             return ("shared cause: topology group " + " - ".join(self.groups)) if self.groups else \
                 ("shared cause: node " + " - ".join(self.nodes))
         return f"{self.kind} " + " - ".join(self.nodes)

@@ -3,11 +3,11 @@ misses, what it calls NO-GO. Pure (seeded).
 
 Each fault type (FAULT_TYPES) injects its faults into a simulated run (preflight.launch.isolation_sim)
 and says what the right answer is: the components to blame. One trial of a type is what a run does:
-- the cross-node checks' all-node reading (collectives.cluster's all-reduce), with measurement noise;
-  below its floor, the adaptive isolation pass (preflight.launch.isolation, with its confirmation
-  rule) runs from it; when the pass blames nothing, the reading is taken again as the check does
-  (preflight.launch.recheck: up to RECHECKS more all-node readings, stopping at one that meets the
-  floor), and the check FAILs (NO-GO) only when every reading was below it;
+- the cross-node checks' all-node readings (collectives.cluster's all-reduce), with measurement
+  noise, taken as the checks take them (preflight.launch.recheck.take_readings): the first; the
+  adaptive isolation pass (preflight.launch.isolation, with its confirmation rule) from a reading
+  below its floor; a second reading always, a third after a first below it that the pass pinned on
+  nothing; NO-GO when most readings are below the floor or one is far below it;
 - the node checks' facts (a small /dev/shm, a read-only checkpoint directory, a second torch, no
   framework): a fact carries no measurement noise, so the check that reads it FAILs on that node
   every time; a dead node answers nothing: an ERROR, which is NO-GO and acts on nothing;
@@ -38,7 +38,9 @@ from preflight.history.outliers import gpu_lagging
 from preflight.launch.isolation import IsolationParams, isolate
 from preflight.launch.isolation_launch import slow_ranks_reason
 from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks
-from preflight.launch.recheck import FAR_BELOW, TRANSIENT, readings_of, recheck_wanted, take_rechecks
+from preflight.launch.recheck import (
+    CONFIRMED, FAR_BELOW, INTERMITTENT, UNCONFIRMED, readings_of, recheck_wanted, take_readings,
+)
 
 GPUS_PER_NODE = 8
 FLOOR = 0.8  # a group is bad below 0.8 of the healthy figure (isolation_sim's default threshold)
@@ -147,52 +149,56 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
         trial.fault_nodes.add(node)
         trial.blamed.add(("node", frozenset([node])))  # the fact is read, not measured: its check FAILs on it
         trial.nogo = True
-    screen = model.measure([nodes])[0]
-    # The pass starts from a bad all-node reading, or from one that met its floor with one node's ranks
-    # far slower than the others' (collectives.cluster's pairwise_reason).
-    if screen.ok is False or slow_ranks_reason(screen.times_s):
-        result = isolate(nodes, model.measure, topology=topology, screen=screen if topology is None else None,
-                         params=params)
-        trial.rounds = result.round_count
-        if screen.ok is False:  # the check's all-node reading is below its floor: NO-GO once confirmed
-            trial.nogo = _shortfall_confirmed(trial, model, nodes, result.to_dict(), screen.figure) or trial.nogo
-        for found in result.attributions:
-            if found.ambiguous:
-                continue
-            if found.confidence == "confirmed":
-                trial.blamed.add((found.kind, frozenset(found.members)))
-                trial.nogo = trial.nogo or found.kind != "straggler"  # a straggler alone: slow, passing (WARN)
-            else:
-                trial.suspects += 1
-                trial.suspected.add((found.kind, frozenset(found.members)))
+    _readings(trial, model, nodes, topology, params)
     _fail_slow(trial, nodes, extra.get("slow_gpu"), gpu_noise, rng, shared=fabric is not None)
     return trial
 
 
-def _shortfall_confirmed(trial: Trial, model: FaultModel, nodes: list[str], isolation: dict[str, Any],
-                         first: float | None) -> bool:
-    """Whether an all-node reading below its floor stands, as collectives.cluster judges it: when the
-    pass blamed nothing, every node is measured together again (preflight.launch.recheck), each
-    recheck one more round; the shortfall stands unless most readings met the floor and none was far
-    below it (intermittent is NO-GO too)."""
-    if not recheck_wanted(isolation):
-        return True
+def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[str, str] | None,
+              params: IsolationParams | None) -> None:
+    """The all-node readings as the cluster checks take them (preflight.launch.recheck.take_readings):
+    the first; the pass from a reading below its floor (or with one node's ranks far slower than the
+    others': collectives.cluster's pairwise_reason); a second reading always, a third after a first
+    below it that the pass pinned on nothing; NO-GO unless most readings met the floor and none was far
+    below it (intermittent is NO-GO too). Each later reading is one round."""
+    passes: list[Any] = []
 
-    def met(reading: dict[str, Any]) -> bool | None:
-        return reading["ok"]
-
-    def far(reading: dict[str, Any]) -> bool:
-        return reading["figure"] is not None and reading["figure"] < FAR_BELOW * model.threshold
-
-    def once() -> dict[str, Any]:
+    def reading() -> dict[str, Any]:
         result = model.measure([nodes])[0]
-        return {"ok": result.ok, "figure": result.figure}
+        return {"ok": result.ok, "figure": result.figure, "result": result}
 
-    rechecks = take_rechecks(once, met, lambda: float("inf"), 0.0)
-    trial.rechecks = len(rechecks)
-    trial.rounds += len(rechecks)
-    first_far = first is not None and first < FAR_BELOW * model.threshold
-    return readings_of(rechecks, met, far=far, first_far=first_far).outcome != TRANSIENT
+    def isolate_from(read: dict[str, Any]) -> dict[str, Any] | None:
+        screen = read["result"]
+        if not (screen.ok is False or slow_ranks_reason(screen.times_s)):
+            return None
+        result = isolate(nodes, model.measure, topology=topology, screen=screen if topology is None else None,
+                         params=params)
+        passes.append(result)
+        return {"isolation": result.to_dict(), "from_below": screen.ok is False}
+
+    def far(read: dict[str, Any]) -> bool:
+        return read["figure"] is not None and read["figure"] < FAR_BELOW * model.threshold
+
+    first = reading()
+    found, later = take_readings(first, isolate_from, reading, lambda r: r["ok"] is False,
+                                 lambda: float("inf"), 0.0)
+    trial.rechecks = len(later)
+    trial.rounds = len(later) + sum(r.round_count for r in passes)  # the first reading is not counted
+    if found is not None and found["from_below"] and not recheck_wanted(found["isolation"]):
+        trial.nogo = True  # the pass pinned the shortfall (or was ambiguous): its findings stand
+    else:
+        judged = readings_of(later, lambda r: r["ok"], far=far, first_far=far(first), first_below=first["ok"] is False)
+        trial.nogo = trial.nogo or judged.outcome in (CONFIRMED, INTERMITTENT, UNCONFIRMED) and judged.below > 0
+    for result in passes:
+        for found_one in result.attributions:
+            if found_one.ambiguous:
+                continue
+            if found_one.confidence == "confirmed":
+                trial.blamed.add((found_one.kind, frozenset(found_one.members)))
+                trial.nogo = trial.nogo or found_one.kind != "straggler"  # a straggler alone: slow, passing (WARN)
+            else:
+                trial.suspects += 1
+                trial.suspected.add((found_one.kind, frozenset(found_one.members)))
 
 
 def _fail_slow(trial: Trial, nodes: list[str], slow: tuple[str, int, float] | None, gpu_noise: float,
@@ -237,12 +243,15 @@ def _nodes_of(component: tuple[str, frozenset[str]]) -> set[str]:
 def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed: int = 1,
         params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None) -> dict[str, Any]:
     """One row of the error-rate table: `trials` runs of fault type `kind`. Each rate comes with its
-    counts (for intervals and pooling), and `per_run` each run's (true blames, blames, faults), counted."""
+    counts (for intervals and pooling), and `per_run` each run's (true blames, blames, faults, faults named
+    as blamed or suspect), counted."""
     started = time.monotonic()
     runs = [run_trial(kind, count, seed * 1_000_003 + i, noise=noise, gpu_noise=gpu_noise, params=params, floor=floor,
                       fabric=fabric) for i in range(trials)]
-    per_run = [(len(t.blamed & t.truth), len(t.blamed), len(t.truth)) for t in runs]
-    true_blames, blames, truths = (sum(r[i] for r in per_run) for i in range(3))
+    # each run: (true blames, blames, faults, faults named: blamed, or a suspect named as a WARN)
+    per_run = [(len(t.blamed & t.truth), len(t.blamed), len(t.truth), len((t.blamed | t.suspected) & t.truth))
+               for t in runs]
+    true_blames, blames, truths, named = (sum(r[i] for r in per_run) for i in range(4))
     healthy_node_runs = sum(count - len(t.fault_nodes) for t in runs)
     wrongly_acted = sum(len(_acted(t, count) - t.fault_nodes) for t in runs if t.blamed - t.truth)
     faulty = [t for t in runs if t.faulty]
@@ -261,6 +270,8 @@ def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed
         "missed": round(missed / len(faulty), 4) if faulty else None,
         "precision": round(true_blames / blames, 4) if blames else None,
         "recall": round(true_blames / truths, 4) if truths else None,
+        # faults named at all: confirmed, or a suspect (a WARN that names it, acted on by nobody)
+        "recall_named": round(named / truths, 4) if truths else None,
         "counts": {"nogo": nogo, "healthy_runs": len(healthy), "acted": wrongly_acted,
                    "healthy_node_runs": healthy_node_runs, "missed": missed, "faulty_runs": len(faulty),
                    "gpus_flagged": gpus_flagged, "gpus": gpus},

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator
 from preflight.launch.isolation_plan import (
     Attribution, GroupResult, Outcome, Probe, clearance_task, screen_task, straggler_task,
 )
-from preflight.launch.isolation_verify import shared_causes, to_verify, unverified, verify_task
+from preflight.launch.isolation_verify import conclude, to_verify, verify_task
 
 __all__ = ["Attribution", "GroupResult", "Isolation", "IsolationParams", "Round", "Stop", "isolate", "round_bound"]
 
@@ -229,8 +229,8 @@ class _Engine:
         self._tasks.append(_Task(gen, priority, self._seq, frozenset(scope)))
 
     def blame(self, found: Attribution) -> None:
-        if found.kind == "node" and not found.ambiguous:
-            self._blamed.update(found.members)
+        if found.kind == "node" and not found.ambiguous:  # a suspect is no partner, but stays in the clearance
+            self._blamed.update(found.members if found.confidence == "confirmed" else ())
             self.good.difference_update(found.members)
             self.seen_good.difference_update(found.members)
         elif found.kind == "link" and not found.ambiguous:
@@ -491,8 +491,7 @@ class _Engine:
                 rounds, confidence="unconfirmed", ambiguous=True)]
         # A node at fault is not also a straggler: its own fault says more. Unverified blames are suspects.
         self.attributions = [a for a in self.attributions if not (a.kind == "straggler" and a.members[0] in self._blamed)]
-        unverified(self)
-        shared_causes(self)
+        conclude(self)
 
     def result(self, screen: GroupResult | None) -> Isolation:
         return Isolation(nodes=list(self.nodes), topology=dict(self.topology), rounds=self.rounds,

@@ -15,7 +15,8 @@ each such check declares a fix for every kind in ISOLATION_KINDS:
 - `isolation-ambiguous`: what the evidence narrowed it down to, and what it could be;
 - `isolation-not-reproduced`: nothing was singled out (no group reproduced the fault);
 - `shared-cause`: several components confirmed at once that share one cause (most nodes under one
-  topology group, links with one common end): reported as one, never acted on node by node.
+  topology group, links with one common end): reported as one, never acted on node by node; or the
+  fleet (a WARN): components bad as often as blaming asks, none standing out from the other groups.
 A confirmed component gets `level` (the level of what made the run bad); the others WARN at most.
 """
 
@@ -54,7 +55,7 @@ def isolation_findings(check: Any, facts: dict[str, Any] | None, level: Status, 
     findings, confirmed = [], []
     for found in result.get("attributions", []):
         kind, text, component = describe(found)
-        sure = kind not in ("suspect", "isolation-ambiguous")
+        sure = kind not in ("suspect", "isolation-ambiguous") and found.get("confidence", "confirmed") == "confirmed"
         # A straggler confirmed in a run that met its floors is slow but passing: a WARN, never a PASS.
         at = (level if level.severity >= Status.WARN.severity else Status.WARN) if kind == "straggler" \
             else level if sure else soft
@@ -83,6 +84,12 @@ def describe(found: dict[str, Any]) -> tuple[str, str, Component | None]:
     kind, members, figures = found["kind"], found["members"], found.get("figures") or {}
     sure = found.get("confidence", "confirmed") == "confirmed"
     how = found.get("confirmation") or {}
+    if kind == "group" and figures.get("shared_by") == "fleet":
+        parts = figures.get("components") or []
+        return "shared-cause", (f"the whole fleet reads near or below its floor, no component stands out: "
+                                f"{len(parts)} components read bad as often as blaming asks, none of them far "
+                                "from the other groups (judged by the all-node readings; nothing is acted on)"), \
+            Component(COMPONENT_GROUP, confirmed=False, confirmation=how)
     if kind == "group" and not found.get("ambiguous"):
         parts = figures.get("components") or []
         by_node = figures.get("shared_by") == "node"

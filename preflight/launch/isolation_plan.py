@@ -288,7 +288,8 @@ def link_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
     """Neither node is at fault alone: the pair again, and beside it another pair across the same
     two topology groups when a and b are in different ones, up to `confirm_of` times, until the
     pair is bad `confirm_bad` times (a link; a boundary when the other pairs were bad as often) or
-    can no longer be."""
+    can no longer be. Bad again in some of them (with the reading that made it bad, 2 of 3 or more): a
+    suspect link, a WARN (a flapping link); good in the first two: not reproduced."""
     p = e.params
     ga, gb = e.topo(a), e.topo(b)
     across = ga is not None and gb is not None and ga != gb
@@ -309,15 +310,16 @@ def link_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
         if across and (outcomes[1].bad or outcomes[1].good):
             others.append(outcomes[1])
         bad = sum(o.bad for o in pair)
-        if bad >= p.confirm_bad or len(pair) - bad > p.confirm_of - p.confirm_bad or not bad:
+        # Cleared only by two good readings in a row: one good burst is what a flapping link gives half the time.
+        if bad >= p.confirm_bad or len(pair) - bad > p.confirm_of - p.confirm_bad and bad or len(pair) >= 2 and not bad:
             break
     bad = sum(o.bad for o in pair)
     members = sorted([a, b], key=e.position)
     if unmeasured and not bad:
         e.blame(attribution("unexplained", [a, b], trail, ambiguous=True, confidence="unconfirmed",
                             candidates=[{"kind": "link", "members": [a, b]}]))
-    elif bad < 2:
-        e.note(f"{a} with {b} was bad, and then bad in {bad} of {len(pair)} measurements again: not reproduced")
+    elif not bad:
+        e.note(f"{a} with {b} was bad, and then good in {len(pair)} measurements again: not reproduced")
     elif bad < p.confirm_bad:
         e.blame(attribution("link", members, trail, confidence="unconfirmed", confirmation=confirmation(pair)))
     elif not across:

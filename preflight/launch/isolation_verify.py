@@ -7,6 +7,17 @@ a shared cause named before individual blame. Pure.
   measured), it becomes a suspect, never acted on (one reading alone is below the floor now and then
   on a healthy fabric). Readings taken in consecutive rounds share whatever lasted that long (a
   neighbour's traffic through one switch); one taken after the others have ended does not.
+- standing out: a confirmed node or link is blamed only when its bad readings stand out from its
+  peers: the median of its confirming readings, and that of its readings later in the pass, are each
+  more than STAND_OUT deviations under the typical figure of the pass's other groups (the median of
+  those without it that met the floor; faults and other jobs' traffic only pull figures down, and a
+  pass measures many groups that hold a fault; the deviation is 1.4826 times the median distance of
+  the figures above it). Below an absolute floor alone is not enough: a fleet that reads near its
+  floor has every group below it now and then. One that does not stand out is a suspect; when none
+  does, the pass names the fleet (`kind` "group", `shared_by` "fleet", a WARN): the whole fleet reads
+  near or below its floor and no component stands out; the all-node readings' median then says
+  whether the fleet meets its floor (preflight.launch.recheck). With fewer than MIN_PEERS figures of
+  other groups, or a reading without a figure (a refused link), the floor decides.
 - shared causes: confirmed nodes under one topology group (at least `shared_at_least`, and
   `shared_share` of its nodes) name the group; confirmed links with a common end name that end. Such
   a cause is reported as one (`kind` "group", confirmed), never acted on node by node.
@@ -14,11 +25,22 @@ a shared cause named before individual blame. Pure.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Iterator
 
 from preflight.launch.isolation_types import Attribution, Outcome, Probe, label
 
 LATER = 2  # readings at the end that must all be bad for a blame to stand
+STAND_OUT = 3.0  # robust deviations under its peers' median a blamed component's bad readings must be
+MIN_PEERS = 6  # figures of other groups the comparison needs
+
+
+def conclude(e: Any) -> None:
+    """The end of the pass, in order: unverified blames become suspects, so do those that do not stand
+    out from their peers, and what is left that shares a cause is named as one."""
+    unverified(e)
+    stand_out(e)
+    shared_causes(e)
 
 
 def _first_round(found: Attribution) -> int:
@@ -81,6 +103,61 @@ def unverified(e: Any) -> None:
         if "later" not in found.confirmation:
             found.confidence = "unconfirmed"
             found.evidence.append("the pass ended before it was measured again later: not blamed")
+
+
+def _figures(e: Any) -> dict[tuple[int, frozenset[str]], tuple[float | None, bool]]:
+    """(round, group) -> its figure (None: none) and whether it met its floor, for every group measured."""
+    return {(r.index, frozenset(g)): (res.figure, bool(res.ok)) for r in e.rounds for g, res in zip(r.groups, r.results)
+            if res.ok is not None}
+
+
+def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]]) -> str:
+    """Why a confirmed node or link does not stand out from its peers ("" when it does, or when there
+    is too little to compare it with): its confirming readings, and its readings later in the pass,
+    each against the groups without it that met the floor."""
+    members = set(found.members)
+    readings = found.confirmation.get("measurements", []), found.confirmation.get("later", [])
+    mine = [[figures.get((m.get("round"), frozenset(m.get("group") or ())), (None, False))[0] for m in part if m.get("bad")]
+            for part in readings]
+    # Its peers: the groups without it that met the floor (faults and other jobs' traffic only pull
+    # figures down, and a pass measures many groups that hold a fault).
+    peers = [f for (_, group), (f, ok) in figures.items() if ok and f is not None and not members <= group]
+    if not mine[0] or any(None in part for part in mine) or len(peers) < MIN_PEERS:
+        return ""
+    typical = statistics.median(peers)
+    # The deviation from above (those that met the floor are cut off below it): 1.4826 times the median
+    # distance of the figures above the typical one.
+    spread = 1.4826 * statistics.median(f - typical for f in peers if f >= typical)
+    for part, what in zip(mine, ("bad readings", "readings later in the pass")):
+        bad = statistics.median(part) if part else None
+        if bad is not None and bad >= typical - STAND_OUT * spread:
+            return (f"its {what} (median {bad:.3g}) do not stand out from the pass's other groups that met the "
+                    f"floor (median {typical:.3g}, deviation {spread:.2g})")
+    return ""
+
+
+def stand_out(e: Any) -> None:
+    """Confirmed nodes and links that do not stand out from their peers become suspects; when one did
+    and none is left confirmed, the fleet is named: it reads near its floor, no component stands out."""
+    figures = _figures(e)
+    demoted = []
+    for found in e.attributions:
+        if found.confidence != "confirmed" or found.ambiguous or found.kind not in ("node", "link"):
+            continue
+        why = standing(found, figures)
+        if why:
+            found.confidence = "unconfirmed"
+            found.evidence.append(f"{why}: not blamed")
+            demoted.append(found)
+    sure = [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous and a.kind != "straggler"]
+    if demoted and not sure:
+        parts = [{"kind": a.kind, "members": a.members} for a in demoted]
+        e.attributions.append(Attribution(
+            "group", [], [f"{len(demoted)} components read bad as often as blaming asks, but none stands out from "
+                          "the other groups: the whole fleet reads near or below its floor"],
+            sorted({r for a in demoted for r in a.rounds}), confidence="unconfirmed",
+            figures={"shared_by": "fleet", "components": parts}))
+        e.note("the whole fleet reads near or below its floor: no component stands out")
 
 
 def shared_causes(e: Any) -> None:

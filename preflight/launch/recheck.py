@@ -1,23 +1,37 @@
-"""Never NO-GO on one all-node reading: when to measure the whole cluster again, and what the readings say. Pure.
+"""Never GO or NO-GO on one all-node reading: when to measure the whole cluster again, and what the readings say. Pure.
 
 A cluster check's all-node reading (collectives.cluster's bus bandwidth, net.bandwidth's ring,
-scaling.multi_node's throughput) that falls below its floor starts the isolation pass. When the pass
-confirms no component and no group of nodes reproduces the shortfall, the one reading is all the
-evidence there is, and a healthy fleet with a run-to-run spread of 10% reads below a floor set one
-deviation under its typical figure about one time in six (bench/error_rates.py). So the all-node
-reading is taken again, RECHECKS more times:
+scaling.multi_node's throughput) is one draw of a noisy figure: a healthy fleet reads below its floor
+now and then, and a flapping link or node reads above it in its good bursts. So the check takes its
+readings by one protocol (`take_readings`), the one the simulator runs too (preflight.launch.fault_corpus):
 
+- the first reading; below its floor (or with another reason, such as one node's ranks far slower),
+  the isolation pass runs from it; a pass that confirms a component ends the readings: its groups
+  reproduced the fault;
+- a second reading, at the end of the check, always (when the check has the time for it): one lucky
+  reading never clears the cluster. When it falls below the floor and no pass has run yet, the pass
+  runs from it;
+- when the first reading fell below the floor and the pass from it pinned nothing, a third. A second
+  reading below the floor after a first that met it is judged with it (1 of 2: a transient, unless far
+  below it, or the pass from it pinned a component; its suspects are named): a third reading would
+  follow it at once, or right after a short pass, and share whatever slowdown lasts that long (another
+  job's traffic through one switch), so it would call a healthy fleet NO-GO on one slowdown.
+
+What the readings say (`judge_readings`, the median of the readings against the floor):
 - below its floor in every reading: the shortfall is confirmed, the check FAILs on it (it appears
-  only with every node together: congestion, an oversubscribed uplink, the size of the job);
-- below it in most readings (2 of 3), or far below it (under FAR_BELOW of it) in any: intermittent,
-  not attributed: a FAIL that names every reading (a flapping link or node that the pass could not
-  pin; its suspects are named as WARN), never a GO;
+  only with every node together: congestion, an oversubscribed uplink, the size of the job, or a
+  fleet that reads near its floor with no component standing out);
+- below it in most readings (the median is below it), or far below it (under FAR_BELOW of it) in
+  any: intermittent, not attributed: a FAIL that names every reading (a flapping link or node that
+  the pass could not pin; its suspects are named as WARN), never a GO;
 - met it in the others: a transient, a WARN that names every reading, never a NO-GO;
+- met it in every reading: a PASS;
 - not measured again (no time left, the launch failed): the first reading stands, and says so.
 
-With RECHECKS = 2 a healthy fleet that reads below its floor with odds p per reading is called NO-GO
-with odds of about 3p^2 after a first reading below it: 8% at p = 1/6, 0.03% at p = 1%. A fault the pass did name (a confirmed node, link or boundary) or
-that every group reproduces (ambiguous) is never measured again: the groups already confirmed it.
+A healthy fleet that reads below its floor with odds p per reading is called NO-GO with odds of about
+3p^2 (2 of 3); a fault that reads bad in half its bursts is missed when both readings are good (one
+time in four), or when the second is below the floor but not far and the pass names nothing. The
+cost: one more all-node reading in every run that met its floor, two when the first fell below it.
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ INTERMITTENT = "intermittent"  # below it in most readings, or far below it in o
 TRANSIENT = "transient"  # met the floor in most later readings
 FAR_BELOW = 0.5  # a reading under this share of its floor is no transient, whatever the others say
 UNCONFIRMED = "unconfirmed"  # could not be measured again
+MET = "met"  # met the floor in every reading (two at least)
 
 
 def recheck_wanted(isolation: dict[str, Any] | None) -> bool:
@@ -54,36 +69,41 @@ def recheck_wanted(isolation: dict[str, Any] | None) -> bool:
 
 @dataclass(frozen=True)
 class Readings:
-    """The all-node readings of one run against its floor, the first one below it."""
+    """The all-node readings of one run against its floor."""
 
-    outcome: str  # CONFIRMED, TRANSIENT, UNCONFIRMED
+    outcome: str  # CONFIRMED, INTERMITTENT, TRANSIENT, MET, UNCONFIRMED
     below: int  # readings below the floor, the first one included
     taken: int  # readings taken, the first one included
-    why_not: str = ""  # why a recheck was not measured (UNCONFIRMED)
+    why_not: str = ""  # why a reading was not measured (UNCONFIRMED, or a MET on one reading)
     far: bool = False  # a reading was under FAR_BELOW of its floor
+    first_below: bool = True  # the first reading was below the floor
 
     @property
     def text(self) -> str:
-        if self.outcome == UNCONFIRMED:
+        if self.taken == 1:
             return f"not measured again ({self.why_not}): one reading"
         return (f"below its floor in {self.below} of {self.taken} all-node readings"
                 + (f", one of them under {FAR_BELOW:.0%} of it" if self.far else ""))
 
 
-def judge_readings(rechecks: list[bool | None], why_not: str = "", far: bool = False) -> Readings:
-    """What a first reading below its floor and the `rechecks` after it say. Each recheck: True (met
-    the floor), False (below it), None (not measured); `far`: a reading was under FAR_BELOW of it."""
+def judge_readings(rechecks: list[bool | None], why_not: str = "", far: bool = False,
+                   first_below: bool = True) -> Readings:
+    """What a first reading (below its floor unless `first_below` is False) and the `rechecks` after
+    it say. Each recheck: True (met the floor), False (below it), None (not measured); `far`: a reading
+    was under FAR_BELOW of it. The median decides: below it in most readings is a shortfall."""
     measured = [ok for ok in rechecks if ok is not None]
     taken = 1 + len(measured)
-    below = 1 + sum(1 for ok in measured if not ok)
+    below = int(first_below) + sum(1 for ok in measured if not ok)
     if not measured:
         reason = why_not or ("no time was left" if not rechecks else "a recheck could not be measured")
-        return Readings(UNCONFIRMED, below, taken, reason, far)
+        return Readings(UNCONFIRMED if first_below else MET, below, taken, reason, far, first_below)
     if below == taken:
-        return Readings(CONFIRMED, below, taken, far=far)
+        return Readings(CONFIRMED, below, taken, far=far, first_below=first_below)
     if far or below * 2 > taken:
-        return Readings(INTERMITTENT, below, taken, far=far)
-    return Readings(TRANSIENT, below, taken)
+        return Readings(INTERMITTENT, below, taken, far=far, first_below=first_below)
+    if not below:
+        return Readings(MET, below, taken, first_below=first_below)
+    return Readings(TRANSIENT, below, taken, first_below=first_below)
 
 
 NOT_RUN = "not_run"  # a recheck that was not measured holds only why
@@ -98,6 +118,42 @@ INTERMITTENT_FIX = ("The all-node reading fell below its floor in most readings,
                     "pass confirmed no component: a fault that comes and goes (a flapping link or NIC, a port that "
                     "renegotiates). Nothing is acted on; read the suspects named beside it, the switches' and NICs' "
                     "error and link-flap counters, and run again to pin it (`preflight history` keeps each run).")
+
+
+def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Callable[[], Any],
+                  below: Callable[[Any], bool], time_left: Callable[[], float], least_s: float,
+                  pinned: Callable[[Any], bool] | None = None,
+                  measured: Callable[[Any], bool] = lambda r: True) -> tuple[Any, list[dict[str, Any]]]:
+    """The readings protocol (see the module's text): (what the isolation pass gave, or None when none
+    ran; the readings after the first, as the check stores them, a reading not taken as {NOT_RUN: why}).
+
+    `isolate(reading)`: the pass run from a reading, None when the reading gives no reason for one;
+    `below(reading)`: the reading was measured and is below the floor; `pinned(isolation)`: the pass
+    confirmed what made it bad (default: not recheck_wanted of its `isolation` entry); fewer readings
+    when less than `least_s` seconds are left, none after a first that was not `measured` (the run
+    failed: not a GO, and a launch that failed once, on a node that never joined, fails as slowly again)."""
+    def done(found: Any) -> bool:
+        if found is None:
+            return False
+        return pinned(found) if pinned is not None else not recheck_wanted(found.get("isolation"))
+
+    found = isolate(first)
+    later: list[dict[str, Any]] = []
+    if done(found) or not measured(first):
+        return found, later
+    # A third reading only after a first below the floor and a pass from it, which spaces them.
+    wanted = RECHECKS if below(first) and found is not None else 1
+    while len(later) < wanted:
+        if time_left() < least_s:
+            later.append({NOT_RUN: f"less than {least_s:.0f} s of the check's time was left"})
+            break
+        reading = measure_once()
+        later.append(reading)
+        if found is None:  # no pass yet: this reading may give a reason for one
+            found = isolate(reading)
+            if done(found):
+                break
+    return found, later
 
 
 def take_rechecks(measure_once: Callable[[], dict[str, Any]], met: Callable[[dict[str, Any]], bool | None],
@@ -116,13 +172,15 @@ def take_rechecks(measure_once: Callable[[], dict[str, Any]], met: Callable[[dic
 
 def readings_of(rechecks: list[dict[str, Any]], met: Callable[[dict[str, Any]], bool | None],
                 failed: Callable[[dict[str, Any]], str] = lambda r: str(r.get("error") or ""),
-                far: Callable[[dict[str, Any]], bool] = lambda r: False, first_far: bool = False) -> Readings:
+                far: Callable[[dict[str, Any]], bool] = lambda r: False, first_far: bool = False,
+                first_below: bool = True) -> Readings:
     """The readings of a run's stored rechecks (`met` as in take_rechecks; `failed`: why one was not
-    measured; `far`: a recheck under FAR_BELOW of its floor; `first_far`: the first reading was)."""
+    measured; `far`: a recheck under FAR_BELOW of its floor; `first_far`: the first reading was;
+    `first_below`: the first reading was below its floor)."""
     oks = [None if NOT_RUN in r else met(r) for r in rechecks]
     why = next((r[NOT_RUN] if NOT_RUN in r else failed(r) for r, ok in zip(rechecks, oks) if ok is None), "")
     far_any = first_far or any(far(r) for r, ok in zip(rechecks, oks) if ok is not None)
-    return judge_readings(oks, why, far_any)
+    return judge_readings(oks, why, far_any, first_below)
 
 
 def judged_by_readings(check: Any, findings: list[Finding], kinds: tuple[str, ...], readings: Readings,
@@ -145,3 +203,34 @@ def judged_by_readings(check: Any, findings: list[Finding], kinds: tuple[str, ..
         else:
             out.append(dataclasses.replace(f, message=f"{f.message} ({readings.text})"))
     return out
+
+
+def later_findings(check: Any, readings: Readings, later: str = "") -> list[Finding]:
+    """The findings of readings whose first met its floor (which gave no shortfall finding of its own):
+    an `intermittent` FAIL or a `transient` WARN when a later reading fell below it; none when every
+    reading met it."""
+    if readings.first_below or readings.outcome in (MET, UNCONFIRMED):
+        return []
+    said = (f"the all-node reading met its floor first, then fell below it: {readings.text}"
+            + (f" ({later})" if later else ""))
+    if readings.outcome == TRANSIENT:
+        return [check.finding("transient", Status.WARN, f"{said}: a transient, not confirmed")]
+    return [check.finding("intermittent", Status.FAIL, f"{said}: intermittent, not attributed to one component "
+                          "(the suspects are named as WARN)")]
+
+
+def readings_line(readings: Readings) -> str:
+    """The detail line of readings that met the floor: on how many readings a PASS rests."""
+    if readings.first_below or readings.outcome not in (MET, UNCONFIRMED):
+        return ""
+    return f"met its floor in {readings.taken} of {readings.taken} all-node readings" if readings.taken > 1 \
+        else f"the all-node reading met its floor; {readings.text}"
+
+
+def judged(check: Any, findings: list[Finding], kinds: tuple[str, ...], readings: Readings,
+           later: str = "") -> tuple[list[Finding], list[str]]:
+    """What every all-node reading says, for a check: `findings` judged by them (judged_by_readings),
+    the findings of a later reading below the floor (later_findings), and the detail lines."""
+    line = readings_line(readings)
+    return (judged_by_readings(check, findings, kinds, readings, later) + later_findings(check, readings, later),
+            [line] if line else [])

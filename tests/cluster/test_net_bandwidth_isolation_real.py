@@ -144,6 +144,17 @@ def test_a_broken_pair_is_named_as_the_link_and_neither_node_alone(bed8, cluster
         bed8.mend_link(a, b)
 
 
+def test_a_healthy_ring_is_go_on_two_rings_never_on_one(bed8, cluster_context):
+    # Nothing shaped: the first ring meets the floor, and a second is measured at the end of the check
+    # (preflight.launch.recheck.take_readings) before the PASS, which says it rests on both.
+    result, _ = timed(cluster_context(bed8, timeout_s=300), quick())
+    facts = result.facts
+    assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
+    assert "isolation" not in facts and len(facts["rechecks"]) == 1, facts.get("rechecks")
+    assert "met its floor in 2 of 2 all-node readings" in result.details
+    assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
+
+
 def test_a_ring_slow_once_that_no_group_reproduces_is_measured_again_and_is_a_transient(bed8, cluster_context,
                                                                                         monkeypatch):
     from preflight.engine import faults

@@ -35,22 +35,27 @@ def test_unknown_fault_types_are_refused():
         run_trial("cosmic-ray", 8, 1, noise=0.05, gpu_noise=0.01)
 
 
-def test_a_healthy_run_below_its_floor_once_is_go_when_the_rechecks_meet_it():
+def test_every_run_takes_a_second_all_node_reading_and_a_third_when_the_first_fell_below_the_floor():
     # noise 10%: a healthy fleet's first all-node reading falls below its floor in a few runs; the pass
-    # blames nothing, the reading is taken again twice (preflight.launch.recheck), and both meet the
-    # floor: GO, with each recheck counted as a round
+    # blames nothing, the reading is taken twice more (preflight.launch.recheck.take_readings), and most
+    # readings meet the floor: GO. A run whose first reading met its floor is not GO on it: a second is
+    # taken (each later reading counted as a round)
     trials = [run_trial("healthy", 8, seed, noise=0.10, gpu_noise=0.02) for seed in range(120)]
-    rechecked = [t for t in trials if t.rechecks]
-    assert rechecked and all(t.rechecks == 2 for t in rechecked)
-    assert any(not t.nogo and not t.blamed and t.rounds > t.rechecks for t in rechecked)
-    assert all(t.rechecks == 0 for t in trials if t.rounds == 0)
+    assert all(t.rechecks >= 1 for t in trials)
+    rechecked = [t for t in trials if t.rechecks == 2]
+    assert rechecked and any(not t.nogo and not t.blamed and t.rounds > t.rechecks for t in rechecked)
+    assert any(t.rounds == 1 for t in trials) and all(not t.nogo for t in trials if t.rounds == 1)
 
 
-def test_a_flapping_link_far_below_its_floor_is_no_go_even_when_a_recheck_meets_it():
+def test_a_flapping_link_is_no_go_or_named_in_most_runs_even_when_the_first_reading_meets_the_floor():
     from preflight.launch.isolation_sim import Fabric
     trials = [run_trial("flapping-link", 8, seed, noise=0.05, gpu_noise=0.01, fabric=Fabric()) for seed in range(40)]
-    pass_ran = [t for t in trials if t.rounds]
-    assert pass_ran and all(t.nogo for t in pass_ran)  # the first reading was bad, at 13% of the figure
+    # a reading in a bad burst is at 13% of the figure, far below the floor: NO-GO, intermittent; missed
+    # only when both of the first two readings land in good bursts (one run in four)
+    missed = [t for t in trials if not t.nogo and not (t.suspected | t.blamed) & t.truth]
+    assert len(missed) <= 14
+    # a pair bad in some of its measurements again is named: a suspect link (WARN), never blamed
+    assert any(t.truth <= t.suspected and next(iter(t.truth))[0] == "link" for t in trials)
 
 
 def test_a_shortfall_below_the_floor_in_every_reading_is_no_go():
@@ -98,4 +103,4 @@ def test_the_fabric_rows_carry_counts_for_their_intervals():
     from preflight.launch.isolation_sim import Fabric
     figures = row("flapping-link", 8, 0.05, 0.01, 20, fabric=Fabric())
     assert figures["model"] == "fabric" and figures["counts"]["faulty_runs"] == 20
-    assert sum(r[3] for r in figures["per_run"]) == 20
+    assert sum(r[-1] for r in figures["per_run"]) == 20  # each distinct run, with how many there were

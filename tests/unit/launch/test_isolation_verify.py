@@ -122,3 +122,39 @@ def test_a_component_confirmed_without_counted_measurements_is_described_from_it
     _, counted, _ = describe({"kind": "link", "members": ["n1", "n2"], "confidence": "unconfirmed",
                               "confirmation": {"bad_in": 3, "of": 4}})
     assert "bad in 3 of 4 measurements" in counted
+
+
+def near_floor(node: str, figure: float):
+    """A fleet whose groups read 0.95 to 1.05 (spread deterministically), with a floor of 0.98; every
+    group holding `node` reads `figure`."""
+    state = {"burst": 0}
+
+    def measure(groups):
+        out = []
+        for g in groups:
+            state["burst"] += 1
+            f = figure if node in g else 1.0 + 0.01 * ((state["burst"] * 7) % 11 - 5)
+            out.append(GroupResult(f >= 0.98, figure=f))
+        return out
+    return measure
+
+
+def test_a_node_under_the_floor_that_does_not_stand_out_from_its_peers_is_a_suspect_and_the_fleet_is_named():
+    # n09 reads 0.97 in every group, under the floor of 0.98 but within the fleet's spread of its peers
+    # (0.95 to 1.05): bad in 4 of 4 and later too, yet no engineer would drain it for that
+    result = isolate(NODES, near_floor("n09", 0.97), topology=SWITCHES)
+    assert not [a for a in result.attributions if a.confidence == "confirmed" and not a.ambiguous]
+    (node,) = [a for a in result.attributions if a.kind == "node"]
+    assert node.members == ["n09"] and node.confirmation["bad_in"] == 4
+    assert any("do not stand out" in line for line in node.evidence)
+    (fleet,) = [a for a in result.attributions if a.kind == "group"]
+    assert fleet.figures["shared_by"] == "fleet" and fleet.confidence == "unconfirmed"
+    from preflight.launch.isolation_findings import describe
+    kind, _, component = describe(fleet.to_dict())
+    assert kind == "shared-cause" and component.text == "shared cause: the fleet" and not component.confirmed
+
+
+def test_a_node_far_under_its_peers_is_still_blamed():
+    result = isolate(NODES, near_floor("n09", 0.5), topology=SWITCHES)
+    named = [(a.kind, a.members) for a in result.attributions if a.confidence == "confirmed" and not a.ambiguous]
+    assert named == [("node", ["n09"])]

@@ -1,9 +1,16 @@
 """Never NO-GO on one all-node reading: when the whole cluster is measured again, and what the readings say."""
 
+from preflight.core.check import Check as BaseCheck
+from preflight.core.model import Status
 from preflight.launch.recheck import (
-    CONFIRMED, INTERMITTENT, NOT_RUN, RECHECKS, TRANSIENT, UNCONFIRMED, judge_readings, readings_of, recheck_wanted,
-    take_rechecks,
+    CONFIRMED, INTERMITTENT, INTERMITTENT_FIX, MET, NOT_RUN, RECHECKS, TRANSIENT, UNCONFIRMED, judge_readings, later_findings,
+    readings_line, readings_of, recheck_wanted, take_readings, take_rechecks, TRANSIENT_FIX,
 )
+
+
+class Check(BaseCheck):
+    id = "check"
+    fixes = {"intermittent": INTERMITTENT_FIX, "transient": TRANSIENT_FIX}
 
 
 def attribution(kind: str, confidence: str = "confirmed", ambiguous: bool = False) -> dict:
@@ -55,3 +62,72 @@ def test_every_recheck_is_taken_unless_time_runs_out():
     assert short[0] == {"value": 1} and NOT_RUN in short[-1]
     assert readings_of(short, lambda r: r["value"] > 5).outcome == CONFIRMED  # 2 of 2 below: more than one reading
     assert readings_of([{NOT_RUN: "no time"}], lambda r: True).outcome == UNCONFIRMED
+
+
+class Fleet:
+    """All-node readings in order (True: met the floor), and the passes run from them."""
+
+    def __init__(self, readings: list[bool], pinned: bool = False) -> None:
+        self.readings, self.pinned, self.passes = iter(readings), pinned, []
+
+    def measure(self) -> dict:
+        return {"met": next(self.readings)}
+
+    def isolate(self, reading: dict) -> dict | None:
+        if reading["met"]:
+            return None
+        self.passes.append(reading)
+        return {"isolation": {"attributions": [attribution("node")] if self.pinned else []}}
+
+
+def test_a_first_reading_that_meets_the_floor_is_not_go_until_a_second_one_does():
+    fleet = Fleet([True, True])
+    found, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                                 lambda: 100.0, 10.0)
+    assert found is None and later == [{"met": True}] and not fleet.passes
+    readings = readings_of(later, lambda r: r["met"], first_below=False)
+    assert readings.outcome == MET and readings_line(readings) == "met its floor in 2 of 2 all-node readings"
+    assert later_findings(Check, readings) == []
+
+
+def test_a_second_reading_below_the_floor_runs_the_pass_from_it_and_is_judged_with_the_first():
+    # a flapping link: good, then far below: the pass runs from the second and pins nothing; NO-GO,
+    # intermittent. No third reading: right after a short pass it would share the second's slowdown
+    fleet = Fleet([True, False, False])
+    found, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                                 lambda: 100.0, 10.0)
+    assert found is not None and len(fleet.passes) == 1 and [r["met"] for r in later] == [False]
+    far = readings_of(later, lambda r: r["met"], far=lambda r: True, first_below=False)
+    assert far.outcome == INTERMITTENT and (far.below, far.taken) == (1, 2)
+    (finding,) = later_findings(Check, far, "then 1.0")
+    assert finding.id == "check.intermittent" and finding.level is Status.FAIL
+    assert "met its floor first, then fell below it" in finding.message
+    # below, not far: a transient, a WARN
+    (warn,) = later_findings(Check, readings_of(later, lambda r: r["met"], first_below=False))
+    assert warn.id == "check.transient" and warn.level is Status.WARN
+    # the first below the floor and the pass pinning nothing: two more readings, the median decides
+    fleet = Fleet([False, True, False])
+    _, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                             lambda: 100.0, 10.0)
+    assert [r["met"] for r in later] == [True, False]
+    assert readings_of(later, lambda r: r["met"]).outcome == INTERMITTENT
+
+
+def test_a_pass_that_pins_the_fault_ends_the_readings_and_no_time_leaves_one_reading():
+    fleet = Fleet([False], pinned=True)
+    found, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                                 lambda: 100.0, 10.0)
+    assert found and later == []
+    fleet = Fleet([True])
+    _, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"], lambda: 5.0, 10.0)
+    assert NOT_RUN in later[0]
+    readings = readings_of(later, lambda r: r["met"], first_below=False)
+    assert readings.outcome == MET and "one reading" in readings_line(readings)
+
+
+def test_a_first_reading_that_failed_is_not_measured_again():
+    # the run failed (a node never joined): not a GO, and a second launch would wait as long again
+    fleet = Fleet([True])
+    found, later = take_readings({"met": False, "failed": True}, lambda r: None, fleet.measure,
+                                 lambda r: False, lambda: 100.0, 10.0, measured=lambda r: not r.get("failed"))
+    assert found is None and later == []

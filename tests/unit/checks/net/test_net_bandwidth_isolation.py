@@ -274,6 +274,24 @@ def test_a_slow_ring_no_group_reproduces_is_measured_again_and_a_ring_that_meets
     assert failed.status is Status.FAIL and "not measured again (n5 -> n6" in failed.summary
 
 
+def test_a_ring_that_met_its_floor_is_go_only_when_the_second_ring_meets_it_too():
+    healthy = {"links": ring_links([], seed=5)}
+    first = {"pattern": "ring", "nodes": NODES, "unreachable": [], "addresses": {n: n for n in NODES},
+             "streams": 1, "duration_s": 1, "repeats": 1, "probe": {n: {"iperf3": True} for n in NODES},
+             "links": ring_links([]), "rounds": [[list(p) for p in r] for r in ring_rounds(NODES)]}
+    passed = evaluate({**first, "rechecks": [healthy]})
+    assert passed.status is Status.PASS and "met its floor in 2 of 2 all-node readings" in passed.details
+    # a flapping link: the first ring in a good burst, the second far below the floor (the pass from it
+    # pinned nothing): NO-GO, intermittent, never a GO on the lucky first ring
+    flapped = {"links": ring_links([Fault("bad-link", ("n2", "n3"), 0.13)])}
+    flapping = evaluate({**first, "rechecks": [flapped]})
+    assert flapping.status is Status.FAIL and ids(flapping) == ["intermittent"]
+    (finding,) = [f for f in flapping.findings if f.id == "net.bandwidth.intermittent"]
+    assert "met its floor first, then fell below it: below its floor in 1 of 2" in finding.message
+    slow_once = {"links": ring_links([Fault("bad-link", ("n2", "n3"), 0.7)])}  # below the floor, not far below
+    assert ids(evaluate({**first, "rechecks": [slow_once]})) == ["transient"]
+
+
 def test_a_fault_the_pass_names_is_never_measured_again():
     facts = facts_for([Fault("slow-node", ("n3",), 0.3)])
     assert not recheck_wanted(facts["isolation"]["isolation"])
