@@ -11,8 +11,8 @@ a shared cause named before individual blame. Pure.
   peers: the median of its confirming readings, and that of its readings later in the pass, are each
   more than STAND_OUT deviations under the typical figure of the pass's other groups (the median of
   those without it that met the floor; faults and other jobs' traffic only pull figures down, and a
-  pass measures many groups that hold a fault; the deviation is 1.4826 times the median distance of
-  the figures above it). Below an absolute floor alone is not enough: a fleet that reads near its
+  pass measures many groups that hold a fault; on a log scale, so that the deviation, 1.4826 times the
+  median distance of the figures above the typical one, is a factor: figures spread in proportion). Below an absolute floor alone is not enough: a fleet that reads near its
   floor has every group below it now and then. One that does not stand out is a suspect; when none
   does, the pass names the fleet (`kind` "group", `shared_by` "fleet", a WARN): the whole fleet reads
   near or below its floor and no component stands out; the all-node readings' median then says
@@ -25,6 +25,7 @@ a shared cause named before individual blame. Pure.
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any, Iterator
 
@@ -124,15 +125,22 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
     peers = [f for (_, group), (f, ok) in figures.items() if ok and f is not None and not members <= group]
     if not mine[0] or any(None in part for part in mine) or len(peers) < MIN_PEERS:
         return ""
-    typical = statistics.median(peers)
+    # On a log scale: a link's figures spread in proportion to its speed (unshaped links of one fabric
+    # read 2 and 6 Gbit/s in one pass), so a fixed number of deviations must mean a factor, never a
+    # difference that can reach below zero.
+    logs = [math.log(f) for f in peers if f > 0]
+    if len(logs) < MIN_PEERS:
+        return ""
+    typical = statistics.median(logs)
     # The deviation from above (those that met the floor are cut off below it): 1.4826 times the median
     # distance of the figures above the typical one.
-    spread = 1.4826 * statistics.median(f - typical for f in peers if f >= typical)
+    spread = 1.4826 * statistics.median(f - typical for f in logs if f >= typical)
+    bar = math.exp(typical - STAND_OUT * spread)
     for part, what in zip(mine, ("bad readings", "readings later in the pass")):
         bad = statistics.median(part) if part else None
-        if bad is not None and bad >= typical - STAND_OUT * spread:
+        if bad is not None and bad >= bar:
             return (f"its {what} (median {bad:.3g}) do not stand out from the pass's other groups that met the "
-                    f"floor (median {typical:.3g}, deviation {spread:.2g})")
+                    f"floor (median {math.exp(typical):.3g}; standing out takes under {bar:.3g})")
     return ""
 
 
