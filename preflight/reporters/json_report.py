@@ -94,7 +94,7 @@ def _write_value(out: Callable[[str], None], value: Any, depth: int) -> None:
     if isinstance(value, dict):
         out("{\n")
         for index, key in enumerate(sorted(value)):
-            out(f"{separator if index else pad}{json.dumps(str(key))}: ")
+            out(f"{separator if index else pad}{json.dumps(str(key), allow_nan=False)}: ")
             _write_value(out, value[key], depth + 1)
         out(f"\n{'  ' * depth}}}")
     else:
