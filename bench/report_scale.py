@@ -1,7 +1,7 @@
 """How the reports scale: every format rendered for a synthesised 1,000-node run, by the code of an
 earlier commit and by this tree, side by side in one run.
 
-    .venv/bin/python bench/report_scale.py [--nodes 1000] [--against REF] [--repeat 3] [--clock cpu]
+    .venv/bin/python bench/report_scale.py [--nodes 1000[,100...]] [--against REF] [--repeat 3] [--clock cpu]
 
 The run comes from tests/data/reports/build_cluster_run.py (build_large): every result is the real
 evaluate() of its check on facts shaped as collect() records them (most nodes healthy, every 97th
@@ -12,9 +12,13 @@ ring); nothing is measured. Each side runs in a fresh interpreter with its own t
 - fixed: importing the reporters and rendering a one-node run in every format (imports, templates,
   matplotlib's first figure), paid once per command;
 - each format, then all of them together as a run writes them (preflight.run.finish: one shared
-  view, the collector frozen).
+  view). The collector is frozen for both, as a run freezes it: else a full collection of the
+  report's objects (a sixth of a second at 1,000 nodes) falls on whichever format crosses its
+  threshold, and a format's figure moves by that much from run to run.
 
 The two sides take turns, --repeat times each, and each figure is the best of its side's turns.
+With several node counts (--nodes 100,1000) each count gets its table, and the last line says how
+much all formats together grow from the first count to the last, on each side.
 
 Not a test: nothing here is judged, and times depend on the machine; the ratio is the figure.
 """
@@ -55,7 +59,9 @@ times = {}
 for name, render in formats.items():
     best = None
     for _ in range(repeat):
+        gc.freeze()
         t = clock(); render(report); took = clock() - t
+        gc.unfreeze()
         best = took if best is None else min(best, took)
     times[name] = best
 together = None
@@ -90,37 +96,57 @@ def best(runs: list[dict]) -> dict:
             "results": runs[0]["results"], "formats": {f: min(r["formats"][f] for r in runs) for f in FORMATS}}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--against", default=BEFORE, help=f"the commit to compare with (default {BEFORE})")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="wall-clock seconds (default), or the process's CPU seconds: steadier on a shared machine")
-    args = parser.parse_args()
+def compare(old_tree: Path, nodes: int, repeat: int, clock: str) -> tuple[dict, dict]:
+    """(old, new) at `nodes`: old and new take turns, each in a fresh interpreter, so that a load on the
+    machine that comes and goes weighs on both sides alike; each figure is the best of its side's turns."""
+    turns: dict[str, list[dict]] = {"old": [], "new": []}
+    for _ in range(repeat):
+        turns["old"].append(measure(old_tree, nodes, 1, clock))
+        turns["new"].append(measure(ROOT, nodes, 1, clock))
+    return best(turns["old"]), best(turns["new"])
 
-    old_tree = Path(tempfile.mkdtemp(prefix="preflight-bench-old-")) / "tree"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(old_tree), args.against],
-                   check=True)
-    try:
-        # Old and new take turns, each in a fresh interpreter, so that a load on the machine that
-        # comes and goes weighs on both sides alike; each figure is the best of its side's turns.
-        turns: dict[str, list[dict]] = {"old": [], "new": []}
-        for _ in range(args.repeat):
-            turns["old"].append(measure(old_tree, args.nodes, 1, args.clock))
-            turns["new"].append(measure(ROOT, args.nodes, 1, args.clock))
-        old, new = best(turns["old"]), best(turns["new"])
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old_tree)], check=False)
-        shutil.rmtree(old_tree.parent, ignore_errors=True)
+
+def table(nodes: int, old: dict, new: dict, args: argparse.Namespace) -> None:
     kind = "CPU seconds" if args.clock == "cpu" else "seconds"
-    print(f"{args.nodes} nodes, {new['results']} results; {kind}, best of {args.repeat}; old = {args.against}")
+    print(f"{nodes} nodes, {new['results']} results; {kind}, best of {args.repeat}; old = {args.against}")
     print(f"{'':<22}{'old':>8}{'new':>8}{'new/old':>9}")
     rows = [(f, old["formats"][f], new["formats"][f]) for f in FORMATS]
     rows += [("all formats together", old["together"], new["together"]), ("fixed (imports, templates)",
                                                                            old["fixed"], new["fixed"])]
     for name, before, after in rows:
         print(f"{name:<22}{before:8.2f}{after:8.2f}{after / before:9.2f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", default="1000", help="node count, or counts separated by commas (100,1000)")
+    parser.add_argument("--against", default=BEFORE, help=f"the commit to compare with (default {BEFORE})")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall-clock seconds (default), or the process's CPU seconds: steadier on a shared machine")
+    args = parser.parse_args()
+    try:
+        counts = [int(n) for n in args.nodes.split(",")]
+    except ValueError:
+        parser.error(f"--nodes: {args.nodes!r} is not a node count or counts separated by commas")
+    if any(n < 1 for n in counts):
+        parser.error(f"--nodes: {args.nodes!r}: every count must be at least 1")
+
+    old_tree = Path(tempfile.mkdtemp(prefix="preflight-bench-old-")) / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(old_tree), args.against],
+                   check=True)
+    try:
+        measured = {n: compare(old_tree, n, args.repeat, args.clock) for n in counts}
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old_tree)], check=False)
+        shutil.rmtree(old_tree.parent, ignore_errors=True)
+    for n, (old, new) in measured.items():
+        table(n, old, new, args)
+    if len(counts) > 1:
+        (old_first, new_first), (old_last, new_last) = measured[counts[0]], measured[counts[-1]]
+        print(f"all formats together, {counts[-1]} over {counts[0]} nodes: old "
+              f"{old_last['together'] / old_first['together']:.2f} times, new "
+              f"{new_last['together'] / new_first['together']:.2f} times")
     return 0
 
 

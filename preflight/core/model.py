@@ -432,4 +432,9 @@ def json_text(obj: Any, **options: Any) -> str:
     return json.dumps(obj, default=_plain, allow_nan=False, **options)
 
 
+def json_encoder(**options: Any) -> json.JSONEncoder:
+    """One encoder that writes what json_text(obj, **options) writes, for many objects in turn."""
+    return json.JSONEncoder(default=_plain, allow_nan=False, **options)
+
+
 _OMIT_NONE.update({Measurement: ("gpu", "param"), Finding: ("component",)})

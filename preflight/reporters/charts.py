@@ -46,9 +46,10 @@ class Chart(NamedTuple):
     check_id: str = ""  # the check whose figures it draws: a check that leads its section shows it there
 
 
-def render_charts(report: RunReport) -> list[Chart]:
-    """One chart per group of declared figures that holds enough to draw, in report order."""
-    groups = [g for g in figures.figure_groups(report) if figures.drawable(g)]
+def render_charts(report: RunReport, groups: list[FigureGroup] | None = None) -> list[Chart]:
+    """One chart per group of declared figures that holds enough to draw, in report order (`groups`:
+    figures.figure_groups(report) when they were made already, as the report's view has them)."""
+    groups = [g for g in (figures.figure_groups(report) if groups is None else groups) if figures.drawable(g)]
     per_check: dict[str, int] = {}
     for g in groups:
         per_check[g.check_id] = per_check.get(g.check_id, 0) + 1

@@ -11,5 +11,6 @@ FILENAME = "report.html"  # what this reporter writes in the output directory
 
 
 def render(report: RunReport, noisy_spread: float = NOISY_SPREAD) -> str:
+    view = build_view(report, noisy_spread)
     return environment(autoescape=True).get_template("report.html.j2").render(
-        v=build_view(report, noisy_spread), charts=charts.render_charts(report))
+        v=view, charts=charts.render_charts(report, view.figure_groups))

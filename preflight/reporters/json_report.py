@@ -9,12 +9,11 @@ copy of the report first.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from preflight.core.finite import finite
-from preflight.core.model import RunReport, json_text
+from preflight.core.model import RunReport, json_encoder
 from preflight.core.results_file import dumps
 from preflight.reporters.view import build_view
 
@@ -23,13 +22,17 @@ PRETTY_DEPTH = 2  # containers at depths 0 and 1 get one member per line; deeper
 
 
 def render(report: RunReport) -> str:
-    buffer = io.StringIO()
-    write(report, buffer)
-    return buffer.getvalue()
+    return "".join(_parts(report))
 
 
 def write(report: RunReport, out: TextIO) -> None:
     """Write results.json to `out`, one top-level item at a time."""
+    out.writelines(_parts(report))
+
+
+def _parts(report: RunReport) -> list[str]:
+    """results.json as pieces whose concatenation is the file: all made before any is written, so a
+    report that cannot be written strictly (below) leaves nothing half-written."""
     data: dict[str, Any] = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
     for name in ("history", "subset"):
         if data[name] is None:
@@ -37,16 +40,15 @@ def write(report: RunReport, out: TextIO) -> None:
     # Derived, for consumers that do not want to re-implement the verdict; ignored on load. `findings`
     # lists the same findings as every other report, in the same order, each with its own fix.
     data["verdict"] = verdict_of(build_view(report))
-    buffer = io.StringIO()
+    parts: list[str] = []
     try:
-        _write_value(buffer, data, 0)
+        _write_value(parts.append, data, 0)
     except ValueError:
         # Strict JSON: a NaN or infinity still in the report (an older results file) is written as null.
         plain = {**report.to_dict(), "verdict": data["verdict"]}
-        out.write(dumps(finite(plain)[0], indent=2, sort_keys=True, default=str) + "\n")
-        return
-    out.write(buffer.getvalue())
-    out.write("\n")
+        return [dumps(finite(plain)[0], indent=2, sort_keys=True, default=str) + "\n"]
+    parts.append("\n")
+    return parts
 
 
 def summary(report: RunReport) -> dict:
@@ -76,22 +78,28 @@ def verdict_of(view) -> dict:
             "skipped_at_level": view.level_skips.check_ids if view.level_skips else [],
         },
     }
-def _write_value(out: TextIO, value: Any, depth: int) -> None:
+
+
+# json_text's encoding, made once: the report is a tree (read from JSON or built as one), so the
+# encoder's check for circular references, a dictionary insert and delete per container, is left out.
+_ENCODER = json_encoder(sort_keys=True, check_circular=False)
+
+
+def _write_value(out: Callable[[str], None], value: Any, depth: int) -> None:
     if depth >= PRETTY_DEPTH or not isinstance(value, (dict, list, tuple)) or not value:
-        out.write(json_text(value, sort_keys=True))
+        out(_ENCODER.encode(value))
         return
     pad = "  " * (depth + 1)
+    separator = ",\n" + pad
     if isinstance(value, dict):
-        out.write("{\n")
+        out("{\n")
         for index, key in enumerate(sorted(value)):
-            out.write(",\n" if index else "")
-            out.write(f"{pad}{json.dumps(str(key), allow_nan=False)}: ")
+            out(f"{separator if index else pad}{json.dumps(str(key), allow_nan=False)}: ")
             _write_value(out, value[key], depth + 1)
-        out.write(f"\n{'  ' * depth}}}")
+        out(f"\n{'  ' * depth}}}")
     else:
-        out.write("[\n")
+        out("[\n")
         for index, item in enumerate(value):
-            out.write(",\n" if index else "")
-            out.write(pad)
+            out(separator if index else pad)
             _write_value(out, item, depth + 1)
-        out.write(f"\n{'  ' * depth}]")
+        out(f"\n{'  ' * depth}]")

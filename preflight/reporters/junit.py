@@ -34,15 +34,39 @@ def _clean(text: str) -> str:
     return block(text)
 
 
-def _neutralised(root: ET.Element) -> ET.Element:
-    """Every attribute (a node's or a plugin's name: one line) and every text of the tree, neutralised,
-    so the document is valid XML whatever the names and outputs hold."""
-    for element in root.iter():
-        for key, value in element.attrib.items():
-            element.set(key, single_line(value))
-        if element.text:
-            element.text = block(element.text)
-    return root
+_ATTRIBUTE_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("\r", "&#13;"),
+                      ("\n", "&#10;"), ("\t", "&#09;"))
+_TEXT_ESCAPES = _ATTRIBUTE_ESCAPES[:3]
+
+
+def _escaped(text: str, escapes: tuple[tuple[str, str], ...]) -> str:
+    for char, entity in escapes:
+        if char in text:
+            text = text.replace(char, entity)
+    return text
+
+
+def _xml(element: ET.Element, out: list[str], level: int = 0) -> None:
+    """`element` as ElementTree writes it after ET.indent (two spaces a level), the same bytes, with
+    every attribute (a node's or a plugin's name: one line) and every text neutralised (safe_text) so
+    that the document is valid XML whatever the names and outputs hold. Written here in one pass:
+    neutralising, indenting and serialising a 1,000-node run's tree took three."""
+    out.append(f"<{element.tag}")
+    for key, value in element.attrib.items():
+        out.append(f' {key}="{_escaped(single_line(value), _ATTRIBUTE_ESCAPES)}"')
+    text = block(element.text) if element.text else element.text
+    if len(element):
+        inner = "\n" + "  " * (level + 1)
+        out.append(">" + (_escaped(text, _TEXT_ESCAPES) if text and text.strip() else inner))
+        for index, child in enumerate(element):
+            if index:
+                out.append(inner)
+            _xml(child, out, level + 1)
+        out.append(f"\n{'  ' * level}</{element.tag}>")
+    elif text:
+        out.append(f">{_escaped(text, _TEXT_ESCAPES)}</{element.tag}>")
+    else:
+        out.append(" />")
 
 
 @dataclass
@@ -77,8 +101,10 @@ def render(report: RunReport) -> str:
         suites.set(key, str(value))
     time_total = sum(sum(r.duration_s for r in results) for results in by_check.values())
     suites.set("time", f"{time_total:.3f}")
-    ET.indent(_neutralised(suites))
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    out = ['<?xml version="1.0" encoding="UTF-8"?>\n']
+    _xml(suites, out)
+    out.append("\n")
+    return "".join(out)
 
 
 def _check_suite(report: RunReport, check_id: str, results: list,

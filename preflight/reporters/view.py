@@ -113,6 +113,7 @@ class ReportView:
     history: HistoryView | None = None  # against fleet history, when the run read it (RunReport.history)
     caveats: list[FindingRow] = field(default_factory=list)  # what qualifies the figures (core.model.CAVEAT)
     origins: dict[str, dict[str, str]] = field(default_factory=dict)  # check id -> parameter -> its origin
+    figure_groups: list[figures.FigureGroup] = field(default_factory=list)  # the key findings' and the charts'
 
     @property
     def leads(self) -> list[CheckSection]:
@@ -264,6 +265,7 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
     counts = {s.value: sum(1 for r in report.results if r.status is s) for s in Status}
     checks = check_counts(report)
     noisy = noisy_figures(report, noisy_spread)
+    groups = figures.figure_groups(report)
     baseline = baseline_of(report)  # None as well when written by another version: the JSON still carries it
     unreachable = frozenset(n.name for n in report.nodes if n.reachable is False)
     return ReportView(
@@ -287,7 +289,7 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         counts=counts,
         check_counts=checks,
         duration=run_duration(report.started_at, report.finished_at),
-        key_findings=key_findings(report, decision, noisy, noisy_spread, baseline),
+        key_findings=key_findings(report, decision, noisy, noisy_spread, baseline, groups),
         noisy=noisy,
         noisy_spread=noisy_spread,
         baseline=baseline,
@@ -298,6 +300,7 @@ def _build_view(report: RunReport, noisy_spread: float) -> ReportView:
         history=build_history(report.history),
         caveats=caveat_rows(report),
         origins=threshold_origins(report),
+        figure_groups=groups,
         subset=report.subset,
         subset_text=decision.subset_text,
     )
@@ -357,14 +360,15 @@ def noisy_figures(report: RunReport, threshold: float = NOISY_SPREAD) -> list[No
 
 
 def key_findings(report: RunReport, decision: Decision | None = None, noisy: list[NoisyFigure] | None = None,
-                 noisy_spread: float = NOISY_SPREAD, baseline: Diff | None = None) -> list[KeyFinding]:
+                 noisy_spread: float = NOISY_SPREAD, baseline: Diff | None = None,
+                 groups: list[figures.FigureGroup] | None = None) -> list[KeyFinding]:
     """One sentence per group of figures the checks declared (its worst figure), then the baseline and
     the noisy figures; the ones that block the verdict first."""
     decision = decision or decide(report)
     blocking = {r.key for r in decision.blocking}
     found: list[KeyFinding] = []
 
-    for group in figures.figure_groups(report):
+    for group in figures.figure_groups(report) if groups is None else groups:
         said = figures.sentence(group)
         if said is None:
             continue
