@@ -63,7 +63,7 @@ def test_three_nodes_pass_and_the_loopback_host_name_is_explained(bed3, cluster_
     assert run["rdzv_endpoint"].startswith(bed3.node(1).address + ":")
     assert any("resolves only to 127.0.0.1" in d for d in result.details)
     assert all(e.command.startswith("ssh ") or e.command.startswith("[on n") for e in result.evidence)
-    assert elapsed < 90
+    assert elapsed < 240  # within the check's budget (the context's)
     assert all(leftovers(bed3, node) == [] for node in bed3.nodes)
 
 
@@ -79,7 +79,7 @@ def test_a_slow_node_is_named_by_the_pairwise_pass(make_testbed, cluster_context
     params = Params(min_busbw_gbps=0.1)
     states = {tuple(p["nodes"]): judge_pair(p, params)["state"] for p in result.facts["pairwise"]["pairs"]}
     assert {k for k, v in states.items() if v == "bad"} == {k for k in states if "n2" in k}
-    assert elapsed < 90
+    assert elapsed < 240  # within the check's budget (the context's)
     assert all(leftovers(bed, node) == [] for node in bed.nodes)
 
 

@@ -39,5 +39,5 @@ def test_three_nodes_against_one(testbed3, cluster_context):
     assert result.status is want
     assert any("share its CPUs" in d for d in result.details)
     assert any("resolves only to 127.0.0.1" in d for d in result.details)
-    assert elapsed < 90
+    assert elapsed < 120  # within the check's budget
     assert all([c for _, c in testbed3.processes(n) if not c.startswith("sshd")] == [] for n in testbed3.nodes)

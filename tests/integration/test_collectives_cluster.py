@@ -93,7 +93,7 @@ def test_two_local_nodes_all_reduce_through_torchrun(tmp_path):
     assert f"--rdzv-endpoint={run['rdzv_endpoint']}" in commands["alpha"]
     assert "is_host=1" in commands["alpha"] and "is_host=0" in commands["beta"]
     assert "--local-addr=127.0.0.1" in commands["beta"] and "GLOO_SOCKET_IFNAME=lo" in commands["beta"]
-    assert elapsed < 80
+    assert elapsed < 90  # within the check's budget
     assert pids_alive(launched_pids(result.facts)) == []
     assert our_leftovers() == []
     assert not any(os.path.exists(d) for d in log_dirs(result.facts))

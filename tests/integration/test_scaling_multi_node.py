@@ -55,7 +55,7 @@ def test_one_node_against_two_nodes_under_torchrun(tmp_path):
     assert result.status is want, result.summary
     assert f"2 nodes deliver the throughput of {2 * e:.2f}" in result.summary
     assert facts["model"]["source"] == "the check's parameters"
-    assert elapsed < 80
+    assert elapsed < 90  # within the check's budget
     assert pids_alive(all_pids(facts)) == []
     assert our_leftovers() == []
 
@@ -65,7 +65,7 @@ def test_a_node_that_never_joins_is_error_naming_it(tmp_path, monkeypatch):
     result, elapsed = run_check(tmp_path, timeout_s=60, rdzv_timeout_s=8)
     assert result.status is Status.ERROR
     assert "all 2 nodes: torchrun on node2 never joined the rendezvous" in result.summary
-    assert result.facts["one_node"]["ok"]  # the baseline node measured fine on its own
+    assert result.facts["one_node"]["ok"], result.facts["one_node"]  # the baseline node measured fine on its own
     assert elapsed < 60
     assert pids_alive(all_pids(result.facts)) == []
     assert our_leftovers() == []
