@@ -156,25 +156,12 @@ def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Calla
     return found, later
 
 
-def take_rechecks(measure_once: Callable[[], dict[str, Any]], met: Callable[[dict[str, Any]], bool | None],
-                  time_left: Callable[[], float], least_s: float) -> list[dict[str, Any]]:
-    """RECHECKS more all-node readings, as the check stores them (raw): every one is taken, since a
-    reading that meets the floor between two below it is no transient; fewer when less than `least_s`
-    seconds are left. (`met`: True, False, None when it was not measured; kept for the callers.)"""
-    out: list[dict[str, Any]] = []
-    for _ in range(RECHECKS):
-        if time_left() < least_s:
-            out.append({NOT_RUN: f"less than {least_s:.0f} s of the check's time was left"})
-            break
-        out.append(measure_once())
-    return out
-
-
 def readings_of(rechecks: list[dict[str, Any]], met: Callable[[dict[str, Any]], bool | None],
                 failed: Callable[[dict[str, Any]], str] = lambda r: str(r.get("error") or ""),
                 far: Callable[[dict[str, Any]], bool] = lambda r: False, first_far: bool = False,
                 first_below: bool = True) -> Readings:
-    """The readings of a run's stored rechecks (`met` as in take_rechecks; `failed`: why one was not
+    """The readings of a run's stored rechecks (`met`: True when one met the floor, False below it, None
+    when it was not measured; `failed`: why one was not
     measured; `far`: a recheck under FAR_BELOW of its floor; `first_far`: the first reading was;
     `first_below`: the first reading was below its floor)."""
     oks = [None if NOT_RUN in r else met(r) for r in rechecks]

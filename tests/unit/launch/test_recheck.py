@@ -4,7 +4,7 @@ from preflight.core.check import Check as BaseCheck
 from preflight.core.model import Status
 from preflight.launch.recheck import (
     CONFIRMED, INTERMITTENT, INTERMITTENT_FIX, MET, NOT_RUN, RECHECKS, TRANSIENT, UNCONFIRMED, judge_readings, later_findings,
-    readings_line, readings_of, recheck_wanted, take_readings, take_rechecks, TRANSIENT_FIX,
+    readings_line, readings_of, recheck_wanted, take_readings, TRANSIENT_FIX,
 )
 
 
@@ -52,15 +52,17 @@ def test_below_the_floor_in_two_of_three_readings_or_far_below_it_once_is_interm
                        far=lambda r: r["value"] < 2.5).far
 
 
-def test_every_recheck_is_taken_unless_time_runs_out():
-    # a reading that meets the floor between two below it is no transient: none stops the rechecks
-    readings = iter([{"value": 9}, {"value": 1}, {"value": 9}])
-    taken = take_rechecks(lambda: next(readings), lambda r: r["value"] > 5, lambda: 100.0, 10.0)
-    assert [r["value"] for r in taken] == [9, 1, 9][:RECHECKS]
-    left = iter([100.0, 5.0])
-    short = take_rechecks(lambda: {"value": 1}, lambda r: r["value"] > 5, lambda: next(left), 10.0)
-    assert short[0] == {"value": 1} and NOT_RUN in short[-1]
-    assert readings_of(short, lambda r: r["value"] > 5).outcome == CONFIRMED  # 2 of 2 below: more than one reading
+def test_every_reading_is_taken_unless_time_runs_out():
+    # a reading that meets the floor between two below it is no transient: none stops the readings
+    fleet = Fleet([False, True, False])
+    _, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                             lambda: 100.0, 10.0)
+    assert [r["met"] for r in later] == [True, False][:RECHECKS]
+    fleet, left = Fleet([False, False]), iter([100.0, 5.0])
+    _, short = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
+                             lambda: next(left), 10.0)
+    assert short[0] == {"met": False} and NOT_RUN in short[-1]
+    assert readings_of(short, lambda r: r["met"]).outcome == CONFIRMED  # 2 of 2 below: more than one reading
     assert readings_of([{NOT_RUN: "no time"}], lambda r: True).outcome == UNCONFIRMED
 
 
