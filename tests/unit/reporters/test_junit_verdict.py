@@ -53,3 +53,39 @@ def test_a_go_run_has_a_passing_verdict_testcase_and_nothing_failing():
     assert root.get("failures") == "0" and root.get("errors") == "0"
     verdict = cases(junit.render(report))[("preflight", "verdict")]
     assert verdict.find("failure") is None and verdict.find("error") is None
+
+
+def _as_elementtree_writes(root: ET.Element) -> str:
+    """What junit.xml was before it was written in one pass: every attribute and text neutralised, then
+    ElementTree's own indent and serialisation."""
+    from preflight.reporters.safe_text import block, single_line
+
+    for element in root.iter():
+        for key, value in element.attrib.items():
+            element.set(key, single_line(value))
+        if element.text:
+            element.text = block(element.text)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode")
+
+
+HOSTILE = ["", " ", "plain", 'a "quoted" <tag> & more', "two\nlines\r\nand\ttabs", "\x1b[31mred\x1b[0m \x00\x07\x0b",
+           "]]> <!-- -->", "ünïcödé — ✓", "\n  \n"]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_junit_xml_is_written_as_elementtree_writes_it_whatever_the_names_and_outputs_hold(text):
+    def tree() -> ET.Element:
+        root = ET.Element("testsuites", {"name": text, "tests": "2"})
+        suite = ET.SubElement(root, "testsuite", {"name": f"node {text}"})
+        case = ET.SubElement(suite, "testcase", {"classname": text, "name": "n1"})
+        ET.SubElement(case, "failure", {"message": text, "type": "FAIL"}).text = text
+        ET.SubElement(case, "system-out").text = text
+        ET.SubElement(suite, "testcase", {"name": "empty"})
+        return root
+
+    out: list[str] = []
+    junit._xml(tree(), out)
+    written = "".join(out)
+    assert written == _as_elementtree_writes(tree())
+    ET.fromstring(written)  # valid XML
