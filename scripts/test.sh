@@ -161,7 +161,7 @@ phase ""
 set -e
 for name in cluster unit; do
     echo
-    echo "=== tests/$name, run beside the others (exit $(eval echo "\$$name")) ==="
+    echo "=== tests/$name, run beside the others (exit ${!name}) ==="
     cat "$SETUP_DIR/$name.log"
 done
 background_times

@@ -185,7 +185,8 @@ class CollectivesCluster(Check):
                 params.rdzv_port or pick_port(ctx, usable[0], plan[usable[0]]["ip"])),
                 lambda r: below_floor(r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
                 measured=lambda r: bool(r.get("ok")))
-            facts.update({"isolation": found} if found is not None else {})
+            if found is not None:
+                facts["isolation"] = found
         return facts
 
     @staticmethod

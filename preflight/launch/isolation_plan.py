@@ -311,7 +311,7 @@ def link_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
             others.append(outcomes[1])
         bad = sum(o.bad for o in pair)
         # Cleared only by two good readings in a row: one good burst is what a flapping link gives half the time.
-        if bad >= p.confirm_bad or len(pair) - bad > p.confirm_of - p.confirm_bad and bad or len(pair) >= 2 and not bad:
+        if bad >= p.confirm_bad or (bad and len(pair) - bad > p.confirm_of - p.confirm_bad) or (len(pair) >= 2 and not bad):
             break
     bad = sum(o.bad for o in pair)
     members = sorted([a, b], key=e.position)
