@@ -373,13 +373,14 @@ class _Engine:
                     taken.update(group)
                     out.append(("run", group, [], probe.purpose))
                 continue
-            if any(m in taken for m in probe.members):
+            in_use = any(m in taken for m in probe.members)
+            if in_use and not probe.optional:
                 return None
-            partners = self._partners(probe, taken)
+            partners = None if in_use else self._partners(probe, taken)
             if partners is None:
-                if self._partners(probe, set()) is None:
-                    out.append(("now", Outcome(None, list(probe.members), [], None,
-                                               "no known-good node to measure it against")))
+                if probe.optional or self._partners(probe, set()) is None:  # left out: not measured
+                    why = "its nodes or partners not free" if probe.optional else "no known-good node to measure it against"
+                    out.append(("now", Outcome(None, list(probe.members), [], None, why)))
                     continue
                 return None
             group = list(probe.members) + partners

@@ -90,6 +90,12 @@ def describe(found: dict[str, Any]) -> tuple[str, str, Component | None]:
                                 f"{len(parts)} components read bad as often as blaming asks, none of them far "
                                 "from the other groups (judged by the all-node readings; nothing is acted on)"), \
             Component(COMPONENT_GROUP, confirmed=False, confirmation=how)
+    if kind == "group" and not sure and not found.get("ambiguous"):
+        listed = ", ".join(" - ".join(c["members"]) for c in figures.get("components") or [])
+        return "shared-cause", (f"topology group {members[0]} is slow, not one node of it: {listed} read bad to the "
+                                "end, but no worse than another node under the same group read at the same time (a "
+                                "neighbour's traffic, the group's uplink); named as one cause, nothing is acted on"), \
+            Component(COMPONENT_GROUP, groups=list(members), confirmed=False, confirmation=how)
     if kind == "group" and not found.get("ambiguous"):
         parts = figures.get("components") or []
         by_node = figures.get("shared_by") == "node"

@@ -34,6 +34,7 @@ class Probe:
     pool: frozenset[str] | None = None
     purpose: str = ""
     search: bool = False  # still narrowing down (the clearance waits until no search is)
+    optional: bool = False  # left out this round (not measured) when its nodes or partners are not free
 
 
 @dataclass

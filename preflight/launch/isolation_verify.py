@@ -7,6 +7,12 @@ a shared cause named before individual blame. Pure.
   measured), it becomes a suspect, never acted on (one reading alone is below the floor now and then
   on a healthy fabric). Readings taken in consecutive rounds share whatever lasted that long (a
   neighbour's traffic through one switch); one taken after the others have ended does not.
+- a node beside its switch: with a topology, each reading at the end of a confirmed node is taken
+  beside one of another node under the same switch (its sibling: a known-good one first), each with a
+  known-good partner, in the same round, the node with another partner than before where one is free.
+  A node that does not read well under its sibling at the same time (three deviations of the mean of
+  the differences, below) cannot be told from its switch (a neighbour's traffic, its uplink, a fleet
+  at its floor): the blame becomes a suspect, and the switch is named as one cause.
 - standing out: a confirmed node or link is blamed only when its bad readings stand out from its
   peers: the median of its confirming readings, and that of its readings later in the pass, are each
   more than STAND_OUT deviations under the typical figure of the pass's other groups (the median of
@@ -34,6 +40,7 @@ from preflight.launch.isolation_types import Attribution, Outcome, Probe, label
 LATER = 2  # readings at the end that must all be bad for a blame to stand
 STAND_OUT = 3.0  # robust deviations under its peers' median a blamed component's bad readings must be
 MIN_PEERS = 6  # figures of other groups the comparison needs
+SIBLING_TRIES = 2  # readings at the end more than LATER, while the sibling was not free to be read beside
 
 
 def conclude(e: Any) -> None:
@@ -66,29 +73,86 @@ def to_verify(e: Any) -> list[Attribution]:
             and a.kind in ("node", "link", "boundary")]
 
 
+def sibling(e: Any, found: Attribution) -> str | None:
+    """Another node under the switch of a confirmed node, what the node's readings at the end are taken
+    beside: a known-good one first, then one no attribution names, then any (a suspect too: when every
+    other node under the switch reads bad as well, the switch is the cause the evidence points to). None
+    without a topology or without another node under the switch."""
+    if found.kind != "node" or not e.topology:
+        return None
+    node = found.members[0]
+    named = {n for a in e.attributions for n in a.members}
+    under = [n for n in e.nodes if n != node and e.topo(n) == e.topo(node)]
+    ranked = sorted(under, key=lambda n: (not e.is_good(n), n in named))
+    return ranked[0] if ranked else None
+
+
+def _sibling_probe(found: Attribution, node: str) -> Probe:
+    return Probe((node,), partners=(None,), avoid=frozenset(found.members), optional=True,
+                 purpose=f"{node}, under the same switch as {found.members[0]}, at the same time")
+
+
+def _avoiding(e: Any, probe: Probe, wishes: list[frozenset[str]]) -> Probe:
+    """`probe` with the first of `wishes` left out of its partners that leaves a known-good one."""
+    blamed = {n for n in e.nodes if e.is_blamed(n)}
+    for wish in wishes:
+        wish = frozenset(n for n in wish if n)
+        if e.has_good(list(probe.avoid | wish | set(probe.members) | blamed)):
+            return Probe(probe.members, partners=probe.partners, avoid=probe.avoid | wish, purpose=probe.purpose)
+    return probe
+
+
 def verify_task(e: Any, found: Attribution) -> Iterator[list[Probe]]:
     """`found` measured again every round until `confirm_span` rounds after its first bad reading; the
-    last reading decides whether its blame stands. One task per component, so that those whose
-    partners are free this round go on while the others wait."""
+    last reading decides whether its blame stands, and for a node, what its sibling under the same
+    switch read at the same time. One task per component, so that those whose partners are free this
+    round go on while the others wait."""
     readings: list[Outcome] = []
+    beside: list[Outcome | None] = []
+    other = sibling(e, found)
     while True:
-        (outcome,) = yield [_probe(e, found)]
+        probe = _probe(e, found)
+        if found.kind == "node":
+            # Not its sibling, and another partner than before each time (a partner under a switch slow
+            # then reads as the node): what can be left out while a known-good partner remains.
+            done = frozenset(p for o in readings for p in o.partners)
+            probe = _avoiding(e, probe, [done | {other}, frozenset({other})] if other else [done])
+        if other is None:
+            (outcome,) = yield [probe]
+            beside.append(None)
+        else:
+            outcome, next_to = yield [probe, _sibling_probe(found, other)]
+            beside.append(next_to)
         readings.append(outcome)
         measured = outcome.result is not None and outcome.result.ok is not None
         spread = outcome.round is not None and outcome.round - _first_round(found) >= e.params.confirm_span
-        if not measured or outcome.good or (spread and len(readings) >= LATER):
-            _decide(found, readings, measured)
+        # With a sibling: LATER readings beside it, when it is free often enough (a few readings more at most).
+        paired = sum(b is not None and b.result is not None and b.result.ok is not None for b in beside)
+        enough = other is None or paired >= LATER or len(readings) >= LATER + SIBLING_TRIES
+        if not measured or outcome.good or (spread and len(readings) >= LATER and enough):
+            _decide(found, readings, measured, beside)
             return
 
 
-def _decide(found: Attribution, readings: list[Outcome], measured: bool) -> None:
+def _state(o: Outcome) -> str:
+    return "bad" if o.bad else "good" if o.good else "not measured"
+
+
+def _decide(found: Attribution, readings: list[Outcome], measured: bool,
+            beside: list[Outcome | None] | None = None) -> None:
     last = readings[-1]  # a good one ends the readings: all the others were bad
-    shown = "; ".join(f"round {o.round} {label(o.group)} {'bad' if o.bad else 'good' if o.good else 'not measured'}"
-                      for o in readings)
+    shown = "; ".join(f"round {o.round} {label(o.group)} {_state(o)}" for o in readings)
     found.confirmation["later"] = [{"round": o.round, "group": o.group, "bad": o.bad} for o in readings]
     found.rounds = sorted(set(found.rounds) | {o.round for o in readings if o.round is not None})
     if measured and last.bad:
-        found.evidence.append(f"measured again later, until {last.round}: {shown}: still bad")
+        # Every reading at the end was bad (a good one ends them), each beside its sibling's when it was read.
+        pairs = [(o, b) for o, b in zip(readings, beside or [])
+                 if b is not None and b.result is not None and b.result.ok is not None]
+        if pairs:
+            found.confirmation["beside"] = [{"round": b.round, "group": b.group, "bad": b.bad} for _, b in pairs]
+        compared = ("; beside it, another node under the same switch: "
+                    + "; ".join(f"round {b.round} {label(b.group)} {_state(b)}" for _, b in pairs)) if pairs else ""
+        found.evidence.append(f"measured again later, until {last.round}: {shown}: still bad{compared}")
         return
     why = "not measured" if not measured else "good"
     found.evidence.append(f"measured again later: {shown}: {why} at the end, so not blamed")
@@ -112,10 +176,11 @@ def _figures(e: Any) -> dict[tuple[int, frozenset[str]], tuple[float | None, boo
             if res.ok is not None}
 
 
-def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]]) -> str:
-    """Why a confirmed node or link does not stand out from its peers ("" when it does, or when there
-    is too little to compare it with): its confirming readings, and its readings later in the pass,
-    each against the groups without it that met the floor."""
+def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]]) -> tuple[str, bool]:
+    """Why a confirmed node or link does not stand out ("" when it does, or when there is too little to
+    compare it with), and whether it is its switch it does not stand out from: its confirming readings,
+    and its readings later in the pass, each against the groups without it that met the floor; then a
+    node against its sibling under the same switch, read at the same time."""
     members = set(found.members)
     readings = found.confirmation.get("measurements", []), found.confirmation.get("later", [])
     mine = [[figures.get((m.get("round"), frozenset(m.get("group") or ())), (None, False))[0] for m in part if m.get("bad")]
@@ -123,14 +188,15 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
     # Its peers: the groups without it that met the floor (faults and other jobs' traffic only pull
     # figures down, and a pass measures many groups that hold a fault).
     peers = [f for (_, group), (f, ok) in figures.items() if ok and f is not None and not members <= group]
-    if not mine[0] or any(None in part for part in mine) or len(peers) < MIN_PEERS:
-        return ""
+    if not mine[0] or any(None in part for part in mine):
+        return "", False
     # On a log scale: a link's figures spread in proportion to its speed (unshaped links of one fabric
     # read 2 and 6 Gbit/s in one pass), so a fixed number of deviations must mean a factor, never a
     # difference that can reach below zero.
     logs = [math.log(f) for f in peers if f > 0]
     if len(logs) < MIN_PEERS:
-        return ""
+        why = _beside_sibling(found, figures, None)
+        return why, bool(why)
     typical = statistics.median(logs)
     # The deviation from above (those that met the floor are cut off below it): 1.4826 times the median
     # distance of the figures above the typical one.
@@ -140,25 +206,74 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
         bad = statistics.median(part) if part else None
         if bad is not None and bad >= bar:
             return (f"its {what} (median {bad:.3g}) do not stand out from the pass's other groups that met the "
-                    f"floor (median {math.exp(typical):.3g}; standing out takes under {bar:.3g})")
-    return ""
+                    f"floor (median {math.exp(typical):.3g}; standing out takes under {bar:.3g})"), False
+    why = _beside_sibling(found, figures, spread)
+    return why, bool(why)
+
+
+def _beside_sibling(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]],
+                    spread: float | None) -> str:
+    """Why a node does not stand out from its sibling under the same switch, read in the same rounds at the
+    end ("" when it does, or when no pair of figures was taken): the mean of the differences (log scale)
+    must exceed STAND_OUT deviations of such a mean (one difference of two readings deviates sqrt(2) times
+    as much as one reading; a mean of n of them sqrt(n) times less). `spread` None: the pass has too few
+    figures to know its noise; a sibling that read bad in every such round is enough."""
+    later = {m.get("round"): m for m in found.confirmation.get("later", [])}
+    pairs = []
+    for b in found.confirmation.get("beside", []):
+        m = later.get(b.get("round"))
+        if m is None:
+            continue
+        mine = figures.get((m["round"], frozenset(m.get("group") or ())), (None, False))[0]
+        theirs = figures.get((b["round"], frozenset(b.get("group") or ())), (None, False))[0]
+        if mine is not None and theirs is not None and mine > 0 and theirs > 0:
+            pairs.append((b, mine, theirs))
+    if not pairs:
+        return ""
+    if spread is None:  # too few figures of the pass to know its noise: the floor decides
+        if all(b["bad"] for b, _, _ in pairs):
+            shown = "; ".join(f"round {b['round']} {label(b['group'])} bad" for b, _, _ in pairs)
+            return f"another node under its switch read bad at the same time ({shown})"
+        return ""
+    gap = statistics.fmean(math.log(theirs) - math.log(mine) for _, mine, theirs in pairs)
+    margin = STAND_OUT * spread * math.sqrt(2 / len(pairs))
+    if gap >= margin:
+        return ""
+    shown = "; ".join(f"round {b['round']} {mine:.3g} beside {theirs:.3g} ({label(b['group'])})" for b, mine, theirs in pairs)
+    return (f"at the end it read {shown} of another node under its switch: {math.exp(-gap):.3g} of it on average "
+            f"(standing out takes under {math.exp(-margin):.3g})")
 
 
 def stand_out(e: Any) -> None:
     """Confirmed nodes and links that do not stand out from their peers become suspects; when one did
-    and none is left confirmed, the fleet is named: it reads near its floor, no component stands out."""
+    and none is left confirmed, the fleet is named: it reads near its floor, no component stands out.
+    Nodes that do not stand out from another node under their switch name that switch, as one cause."""
     figures = _figures(e)
-    demoted = []
+    demoted: list[Attribution] = []
+    by_switch: dict[str, list[Attribution]] = {}
     for found in e.attributions:
         if found.confidence != "confirmed" or found.ambiguous or found.kind not in ("node", "link"):
             continue
-        why = standing(found, figures)
+        why, switch = standing(found, figures)
         if why:
             found.confidence = "unconfirmed"
             found.evidence.append(f"{why}: not blamed")
-            demoted.append(found)
+            if switch:
+                by_switch.setdefault(str(e.topo(found.members[0])), []).append(found)
+            else:
+                demoted.append(found)
+    for group, found in by_switch.items():
+        parts = [{"kind": a.kind, "members": a.members} for a in found]
+        e.attributions.append(Attribution(
+            "group", [group], [f"{', '.join(a.members[0] for a in found)} read bad to the end, but no worse than "
+                               f"another node under topology group {group} read at the same time: the group is slow "
+                               "then (a neighbour's traffic, its uplink), not one node; named as one cause, not acted "
+                               "on node by node"],
+            sorted({r for a in found for r in a.rounds}), confidence="unconfirmed",
+            figures={"shared_by": "group", "components": parts}))
+        e.note(f"shared cause: topology group {group}, its nodes no worse than one another")
     sure = [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous and a.kind != "straggler"]
-    if demoted and not sure:
+    if demoted and not sure and not by_switch:
         parts = [{"kind": a.kind, "members": a.members} for a in demoted]
         e.attributions.append(Attribution(
             "group", [], [f"{len(demoted)} components read bad as often as blaming asks, but none stands out from "

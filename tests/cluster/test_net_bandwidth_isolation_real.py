@@ -186,6 +186,11 @@ def test_a_whole_switch_slowed_is_one_shared_cause_and_no_node_is_blamed(bed8, c
         result, wall = timed(ctx, quick())
         assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
         assert "shared-cause" in ids(result), (ids(result), "\n".join(result.details))
+        # named as the switch, not one node of it, nor the whole fleet: each node read no worse than the
+        # other node under leaf-b, read beside it at the same time
+        shared = [f for f in result.findings if f.id.endswith("shared-cause")]
+        assert any(f.component is not None and f.component.groups == ["leaf-b"] for f in shared), \
+            [(f.message, f.component) for f in shared]
         blamed = [(f.id, f.component.nodes) for f in result.findings
                   if f.component is not None and f.component.confirmed and f.component.kind in ("node", "gpu")]
         assert blamed == [], blamed

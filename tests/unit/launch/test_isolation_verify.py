@@ -179,3 +179,79 @@ def test_a_node_far_under_peers_that_spread_widely_is_blamed():
     result = isolate(NODES, measure, topology=SWITCHES)
     named = [(a.kind, a.members) for a in result.attributions if a.confidence == "confirmed" and not a.ambiguous]
     assert named == [("node", ["n09"])], [(a.kind, a.members, a.evidence[-1:]) for a in result.attributions]
+
+
+EIGHT = node_names(8)
+PAIRS = racks(EIGHT, 2)  # two nodes under each switch, as a small run's topology gives it
+
+
+def slow_switch(switch: str, factor: float, faults: list[Fault] | None = None, nodes: list[str] = EIGHT):
+    """A fleet with a little noise (2%, fixed seed) in which every burst through `switch` reads `factor` of
+    its figure for the whole pass (the switch's uplink, a neighbour that stays), besides `faults`."""
+    pairs = racks(nodes, 2)
+    model = FaultModel(nodes, faults or [], topology=pairs, noise=0.02, seed=7, times=False)
+
+    def measure(groups):
+        results = model.measure(groups)
+        out = []
+        for g, r in zip(groups, results):
+            f = r.figure * (factor if any(pairs[n] == switch for n in g) else 1.0)
+            out.append(GroupResult(f >= model.threshold, figure=f))
+        return out
+    return measure
+
+
+def test_a_node_that_reads_no_worse_than_the_other_node_under_its_switch_is_not_blamed():
+    # rack01's two nodes each read bad with every partner, 4 of 4 and later too: alone, either would be
+    # confirmed and drained; read at the end beside each other, neither stands out from the other
+    result = isolate(EIGHT, slow_switch("rack01", 0.6), topology=PAIRS)
+    assert not [a for a in result.attributions if a.confidence == "confirmed" and not a.ambiguous]
+    nodes = [a for a in result.attributions if a.kind == "node"]
+    assert sorted(a.members[0] for a in nodes) == ["n02", "n03"]
+    for found in nodes:
+        assert found.confirmation["beside"], found.evidence
+        sibling = "n03" if found.members == ["n02"] else "n02"
+        assert all(m["group"][0] == sibling for m in found.confirmation["beside"])
+        assert any("another node under its switch" in line and "not blamed" in line for line in found.evidence)
+    # the same readings without the comparison at the end: both confirmed, two of eight nodes to drain
+    hasty = isolate(EIGHT, slow_switch("rack01", 0.6), topology=PAIRS, params=IsolationParams(verify=False))
+    assert sorted(a.members[0] for a in hasty.attributions if a.confidence == "confirmed" and a.kind == "node") \
+        == ["n02", "n03"]
+
+
+def test_a_slow_node_beside_a_healthy_one_under_its_switch_is_blamed():
+    result = isolate(EIGHT, slow_switch("rack01", 1.0, [Fault("slow-node", ("n03",), 0.5)]), topology=PAIRS)
+    (found,) = [a for a in result.attributions if a.confidence == "confirmed" and not a.ambiguous]
+    assert (found.kind, found.members) == ("node", ["n03"])
+    beside = found.confirmation["beside"]
+    assert beside and all(m["group"][0] == "n02" and not m["bad"] for m in beside)
+    # read at the end with another partner each time, never with its sibling
+    partners = [m["group"][1:] for m in found.confirmation["later"]]
+    assert all("n02" not in p for p in partners) and len({tuple(p) for p in partners}) == len(partners)
+    assert any("beside it, another node under the same switch" in line for line in found.evidence)
+
+
+def test_a_group_whose_nodes_read_no_worse_than_one_another_is_one_cause_acted_on_by_nobody():
+    from preflight.launch.isolation_findings import describe
+
+    result = isolate(EIGHT, slow_switch("rack01", 0.6), topology=PAIRS)
+    (group,) = [a for a in result.attributions if a.kind == "group"]
+    assert (group.members, group.confidence, group.figures["shared_by"]) == (["rack01"], "unconfirmed", "group")
+    assert sorted(c["members"][0] for c in group.figures["components"]) == ["n02", "n03"]
+    kind, sentence, component = describe(group.to_dict())
+    assert kind == "shared-cause" and "topology group rack01 is slow, not one node of it" in sentence
+    assert component.groups == ["rack01"] and not component.confirmed and not component.nodes
+
+
+def test_with_enough_figures_to_know_the_noise_a_node_must_read_well_under_its_sibling():
+    # Sixteen nodes: enough groups that met the floor to know the pass's spread, so the figures decide
+    # (not whether the sibling met the floor). rack02 at 0.7: its nodes read alike, neither is blamed;
+    # n05 at 0.5 under a healthy switch reads far under its sibling n04 and is blamed.
+    sixteen = node_names(16)
+    result = isolate(sixteen, slow_switch("rack02", 0.7, nodes=sixteen), topology=racks(sixteen, 2))
+    nodes = [a for a in result.attributions if a.kind == "node"]
+    assert nodes and all(a.confidence == "unconfirmed" for a in nodes)
+    assert any("on average (standing out takes under" in line for a in nodes for line in a.evidence)
+    blamed = isolate(sixteen, slow_switch("rack02", 1.0, [Fault("slow-node", ("n05",), 0.5)], nodes=sixteen),
+                     topology=racks(sixteen, 2))
+    assert [(a.kind, a.members) for a in blamed.attributions if a.confidence == "confirmed"] == [("node", ["n05"])]
