@@ -74,7 +74,17 @@ def report_error_files(log_dir: str) -> None:
                 content = json.load(handle)
         except (OSError, ValueError):
             continue
-        print(f"@@error-file {os.path.basename(root)} {wire.dumps(content)}", flush=True)
+        say(f"@@error-file {os.path.basename(root)} {wire.dumps(content)}")
+
+
+def say(line: str) -> None:
+    """One line of the guard's own (`@@...`) in one write to the stdout it shares with the command: print()
+    writes a text and its newline apart when Python's output is unbuffered (PYTHONUNBUFFERED, set in many
+    images), and the command's output then lands inside the line (`@@pid 1 2 /tmp/dir<its output>`)."""
+    sys.stdout.flush()
+    data = (line + "\n").encode()
+    while data:
+        data = data[os.write(sys.stdout.fileno(), data):]
 
 
 def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float | None) -> int:
@@ -89,9 +99,9 @@ def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float
     except OSError as exc:
         print(f"cannot start {argv[0]}: {exc}", file=sys.stderr, flush=True)
         shutil.rmtree(log_dir, ignore_errors=True)
-        print("@@exit 127", flush=True)
+        say("@@exit 127")
         return 127
-    print(f"@@pid {os.getpid()} {child.pid} {log_dir}", flush=True)
+    say(f"@@pid {os.getpid()} {child.pid} {log_dir}")
 
     def watch_stdin() -> None:
         while True:
@@ -140,7 +150,7 @@ def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float
     code = 128 - code if code < 0 else code
     try:
         report_error_files(log_dir)
-        print(f"@@exit {code}", flush=True)
+        say(f"@@exit {code}")
     except OSError:
         pass  # nobody is reading any more (the ssh session dropped): the exit status still says it
     finally:
