@@ -81,10 +81,16 @@ def say(line: str) -> None:
     """One line of the guard's own (`@@...`) in one write to the stdout it shares with the command: print()
     writes a text and its newline apart when Python's output is unbuffered (PYTHONUNBUFFERED, set in many
     images), and the command's output then lands inside the line (`@@pid 1 2 /tmp/dir<its output>`)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stdout that is no file (captured): one write to it
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+        return
     sys.stdout.flush()
     data = (line + "\n").encode()
     while data:
-        data = data[os.write(sys.stdout.fileno(), data):]
+        data = data[os.write(fd, data):]
 
 
 def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float | None) -> int:

@@ -19,8 +19,11 @@ def test_two_runs_into_one_out_never_mix_and_the_second_is_refused_naming_the_ho
     process holding it, and touches nothing; the first run's journal and report are its own."""
     pytest.importorskip("preflight_example", reason="install tests/plugins/preflight-example (pip install -e)")
     out = tmp_path / "out"
+    go = tmp_path / "go"  # the first run holds its folder until the test has seen the second refused
     first = subprocess.Popen([sys.executable, "-m", "preflight", "run", "--checks", "example.sleep", "--set",
-                              "example.sleep.seconds=4", "--format", "json", "--out", str(out), "--no-history"],
+                              "example.sleep.seconds=25", "--set", "example.sleep.with_child=false", "--set",
+                              f"example.sleep.until_file={go}", "--format", "json", "--out", str(out),
+                              "--no-history"],
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, "CI": "1"})
     try:
@@ -33,6 +36,8 @@ def test_two_runs_into_one_out_never_mix_and_the_second_is_refused_naming_the_ho
         assert second.returncode == 2, second.stdout + second.stderr
         assert str(out) in second.stderr and f"pid {first.pid}" in second.stderr
         assert (out / "results.jsonl").read_text().startswith(journal)  # untouched, still growing
+        assert first.poll() is None, "the first run ended before the second was refused"
+        go.touch()
         stdout, stderr = first.communicate(timeout=60)
     finally:
         if first.poll() is None:
