@@ -130,12 +130,14 @@ if [ "$#" -gt 0 ]; then
     background_times
     exit "$status"
 fi
-# The whole suite, in three runs side by side: the unit tests (pure functions and single processes, no test
-# bed), the multi-node namespace tests (tests/cluster), and the rest (Slurm, Kubernetes, the single-node
-# integration tests). The bed tests spend most of their time waiting on links, daemons, pods and timeouts,
-# so two of them share the two cores well; each bed takes its own addresses and namespaces (testbed.py).
-# Each run's summary, with its slowest tests and its wall time, is printed; the suite fails when any does.
-beside() {  # beside NAME PYTEST-ARGS...: a pytest run in the background, its output in $SETUP_DIR/NAME.log
+# The whole suite, in three lanes side by side: the unit tests (pure functions and single processes, no test
+# bed) and after them the Slurm and Kubernetes beds; the multi-node namespace tests (tests/cluster); and the
+# single-node integration tests. The bed tests spend most of their time waiting on links, daemons, pods and
+# timeouts, so they share the two cores well; each bed takes its own addresses, namespaces and ports
+# (testbed.py, slurmbed.py, k8s/bed.py). The Kubernetes tests come last in their lane, so the apiserver built in
+# the background has the longest time to be ready. Each pytest run's summary, with its slowest tests and
+# its wall time, is printed; the suite fails when any run does.
+beside() {  # beside NAME COMMAND...: a lane in the background, its output in $SETUP_DIR/NAME.log
     local name="$1"
     shift
     (
@@ -145,12 +147,23 @@ beside() {  # beside NAME PYTEST-ARGS...: a pytest run in the background, its ou
         exit "$status"
     ) &
 }
-beside unit nice -n 10 "$VENV/bin/python" -m pytest -rs -p no:cacheprovider --durations=25 tests/unit
+PYTEST=("$VENV/bin/python" -m pytest -rs -p no:cacheprovider --durations=25)
+unit_then_schedulers() {  # both pytest runs always run; the lane fails when either does
+    local unit=0 schedulers=0 start=$SECONDS
+    nice -n 10 "${PYTEST[@]}" tests/unit || unit=$?
+    echo "=== phase unit: $((SECONDS - start)) s"
+    start=$SECONDS
+    "${PYTEST[@]}" tests/slurm tests/k8s || schedulers=$?
+    echo "=== phase slurm and k8s: $((SECONDS - start)) s"
+    [ "$unit" -eq 0 ] || return "$unit"
+    return "$schedulers"
+}
+beside unit-slurm-k8s unit_then_schedulers
 unit_pid=$!
-beside cluster "$VENV/bin/python" -m pytest -rs -p no:cacheprovider --durations=25 tests/cluster
+beside cluster "${PYTEST[@]}" tests/cluster
 cluster_pid=$!
 set +e
-"$VENV/bin/python" -m pytest -rs --durations=25 --ignore=tests/unit --ignore=tests/cluster
+"${PYTEST[@]}" --ignore=tests/unit --ignore=tests/cluster --ignore=tests/slurm --ignore=tests/k8s
 others=$?
 phase "the rest, after the others"
 wait "$cluster_pid"
@@ -159,9 +172,9 @@ wait "$unit_pid"
 unit=$?
 phase ""
 set -e
-for name in cluster unit; do
+for name in cluster unit-slurm-k8s; do
     echo
-    echo "=== tests/$name, run beside the others (exit ${!name}) ==="
+    echo "=== lane $name, run beside the others (exit $([ "$name" = cluster ] && echo "$cluster" || echo "$unit")) ==="
     cat "$SETUP_DIR/$name.log"
 done
 background_times

@@ -62,10 +62,14 @@ def test_one_node_against_two_nodes_under_torchrun(tmp_path):
 
 def test_a_node_that_never_joins_is_error_naming_it(tmp_path, monkeypatch):
     monkeypatch.setenv(faults.ENV, faults.env_value({"scaling.multi_node": {"absent_node": "node2"}}))
-    result, elapsed = run_check(tmp_path, timeout_s=60, rdzv_timeout_s=8)
+    # The check's budget is split between the baseline launch and the all-node one; on a loaded machine the
+    # baseline's torch start-up alone takes 20 s and more, so the budget is generous: the all-node launch
+    # still ends after the 8 s rendezvous timeout, not at the budget.
+    result, elapsed = run_check(tmp_path, timeout_s=120, rdzv_timeout_s=8)
     assert result.status is Status.ERROR
     assert "all 2 nodes: torchrun on node2 never joined the rendezvous" in result.summary
-    assert result.facts["one_node"]["ok"], result.facts["one_node"]  # the baseline node measured fine on its own
-    assert elapsed < 60
+    one = result.facts["one_node"]
+    assert one["ok"], one.get("error")  # the baseline node measured fine on its own
+    assert elapsed < 120
     assert pids_alive(all_pids(result.facts)) == []
     assert our_leftovers() == []
