@@ -397,8 +397,8 @@ def _to_jsonable(obj: Any) -> Any:
     return obj
 
 
-def _plain(obj: Any) -> Any:
-    """json's `default`: a dataclass as the dict of its fields (their values are encoded in turn), an
+def plain_value(obj: Any) -> Any:
+    """json's (and orjson's) `default`: a dataclass as the dict of its fields (their values are encoded in turn), an
     enum as its value, anything else as its text."""
     names = _FIELD_NAMES.get(type(obj))
     if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -429,12 +429,7 @@ def json_text(obj: Any, **options: Any) -> str:
     json's C encoder walks the objects itself (str enums are their values; other objects their text).
     `options` go to json.dumps; `indent` would switch it to the pure-Python encoder. Strict: a NaN
     or infinity is refused (ValueError), never written as a bare token."""
-    return json.dumps(obj, default=_plain, allow_nan=False, **options)
-
-
-def json_encoder(**options: Any) -> json.JSONEncoder:
-    """One encoder that writes what json_text(obj, **options) writes, for many objects in turn."""
-    return json.JSONEncoder(default=_plain, allow_nan=False, **options)
+    return json.dumps(obj, default=plain_value, allow_nan=False, **options)
 
 
 _OMIT_NONE.update({Measurement: ("gpu", "param"), Finding: ("component",)})

@@ -22,12 +22,10 @@ def test_results_json_streams_one_result_per_line_and_reads_back_as_the_report(s
     assert RunReport.from_dict(data) == sample_report
     assert data["verdict"]["verdict"] == "NO-GO"
     lines = text.splitlines()
+    rows = [json.loads(row.strip().rstrip(",")) for row in lines if row.lstrip().startswith('{"check_id"')]
     for result in sample_report.results:
-        line = json.dumps(result.check_id)
-        matching = [row for row in lines if f'"check_id": {line}' in row and f'"node": "{result.node}"' in row
-                    and row.lstrip().startswith('{"check_id"')]
-        assert len(matching) == 1  # a result is one line of its own
-        assert json.loads(matching[0].strip().rstrip(",")) == result.to_dict()
+        matching = [row for row in rows if row["check_id"] == result.check_id and row["node"] == result.node]
+        assert matching == [result.to_dict()]  # a result is one line of its own
     assert lines[0] == "{" and lines[-1] == "}"
     assert '  "schema_version": 1,' in lines
 
