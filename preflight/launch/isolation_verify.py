@@ -31,6 +31,7 @@ a shared cause named before individual blame. Pure.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from typing import Any, Iterator
@@ -98,7 +99,7 @@ def _avoiding(e: Any, probe: Probe, wishes: list[frozenset[str]]) -> Probe:
     for wish in wishes:
         wish = frozenset(n for n in wish if n)
         if e.has_good(list(probe.avoid | wish | set(probe.members) | blamed)):
-            return Probe(probe.members, partners=probe.partners, avoid=probe.avoid | wish, purpose=probe.purpose)
+            return dataclasses.replace(probe, avoid=probe.avoid | wish)
     return probe
 
 
@@ -124,14 +125,19 @@ def verify_task(e: Any, found: Attribution) -> Iterator[list[Probe]]:
             outcome, next_to = yield [probe, _sibling_probe(found, other)]
             beside.append(next_to)
         readings.append(outcome)
-        measured = outcome.result is not None and outcome.result.ok is not None
+        measured = _measured(outcome)
         spread = outcome.round is not None and outcome.round - _first_round(found) >= e.params.confirm_span
         # With a sibling: LATER readings beside it, when it is free often enough (a few readings more at most).
-        paired = sum(b is not None and b.result is not None and b.result.ok is not None for b in beside)
+        paired = sum(map(_measured, beside))
         enough = other is None or paired >= LATER or len(readings) >= LATER + SIBLING_TRIES
         if not measured or outcome.good or (spread and len(readings) >= LATER and enough):
             _decide(found, readings, measured, beside)
             return
+
+
+def _measured(o: Outcome | None) -> bool:
+    """Whether a probe was run and its group measured (a figure judged against the floor)."""
+    return o is not None and o.result is not None and o.result.ok is not None
 
 
 def _state(o: Outcome) -> str:
@@ -146,8 +152,7 @@ def _decide(found: Attribution, readings: list[Outcome], measured: bool,
     found.rounds = sorted(set(found.rounds) | {o.round for o in readings if o.round is not None})
     if measured and last.bad:
         # Every reading at the end was bad (a good one ends them), each beside its sibling's when it was read.
-        pairs = [(o, b) for o, b in zip(readings, beside or [])
-                 if b is not None and b.result is not None and b.result.ok is not None]
+        pairs = [(o, b) for o, b in zip(readings, beside or []) if _measured(b)]
         if pairs:
             found.confirmation["beside"] = [{"round": b.round, "group": b.group, "bad": b.bad} for _, b in pairs]
         compared = ("; beside it, another node under the same switch: "
