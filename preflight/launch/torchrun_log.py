@@ -407,12 +407,23 @@ def _stopped_ranks(launch: _Launch) -> _Failure:
     stopped = sorted(r for r, node in owners.items() if node not in reporting_nodes)
     if not (errors and stopped):
         return None
+    if any(_CONNECT_FAILED.search(str(rep.get("error") or "")) for _, rep in errors):
+        # A rank that could not connect to a peer names the fault better than a rank that said nothing: on
+        # a loaded machine a slower rank is ended with the launch before it reports the same error. The
+        # ranks' errors are listed and nobody is singled out (the isolation pass measures the pairs).
+        return None
     first_node, first = errors[0]
     where = _report_place(first_node, first, owners)
     error = (f"{', '.join(rank_text(r, owners) for r in stopped)} stopped inside a collective: "
              f"{'it' if len(stopped) == 1 else 'they'} reported nothing, while the others failed waiting "
              f"({where}: {first.get('error') or 'failed'})")
     return "stopped", error, sorted({owners[r] for r in stopped})
+
+
+# A connection a rank could not make (gloo's "connect: Connection refused", NCCL's socket errors): a fault of a
+# path between nodes, not of the rank that kept silent.
+_CONNECT_FAILED = re.compile(r"connect: |Connection refused|No route to host|Network is unreachable|"
+                             r"Connection timed out", re.IGNORECASE)
 
 
 def _failed_ranks(launch: _Launch) -> _Failure:

@@ -513,3 +513,22 @@ def test_a_rank_that_joined_and_went_silent_is_named_whoever_ended_it():
     # Every node's ranks spoke: their errors are listed, nobody is singled out.
     agents["b"]["reports"] = [{"ok": False, "rank": 1, "error": "boom"}]
     assert interpret_run(agents, "a", 10, 30)["phase"] == "collective"
+
+
+def test_a_rank_that_could_not_connect_to_a_peer_outranks_a_silent_one():
+    # Seen on the bed under load with one pair's traffic refused: n2 could not connect to n4, n4 and n1 saw
+    # their peers close, and n3's rank was ended with the launch before it reported. The silence is not the
+    # fault: nobody is singled out, so the isolation pass measures the pairs and names the link.
+    refused = {"ok": False, "rank": 1, "error": "RuntimeError: [../third_party/gloo/gloo/transport/tcp/socket.cc:142] "
+                                                "rv != -1. -1 vs -1. connect: Permission denied"}
+    closed = {"ok": False, "rank": 0, "error": "DistBackendError: Connection closed by peer [198.18.0.12]:40017"}
+    agents = {"n1": {"rendezvous": "complete", "global_ranks": [0], "reports": [closed], "returncode": 1},
+              "n2": {"rendezvous": "complete", "global_ranks": [1], "reports": [refused], "returncode": 1},
+              "n3": {"rendezvous": "complete", "global_ranks": [2], "reports": [], "killed": True, "returncode": 143},
+              "n4": {"rendezvous": "complete", "global_ranks": [3], "reports": [dict(closed, rank=3)], "returncode": 1}}
+    outcome = interpret_run(agents, "n1", 10, 30)
+    assert outcome["phase"] == "collective" and outcome["fault_nodes"] == []
+    assert "rank 1 (n2): RuntimeError" in outcome["error"] and "connect: Permission denied" in outcome["error"]
+    # Without the refused connection, the silent rank is still the one named.
+    agents["n2"]["reports"] = [dict(closed, rank=1)]
+    assert interpret_run(agents, "n1", 10, 30)["fault_nodes"] == ["n3"]
