@@ -131,12 +131,12 @@ if [ "$#" -gt 0 ]; then
     exit "$status"
 fi
 # The whole suite, in three lanes side by side: the unit tests (pure functions and single processes, no test
-# bed) and after them the Slurm and Kubernetes beds; the multi-node namespace tests (tests/cluster); and the
-# single-node integration tests. The bed tests spend most of their time waiting on links, daemons, pods and
-# timeouts, so they share the two cores well; each bed takes its own addresses, namespaces and ports
-# (testbed.py, slurmbed.py, k8s/bed.py). The Kubernetes tests come last in their lane, so the apiserver built in
-# the background has the longest time to be ready. Each pytest run's summary, with its slowest tests and
-# its wall time, is printed; the suite fails when any run does.
+# bed) and after them the Slurm beds; the multi-node namespace tests (tests/cluster) and after them the
+# Kubernetes beds; and the single-node integration tests. The bed tests spend most of their time waiting on
+# links, daemons, pods and timeouts, so they share the two cores well; each bed takes its own addresses,
+# namespaces and ports (testbed.py, slurmbed.py, k8s/bed.py). The Kubernetes tests start about half an hour
+# in, so the apiserver built in the background has time to be ready. Each pytest run's summary, with its
+# slowest tests and its wall time, is printed; the suite fails when any run does.
 beside() {  # beside NAME COMMAND...: a lane in the background, its output in $SETUP_DIR/NAME.log
     local name="$1"
     shift
@@ -148,19 +148,19 @@ beside() {  # beside NAME COMMAND...: a lane in the background, its output in $S
     ) &
 }
 PYTEST=("$VENV/bin/python" -m pytest -rs -p no:cacheprovider --durations=25)
-unit_then_schedulers() {  # both pytest runs always run; the lane fails when either does
-    local unit=0 schedulers=0 start=$SECONDS
-    nice -n 10 "${PYTEST[@]}" tests/unit || unit=$?
-    echo "=== phase unit: $((SECONDS - start)) s"
+in_turn() {  # in_turn NICENESS FIRST SECOND: two pytest runs one after the other; both run, the lane fails when either does
+    local first=0 second=0 start=$SECONDS
+    nice -n "$1" "${PYTEST[@]}" "$2" || first=$?
+    echo "=== phase $2: $((SECONDS - start)) s"
     start=$SECONDS
-    "${PYTEST[@]}" tests/slurm tests/k8s || schedulers=$?
-    echo "=== phase slurm and k8s: $((SECONDS - start)) s"
-    [ "$unit" -eq 0 ] || return "$unit"
-    return "$schedulers"
+    "${PYTEST[@]}" "$3" || second=$?
+    echo "=== phase $3: $((SECONDS - start)) s"
+    [ "$first" -eq 0 ] || return "$first"
+    return "$second"
 }
-beside unit-slurm-k8s unit_then_schedulers
+beside unit-then-slurm in_turn 10 tests/unit tests/slurm
 unit_pid=$!
-beside cluster "${PYTEST[@]}" tests/cluster
+beside cluster-then-k8s in_turn 0 tests/cluster tests/k8s
 cluster_pid=$!
 set +e
 "${PYTEST[@]}" --ignore=tests/unit --ignore=tests/cluster --ignore=tests/slurm --ignore=tests/k8s
@@ -172,9 +172,9 @@ wait "$unit_pid"
 unit=$?
 phase ""
 set -e
-for name in cluster unit-slurm-k8s; do
+for name in cluster-then-k8s unit-then-slurm; do
     echo
-    echo "=== lane $name, run beside the others (exit $([ "$name" = cluster ] && echo "$cluster" || echo "$unit")) ==="
+    echo "=== lane $name, run beside the others (exit $([ "$name" = cluster-then-k8s ] && echo "$cluster" || echo "$unit")) ==="
     cat "$SETUP_DIR/$name.log"
 done
 background_times

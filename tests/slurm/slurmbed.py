@@ -230,7 +230,9 @@ class SlurmBed(TestBed):
         """Node name -> state and drain reason, read as preflight reads them."""
         return parse_show_node(self.scontrol("show", "node", "-o").stdout)
 
-    def wait_idle(self, timeout: float = 30.0, names: list[str] | None = None) -> None:
+    def wait_idle(self, timeout: float = 120.0, names: list[str] | None = None) -> None:
+        # Generous: a slurmd runs the bed's HealthCheckProgram (a preflight run) before it answers, and on a
+        # loaded machine the controller's first ping times out (MessageTimeout) and the node registers ~30 s in.
         wanted = names or [n.name for n in self.nodes]
 
         def ready() -> bool:
