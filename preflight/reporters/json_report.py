@@ -3,7 +3,7 @@
 Laid out for people and tools alike: one top-level key per line, and in the lists and objects at the
 top (nodes, results, the verdict) one item per line, in JSON's compact form. Each item is encoded by
 orjson (a 1,000-node run's 50 MB in a tenth of the time of json's C encoder), walking the report's
-objects itself: a dataclass goes through the model's `_plain` as json.dumps would take it.
+objects itself: a dataclass goes through the model's `plain_value` as json.dumps would take it.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _parts(report: RunReport) -> list[str]:
     parts: list[str] = []
     try:
         _write_value(parts.append, data, 0)
-    except (ValueError, TypeError):  # orjson.JSONEncodeError is a TypeError
+    except orjson.JSONEncodeError:
         # What orjson does not write (an integer past 64 bits): the whole report through json, strictly.
         plain = {**report.to_dict(), "verdict": data["verdict"]}
         return [dumps(finite(plain)[0], indent=2, sort_keys=True, default=str) + "\n"]
