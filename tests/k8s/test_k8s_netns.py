@@ -49,13 +49,17 @@ def _kubelet(kube, nodes, **kwargs):
 
 
 def _config(tmp_path, **sections):
-    text = "".join(f'[checks."{cid}"]\n{body}\n' for cid, body in sections.items())
+    # Each check gets 600 s, twice its default: on a loaded machine a pod per iperf3 end and per rank
+    # starts slowly (net.bandwidth's three ring links took 112 s beside three busy loops), and what
+    # these tests decide is who is named and cordoned, not how fast. The run's own time limits stop a
+    # hung check, so the test waits for the run, not the other way round.
+    text = "[run]\ntimeout = 600\n" + "".join(f'[checks."{cid}"]\n{body}\n' for cid, body in sections.items())
     path = tmp_path / "preflight.toml"
     path.write_text(text)
     return path
 
 
-def _run(kube, tmp_path, config, checks, *extra, timeout=400):
+def _run(kube, tmp_path, config, checks, *extra, timeout=1500):
     return run_preflight("run", "--k8s", "--namespace", kube["namespace"], "--selector", "role=netns",
                          "--image", "registry.example/team/train:1", "--remote-python", kube["python"],
                          "--config", str(config), "--checks", checks, "--out", str(tmp_path / "out"),
@@ -93,7 +97,9 @@ def test_a_node_named_by_isolation_is_cordoned(kube, netns_nodes, tmp_path):
     names = netns_nodes["names"]
     slow = names[2]
     netns_nodes["bed"].shape(netns_nodes["bed"].node(3), "100mbit")
-    config = _config(tmp_path, **{"net.bandwidth": f"min_gbps = 0.5\n{QUICK_BANDWIDTH}"})
+    # Confirming a node takes its readings spread over confirm_span rounds (eight rounds among three
+    # nodes); beside three busy loops a round took 20 s, so the pass gets 480 s, not its default 120.
+    config = _config(tmp_path, **{"net.bandwidth": f"min_gbps = 0.5\nisolation_timeout_s = 480\n{QUICK_BANDWIDTH}"})
     with _kubelet(kube, netns_nodes):
         run = _run(kube, tmp_path, config, "net.bandwidth", "--cordon")
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
