@@ -87,9 +87,10 @@ def test_a_slow_node_is_named_by_the_adaptive_isolation(make_testbed, cluster_co
     bed = make_testbed(3, rates={2: "200mbit"})
     # n2's link carries 0.025 GB/s; the floor sits at twice that, well below unshaped pairs.
     # A blame needs readings spread over the pass (its last two bad, six rounds after its first): on
-    # three shared cores a round takes up to half a minute, so the pass gets the time for about a dozen.
-    result, elapsed = run_check(cluster_context(bed), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.05,
-                                pairwise_timeout_s=420)
+    # three shared cores a round takes up to half a minute, so the pass gets the time for about two
+    # dozen: a pass cut short leaves n2 a suspect, and a loaded machine must not turn that into a failure.
+    result, elapsed = run_check(cluster_context(bed, timeout_s=900), sizes_bytes=[8, 1 << 20], min_busbw_gbps=0.05,
+                                pairwise_timeout_s=720)
     assert result.status is Status.FAIL, result.summary
     assert "collectives.cluster.isolated-node" in [f.id for f in result.findings], "\n".join(result.details)
     isolation = result.facts["isolation"]["isolation"]
@@ -98,7 +99,7 @@ def test_a_slow_node_is_named_by_the_adaptive_isolation(make_testbed, cluster_co
     # again later in the pass before n2 is blamed.
     assert isolation["round_count"] <= 14
     assert all(len(g["members"]) >= 2 for r in isolation["rounds"] for g in r["groups"])
-    assert elapsed < 480
+    assert elapsed < 900  # within the check's budget (the context's)
     assert all(leftovers(bed, node) == [] for node in bed.nodes)
 
 

@@ -37,10 +37,10 @@ SLOW_RATE = "200mbit"  # 0.025 GB/s: far below what unshaped veth pairs reach he
 # step in gloo's all-reduce already (compute / step down to ~0.13), so the slowed node must cost more.
 SLOWER_RATE = "20mbit"
 ALLREDUCE = {"iters": 5, "warmup": 2, "check_elements": 4096, "sizes_bytes": [8, 1 << 20], "pairwise_iters": 4,
-             "pg_timeout_s": 30.0, "join_timeout_s": 25.0, "rdzv_timeout_s": 30.0, "pairwise_timeout_s": 420.0}
-DDP = {"steps": 4, "warmup": 1, "hidden_size": 512, "layers": 2, "batch_per_device": 32, "isolation_timeout_s": 420.0,
+             "pg_timeout_s": 30.0, "join_timeout_s": 25.0, "rdzv_timeout_s": 30.0, "pairwise_timeout_s": 900.0}
+DDP = {"steps": 4, "warmup": 1, "hidden_size": 512, "layers": 2, "batch_per_device": 32, "isolation_timeout_s": 900.0,
        "pg_timeout_s": 45.0, "join_timeout_s": 45.0, "rdzv_timeout_s": 45.0}
-TIMEOUT_S = 560
+TIMEOUT_S = 1100
 RECORD: dict[str, dict] = {}
 
 

@@ -41,7 +41,7 @@ RESULTS = "net_bandwidth_isolation_bed.json"
 
 
 def quick(**overrides) -> Params:
-    values = dict(min_gbps=MIN_GBPS, streams=1, duration_s=1, omit_s=0, repeats=1, isolation_timeout_s=150)
+    values = dict(min_gbps=MIN_GBPS, streams=1, duration_s=1, omit_s=0, repeats=1, isolation_timeout_s=480)
     values.update(overrides)
     return Params(**values)
 
@@ -103,7 +103,7 @@ def test_a_node_shaped_slow_is_named_and_no_other(bed8, cluster_context):
     node = bed8.node(SLOW_NODE)
     bed8.shape(node, SLOW)
     try:
-        ctx = cluster_context(bed8, timeout_s=300)
+        ctx = cluster_context(bed8, timeout_s=600)
         result, wall = timed(ctx, quick())
         assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
         assert named(result) == [("node", [node.name])], "\n".join(result.details)
@@ -122,7 +122,7 @@ def test_the_full_matrix_on_the_same_fault_for_comparison(bed8, cluster_context)
     node = bed8.node(SLOW_NODE)
     bed8.shape(node, SLOW)
     try:
-        full, full_wall = timed(cluster_context(bed8, timeout_s=300), quick(pattern="full"))
+        full, full_wall = timed(cluster_context(bed8, timeout_s=600), quick(pattern="full"))
         assert full.status is Status.FAIL and "isolation" not in full.facts
         assert {m.node for m in full.measurements if m.ok is False} == {
             f"{x.name} -> {y.name}" for x in bed8.nodes for y in bed8.nodes if x is not y and node in (x, y)}
@@ -135,7 +135,7 @@ def test_a_broken_pair_is_named_as_the_link_and_neither_node_alone(bed8, cluster
     a, b = bed8.node(BROKEN[0]), bed8.node(BROKEN[1])
     bed8.break_link(a, b)
     try:
-        result, wall = timed(cluster_context(bed8, timeout_s=300), quick())
+        result, wall = timed(cluster_context(bed8, timeout_s=600), quick())
         assert named(result) == [("link", sorted([a.name, b.name]))], "\n".join(result.details)
         assert "isolated-link" in ids(result) and "isolated-node" not in ids(result)
         assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
@@ -147,7 +147,7 @@ def test_a_broken_pair_is_named_as_the_link_and_neither_node_alone(bed8, cluster
 def test_a_healthy_ring_is_go_on_two_rings_never_on_one(bed8, cluster_context):
     # Nothing shaped: the first ring meets the floor, and a second is measured at the end of the check
     # (preflight.launch.recheck.take_readings) before the PASS, which says it rests on both.
-    result, _ = timed(cluster_context(bed8, timeout_s=300), quick())
+    result, _ = timed(cluster_context(bed8, timeout_s=600), quick())
     facts = result.facts
     assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
     assert "isolation" not in facts and len(facts["rechecks"]) == 1, facts.get("rechecks")
@@ -163,7 +163,7 @@ def test_a_ring_slow_once_that_no_group_reproduces_is_measured_again_and_is_a_tr
     # of it (a real, passing slowdown: other traffic); the pass's groups and the two readings of the ring
     # that follow run at the links' own speed: below the floor in 1 of 3 readings is a transient.
     monkeypatch.setenv(faults.ENV, faults.env_value({"net.bandwidth": {"bitrate_first": "450M"}}))
-    result, _ = timed(cluster_context(bed8, timeout_s=300), quick())
+    result, _ = timed(cluster_context(bed8, timeout_s=600), quick())
     facts = result.facts
     assert facts["isolation"]["isolation"]["attributions"] == [], "\n".join(result.details)
     assert len(facts["rechecks"]) == 2, facts["rechecks"]  # both readings are taken, whatever the first says
@@ -181,7 +181,7 @@ def test_a_whole_switch_slowed_is_one_shared_cause_and_no_node_is_blamed(bed8, c
     for node in slowed:
         bed8.shape(node, SLOW)
     try:
-        ctx = cluster_context(bed8, timeout_s=300)
+        ctx = cluster_context(bed8, timeout_s=600)
         ctx.nodes = [{**spec, "group": groups[spec["name"]]} for spec in ctx.nodes]
         result, wall = timed(ctx, quick())
         assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
@@ -212,7 +212,7 @@ def test_a_link_shaped_with_tc_for_the_first_reading_only_is_intermittent_and_no
     node = bed8.node(SLOW_NODE)
     bed8.shape(node, "100mbit")
     done: dict = {}
-    ctx = cluster_context(bed8, timeout_s=300)
+    ctx = cluster_context(bed8, timeout_s=600)
     runner = threading.Thread(target=lambda: done.update(zip(("result", "wall"), timed(ctx, quick()))), daemon=True)
     try:
         runner.start()
