@@ -139,7 +139,9 @@ FIXES = {
     "straggler": ("The node named is slow in every group it joins, though it works: compare its GPU clocks, thermal "
                   "state and NIC speed with its peers (gpu.visibility, net.bandwidth); replace it if it stays slow."),
     "suspect": ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
-                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then."),
+                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then. When the pass "
+                "stopped at its time limit before measuring it again later, give it more time: pairwise_timeout_s and "
+                "timeout in [checks.\"collectives.cluster\"] of preflight.toml."),
     "isolation-ambiguous": ("The evidence names several candidates: run again with isolation = \"pairs\" on those nodes "
                             "(--nodes with just them), or measure each candidate link with net.bandwidth."),
     "isolation-not-reproduced": ("The all-node run was bad but no group reproduced it: a transient fault, or one that "

@@ -206,7 +206,9 @@ class NetBandwidth(Check):
                       "its NIC's negotiated speed and errors (ethtool <iface>; ethtool -S <iface>) and its host load "
                       "with theirs; replace it if it stays slow."),
         "suspect": ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
-                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then."),
+                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then. When the pass "
+                "stopped at its time limit before measuring it again later, give it more time: isolation_timeout_s and "
+                "timeout in [checks.\"net.bandwidth\"] of preflight.toml."),
         "isolation-ambiguous": ('The evidence names several candidates: run again with pattern = "full" on just those '
                                 "nodes (--nodes), which measures every ordered pair among them."),
         "isolation-not-reproduced": ("The ring was slow but no group reproduced it: a transient fault, or one that "

@@ -34,7 +34,9 @@ ISOLATION_FIXES = {
     "straggler": ("The node named computes a step slower than its peers, though it works: compare its GPU clocks, "
                   "thermal and power state and host load with theirs (gpu.visibility, scaling.multi_gpu)."),
     "suspect": ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
-                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then."),
+                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then. When the pass "
+                "stopped at its time limit before measuring it again later, give it more time: isolation_timeout_s and "
+                "timeout in [checks.\"scaling.multi_node\"] of preflight.toml."),
     "isolation-ambiguous": ("The evidence names several candidates: run scaling.multi_node or collectives.cluster "
                             "again on just those nodes (--nodes), or measure each candidate link with net.bandwidth."),
     "isolation-not-reproduced": ("No smaller group reproduced the loss: it appears only with every node at once "

@@ -116,8 +116,7 @@ def describe(found: dict[str, Any]) -> tuple[str, str, Component | None]:
                               confirmation=how)
     seen = _seen(how)
     if not sure:
-        return "suspect", (f"{component.text} is a suspect, not blamed: {seen}, fewer than confirming a fault "
-                           "takes (it is not acted on)"), component
+        return "suspect", _suspect(component, seen, how), component
     if kind == "node":
         return "isolated-node", (f"{members[0]} is at fault: {seen}, with {names_text(figures.get('bad_with') or [])}, "
                                  "while they are good with others"), component
@@ -131,6 +130,14 @@ def describe(found: dict[str, Any]) -> tuple[str, str, Component | None]:
     return "straggler", (f"{members[0]} is a straggler: {figures.get('time_s', 0):.3g} s against its groups' median "
                          f"{figures.get('median_s', 0):.3g} s, slow in {figures.get('slow_in')} of "
                          f"{figures.get('observed')} observations"), component
+
+
+def _suspect(component: Component, seen: str, how: dict[str, Any]) -> str:
+    """Why a component seen bad is not blamed: too few readings, or a pass that ended before the later ones."""
+    if how.get("ended_before_later"):
+        return (f"{component.text} is a suspect, not blamed: {seen}, but the pass ended (out of time or rounds) "
+                "before measuring it again later, as blaming takes (it is not acted on)")
+    return f"{component.text} is a suspect, not blamed: {seen}, fewer than confirming a fault takes (it is not acted on)"
 
 
 def _seen(how: dict[str, Any]) -> str:

@@ -172,6 +172,7 @@ def unverified(e: Any) -> None:
     for found in to_verify(e):
         if "later" not in found.confirmation:
             found.confidence = "unconfirmed"
+            found.confirmation["ended_before_later"] = True  # the suspect's finding says so, and how to give it time
             found.evidence.append("the pass ended before it was measured again later: not blamed")
 
 

@@ -106,6 +106,15 @@ def test_a_pass_that_stops_before_the_reading_at_the_end_blames_nobody():
     (found,) = [a for a in result.attributions if a.kind == "node"]
     assert found.members == ["n09"] and found.confidence == "unconfirmed"
     assert "the pass ended before it was measured again later: not blamed" in found.evidence
+    # Its finding says what was missing, and its fix names the option that gives the pass more time.
+    from preflight.core.model import Status
+    from preflight.launch.isolation_findings import isolation_findings
+    from preflight_checks.net.bandwidth import NetBandwidth
+    findings, _ = isolation_findings(NetBandwidth, {"isolation": result.to_dict(), "reason": "slow"}, Status.FAIL)
+    (suspect,) = [f for f in findings if f.id == "net.bandwidth.suspect"]
+    assert "the pass ended (out of time or rounds) before measuring it again later" in suspect.message
+    assert "fewer than confirming" not in suspect.message and not suspect.component.confirmed
+    assert "isolation_timeout_s" in suspect.fix and "isolation_timeout_s" in NetBandwidth.Params.__dataclass_fields__
 
 
 def test_a_component_confirmed_without_counted_measurements_is_described_from_its_later_readings():
