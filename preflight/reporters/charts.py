@@ -89,18 +89,31 @@ def _style(name: str) -> dict[str, Any]:
     }
 
 
-def _svg(name: str, title: str, inches: tuple[float, float], draw: Callable[[Any], None]) -> str:
+def _svg(name: str, title: str, inches: tuple[float, float], draw: Callable[[Any], Any]) -> str:
     import matplotlib
-    from matplotlib.figure import Figure
 
-    # A bare Figure, not pyplot: no global state, no GUI backend, nothing to close. The style
-    # must be active both while artists are made and while the SVG is written.
+    # The style must be active both while artists are made and while the SVG is written.
     with matplotlib.rc_context(_style(name)):
-        fig = Figure(figsize=inches, layout="constrained")
-        draw(fig)
+        fig = laid_out(inches, draw)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     return clean_svg(buffer.getvalue(), name, title)
+
+
+def laid_out(inches: tuple[float, float], draw: Callable[[Any], Any]) -> Any:
+    """A bare Figure (not pyplot: no global state, no GUI backend, nothing to close) drawn by `draw`
+    and laid out once, by tight_layout: the axes and their labels measured in one pass, and no layout
+    engine left to run when the SVG is written (constrained layout measured twice and drew the whole
+    figure once more before writing it: half of a chart's cost). `draw` may return a legend it put at
+    the figure's foot; the axes are fitted above it."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=inches)
+    foot = draw(fig)
+    bottom = foot.get_window_extent().y1 / fig.bbox.height if foot is not None else 0.0
+    fig.tight_layout(pad=0.3, rect=(0.0, bottom, 1.0, 1.0))
+    fig.set_layout_engine(None)
+    return fig
 
 
 _ID = re.compile(r'\bid="([^"]+)"')
@@ -345,7 +358,7 @@ def _draw_rate(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
     width_in = max(6.0, min(11.0, 2.5 + 0.9 * len(ordered) * len(series)))
     judged = any(p.threshold is not None for g in ordered for p in g.bars.values())
 
-    def draw(fig: Any) -> None:
+    def draw(fig: Any) -> Any:
         ax = fig.subplots()
         ax.grid(axis="x", visible=False)
         marks: list[tuple[float, float | None]] = []
@@ -369,7 +382,7 @@ def _draw_rate(group: FigureGroup, name: str, title: str) -> tuple[str, str]:
         ax.set_ylabel(group.quantity_label)
         ax.margins(y=0.2)
         _headroom(ax, [p.value for g in ordered for p in g.bars.values()] + [t for _, t in marks], room=0.2)
-        fig.legend(loc="outside lower center", ncols=min(4, len(series) + 1))
+        return fig.legend(loc="lower center", ncols=min(4, len(series) + 1))
 
     caption = f"{group.quantity_label} side by side: {', '.join(series)}"
     caption += "; red dashes are what each bar must reach." if judged else "."
