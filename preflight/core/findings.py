@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import preflight
 from preflight.core.model import CheckResult, Finding, Status
@@ -143,16 +144,31 @@ def figure_shape(text: str) -> str:
     return FIGURE.sub("#", text)
 
 
-def fold_key(found: Found) -> tuple:
+def shapes() -> Callable[[str], str]:
+    """figure_shape with a memory, for one pass over a run's findings: the same sentence found on node
+    after node is shaped once."""
+    memo: dict[str, str] = {}
+
+    def shape(text: str) -> str:
+        shaped = memo.get(text)
+        if shaped is None:
+            shaped = memo[text] = figure_shape(text)
+        return shaped
+    return shape
+
+
+def fold_key(found: Found, shape: Callable[[str], str] = figure_shape) -> tuple:
     """Findings with one key are one entry in every list and every count: one check, one id, one level,
-    the same sentence and fix up to their figures (the same slow disk on 12 nodes, a few percent apart)."""
-    return (found.result.check_id, found.id, found.level, figure_shape(found.finding.message),
-            figure_shape(found.finding.fix), found.blocks)
+    the same sentence and fix up to their figures (the same slow disk on 12 nodes, a few percent apart).
+    `shape`: figure_shape, or one with a memory (shapes) when many findings are keyed."""
+    return (found.result.check_id, found.id, found.level, shape(found.finding.message),
+            shape(found.finding.fix), found.blocks)
 
 
 def count_folded(found: list[Found]) -> int:
     """How many entries the reports list for these findings (fold_key)."""
-    return len({fold_key(f) for f in found})
+    shape = shapes()
+    return len({fold_key(f, shape) for f in found})
 
 
 def _number(token: str) -> float:
@@ -162,6 +178,7 @@ def _number(token: str) -> float:
 def merge_figures(texts: list[str]) -> str:
     """One sentence for sentences of one shape (figure_shape): each figure that differs among them as
     its range, lowest to highest ("torch.save writes at 0.41-0.46 GB/s, below 1.0 GB/s")."""
+    texts = list(dict.fromkeys(texts))  # the same sentence from many nodes adds no figure to a range
     first = texts[0]
     columns = list(zip(*(FIGURE.findall(t) for t in texts)))
     if len(texts) == 1 or not columns:

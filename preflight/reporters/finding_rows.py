@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from preflight.core.findings import Found, fold_key, merge_figures
+from preflight.core.findings import Found, fold_key, merge_figures, shapes
 from preflight.core.levels import SKIPPED_AT_LEVEL
 from preflight.core.model import CLUSTER_NODE, Scope
 from preflight.core.nodeset import fold
@@ -88,12 +88,14 @@ def rows(found: list[Found], expected_skip: bool = False) -> list[FindingRow]:
     order first found."""
     by_key: dict[tuple, FindingRow] = {}
     said: dict[tuple, tuple[list[str], list[str]]] = {}
+    listed: dict[tuple, set[str]] = {}  # each row's nodes, to look up
+    shape = shapes()
     for f in found:
         message, fix = f.finding.message, f.finding.fix
         if expected_skip and f.level.value == "SKIP":
             message = f"skipped, but {f.blocks}: {message}"
             fix = fix or EXPECTED_SKIP_FIX
-        key = fold_key(f)
+        key = fold_key(f, shape)
         row = by_key.get(key)
         if row is None:
             row = by_key[key] = FindingRow(f.id, f.result.check_id, f.result.title or f.result.check_id,
@@ -102,7 +104,9 @@ def rows(found: list[Found], expected_skip: bool = False) -> list[FindingRow]:
         messages, fixes = said.setdefault(key, ([], []))
         messages.append(message)
         fixes.append(fix)
-        if f.node not in row.nodes:
+        nodes = listed.setdefault(key, set())
+        if f.node not in nodes:
+            nodes.add(f.node)
             row.nodes.append(f.node)
     for key, row in by_key.items():
         row.message, row.fix = merge_figures(said[key][0]), merge_figures(said[key][1])

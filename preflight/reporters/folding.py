@@ -56,9 +56,9 @@ class ResultGroup:
 
 def _same(result: CheckResult) -> tuple:
     return (result.status, result.summary, tuple(result.details),
-            tuple((f.id, f.level, f.message, f.fix, f.node) for f in result.findings),
-            tuple((m.name, str(m.value), m.unit, str(m.threshold), m.comparison, m.ok, m.node, tuple(m.samples))
-                  for m in result.measurements))
+            tuple([(f.id, f.level, f.message, f.fix, f.node) for f in result.findings]),
+            tuple([(m.name, str(m.value), m.unit, str(m.threshold), m.comparison, m.ok, m.node, tuple(m.samples))
+                   for m in result.measurements]))
 
 
 def result_groups(results: list[CheckResult]) -> list[ResultGroup]:

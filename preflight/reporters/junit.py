@@ -23,7 +23,8 @@ from preflight.core.compare import BASELINE_CHECK_ID, baseline_of
 from preflight.core.model import CLUSTER_NODE, CheckResult, RunReport, Status
 from preflight.reporters.baseline import describe
 from preflight.reporters.safe_text import block, single_line
-from preflight.reporters.view import decision_of, fixes, format_threshold, format_value
+from preflight.reporters.numbers import quantity
+from preflight.reporters.view import decision_of, fixes, format_threshold
 from preflight.core.verdict import Decision, Verdict
 
 FILENAME = "junit.xml"  # what this reporter writes in the output directory
@@ -46,14 +47,25 @@ def _escaped(text: str, escapes: tuple[tuple[str, str], ...]) -> str:
     return text
 
 
-def _xml(element: ET.Element, out: list[str], level: int = 0) -> None:
+class _Attributes(dict):
+    """Attribute values as written, each neutralised and escaped once per document: a 1,000-node run
+    names the same checks, nodes, times and types thousands of times."""
+
+    def __missing__(self, value: str) -> str:
+        self[value] = text = _escaped(single_line(value), _ATTRIBUTE_ESCAPES)
+        return text
+
+
+def _xml(element: ET.Element, out: list[str], level: int = 0, attributes: _Attributes | None = None) -> None:
     """`element` as ElementTree writes it after ET.indent (two spaces a level), the same bytes, with
     every attribute (a node's or a plugin's name: one line) and every text neutralised (safe_text) so
     that the document is valid XML whatever the names and outputs hold. Written here in one pass:
     neutralising, indenting and serialising a 1,000-node run's tree took three."""
+    if attributes is None:
+        attributes = _Attributes()
     out.append(f"<{element.tag}")
     for key, value in element.attrib.items():
-        out.append(f' {key}="{_escaped(single_line(value), _ATTRIBUTE_ESCAPES)}"')
+        out.append(f' {key}="{attributes[value]}"')
     text = block(element.text) if element.text else element.text
     if len(element):
         inner = "\n" + "  " * (level + 1)
@@ -61,7 +73,7 @@ def _xml(element: ET.Element, out: list[str], level: int = 0) -> None:
         for index, child in enumerate(element):
             if index:
                 out.append(inner)
-            _xml(child, out, level + 1)
+            _xml(child, out, level + 1, attributes)
         out.append(f"\n{'  ' * level}</{element.tag}>")
     elif text:
         out.append(f">{_escaped(text, _TEXT_ESCAPES)}</{element.tag}>")
@@ -135,7 +147,7 @@ def _result_case(check_id: str, result: CheckResult, reading: _Reading) -> tuple
     case = ET.Element("testcase", classname=check_id, name=result.node, time=f"{result.duration_s:.3f}")
     message = _clean(result.summary)
     body = _clean("\n".join(
-        [f"{m.name}: {format_value(m)} {format_threshold(m)}".rstrip() for m in result.measurements]
+        [f"{m.name}: {quantity(m.value, m.unit)} {format_threshold(m)}".rstrip() for m in result.measurements]
         + [f"fix: {hint}" for hint in fixes(result, reading.unreachable)]))
     counted = ""
     blocks = id(result) in reading.blocking
@@ -155,9 +167,10 @@ def _result_case(check_id: str, result: CheckResult, reading: _Reading) -> tuple
     elif result.status is Status.SKIP:
         counted = "skipped"
         ET.SubElement(case, "skipped", message=message)
-    out = _clean("\n".join([f"{result.status.value}: {result.summary}", body] + list(result.details)
-                           + (reading.changes if check_id == BASELINE_CHECK_ID else [])
-                           + [f"$ {e.command}\n{e.output_tail}" for e in result.evidence]))
+    # Neutralised as it is written (_xml), as every text is: not here as well.
+    out = "\n".join([f"{result.status.value}: {result.summary}", body] + list(result.details)
+                    + (reading.changes if check_id == BASELINE_CHECK_ID else [])
+                    + [f"$ {e.command}\n{e.output_tail}" for e in result.evidence])
     ET.SubElement(case, "system-out").text = out
     return case, counted
 

@@ -281,14 +281,12 @@ def drawn_axes(monkeypatch, report: RunReport) -> list:
     """The axes each chart of `report` draws, laid out as the SVG is."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     found = []
 
     def draw_only(name, title, inches, draw):
         with matplotlib.rc_context(charts._style(name)):
-            fig = Figure(figsize=inches, layout="constrained")
-            draw(fig)
+            fig = charts.laid_out(inches, draw)
             canvas = FigureCanvasAgg(fig)
             canvas.draw()
             found.append((title, fig, canvas.get_renderer()))
