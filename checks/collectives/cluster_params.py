@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from preflight.core.check import TOO_FEW_NODES_FIXES, Learnable, param
 from preflight_checks.collectives.figures import MIB
-from preflight.launch.isolation_findings import SHARED_CAUSE_FIX
+from preflight.launch.isolation_findings import SHARED_CAUSE_FIX, suspect_fix
 from preflight.launch.recheck import INTERMITTENT_FIX, TRANSIENT_FIX
 
 # The sizes collectives.local uses: on GPUs 256 MiB is where inter-node busbw reaches its plateau
@@ -138,10 +138,7 @@ FIXES = {
                           "switches (error counters, oversubscription, a failed member of a LAG)."),
     "straggler": ("The node named is slow in every group it joins, though it works: compare its GPU clocks, thermal "
                   "state and NIC speed with its peers (gpu.visibility, net.bandwidth); replace it if it stays slow."),
-    "suspect": ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
-                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then. When the pass "
-                "stopped at its time limit before measuring it again later, give it more time: pairwise_timeout_s and "
-                "timeout in [checks.\"collectives.cluster\"] of preflight.toml."),
+    "suspect": suspect_fix("collectives.cluster", "pairwise_timeout_s"),
     "isolation-ambiguous": ("The evidence names several candidates: run again with isolation = \"pairs\" on those nodes "
                             "(--nodes with just them), or measure each candidate link with net.bandwidth."),
     "isolation-not-reproduced": ("The all-node run was bad but no group reproduced it: a transient fault, or one that "

@@ -61,7 +61,7 @@ from preflight.launch.topology import topology_of
 from preflight_checks.net.isolation import (
     ISOLATION_METHODS, adaptive_pass, screen_reason,
 )
-from preflight.launch.isolation_findings import SHARED_CAUSE_FIX
+from preflight.launch.isolation_findings import SHARED_CAUSE_FIX, suspect_fix
 from preflight.launch.recheck import (
     FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
 )
@@ -205,10 +205,7 @@ class NetBandwidth(Check):
         "straggler": ("The node named moves data slower than its peers in most of its groups, though it works: compare "
                       "its NIC's negotiated speed and errors (ethtool <iface>; ethtool -S <iface>) and its host load "
                       "with theirs; replace it if it stays slow."),
-        "suspect": ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
-                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then. When the pass "
-                "stopped at its time limit before measuring it again later, give it more time: isolation_timeout_s and "
-                "timeout in [checks.\"net.bandwidth\"] of preflight.toml."),
+        "suspect": suspect_fix("net.bandwidth", "isolation_timeout_s"),
         "isolation-ambiguous": ('The evidence names several candidates: run again with pattern = "full" on just those '
                                 "nodes (--nodes), which measures every ordered pair among them."),
         "isolation-not-reproduced": ("The ring was slow but no group reproduced it: a transient fault, or one that "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from preflight.launch.isolation_findings import SHARED_CAUSE_FIX
+from preflight.launch.isolation_findings import SHARED_CAUSE_FIX, suspect_fix
 from preflight.launch.isolation_launch import adaptive_pass, judged_group, node_times, pinned
 from preflight.engine.context import ClusterContext
 from preflight.launch.topology import topology_of
@@ -33,10 +33,7 @@ ISOLATION_FIXES = {
                           "switches (error counters, oversubscription, a failed member of a LAG)."),
     "straggler": ("The node named computes a step slower than its peers, though it works: compare its GPU clocks, "
                   "thermal and power state and host load with theirs (gpu.visibility, scaling.multi_gpu)."),
-    "suspect": ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
-                "again on the nodes named (--nodes); a suspect that is bad again is confirmed then. When the pass "
-                "stopped at its time limit before measuring it again later, give it more time: isolation_timeout_s and "
-                "timeout in [checks.\"scaling.multi_node\"] of preflight.toml."),
+    "suspect": suspect_fix("scaling.multi_node", "isolation_timeout_s"),
     "isolation-ambiguous": ("The evidence names several candidates: run scaling.multi_node or collectives.cluster "
                             "again on just those nodes (--nodes), or measure each candidate link with net.bandwidth."),
     "isolation-not-reproduced": ("No smaller group reproduced the loss: it appears only with every node at once "

@@ -37,6 +37,16 @@ SHARED_CAUSE_FIX = ("Several components were confirmed at once under one topolog
                     "error and congestion counters, other jobs' traffic through it) or that node's NIC, then run "
                     "the check again on those nodes (--nodes).")
 
+
+
+def suspect_fix(check_id: str, pass_time: str) -> str:
+    """The fix of a check's `suspect` finding; `pass_time`: the check's option for its pass's time limit."""
+    return ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
+            "again on the nodes named (--nodes); a suspect that is bad again is confirmed then. When the pass stopped "
+            f"at its time limit before measuring it again later, give it more time: {pass_time} and timeout in "
+            f'[checks."{check_id}"] of preflight.toml.')
+
+
 NOT_REPRODUCED = ("no group of nodes reproduced the fault on its own: it appears only with all nodes together "
                   "(congestion, an oversubscribed uplink, the size of the job), or it was transient")
 
