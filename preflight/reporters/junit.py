@@ -23,8 +23,7 @@ from preflight.core.compare import BASELINE_CHECK_ID, baseline_of
 from preflight.core.model import CLUSTER_NODE, CheckResult, RunReport, Status
 from preflight.reporters.baseline import describe
 from preflight.reporters.safe_text import block, single_line
-from preflight.reporters.numbers import quantity
-from preflight.reporters.view import decision_of, fixes, format_threshold
+from preflight.reporters.view import decision_of, fixes, format_threshold, format_value
 from preflight.core.verdict import Decision, Verdict
 
 FILENAME = "junit.xml"  # what this reporter writes in the output directory
@@ -147,7 +146,7 @@ def _result_case(check_id: str, result: CheckResult, reading: _Reading) -> tuple
     case = ET.Element("testcase", classname=check_id, name=result.node, time=f"{result.duration_s:.3f}")
     message = _clean(result.summary)
     body = _clean("\n".join(
-        [f"{m.name}: {quantity(m.value, m.unit)} {format_threshold(m)}".rstrip() for m in result.measurements]
+        [f"{m.name}: {format_value(m)} {format_threshold(m)}".rstrip() for m in result.measurements]
         + [f"fix: {hint}" for hint in fixes(result, reading.unreachable)]))
     counted = ""
     blocks = id(result) in reading.blocking

@@ -352,12 +352,9 @@ def noisy_figures(report: RunReport, threshold: float = NOISY_SPREAD) -> list[No
     found = []
     for result in report.results:
         for m in result.measurements:
-            if len(m.samples) < 2:  # fewer samples have no spread
-                continue
-            spread = m.spread
-            if spread is not None and spread > threshold:  # is_noisy, its spread computed once
-                found.append(NoisyFigure(result.check_id, m.node or result.node, m.name, spread, len(m.samples),
-                                         cluster=not m.node and result.scope is Scope.CLUSTER))
+            if len(m.samples) > 1 and is_noisy(m, threshold):  # fewer samples have no spread
+                found.append(NoisyFigure(result.check_id, m.node or result.node, m.name, m.spread or 0.0,
+                                         len(m.samples), cluster=not m.node and result.scope is Scope.CLUSTER))
     found.sort(key=lambda f: -f.spread)
     return found
 
