@@ -8,7 +8,7 @@ import statistics
 from typing import Any
 
 from preflight.core.check import measure
-from preflight.core.model import FIGURE_LINK, Finding, Measurement, Status
+from preflight.core.model import COMPONENT_LINK, FIGURE_LINK, Component, Finding, Measurement, Status
 from preflight.launch.isolation_findings import isolation_findings
 
 SHORTFALL_KINDS = ("slow-link",)  # what one ring below its floor FAILs on
@@ -120,3 +120,50 @@ def recheck_text(rechecks: list[dict[str, Any]], min_gbps: float) -> str:
         if met_floor(recheck, min_gbps) is not None:
             seen.append(f"{min(statistics.median(link_values(link)) for link in _measurable(recheck['links'])):.2f}")
     return f"then slowest {', '.join(seen)} Gbit/s" if seen else ""
+
+
+# -- a link that drops out in single samples (a flapping link the medians hide) --------------------------
+
+FLAPPING_FIX = ("A link that drops far under its floor in single measurements while its median passes: read "
+                 "the error and link-flap counters at both ends (ethtool -S <iface>; ip -s link show <iface>) "
+                 "and at the switch port between them, then reseat or replace the cable or transceiver. Once "
+                 "(WARN) can be another job's burst: run again with more repeats in [checks.\"net.bandwidth\"] "
+                 "of preflight.toml and see whether it drops again. Nothing is acted on for a link.")
+
+
+def flapping_links(rings: list[list[dict[str, Any]]], far_gbps: float, min_gbps: float) -> list[dict[str, Any]]:
+    """Links whose median met `min_gbps` in every ring that measured them, yet with a sample under
+    `far_gbps` in one ring or more: a link that comes and goes, which the median of its repeats hides.
+    Each: its label and ends, the rings that measured it, those it dropped in, and its low samples."""
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for index, links in enumerate(rings):
+        for link in _measurable(links):
+            values = link_values(link)
+            if not values:
+                continue
+            entry = seen.setdefault((link["src"], link["dst"]), {
+                "label": f"{link['src']} -> {link['dst']}", "ends": [link["src"], link["dst"]], "rings": 0,
+                "dropped": [], "low": [], "met": True})
+            entry["rings"] += 1
+            entry["met"] = entry["met"] and statistics.median(values) >= min_gbps
+            low = [v for v in values if v < far_gbps]
+            if low:
+                entry["dropped"].append(index + 1)
+                entry["low"] += low
+    return [e for e in seen.values() if e["met"] and e["dropped"]]
+
+
+def flapping_finding(check: Any, flap: dict[str, Any], far_gbps: float, min_gbps: float) -> Finding:
+    """A FAIL when the link dropped in two rings or more (a healthy link does not fall under half its
+    floor twice), else a WARN; a link is nobody's own: nothing is acted on."""
+    twice = len(flap["dropped"]) >= 2
+    low = ", ".join(f"{v:.2f}" for v in flap["low"])
+    message = (f"{flap['label']} dropped under {far_gbps:g} Gbit/s in {len(flap['dropped'])} of the "
+               f"{flap['rings']} all-node readings that measured it (samples {low} Gbit/s), while the median of "
+               f"its samples met {min_gbps:g} Gbit/s in each: " +
+               ("a link that comes and goes (flapping); nothing is acted on" if twice else
+                "once, which another job's burst can do too; a link that drops again is flapping"))
+    finding = check.finding("flapping-link", Status.FAIL if twice else Status.WARN, message)
+    finding.component = Component(COMPONENT_LINK, list(flap["ends"]), confirmed=False,
+                                  confirmation={"bad_in": len(flap["dropped"]), "of": flap["rings"]})
+    return finding

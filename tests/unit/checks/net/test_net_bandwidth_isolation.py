@@ -295,3 +295,63 @@ def test_a_ring_that_met_its_floor_is_go_only_when_the_second_ring_meets_it_too(
 def test_a_fault_the_pass_names_is_never_measured_again():
     facts = facts_for([Fault("slow-node", ("n3",), 0.3)])
     assert not recheck_wanted(facts["isolation"]["isolation"])
+
+
+# -- a link that drops out in single samples while its median passes ----------------------------------
+
+
+def _three_samples(links: list[dict], drop: dict[tuple[str, str], float] | None = None) -> list[dict]:
+    """The ring's links with three samples each (repeats = 3), as iperf3 reads them on a steady fabric;
+    a link in `drop` has its second sample at that figure (one measurement in a bad burst)."""
+    out = []
+    for link in links:
+        gbps = link["samples"][0]["gbps"]
+        second = (drop or {}).get((link["src"], link["dst"]), gbps * 0.99)
+        out.append({**link, "samples": [{"gbps": gbps}, {"gbps": round(second, 3)}, {"gbps": round(gbps * 1.01, 3)}]})
+    return out
+
+
+def _ring_facts(links: list[dict], rechecks: list[list[dict]]) -> dict:
+    return {"pattern": "ring", "nodes": NODES, "unreachable": [], "addresses": {n: n for n in NODES},
+            "streams": 1, "duration_s": 1, "repeats": 3, "probe": {n: {"iperf3": True} for n in NODES},
+            "links": links, "rounds": [[list(p) for p in r] for r in ring_rounds(NODES)],
+            "rechecks": [{"links": r} for r in rechecks]}
+
+
+def _report_of(outcome):
+    from preflight.core.model import CheckResult, NodeInfo, RunReport, Scope
+
+    result = CheckResult("net.bandwidth", "cluster", outcome.status, outcome.summary, scope=Scope.CLUSTER,
+                         findings=outcome.findings)
+    return RunReport(started_at="2026-12-03T00:00:00+00:00", nodes=[NodeInfo(n) for n in NODES],
+                     planned=["net.bandwidth"], cluster_checks=["net.bandwidth"], results=[result])
+
+
+def test_a_link_that_drops_far_under_the_floor_in_single_samples_is_flapping_though_its_medians_pass():
+    from preflight.core.blame import blames
+    from preflight.core.verdict import Verdict, decide
+
+    steady = _three_samples(ring_links([]))
+    healthy = evaluate(_ring_facts(steady, [_three_samples(ring_links([], seed=5))]))
+    assert healthy.status is Status.PASS and ids(healthy) == []
+    dropped = _three_samples(ring_links([]), {("n2", "n3"): 1.2})  # 1.2 Gbit/s against a floor of 8
+    again = _three_samples(ring_links([], seed=5), {("n2", "n3"): 0.9})
+
+    once = evaluate(_ring_facts(dropped, [_three_samples(ring_links([], seed=5))]))
+    assert once.status is Status.WARN and ids(once) == ["flapping-link"]  # once: another job's burst can do that
+    (finding,) = [f for f in once.findings if f.id == "net.bandwidth.flapping-link"]
+    assert finding.level is Status.WARN and "n2 -> n3 dropped under 4 Gbit/s in 1 of the 2" in finding.message
+    assert "1.20" in finding.message and finding.fix
+    assert (finding.component.kind, finding.component.nodes, finding.component.confirmed) == \
+        ("link", ["n2", "n3"], False)
+
+    twice = evaluate(_ring_facts(dropped, [again]))
+    assert twice.status is Status.FAIL and ids(twice) == ["flapping-link"]  # a healthy link does not drop twice
+    report = _report_of(twice)
+    assert decide(report).verdict is Verdict.NO_GO
+    assert blames(report) == {}  # a link: nobody's own, nothing drained or cordoned for it
+
+    # a link whose median is below the floor is a slow link, judged by the readings, not flapping
+    slow = [{**link, "samples": [{"gbps": 1.0}, {"gbps": 1.1}, {"gbps": 9.0}]} if link["src"] == "n2" else link
+            for link in steady]
+    assert "flapping-link" not in ids(evaluate(_ring_facts(slow, [slow, slow])))
