@@ -158,11 +158,12 @@ def flapping_finding(check: Any, flap: dict[str, Any], far_gbps: float, min_gbps
     floor twice), else a WARN; a link is nobody's own: nothing is acted on."""
     twice = len(flap["dropped"]) >= 2
     low = ", ".join(f"{v:.2f}" for v in flap["low"])
-    message = (f"{flap['label']} dropped under {far_gbps:g} Gbit/s in {len(flap['dropped'])} of the "
-               f"{flap['rings']} all-node readings that measured it (samples {low} Gbit/s), while the median of "
-               f"its samples met {min_gbps:g} Gbit/s in each: " +
-               ("a link that comes and goes (flapping); nothing is acted on" if twice else
-                "once, which another job's burst can do too; a link that drops again is flapping"))
+    readings = f"{len(flap['dropped'])} of the {flap['rings']} all-node readings that measured it"
+    message = (f"the link {flap['label']} is flapping: it dropped under {far_gbps:g} Gbit/s in {readings} (samples "
+               f"{low} Gbit/s) while its median met {min_gbps:g} Gbit/s in each; nothing is acted on" if twice else
+               f"the link {flap['label']} dropped under {far_gbps:g} Gbit/s once, in {readings} (sample {low} Gbit/s), "
+               f"while its median met {min_gbps:g} Gbit/s: another job's burst can do that; if it drops again, it "
+               "is flapping")
     finding = check.finding("flapping-link", Status.FAIL if twice else Status.WARN, message)
     finding.component = Component(COMPONENT_LINK, list(flap["ends"]), confirmed=False,
                                   confirmation={"bad_in": len(flap["dropped"]), "of": flap["rings"]})

@@ -340,7 +340,7 @@ def test_a_link_that_drops_far_under_the_floor_in_single_samples_is_flapping_tho
     once = evaluate(_ring_facts(dropped, [_three_samples(ring_links([], seed=5))]))
     assert once.status is Status.WARN and ids(once) == ["flapping-link"]  # once: another job's burst can do that
     (finding,) = [f for f in once.findings if f.id == "net.bandwidth.flapping-link"]
-    assert finding.level is Status.WARN and "n2 -> n3 dropped under 4 Gbit/s in 1 of the 2" in finding.message
+    assert finding.level is Status.WARN and "n2 -> n3 dropped under 4 Gbit/s once, in 1 of the 2" in finding.message
     assert "1.20" in finding.message and finding.fix
     assert (finding.component.kind, finding.component.nodes, finding.component.confirmed) == \
         ("link", ["n2", "n3"], False)
