@@ -26,9 +26,9 @@ through preflight_checks.net.isolation): a few rounds where the full matrix take
 never judged alone (preflight.launch.recheck.take_readings): a second ring always, at the end, and a
 third when the first was below the floor and the pass blamed nothing; slow links below the floor in
 every ring FAIL, in most rings (or under half the floor in one) are an intermittent FAIL, and rings
-that met it otherwise make them a transient WARN. A link whose median met the floor in every ring
-but with a single measurement under half of it is flapping: a WARN when it dropped in one ring (another
-job's burst can do that), a FAIL when it dropped in two; a link is nobody's own, so nothing is acted on.
+that met it otherwise make them a transient WARN. A link whose median met the floor in every ring but
+that dropped under a quarter of it in single measurements of two rings is flapping (a FAIL; a link is
+nobody's own, so nothing is acted on); one drop is only noted.
 
 A link whose route is local to the sender (the target is one of the sender's own addresses, or
 loopback) would measure memory bandwidth, not the network, so it is ERROR and never measured.
@@ -68,7 +68,7 @@ from preflight.launch.recheck import (
     FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
 )
 from preflight_checks.net.bandwidth_judge import (
-    FLAPPING_FIX, SHORTFALL_KINDS, below_floor, flapping_finding, flapping_links, isolation_part, judge_link, met_floor,
+    FLAPPING_FIX, SHORTFALL_KINDS, below_floor, flapping_part, isolation_part, judge_link, met_floor,
     recheck_failure, recheck_text, slow_finding,
 )
 from preflight.transport.process import RemoteProcess
@@ -462,9 +462,9 @@ class NetBandwidth(Check):
             details += more
         findings += shortfall
         rings = [facts.get("links", [])] + [r.get("links", []) for r in facts.get("rechecks", [])]
-        far_gbps = FAR_BELOW * params.min_gbps
-        findings += [flapping_finding(type(self), flap, far_gbps, params.min_gbps)
-                     for flap in flapping_links(rings, far_gbps, params.min_gbps)]
+        flapping, more = flapping_part(type(self), rings, params.min_gbps)
+        findings += flapping
+        details += more
         if not measured and not findings:
             findings.append(self.finding("nothing-measured", Status.ERROR, "no link was measured"))
         isolated, more = isolation_part(type(self), facts.get("isolation"), params.min_gbps,
