@@ -7,8 +7,9 @@ Each run measures a ring of N nodes the way net.bandwidth does: every link `repe
 the ring's rounds of disjoint pairs one after another, a second ring always, a third when the first
 had a link below the floor (as after an isolation pass that pinned nothing). Every iperf3 sample is a
 burst of preflight.launch.isolation_sim's FaultModel under the fabric's noise (Fabric: Student-t
-noise with 3 degrees of freedom at the scale given, a factor per leaf switch of 32 nodes (sd 3%, AR(1)
-over rounds), a noisy neighbour slowing one switch to 0.6-0.8 for 2 to 8 rounds), healthy links at
+noise with 3 degrees of freedom at the scale given, a factor per leaf switch of a quarter of the nodes,
+2 to 32, as the fault corpus has them (sd 3%, AR(1) over rounds), a noisy neighbour slowing one switch
+to 0.6-0.8 for 2 to 8 rounds), healthy links at
 `above` times the floor. The facts go through the check's own evaluate (NetBandwidth.evaluate).
 
 Two fleets per cell: healthy, and healthy but for one flapping ring link (13% of its figure in half its
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,13 +34,13 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from error_rates import percent, wilson, with_interval  # noqa: E402
 from preflight.core.check import Expect  # noqa: E402
 from preflight.core.model import Status  # noqa: E402
+from preflight.launch.fault_corpus import switch_size  # noqa: E402
 from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks  # noqa: E402
 from preflight.launch.pairs import ring_rounds  # noqa: E402
 from preflight_checks.net.bandwidth import NetBandwidth, Params  # noqa: E402
 from preflight_checks.net.bandwidth_judge import below_floor  # noqa: E402
 
 NOMINAL_GBPS = 25.0  # a healthy link's figure; only ratios matter
-SWITCH = 32
 check = NetBandwidth()
 
 
@@ -58,7 +58,7 @@ def ring(model: FaultModel, rounds: list[list[tuple[str, str]]], repeats: int) -
 def one_run(nodes: list[str], faults: list[Fault], noise: float, above: float, repeats: int,
             seed: int) -> tuple[Any, list[list[dict]], float]:
     """The check's outcome, the rings it read and their floor, for one simulated run."""
-    model = FaultModel(nodes, faults, topology=racks(nodes, min(SWITCH, max(2, len(nodes) // 4))), noise=noise,
+    model = FaultModel(nodes, faults, topology=racks(nodes, switch_size(len(nodes))), noise=noise,
                        threshold=1.0 / above, seed=seed, times=False, fabric=Fabric())
     min_gbps = NOMINAL_GBPS / above
     rounds = ring_rounds(nodes)
@@ -91,8 +91,8 @@ def cell(count: int, noise: float, above: float, runs: int, repeats: int, seed: 
         link = (nodes[i], nodes[(i + 1) % count])  # a link the ring measures: a node to its successor
         outcome, rings, floor = one_run(nodes, [Fault("flapping-link", link, 0.13)], noise, above, repeats,
                                         rng.randrange(1 << 30))
-        median = any(statistics.median(s["gbps"] for s in entry["samples"]) < floor
-                     for links in rings for entry in links if (entry["src"], entry["dst"]) == link)
+        median = below_floor([entry for links in rings for entry in links if (entry["src"], entry["dst"]) == link],
+                             floor)
         rule = flapping(outcome, link)
         counts["flap_nogo"] += outcome.status is Status.FAIL
         counts["flap_median"] += median

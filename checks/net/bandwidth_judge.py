@@ -140,7 +140,7 @@ FLAPPING_FIX = ("A link that drops out in single measurements while the median o
 def flapping_links(rings: list[list[dict[str, Any]]], drop_gbps: float, min_gbps: float) -> list[dict[str, Any]]:
     """Links whose median met `min_gbps` in every ring that measured them, yet with a sample under
     `drop_gbps` in one ring or more: a link that comes and goes, which the median of its repeats hides.
-    Each: its label and ends, the rings that measured it, those it dropped in, and its low samples."""
+    Each: its ends, the rings that measured it, those it dropped in, and its low samples."""
     seen: dict[tuple[str, str], dict[str, Any]] = {}
     for index, links in enumerate(rings):
         for link in _measurable(links):
@@ -148,8 +148,7 @@ def flapping_links(rings: list[list[dict[str, Any]]], drop_gbps: float, min_gbps
             if not values:
                 continue
             entry = seen.setdefault((link["src"], link["dst"]), {
-                "label": f"{link['src']} -> {link['dst']}", "ends": [link["src"], link["dst"]], "rings": 0,
-                "dropped": [], "low": [], "met": True})
+                "ends": [link["src"], link["dst"]], "rings": 0, "dropped": [], "low": [], "met": True})
             entry["rings"] += 1
             entry["met"] = entry["met"] and statistics.median(values) >= min_gbps
             low = [v for v in values if v < drop_gbps]
@@ -165,14 +164,15 @@ def flapping_part(check: Any, rings: list[list[dict[str, Any]]], min_gbps: float
     drop_gbps = DROP_BELOW * min_gbps
     findings, details = [], []
     for flap in flapping_links(rings, drop_gbps, min_gbps):
+        label = " -> ".join(flap["ends"])
         low = ", ".join(f"{v:.2f}" for v in flap["low"])
         readings = f"{len(flap['dropped'])} of the {flap['rings']} all-node readings that measured it"
         if len(flap["dropped"]) < DROPS_TO_FAIL:
-            details.append(f"{flap['label']} dropped under {drop_gbps:g} Gbit/s once ({low} Gbit/s, in {readings}) "
+            details.append(f"{label} dropped under {drop_gbps:g} Gbit/s once ({low} Gbit/s, in {readings}) "
                            "while its median met the floor: one drop is not judged; two would be a flapping link")
             continue
         finding = check.finding("flapping-link", Status.FAIL, (
-            f"the link {flap['label']} is flapping: it dropped under {drop_gbps:g} Gbit/s in {readings} (samples "
+            f"the link {label} is flapping: it dropped under {drop_gbps:g} Gbit/s in {readings} (samples "
             f"{low} Gbit/s) while its median met {min_gbps:g} Gbit/s in each; nothing is acted on"))
         finding.component = Component(COMPONENT_LINK, list(flap["ends"]), confirmed=False,
                                       confirmation={"bad_in": len(flap["dropped"]), "of": flap["rings"]})

@@ -38,7 +38,6 @@ SHARED_CAUSE_FIX = ("Several components were confirmed at once under one topolog
                     "the check again on those nodes (--nodes).")
 
 
-
 def suspect_fix(check_id: str, pass_time: str) -> str:
     """The fix of a check's `suspect` finding; `pass_time`: the check's option for its pass's time limit."""
     return ("Seen bad, but not as often or with as many partners as blaming takes: nothing is acted on. Run the check "
