@@ -10,9 +10,9 @@ a shared cause named before individual blame. Pure.
 - a node beside its switch: with a topology, each reading at the end of a confirmed node is taken
   beside one of another node under the same switch (its sibling: a known-good one first), each with a
   known-good partner, in the same round, the node with another partner than before where one is free.
-  A node that does not read well under its sibling at the same time (three deviations of the mean of
-  the differences, below) cannot be told from its switch (a neighbour's traffic, its uplink, a fleet
-  at its floor): the blame becomes a suspect, and the switch is named as one cause.
+  A node that does not read well under its sibling at the same time, in every pair (below), cannot be
+  told from its switch (a neighbour's traffic, its uplink, a fleet at its floor): the blame becomes a
+  suspect, and the switch is named as one cause.
 - standing out: a confirmed node or link is blamed only when its bad readings stand out from its
   peers: the median of its confirming readings, and that of its readings later in the pass, are each
   more than STAND_OUT deviations under the typical figure of the pass's other groups (the median of
@@ -34,13 +34,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from statistics import NormalDist
 from typing import Any, Iterator
 
 from preflight.launch.isolation_types import Attribution, Outcome, Probe, label
 
 LATER = 2  # readings at the end that must all be bad for a blame to stand
 STAND_OUT = 3.0  # robust deviations under its peers' median a blamed component's bad readings must be
+BESIDE_STAND_OUT = 2.5  # deviations (times sqrt(2/n) for n pairs) a node must read under its sibling in each pair
 MIN_PEERS = 6  # figures of other groups the comparison needs
+_NORMAL = NormalDist()
 SIBLING_TRIES = 2  # readings at the end more than LATER, while the sibling was not free to be read beside
 
 
@@ -213,17 +216,31 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
         if bad is not None and bad >= bar:
             return (f"its {what} (median {bad:.3g}) do not stand out from the pass's other groups that met the "
                     f"floor (median {math.exp(typical):.3g}; standing out takes under {bar:.3g})"), False
-    why = _beside_sibling(found, figures, spread)
+    why = _beside_sibling(found, figures, max(spread, _reading_noise(figures, members)), math.exp(typical))
     return why, bool(why)
 
 
+def _reading_noise(figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]], members: set[str]) -> float:
+    """How much one reading deviates (log scale), from the upper quantiles of every figure of the pass
+    without `members` (the 75th to the 90th percentile, in normal deviations): faults and other jobs'
+    traffic only pull figures down, and above the middle nothing is cut off at the floor, where the
+    groups that met it, in a fleet just above it, spread less than a reading does. 0.0: too few figures."""
+    every = [math.log(f) for (_, group), (f, _) in figures.items() if f is not None and f > 0 and not members <= group]
+    if len(every) < MIN_PEERS:
+        return 0.0
+    twentieths = statistics.quantiles(every, n=20, method="inclusive")
+    return (twentieths[17] - twentieths[14]) / (_NORMAL.inv_cdf(0.9) - _NORMAL.inv_cdf(0.75))
+
+
 def _beside_sibling(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]],
-                    spread: float | None) -> str:
+                    spread: float | None, typical: float | None = None) -> str:
     """Why a node does not stand out from its sibling under the same switch, read in the same rounds at the
-    end ("" when it does, or when no pair of figures was taken): the mean of the differences (log scale)
-    must exceed STAND_OUT deviations of such a mean (one difference of two readings deviates sqrt(2) times
-    as much as one reading; a mean of n of them sqrt(n) times less). `spread` None: the pass has too few
-    figures to know its noise; a sibling that read bad in every such round is enough."""
+    end ("" when it does, or when no pair of figures was taken): in every pair the difference (log scale)
+    must exceed BESIDE_STAND_OUT deviations times sqrt(2/n) for n pairs (one difference of two readings
+    deviates sqrt(2) times as much as one reading). Every pair, not their mean: heavy-tailed noise puts
+    one reading far under now and then, a fault shows in each. A sibling's figure counts up to `typical`
+    (the pass's typical figure): a sibling's lucky burst says nothing of the node. `spread` None: the pass
+    has too few figures to know its noise; a sibling that read bad in every such round is enough."""
     later = {m.get("round"): m for m in found.confirmation.get("later", [])}
     pairs = []
     for b in found.confirmation.get("beside", []):
@@ -241,13 +258,15 @@ def _beside_sibling(found: Attribution, figures: dict[tuple[int, frozenset[str]]
             shown = "; ".join(f"round {b['round']} {label(b['group'])} bad" for b, _, _ in pairs)
             return f"another node under its switch read bad at the same time ({shown})"
         return ""
-    gap = statistics.fmean(math.log(theirs) - math.log(mine) for _, mine, theirs in pairs)
-    margin = STAND_OUT * spread * math.sqrt(2 / len(pairs))
+    cap = math.inf if typical is None else typical
+    gap = min(math.log(min(theirs, cap)) - math.log(mine) for _, mine, theirs in pairs)
+    margin = BESIDE_STAND_OUT * spread * math.sqrt(2 / len(pairs))
     if gap >= margin:
         return ""
     shown = "; ".join(f"round {b['round']} {mine:.3g} beside {theirs:.3g} ({label(b['group'])})" for b, mine, theirs in pairs)
-    return (f"at the end it read {shown} of another node under its switch: {math.exp(-gap):.3g} of it on average "
-            f"(standing out takes under {math.exp(-margin):.3g})")
+    typical_part = f", counted up to the pass's typical {typical:.3g}" if typical is not None else ""
+    return (f"at the end it read {shown} of another node under its switch{typical_part}: {math.exp(-gap):.3g} of it "
+            f"in its closest pair (standing out takes under {math.exp(-margin):.3g} in every pair)")
 
 
 def stand_out(e: Any) -> None:
