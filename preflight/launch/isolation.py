@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator
 from preflight.launch.isolation_plan import (
     Attribution, GroupResult, Outcome, Probe, clearance_task, screen_task, straggler_task,
 )
+from preflight.launch.isolation_types import IsolationParams
 from preflight.launch.isolation_verify import conclude, to_verify, verify_task
 
 __all__ = ["Attribution", "GroupResult", "Isolation", "IsolationParams", "Round", "Stop", "isolate", "round_bound"]
@@ -46,32 +47,6 @@ UNASSIGNED = "(no group)"
 
 class Stop(Exception):
     """Raised by a measure function: no more rounds (the time is up). Its text says why."""
-
-
-@dataclass
-class IsolationParams:
-    arity: int = 8  # parts a bad group is split into, all measured in one round
-    max_rounds: int | None = None  # None: a safety limit far above what any search needs
-    clearance: bool = True  # what was bad, without the components named, measured again
-    max_passes: int = 4  # how many times a clearance that is still bad starts the search again
-    straggler_k: float = 5.0  # slow: above median + k * MAD of its group ...
-    straggler_min_excess: float = 0.25  # ... and above median * (1 + this)
-    straggler_min_group: int = 4  # nodes with times a group needs before its median means anything
-    straggler_partners: int = 4  # known-good nodes a straggler is measured again among
-    straggler_confirm: int = 3  # slow in at least this many observations (and most of them) to be named
-    # Blame only when confirmed (preflight.launch.isolation_plan.confirm): bad in at least confirm_bad
-    # of at most confirm_of measurements, with confirm_partners different known-good partners at least.
-    confirm_bad: int = 4
-    confirm_of: int = 4
-    confirm_partners: int = 2
-    # What confirmed is measured again after the searches, until confirm_span rounds after its first bad
-    # reading (preflight.launch.isolation_verify); a partner is trusted after trust_after good readings in
-    # different groups; shared_at_least confirmed nodes (and shared_share) of one topology group name it.
-    confirm_span: int = 6
-    verify: bool = True
-    trust_after: int = 2
-    shared_at_least: int = 3
-    shared_share: float = 0.25
 
 
 def round_bound(nodes: int) -> int:
@@ -171,7 +146,7 @@ class _Engine:
         self._ok_groups: list[frozenset[str]] = []
         self._straggling: set[str] = set()
         self._searched: set[str] = set()  # the nodes live searches hold, as a round is assembled
-        self._verified = False
+        self._verified = self._released = False
         self.stopped: str | None = None
 
     # -- what the searches ask -----------------------------------------------------------------
@@ -240,6 +215,15 @@ class _Engine:
         else:
             self._held_out.update(n for n in found.members if n in self._pos)
         self.attributions.append(found)
+
+    def release(self, found: Attribution) -> None:
+        """A blame the readings at the end did not bear out: its node is measured with the others again,
+        and, once a pass, every node together once the verification is over (a fault the blame hid from
+        the clearance, a link of that node, is searched for; bad twice, it is searched once more)."""
+        self._blamed.difference_update(found.members if found.kind == "node" else ())
+        if not self._released:
+            self._released, self._verified = True, False
+            self.add_dirty(list(self.nodes), self.params.max_passes - 2)
 
     def note(self, text: str) -> None:
         self.notes.append(text)

@@ -130,3 +130,29 @@ def split_at_most(nodes: list[str], count: int) -> list[list[str]]:
         parts.append(nodes[start:end])
         start = end
     return parts
+
+
+@dataclass
+class IsolationParams:
+    arity: int = 8  # parts a bad group is split into, all measured in one round
+    max_rounds: int | None = None  # None: a safety limit far above what any search needs
+    clearance: bool = True  # what was bad, without the components named, measured again
+    max_passes: int = 4  # how many times a clearance that is still bad starts the search again
+    straggler_k: float = 5.0  # slow: above median + k * MAD of its group ...
+    straggler_min_excess: float = 0.25  # ... and above median * (1 + this)
+    straggler_min_group: int = 4  # nodes with times a group needs before its median means anything
+    straggler_partners: int = 4  # known-good nodes a straggler is measured again among
+    straggler_confirm: int = 3  # slow in at least this many observations (and most of them) to be named
+    # Blame only when confirmed (preflight.launch.isolation_plan.confirm): bad in at least confirm_bad
+    # of at most confirm_of measurements, with confirm_partners different known-good partners at least.
+    confirm_bad: int = 4
+    confirm_of: int = 4
+    confirm_partners: int = 2
+    # What confirmed is measured again after the searches, until confirm_span rounds after its first bad
+    # reading (preflight.launch.isolation_verify); a partner is trusted after trust_after good readings in
+    # different groups; shared_at_least confirmed nodes (and shared_share) of one topology group name it.
+    confirm_span: int = 6
+    verify: bool = True
+    trust_after: int = 2
+    shared_at_least: int = 3
+    shared_share: float = 0.25

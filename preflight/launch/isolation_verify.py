@@ -6,7 +6,9 @@ a shared cause named before individual blame. Pure.
   its first bad reading; the last LATER readings decide: all bad, the blame stands; one good (or not
   measured), it becomes a suspect, never acted on (one reading alone is below the floor now and then
   on a healthy fabric). Readings taken in consecutive rounds share whatever lasted that long (a
-  neighbour's traffic through one switch); one taken after the others have ended does not.
+  neighbour's traffic through one switch); one taken after the others have ended does not. A blame that
+  falls is released (the engine's `release`): it had kept its node out of the clearance, so once a pass
+  every node is measured together again, and what it hid (a link of that node) is searched for.
 - a node beside its switch: with a topology, each reading at the end of a confirmed node is taken
   beside one of another node under the same switch (its sibling: a known-good one first), each with a
   known-good partner, in the same round, the node with another partner than before where one is free.
@@ -72,9 +74,9 @@ def _probe(e: Any, found: Attribution) -> Probe:
 
 
 def to_verify(e: Any) -> list[Attribution]:
-    """The confirmed nodes, links and boundaries: each is measured again by a verify_task of its own."""
+    """The confirmed nodes, links and boundaries not measured again yet: each is, by a verify_task of its own."""
     return [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous
-            and a.kind in ("node", "link", "boundary")]
+            and a.kind in ("node", "link", "boundary") and "later" not in a.confirmation]
 
 
 def sibling(e: Any, found: Attribution) -> str | None:
@@ -135,6 +137,8 @@ def verify_task(e: Any, found: Attribution) -> Iterator[list[Probe]]:
         enough = other is None or paired >= LATER or len(readings) >= LATER + SIBLING_TRIES
         if not measured or outcome.good or (spread and len(readings) >= LATER and enough):
             _decide(found, readings, measured, beside)
+            if found.confidence != "confirmed":
+                e.release(found)
             return
 
 

@@ -268,6 +268,30 @@ def test_with_enough_figures_to_know_the_noise_a_node_must_read_well_under_its_s
     assert [(a.kind, a.members) for a in blamed.attributions if a.confidence == "confirmed"] == [("node", ["n05"])]
 
 
+
+def test_a_blame_the_end_does_not_bear_out_lets_the_pass_search_what_it_hid():
+    # rack01 (n02, n03) slowed for the first six rounds: both read bad with every partner, are confirmed
+    # and left out of the clearance, which then reads good though the link n02-n07 runs at half its
+    # figure. Read again at the end (with other partners than n07), n02 and n03 are good: their blames
+    # fall, every node is measured together once more, and the link they hid is found and confirmed.
+    model = FaultModel(EIGHT, [Fault("bad-link", ("n02", "n07"), 0.5)], topology=PAIRS, noise=0.0, seed=1, times=False)
+    state = {"round": 0}
+
+    def measure(groups):
+        state["round"] += 1
+        results = model.measure(groups)
+        if state["round"] > 6:
+            return results
+        return [GroupResult(False, figure=min(r.figure, 0.6)) if any(PAIRS[n] == "rack01" for n in g) else r
+                for g, r in zip(groups, results)]
+
+    result = isolate(EIGHT, measure, topology=PAIRS)
+    assert [(a.kind, a.members) for a in result.attributions if a.confidence == "confirmed"] == [("link", ["n02", "n07"])]
+    fallen = [a for a in result.attributions if a.kind == "node"]
+    assert sorted(a.members[0] for a in fallen) == ["n02", "n03"]
+    assert all(any("good at the end, so not blamed" in line for line in a.evidence) for a in fallen)
+
+
 def _beside(mine: list[float], theirs: list[float]):
     """A confirmed n02 read at the end in rounds 3 and 4, its sibling n03 beside it: (found, figures)."""
     from preflight.launch.isolation_types import Attribution
