@@ -45,7 +45,6 @@ LATER = 2  # readings at the end that must all be bad for a blame to stand
 STAND_OUT = 3.0  # robust deviations under its peers' median a blamed component's bad readings must be
 BESIDE_STAND_OUT = 2.5  # deviations (times sqrt(2/n) for n pairs) a node must read under its sibling in each pair
 MIN_PEERS = 6  # figures of other groups the comparison needs
-_NORMAL = NormalDist()
 SIBLING_TRIES = 2  # readings at the end more than LATER, while the sibling was not free to be read beside
 
 
@@ -198,15 +197,15 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
     readings = found.confirmation.get("measurements", []), found.confirmation.get("later", [])
     mine = [[figures.get((m.get("round"), frozenset(m.get("group") or ())), (None, False))[0] for m in part if m.get("bad")]
             for part in readings]
-    # Its peers: the groups without it that met the floor (faults and other jobs' traffic only pull
-    # figures down, and a pass measures many groups that hold a fault).
-    peers = [f for (_, group), (f, ok) in figures.items() if ok and f is not None and not members <= group]
     if not mine[0] or any(None in part for part in mine):
         return "", False
-    # On a log scale: a link's figures spread in proportion to its speed (unshaped links of one fabric
-    # read 2 and 6 Gbit/s in one pass), so a fixed number of deviations must mean a factor, never a
-    # difference that can reach below zero.
-    logs = [math.log(f) for f in peers if f > 0]
+    # The groups without it, on a log scale: a link's figures spread in proportion to its speed (unshaped
+    # links of one fabric read 2 and 6 Gbit/s in one pass), so a fixed number of deviations must mean a
+    # factor, never a difference that can reach below zero. Its peers are those that met the floor
+    # (faults and other jobs' traffic only pull figures down, and a pass measures many groups that hold a fault).
+    others = [(math.log(f), ok) for (_, group), (f, ok) in figures.items()
+              if f is not None and f > 0 and not members <= group]
+    logs = [f for f, ok in others if ok]
     if len(logs) < MIN_PEERS:
         why = _beside_sibling(found, figures, None)
         return why, bool(why)
@@ -220,20 +219,23 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
         if bad is not None and bad >= bar:
             return (f"its {what} (median {bad:.3g}) do not stand out from the pass's other groups that met the "
                     f"floor (median {math.exp(typical):.3g}; standing out takes under {bar:.3g})"), False
-    why = _beside_sibling(found, figures, max(spread, _reading_noise(figures, members)), math.exp(typical))
+    why = _beside_sibling(found, figures, max(spread, _reading_noise([f for f, _ in others])), math.exp(typical))
     return why, bool(why)
 
 
-def _reading_noise(figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]], members: set[str]) -> float:
-    """How much one reading deviates (log scale), from the upper quantiles of every figure of the pass
-    without `members` (the 75th to the 90th percentile, in normal deviations): faults and other jobs'
-    traffic only pull figures down, and above the middle nothing is cut off at the floor, where the
+# The 75th to the 90th percentile of a normal distribution, in its deviations.
+_UPPER_SPACING = NormalDist().inv_cdf(0.9) - NormalDist().inv_cdf(0.75)
+
+
+def _reading_noise(logs: list[float]) -> float:
+    """How much one reading deviates (log scale), from the upper quantiles of `logs`, every figure of the
+    pass without the component (the 75th to the 90th percentile, in normal deviations): faults and other
+    jobs' traffic only pull figures down, and above the middle nothing is cut off at the floor, where the
     groups that met it, in a fleet just above it, spread less than a reading does. 0.0: too few figures."""
-    every = [math.log(f) for (_, group), (f, _) in figures.items() if f is not None and f > 0 and not members <= group]
-    if len(every) < MIN_PEERS:
+    if len(logs) < MIN_PEERS:
         return 0.0
-    twentieths = statistics.quantiles(every, n=20, method="inclusive")
-    return (twentieths[17] - twentieths[14]) / (_NORMAL.inv_cdf(0.9) - _NORMAL.inv_cdf(0.75))
+    twentieths = statistics.quantiles(logs, n=20, method="inclusive")
+    return (twentieths[17] - twentieths[14]) / _UPPER_SPACING
 
 
 def _beside_sibling(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]],
