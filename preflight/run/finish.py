@@ -95,7 +95,8 @@ def reports(report: RunReport, run: Finishing) -> None:
     planted at its name); --textfile-dir; GITHUB_STEP_SUMMARY. results.jsonl is never touched here."""
     from preflight.core.files import FileWriteError, write_atomic
     from preflight.core.redact import scrub_report
-    from preflight.reporters import filename, renderer, view
+    from preflight.reporters import filename, view
+    from preflight.run.rendering import rendered
 
     scrub_report(report)  # no URL password or token reaches a report file: the results are masked already
     # The report is complete: keep the garbage collector from walking its objects (a million at
@@ -105,15 +106,17 @@ def reports(report: RunReport, run: Finishing) -> None:
         with view.shared():  # one view of the report for every reporter that draws one
             decision = view.build_view(report).decision
             run.verdict, run.headline = decision.verdict.value, decision.reason  # what history records, judged once
-            for fmt in run.request.formats:
-                path = run.out / filename(fmt)
-                if run.keep is not None and path.resolve() == run.keep.resolve():
-                    continue  # the input itself: it already holds this run
+            # The input itself is never written over: it already holds this run.
+            keep = run.keep.resolve() if run.keep is not None else None
+            formats = [fmt for fmt in run.request.formats if (run.out / filename(fmt)).resolve() != keep]
+            written: dict[str, Path] = {}
+            for fmt, text in rendered(report, formats):  # the HTML report last where a child renders it
                 try:
-                    write_atomic(path, renderer(fmt)(report))
-                    run.written.append(path)
+                    write_atomic(run.out / filename(fmt), text)
+                    written[fmt] = run.out / filename(fmt)
                 except FileWriteError as exc:
                     run.problems.append(str(exc))
+            run.written.extend(written[fmt] for fmt in formats if fmt in written)
             if run.step_summary:
                 _step_summary(report, run)
     finally:

@@ -1,4 +1,4 @@
-"""The one place that starts, streams, stops and kills processes.
+"""The one place that starts, streams, stops and kills commands (process_fork.py forks this process).
 
 Everything preflight runs on a node goes through `Transport.spawn(argv) -> RemoteProcess`, which is
 built on the transport's `wrap(argv)`: the local node, SSH and any other transport that can wrap an

@@ -9,7 +9,6 @@ import tomllib
 from collections import namedtuple
 from dataclasses import dataclass
 
-import pytest
 
 from preflight.core.check import Check, Learnable, param
 from preflight.history.learn import Rule, _learn_one, learn_baseline, render_profile, rules

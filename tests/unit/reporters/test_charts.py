@@ -153,7 +153,6 @@ def test_text_from_the_machine_is_escaped_inside_the_svg():
 def test_charts_need_no_extra_install():
     # matplotlib is a dependency of preflight itself: no report asks for an extra.
     import tomllib
-    from pathlib import Path
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("matplotlib") for d in project["dependencies"])
@@ -240,7 +239,6 @@ def test_odd_declarations_draw_nothing_rather_than_fail(value, at):
 
 def test_reporters_name_no_check():
     import subprocess
-    from pathlib import Path
 
     root = ROOT
     pattern = r'"(net\.bandwidth|scaling\.|collectives\.|checkpoint\.|dataloader\.|gpu\.|versions\.|storage\.|node\.)'

@@ -5,7 +5,6 @@ import json
 import os
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 

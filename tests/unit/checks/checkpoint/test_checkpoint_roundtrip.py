@@ -6,7 +6,6 @@ import copy
 import errno
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 

@@ -7,7 +7,6 @@ import os
 import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 from preflight.core.check import Expect
 from preflight.core.model import Status
