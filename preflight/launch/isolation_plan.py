@@ -21,7 +21,9 @@ The searches, for a group `S` that measured bad:
   different partners is at fault (a third decides when the two disagree); when neither node is, the
   pair is measured again and, when a and b sit in different topology groups, another pair across
   the same two groups beside it: both bad is the boundary between the groups (a trunk, a cable),
-  only a-b bad is the link between those two nodes;
+  only a-b bad is the link between those two nodes. A node read good once is cleared only when that
+  reading stands well above the pair's figure (IsolationParams.clear_above), else when good twice: a
+  slow node's lucky burst just over the floor does not make its pair a link;
 - small: three nodes and no known-good node yet: the three pairs one after another.
 And around them:
 - screen: every node at once, or each topology group on its own;
@@ -82,11 +84,15 @@ def screen_task(e: Any, given: GroupResult | None) -> Iterator[list[Probe]]:
         e.note("every node together measured good: no fault reproduced")
 
 
-def isolate_task(e: Any, nodes: list[str], trail: Trail) -> Iterator[list[Probe]]:
-    """`nodes` measured bad together: find the nodes or links inside that make it so."""
+def figure_of(outcome: Outcome) -> float | None:
+    return outcome.result.figure if outcome.result is not None else None
+
+
+def isolate_task(e: Any, nodes: list[str], trail: Trail, depth: float | None = None) -> Iterator[list[Probe]]:
+    """`nodes` measured bad together (its figure `depth`): find the nodes or links inside that make it so."""
     nodes = e.ordered(nodes)
     if len(nodes) == 2:
-        yield from pair_task(e, nodes[0], nodes[1], trail)
+        yield from pair_task(e, nodes[0], nodes[1], trail, depth)
         return
     if len(nodes) == 3 and not e.has_good(exclude=nodes):
         yield from small_task(e, nodes, trail)
@@ -100,9 +106,9 @@ def isolate_task(e: Any, nodes: list[str], trail: Trail) -> Iterator[list[Probe]
     bad = [(p, o) for p, o in zip(parts, outcomes) if o.bad]
     for part, outcome in bad:
         if len(part) == 1:  # measured with a known-good partner: it, or the link between them
-            e.spawn(pair_task(e, part[0], outcome.partners[0], trail), scope=outcome.group)
+            e.spawn(pair_task(e, part[0], outcome.partners[0], trail, figure_of(outcome)), scope=outcome.group)
         else:
-            e.spawn(isolate_task(e, part, trail), scope=part)
+            e.spawn(isolate_task(e, part, trail, figure_of(outcome)), scope=part)
     if bad:
         good = [p for p, o in zip(parts, outcomes) if o.good]
         if len(good) >= 2 and sum(map(len, good)) >= REST_AT_LEAST:
@@ -151,7 +157,8 @@ def between_task(e: Any, parts: list[list[str]], trail: Trail) -> Iterator[list[
         e.spawn(cross_task(e, unions[0], unions[1], trail), scope=unions[0] + unions[1])
 
 
-def cross_task(e: Any, a: list[str], b: list[str], trail: Trail, known_bad: bool = True) -> Iterator[list[Probe]]:
+def cross_task(e: Any, a: list[str], b: list[str], trail: Trail, known_bad: bool = True,
+               depth: float | None = None) -> Iterator[list[Probe]]:
     """A and B are each good; together they are bad (`known_bad`), or may be: find the link(s) between.
 
     A1+B1 and A2+B2 are measured at once. A bad one is searched further. When neither is, the link
@@ -163,17 +170,17 @@ def cross_task(e: Any, a: list[str], b: list[str], trail: Trail, known_bad: bool
             (outcome,) = yield [Probe((a[0], b[0]), purpose=f"{a[0]} with {b[0]}", search=True)]
             if not outcome.bad:
                 return
-            trail = trail + [step([outcome], "between single nodes")]
-        yield from pair_task(e, a[0], b[0], trail)
+            trail, depth = trail + [step([outcome], "between single nodes")], figure_of(outcome)
+        yield from pair_task(e, a[0], b[0], trail, depth)
         return
     a1, a2 = halves(a)
     b1, b2 = halves(b)
     combos = [(x, y) for x, y in ((a1, b1), (a2, b2)) if x and y]
     outcomes = yield [Probe(tuple(x + y), purpose=f"{label(x)} with {label(y)}", search=True) for x, y in combos]
     here = trail + [step(outcomes, f"between {label(a)} and {label(b)}")]
-    found = [(x, y) for (x, y), o in zip(combos, outcomes) if o.bad]
-    for x, y in found:
-        e.spawn(cross_task(e, x, y, here), scope=x + y)
+    found = [(x, y, o) for (x, y), o in zip(combos, outcomes) if o.bad]
+    for x, y, o in found:
+        e.spawn(cross_task(e, x, y, here, depth=figure_of(o)), scope=x + y)
     if found:
         return
     rest = [(x, y) for x, y in ((a1, b2), (a2, b1)) if x and y]
@@ -192,16 +199,16 @@ def halves(nodes: list[str]) -> tuple[list[str], list[str]]:
     return nodes[:middle], nodes[middle:]
 
 
-def pair_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
+def pair_task(e: Any, a: str, b: str, trail: Trail, depth: float | None = None) -> Iterator[list[Probe]]:
     """{a, b} measured bad: node a, node b, the link between them, or the boundary of their groups.
 
     Each node not known good is measured with known-good partners, a different one each time, until
     `confirm` decides: a node bad in at least `confirm_bad` of at most `confirm_of` measurements, with
     at least `confirm_partners` different partners, is at fault; one bad at least twice but less than
     that is a suspect (never blamed); good at its first measurement, or too often to be confirmed, it
-    is not at fault."""
+    is not at fault (good once is enough only well above the pair's figure `depth`: see `confirm`)."""
     trail = list(trail)
-    votes, verdict, unknown = yield from ends_task(e, a, b, trail)
+    votes, verdict, unknown = yield from ends_task(e, a, b, trail, depth)
     named = [x for x, v in verdict.items() if v in ("node", "suspect")]
     for x in named:
         partners = [p for v in votes[x] if v.bad for p in v.partners]
@@ -225,8 +232,8 @@ def pair_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
 Votes = dict[str, list[Outcome]]
 
 
-def ends_task(e: Any, a: str, b: str,
-              trail: Trail) -> Generator[list[Probe], list[Outcome], tuple[Votes, dict[str, str], list[str]]]:
+def ends_task(e: Any, a: str, b: str, trail: Trail,
+              depth: float | None = None) -> Generator[list[Probe], list[Outcome], tuple[Votes, dict[str, str], list[str]]]:
     """The measurements of pair_task: each end of {a, b} not known good with known-good partners, a
     different one each time while there is one, until `confirm` decides. Returns each end's
     measurements, its verdict ("node", "suspect", "not") and the ends no partner was free for; adds
@@ -248,13 +255,13 @@ def ends_task(e: Any, a: str, b: str,
         for x, outcome in zip(pending, outcomes):
             if outcome.result is None or outcome.result.ok is None:
                 if votes[x]:
-                    verdict[x] = confirm(e.params, votes[x], final=True)
+                    verdict[x] = confirm(e.params, votes[x], final=True, depth=depth)
                 else:
                     unknown.append(x)
                 continue
             used[x] |= set(outcome.partners)
             votes[x].append(outcome)
-            decided = confirm(e.params, votes[x])
+            decided = confirm(e.params, votes[x], depth=depth)
             if decided:
                 verdict[x] = decided
             else:
@@ -263,14 +270,20 @@ def ends_task(e: Any, a: str, b: str,
     return votes, verdict, unknown
 
 
-def confirm(params: Any, votes: list[Outcome], final: bool = False) -> str:
+def confirm(params: Any, votes: list[Outcome], final: bool = False, depth: float | None = None) -> str:
     """"node" (confirmed), "suspect", "not", or "" (measure again) from a node's measurements with
-    known-good partners, each with a different partner (the rule of `pair_task`). Pure."""
+    known-good partners, each with a different partner (the rule of `pair_task`). Good once clears a
+    node only when that reading is `clear_above` times the figure `depth` of the pair it was bad in or
+    more; else good twice does. Pure."""
     bad = [v for v in votes if v.bad]
     good = len(votes) - len(bad)
     partners = {p for v in bad for p in v.partners}
     if len(bad) >= params.confirm_bad and len(partners) >= params.confirm_partners:
         return "node"
+    clearly = [v for v in votes if v.good and (depth is None or depth <= 0 or params.clear_above is None
+                                               or figure_of(v) is None or figure_of(v) >= depth * params.clear_above)]
+    if not (clearly or good >= 2 or len(bad) >= 2 or final or len(votes) >= params.confirm_of):
+        return ""  # good once, about as slow as the pair was: that settles nothing yet
     if (good and not bad) or good > params.confirm_of - params.confirm_bad or len(votes) >= params.confirm_of \
             or final:
         return "suspect" if len(bad) >= 2 else "not"

@@ -156,3 +156,7 @@ class IsolationParams:
     trust_after: int = 2
     shared_at_least: int = 3
     shared_share: float = 0.25
+    # One good reading with a known-good partner clears an end of a bad pair only when it reads at least
+    # this many times the pair's figure; nearer, a second good reading is needed (a slow node now and then
+    # just above the floor is not cleared by one lucky burst and then blamed as a link). None: one clears.
+    clear_above: float | None = 1.25

@@ -64,3 +64,44 @@ def test_the_rule_counts_readings_and_partners():
     assert confirm(p, [reading(False, "a")]) == "not"  # good at once
     assert confirm(p, [reading(True, "a"), reading(False, "b"), reading(False, "c")]) == "not"
     assert confirm(p, [reading(True, "a"), reading(True, "b"), reading(False, "c"), reading(False, "d")]) == "suspect"
+
+
+def read_at(figure: float, partner: str, floor: float = 0.8) -> Outcome:
+    return Outcome(1, ["x", partner], [partner], GroupResult(figure >= floor, figure=figure))
+
+
+def test_one_good_reading_about_as_slow_as_the_pair_clears_nothing():
+    """A pair read 0.70; its end read good once at 0.82 with a partner (a slow node's lucky burst, just
+    over the floor of 0.8): that settles nothing; a reading well above the pair's clears at once."""
+    p = IsolationParams()  # clear_above 1.25: 0.70 x 1.25 = 0.875
+    assert confirm(p, [read_at(0.82, "a")], depth=0.70) == ""
+    assert confirm(p, [read_at(0.95, "a")], depth=0.70) == "not"
+    assert confirm(p, [read_at(0.82, "a"), read_at(0.83, "b")], depth=0.70) == "not"  # good twice
+    assert confirm(p, [read_at(0.82, "a"), read_at(0.71, "b")], depth=0.70) == ""  # one each way: again
+    assert confirm(p, [read_at(0.82, "a"), read_at(0.71, "b"), read_at(0.69, "c")], depth=0.70) == "suspect"
+    assert confirm(p, [read_at(0.82, "a")], depth=None) == "not"  # the pair's figure unknown: as before
+    assert confirm(IsolationParams(clear_above=None), [read_at(0.82, "a")], depth=0.70) == "not"
+
+
+def test_a_slow_node_with_one_lucky_burst_is_not_blamed_as_a_link_with_its_neighbour():
+    """n05 is 30% slow (0.7 of the healthy 1.0; floor 0.8); the first time it is measured with a
+    known-good partner it reads 0.82, just over the floor. Cleared by that one reading, n05 and the
+    node it was paired with were blamed, four bad readings later, as the link between them."""
+    nodes = node_names(8)
+    lucky = {"left": 1}
+
+    def measure(groups):
+        results = []
+        for group in groups:
+            figure = 1.0
+            if "n05" in group:
+                figure = 0.7
+                if len(group) == 2 and "n04" not in group and lucky["left"]:
+                    lucky["left"], figure = 0, 0.82
+            results.append(GroupResult(figure >= 0.8, figure=figure))
+        return results
+
+    result = isolate(nodes, measure)
+    assert [a.members for a in result.named("link")] == []
+    assert [a.members for a in result.named("node") if a.confidence == "confirmed"] == [["n05"]]
+    assert lucky["left"] == 0  # the lucky burst was read
