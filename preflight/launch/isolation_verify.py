@@ -50,9 +50,11 @@ SIBLING_TRIES = 2  # readings at the end more than LATER, while the sibling was 
 
 def conclude(e: Any) -> None:
     """The end of the pass, in order: unverified blames become suspects, so do those that do not stand
-    out from their peers, and what is left that shares a cause is named as one."""
+    out from their peers and links a blamed node explains, and what is left that shares a cause is
+    named as one."""
     unverified(e)
     stand_out(e)
+    explained(e)
     shared_causes(e)
 
 
@@ -180,6 +182,18 @@ def unverified(e: Any) -> None:
             found.confidence = "unconfirmed"
             found.confirmation["ended_before_later"] = True  # the suspect's finding says so, and how to give it time
             found.evidence.append("the pass ended before it was measured again later: not blamed")
+
+
+def explained(e: Any) -> None:
+    """A confirmed link with an end that is itself confirmed at fault is a suspect: every pair of a slow
+    node reads bad, and the pair was taken for a link when the node read good once with a partner."""
+    blamed = {a.members[0] for a in e.attributions if a.kind == "node" and a.confidence == "confirmed" and not a.ambiguous}
+    for found in e.attributions:
+        ends = sorted(blamed & set(found.members)) if found.kind == "link" and not found.ambiguous else []
+        if ends and found.confidence == "confirmed":
+            found.confidence = "unconfirmed"
+            found.evidence.append(f"{ends[0]} is confirmed at fault itself, and every pair of a slow node reads bad: "
+                                  "the node explains it; not blamed")
 
 
 def _figures(e: Any) -> dict[tuple[int, frozenset[str]], tuple[float | None, bool]]:

@@ -8,7 +8,8 @@ import math
 
 from preflight.launch.isolation import IsolationParams, _Engine, isolate
 from preflight.launch.isolation_sim import Fault, FaultModel, node_names, racks
-from preflight.launch.isolation_types import GroupResult
+from preflight.launch.isolation_types import GroupResult, attribution
+from preflight.launch.isolation_verify import explained
 
 NODES = node_names(32)
 SWITCHES = racks(NODES, 8)
@@ -352,3 +353,17 @@ def test_a_healthy_fleet_just_above_its_floor_drains_almost_nobody_at_eight_node
         figures = row("healthy", 8, 0.05, 0.01, 1000, seed=1, floor=round(1 / above, 4), fabric=Fabric())
         assert figures["counts"]["healthy_node_runs"] == 8000
         assert figures["counts"]["acted"] <= 8, (above, figures["counts"])
+
+
+def test_a_link_whose_end_is_blamed_itself_is_a_suspect_explained_by_the_node():
+    """A node 30% slow read good once with a partner (a deep first reading of its pair made the next one
+    look clear), its pair was confirmed as a link; later the node was confirmed on its own. Every pair of
+    a slow node reads bad: the link is named as a suspect, the node alone is blamed."""
+    e = _engine(IsolationParams(verify=False))
+    node = attribution("node", [NODES[5]], [(9, "bad with four partners")], confidence="confirmed")
+    link = attribution("link", [NODES[4], NODES[5]], [(5, "the pair again, 4 of 4")], confidence="confirmed")
+    other = attribution("link", [NODES[1], NODES[2]], [(6, "the pair again, 4 of 4")], confidence="confirmed")
+    e.attributions += [link, node, other]
+    explained(e)
+    assert (node.confidence, link.confidence, other.confidence) == ("confirmed", "unconfirmed", "confirmed")
+    assert "explains it" in link.evidence[-1] and NODES[5] in link.evidence[-1]
