@@ -84,10 +84,6 @@ def screen_task(e: Any, given: GroupResult | None) -> Iterator[list[Probe]]:
         e.note("every node together measured good: no fault reproduced")
 
 
-def figure_of(outcome: Outcome) -> float | None:
-    return outcome.result.figure if outcome.result is not None else None
-
-
 def isolate_task(e: Any, nodes: list[str], trail: Trail, depth: float | None = None) -> Iterator[list[Probe]]:
     """`nodes` measured bad together (its figure `depth`): find the nodes or links inside that make it so."""
     nodes = e.ordered(nodes)
@@ -106,9 +102,9 @@ def isolate_task(e: Any, nodes: list[str], trail: Trail, depth: float | None = N
     bad = [(p, o) for p, o in zip(parts, outcomes) if o.bad]
     for part, outcome in bad:
         if len(part) == 1:  # measured with a known-good partner: it, or the link between them
-            e.spawn(pair_task(e, part[0], outcome.partners[0], trail, figure_of(outcome)), scope=outcome.group)
+            e.spawn(pair_task(e, part[0], outcome.partners[0], trail, outcome.figure), scope=outcome.group)
         else:
-            e.spawn(isolate_task(e, part, trail, figure_of(outcome)), scope=part)
+            e.spawn(isolate_task(e, part, trail, outcome.figure), scope=part)
     if bad:
         good = [p for p, o in zip(parts, outcomes) if o.good]
         if len(good) >= 2 and sum(map(len, good)) >= REST_AT_LEAST:
@@ -170,7 +166,7 @@ def cross_task(e: Any, a: list[str], b: list[str], trail: Trail, known_bad: bool
             (outcome,) = yield [Probe((a[0], b[0]), purpose=f"{a[0]} with {b[0]}", search=True)]
             if not outcome.bad:
                 return
-            trail, depth = trail + [step([outcome], "between single nodes")], figure_of(outcome)
+            trail, depth = trail + [step([outcome], "between single nodes")], outcome.figure
         yield from pair_task(e, a[0], b[0], trail, depth)
         return
     a1, a2 = halves(a)
@@ -180,7 +176,7 @@ def cross_task(e: Any, a: list[str], b: list[str], trail: Trail, known_bad: bool
     here = trail + [step(outcomes, f"between {label(a)} and {label(b)}")]
     found = [(x, y, o) for (x, y), o in zip(combos, outcomes) if o.bad]
     for x, y, o in found:
-        e.spawn(cross_task(e, x, y, here, depth=figure_of(o)), scope=x + y)
+        e.spawn(cross_task(e, x, y, here, depth=o.figure), scope=x + y)
     if found:
         return
     rest = [(x, y) for x, y in ((a1, b2), (a2, b1)) if x and y]
@@ -281,7 +277,7 @@ def confirm(params: Any, votes: list[Outcome], final: bool = False, depth: float
     if len(bad) >= params.confirm_bad and len(partners) >= params.confirm_partners:
         return "node"
     clearly = [v for v in votes if v.good and (depth is None or depth <= 0 or params.clear_above is None
-                                               or figure_of(v) is None or figure_of(v) >= depth * params.clear_above)]
+                                               or v.figure is None or v.figure >= depth * params.clear_above)]
     if not (clearly or good >= 2 or len(bad) >= 2 or final or len(votes) >= params.confirm_of):
         return ""  # good once, about as slow as the pair was: that settles nothing yet
     if (good and not bad) or good > params.confirm_of - params.confirm_bad or len(votes) >= params.confirm_of \

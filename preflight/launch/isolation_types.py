@@ -55,6 +55,10 @@ class Outcome:
     def good(self) -> bool:
         return self.result is not None and self.result.ok is True
 
+    @property
+    def figure(self) -> float | None:
+        return self.result.figure if self.result is not None else None
+
 
 @dataclass
 class Attribution:
