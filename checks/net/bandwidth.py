@@ -22,7 +22,8 @@ When the ring finds links below the floor or failed, `isolation = "adaptive"` (t
 what is at fault: a node, the link between two nodes, or a topology boundary, or says that the
 evidence is ambiguous. Groups of nodes measure their own rings at once, bad groups are split and
 searched, and each suspect is confirmed against nodes already measured good (preflight.launch.isolation,
-through preflight_checks.net.isolation): a few rounds where the full matrix takes 2(N-1). The ring is
+through preflight_checks.net.isolation), in the rounds a search at the cluster's size needs (the check's
+timeout grows with them): a few dozen at most where the full matrix takes 2(N-1) of all pairs. The ring is
 never judged alone (preflight.launch.recheck.take_readings): a second ring always, at the end, and a
 third when the first was below the floor and the pass blamed nothing; slow links below the floor in
 every ring FAIL, in most rings (or under half the floor in one) are an intermittent FAIL, and rings
@@ -60,9 +61,8 @@ from preflight.core.model import Finding, Scope, Status
 from preflight.launch.pairs import full_rounds, ring_rounds
 from preflight.launch.isolation_launch import isolation_method
 from preflight.launch.topology import topology_of
-from preflight_checks.net.isolation import (
-    ISOLATION_METHODS, adaptive_pass, screen_reason,
-)
+from preflight_checks.net.isolation import ISOLATION_METHODS, adaptive_pass, screen_reason
+from preflight_checks.net.isolation import isolation_budget, isolation_rounds, pass_time_beyond, round_time
 from preflight.launch.isolation_findings import SHARED_CAUSE_FIX, suspect_fix
 from preflight.launch.recheck import (
     FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
@@ -107,9 +107,12 @@ class Params:
     isolation: str = param("adaptive", kind="choice", choices=ISOLATION_METHODS,
                            help=('when the ring finds slow or failed links, name the node or link at fault by '
                                  'measuring groups of nodes: "adaptive" or "off"'))
-    isolation_timeout_s: float = param(120.0, kind="duration",
-                                       help="time allowed for the isolation pass, within the check's timeout (seconds)")
-    isolation_max_rounds: int = param(32, kind="count", minimum=1, help="most rounds of the isolation pass (count)")
+    # Unset: what the cluster's size needs (preflight_checks.net.isolation.isolation_budget); timeout_at.
+    isolation_timeout_s: float | None = param(None, kind="duration", help=(
+        "time allowed for the isolation pass, within the check's timeout; unset: its rounds times a round's time "
+        "(seconds)"))
+    isolation_max_rounds: int | None = param(None, kind="count", minimum=1, help=(
+        "most rounds of the isolation pass; unset: 44 at 8 nodes and 4 more each time the cluster doubles (count)"))
 
 
 def schedule(names: list[str], pattern: str) -> list[list[tuple[str, str]]]:
@@ -159,10 +162,6 @@ def runnable(rounds: list[list[tuple[str, str]]], probes: dict[str, Any],
     links = {pair: link_entry(pair, probes, addresses) for r in rounds for pair in r}
     to_run = [[p for p in r if not links[p]["local"] and "error" not in links[p]] for r in rounds]
     return [r for r in to_run if r]
-
-
-def round_time(params: Params) -> float:
-    return params.duration_s + params.omit_s + 3  # traffic, plus starting and reporting
 
 
 def schedule_time(params: Params, rounds: list[list[tuple[str, str]]], probes: dict[str, Any],
@@ -226,6 +225,10 @@ class NetBandwidth(Check):
         "quick": {"timeout": 30, "repeats": 1, "duration_s": 3, "pattern": "ring", "isolation": "off"},
         "thorough": {"timeout": 1800, "pattern": "full", "repeats": 5, "duration_s": 10},
     }
+
+    @classmethod
+    def timeout_at(cls, nodes: int, params: Params) -> float:
+        return cls.timeout_s + pass_time_beyond(params, nodes)  # the pass grows with the cluster
 
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.nodes and expect.nodes > 1)
@@ -312,9 +315,9 @@ class NetBandwidth(Check):
 
         round_s = round_time(params)  # a round as the schedule's estimate has it
         # The last round starts with at least round_s left, and may run over it: keep that much spare.
-        budget = min(params.isolation_timeout_s, ctx.time_left() - 5 - round_s)
+        budget = min(isolation_budget(params, len(nodes)), ctx.time_left() - 5 - round_s)
         return adaptive_pass(nodes, measure_links, min_gbps=params.min_gbps, budget_s=budget, round_s=round_s,
-                             reason=reason, max_rounds=params.isolation_max_rounds, topology=topology_of(ctx))
+                             reason=reason, max_rounds=isolation_rounds(params, len(nodes)), topology=topology_of(ctx))
 
     @staticmethod
     def _probe(ctx: ClusterContext, node: str, names: list[str], addresses: dict[str, str]) -> dict[str, Any]:

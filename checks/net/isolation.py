@@ -36,6 +36,7 @@ import time
 from typing import Any, Callable
 
 from preflight.launch.isolation import GroupResult, IsolationParams, Stop, isolate
+from preflight.launch.isolation_types import pass_rounds
 
 ISOLATION_METHODS = ("adaptive", "off")
 # Links named in a group's note; a bigger group's note says how many more there are.
@@ -134,3 +135,39 @@ def adaptive_pass(nodes: list[str], measure_links: MeasureLinks, *, min_gbps: fl
     return {"method": "adaptive", "reason": reason, "budget_s": round(budget_s, 1),
             "thresholds": {"min_gbps": min_gbps}, "wall_s": round(time.monotonic() - start, 2),
             "isolation": result.to_dict(), "links": measured}
+
+
+# -- the pass's rounds and time ----------------------------------------------------------------------
+
+# The isolation pass's time that net.bandwidth's timeout_s holds already; a longer pass adds the rest.
+ISOLATION_IN_TIMEOUT_S = 120.0
+
+
+def round_time(params: Any) -> float:
+    """One round's time, as the schedule's estimate has it (seconds): traffic, plus starting and reporting."""
+    return params.duration_s + params.omit_s + 3
+
+
+def isolation_rounds(params: Any, count: int) -> int:
+    """The most rounds of the pass over `count` nodes: `isolation_max_rounds`, else what a pass at that
+    size needs (preflight.launch.isolation_types.pass_rounds)."""
+    return params.isolation_max_rounds if params.isolation_max_rounds is not None else pass_rounds(count)
+
+
+def isolation_budget(params: Any, count: int) -> float:
+    """The pass's time over `count` nodes (seconds): `isolation_timeout_s`, else its rounds'."""
+    if params.isolation_timeout_s is not None:
+        return params.isolation_timeout_s
+    return isolation_rounds(params, count) * round_time(params)
+
+
+def rounds_given(params: Any, count: int) -> int:
+    """The rounds `params` let a pass over `count` nodes run: its rounds, within its time."""
+    return min(isolation_rounds(params, count), int(isolation_budget(params, count) // round_time(params)))
+
+
+def pass_time_beyond(params: Any, count: int) -> float:
+    """What the adaptive pass over `count` nodes takes beyond the ISOLATION_IN_TIMEOUT_S that
+    net.bandwidth's timeout_s holds (seconds); 0 where no adaptive pass runs."""
+    adaptive = params.isolation == "adaptive" and params.pattern == "ring" and count >= 3
+    return max(0.0, isolation_budget(params, count) - ISOLATION_IN_TIMEOUT_S) if adaptive else 0.0

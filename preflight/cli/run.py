@@ -130,6 +130,7 @@ def _progress(plan: Any, nodes: list[Any], to_stderr: bool = False) -> Any:
 
     interval = float(os.environ.get("PREFLIGHT_PROGRESS_INTERVAL_S") or STILL_RUNNING_INTERVAL_S)
     total = sum(len(nodes) if c.scope.value == "node" else 1 for c in plan.checks)  # results expected
-    return Progress(total, {c.id: plan.config.timeout_for(c) for c in plan.checks},
+    return Progress(total, {c.id: plan.config.timeout_for(c, len(nodes) if c.scope.value == "cluster" else None)
+                            for c in plan.checks},
                     interactive=sys.stdout.isatty() and not os.environ.get("CI"), interval_s=interval,
                     echo=(lambda *a, **k: click.echo(*a, err=True, **k)) if to_stderr else click.echo)

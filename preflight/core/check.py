@@ -319,7 +319,8 @@ class Check:
     # first: "neither PyTorch nor TensorFlow is installed"); recorded in the run report.
     headlines: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type] = NoParams
-    # Wall-clock limit for collect() in its own process; config can override per check.
+    # Wall-clock limit for collect() in its own process; config can override per check (and
+    # timeout_at() may grow it with the cluster's size).
     timeout_s: ClassVar[float] = 120.0
     # Checks whose facts (on the same node) this one reads through ctx.earlier; they run first.
     run_after: ClassVar[tuple[str, ...]] = ()
@@ -399,6 +400,13 @@ class Check:
             raise ValueError(f"{cls.id}: finding kind {kind!r} at {level.value} has no fix; declare it in "
                              f"{cls.__name__}.fixes")
         return Finding(f"{cls.id}.{kind}", level, message, text, node)
+
+    @classmethod
+    def timeout_at(cls, nodes: int, params: Any) -> float:
+        """The check's wall-clock limit on a run of `nodes` reachable nodes with `params`, when no
+        config or level sets one: `timeout_s`, unless the check's work grows with the cluster (an
+        isolation pass whose rounds grow with it). Pure."""
+        return cls.timeout_s
 
     @classmethod
     def params_from(cls, overrides: dict[str, Any] | None = None) -> Any:

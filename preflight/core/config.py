@@ -118,13 +118,18 @@ class Config:
     def params_for(self, check: type[Check]) -> Any:
         return check.params_from(self.overrides_for(check))
 
-    def timeout_for(self, check: type[Check]) -> float:
+    def timeout_for(self, check: type[Check], nodes: int | None = None) -> float:
+        """The check's wall-clock limit: the config's (the check's own, then every check's), the run
+        level's, else its default, for a run of `nodes` reachable nodes where that is known (a cluster
+        check's isolation pass is given more rounds on a larger cluster: Check.timeout_at)."""
         if check.id in self.timeouts:
             return self.timeouts[check.id]
         if self.default_timeout is not None:
             return self.default_timeout
         at_level = levels.timeout(check, self.level)
-        return at_level if at_level is not None else check.timeout_s
+        if at_level is not None:
+            return at_level
+        return check.timeout_at(nodes, self.params_for(check)) if nodes else check.timeout_s
 
     def skipped_at_level(self, check: type[Check]) -> str:
         """Why the check does not run at this run's level, or ""."""

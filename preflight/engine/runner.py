@@ -427,7 +427,7 @@ class Runner:
             self.on_event(Started(CLUSTER_NODE, check.id))
             job = CheckJob(
                 check_id=check.id, node=CLUSTER_NODE, output_dir=str(self.plan.output_dir), scratch_dir=str(self.scratch),
-                timeout_s=self.plan.config.timeout_for(check), params=self.plan.config.overrides_for(check),
+                timeout_s=self.plan.config.timeout_for(check, len(reachable)), params=self.plan.config.overrides_for(check),
                 expect=self.plan.config.expect.to_dict(), nodes=[n.spec() for n in reachable],
                 node_facts=node_facts, unreachable=unreachable,
                 cluster_facts={r.check_id: r.facts for r in self.report.results if r.scope is Scope.CLUSTER},

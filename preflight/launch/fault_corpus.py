@@ -6,7 +6,7 @@ and says what the right answer is: the components to blame. One trial of a type 
 - the cross-node checks' all-node readings (collectives.cluster's all-reduce), with measurement
   noise, taken as the checks take them (preflight.launch.recheck.take_readings): the first; the
   adaptive isolation pass (preflight.launch.isolation, with its confirmation rule) from a reading
-  below its floor; a second reading always, a third after a first below it that the pass pinned on
+  below its floor, given the rounds the checks give it at that size (pass_rounds) unless told otherwise; a second reading always, a third after a first below it that the pass pinned on
   nothing; NO-GO when most readings are below the floor or one is far below it;
 - the node checks' facts (a small /dev/shm, a read-only checkpoint directory, a second torch, no
   framework): a fact carries no measurement noise, so the check that reads it FAILs on that node
@@ -26,6 +26,7 @@ spread is shared by the GPUs of its node (one node's cooling, clocks, power cap)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
@@ -36,6 +37,7 @@ from typing import Any
 from preflight.core.blame import past_radius
 from preflight.history.outliers import gpu_lagging
 from preflight.launch.isolation import IsolationParams, isolate
+from preflight.launch.isolation_types import pass_rounds
 from preflight.launch.isolation_launch import slow_ranks_reason
 from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks
 from preflight.launch.recheck import (
@@ -162,6 +164,7 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
     below it that the pass pinned on nothing; NO-GO unless most readings met the floor and none was far
     below it (intermittent is NO-GO too). Each later reading is one round."""
     passes: list[Any] = []
+    params = given_rounds(params, len(nodes))
 
     def reading() -> dict[str, Any]:
         result = model.measure([nodes])[0]
@@ -199,6 +202,13 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
             else:
                 trial.suspects += 1
                 trial.suspected.add((found_one.kind, frozenset(found_one.members)))
+
+
+def given_rounds(params: IsolationParams | None, count: int) -> IsolationParams:
+    """`params` with the most rounds a check gives a pass over `count` nodes where they name none
+    (pass_rounds): the corpus measures the pass the checks run, cut short where theirs would be."""
+    params = params or IsolationParams()
+    return params if params.max_rounds is not None else dataclasses.replace(params, max_rounds=pass_rounds(count))
 
 
 def _fail_slow(trial: Trial, nodes: list[str], slow: tuple[str, int, float] | None, gpu_noise: float,
@@ -296,7 +306,7 @@ def healthy_near_floor(count: int, trials: int, params: IsolationParams | None =
     nodes = node_names(count)
     for seed in range(trials):
         model = FaultModel(nodes, [], noise=noise, threshold=floor, seed=seed, times=False)
-        result = isolate(nodes, model.measure, params=params)
+        result = isolate(nodes, model.measure, params=given_rounds(params, count))
         blamed += any(a.confidence == "confirmed" and not a.ambiguous for a in result.attributions)
         flagged += bool(result.attributions) or any(g.ok is False for r in result.rounds for g in r.results)
     return blamed, flagged

@@ -57,3 +57,31 @@ def test_many_nodes_all_land_each_agent_is_let_go_of_and_the_reports_are_written
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []  # no partial file left
     data = json.loads((out / "results.json").read_text())
     assert len(data["results"]) == NODES * len(checks) and data["verdict"]["verdict"] == "GO"
+
+
+def test_a_cluster_check_is_given_the_time_its_isolation_pass_takes_at_the_runs_size(tmp_path, monkeypatch):
+    """net.bandwidth's pass is given more rounds on more nodes (pass_rounds); the runner hands the check
+    the timeout for the nodes it reached, not the 300 s that cut a 64-node search short at 13 rounds."""
+    from preflight.core.model import Scope
+    from preflight.engine import runner as runner_mod
+
+    registry = discover()
+    checks = registry.ordered(["net.bandwidth"])
+    bandwidth = checks[0]
+    stream = tmp_path / "stream.txt"
+    stream.write_text("\n".join([HELLO + json.dumps({"version": preflight.__version__, "python": "python3",
+                                                     "hostname": "sim"}), DONE]) + "\n")
+    given: dict[int, float] = {}
+
+    def measured(check, job, on_start=None):  # what the cluster check's process would be started with
+        given[len(job.nodes)] = job.timeout_s
+        return make_result(check.id, "cluster", Status.SKIP, "not measured here", scope=Scope.CLUSTER)
+
+    monkeypatch.setattr(runner_mod, "run_check", measured)
+    for count in (2, 8, 64):
+        nodes = [NodeTarget(Recorded(f"n{i:03d}", stream)) for i in range(count)]
+        Runner(RunPlan(checks=checks, config=Config(), output_dir=tmp_path / f"out{count}", nodes=nodes,
+                       fanout=8)).run()
+    assert given[2] == bandwidth.timeout_s  # two nodes: no pass to search with
+    assert bandwidth.timeout_s < given[8] < given[64]
+    assert given[64] == bandwidth.timeout_at(64, bandwidth.Params())

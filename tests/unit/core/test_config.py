@@ -435,3 +435,23 @@ def test_a_check_that_declares_no_finding_kinds_accepts_no_silence():
 def test_a_lookalike_id_is_refused_with_the_one_it_looks_like():
     with pytest.raises(cfg.ConfigError, match="did you mean 'node.environment.shm-small'"):
         cfg.parse('[silence]\n"node.environment.\uff53hm-small" = {reason = "r"}\n', CHECKS)
+
+
+def test_a_cluster_checks_default_timeout_grows_with_the_nodes_its_isolation_pass_searches():
+    from preflight_checks.net.bandwidth import NetBandwidth
+
+    config = cfg.load(None, {"net.bandwidth": NetBandwidth})
+    base = NetBandwidth.timeout_s
+    assert config.timeout_for(NetBandwidth) == base  # the node count unknown: the default
+    assert config.timeout_for(NetBandwidth, 2) == base  # two nodes: no pass
+    at_8, at_1024 = config.timeout_for(NetBandwidth, 8), config.timeout_for(NetBandwidth, 1024)
+    assert base < at_8 < at_1024  # 44 and 72 rounds of 9 s, less the 120 s timeout_s holds
+    assert at_8 == base + 44 * 9 - 120 and at_1024 == base + 72 * 9 - 120
+    # what the user sets wins: the check's timeout, every check's, or a pass of their own length
+    assert cfg.parse('[checks."net.bandwidth"]\ntimeout = 200\n', {"net.bandwidth": NetBandwidth}) \
+        .timeout_for(NetBandwidth, 1024) == 200
+    assert cfg.parse("[run]\ntimeout = 90\n", {"net.bandwidth": NetBandwidth}).timeout_for(NetBandwidth, 1024) == 90
+    assert cfg.parse('[checks."net.bandwidth"]\nisolation_timeout_s = 60\n', {"net.bandwidth": NetBandwidth}) \
+        .timeout_for(NetBandwidth, 1024) == base
+    assert cfg.parse('[checks."net.bandwidth"]\nisolation = "off"\n', {"net.bandwidth": NetBandwidth}) \
+        .timeout_for(NetBandwidth, 1024) == base

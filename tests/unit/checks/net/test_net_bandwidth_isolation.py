@@ -24,7 +24,7 @@ from preflight.launch.recheck import recheck_wanted
 from preflight_checks.net.bandwidth import NetBandwidth, Params
 from preflight_checks.net.bandwidth_judge import below_floor, met_floor
 from preflight_checks.net.isolation import (
-    ISOLATION_METHODS, adaptive_pass, group_links, group_result, screen_reason,
+    ISOLATION_METHODS, adaptive_pass, group_links, group_result, rounds_given, screen_reason,
 )
 
 NODES = [f"n{i}" for i in range(1, 9)]
@@ -360,3 +360,22 @@ def test_a_link_that_drops_out_in_single_samples_of_two_rings_is_flapping_though
     slow = [{**link, "samples": [{"gbps": 1.0}, {"gbps": 1.1}, {"gbps": 9.0}]} if link["src"] == "n2" else link
             for link in steady]
     assert "flapping-link" not in ids(evaluate(_ring_facts(slow, [slow, slow])))
+
+
+# -- the pass's rounds by default --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault,count", [("slow-link", 64), ("boundary", 8)])
+def test_the_default_pass_has_the_rounds_a_search_at_that_size_takes(fault, count):
+    """Under a real fabric's noise a slow link among 64 nodes, or a boundary among 8, takes 20-50 rounds
+    to search and confirm; the 120 s (13 rounds) the pass had confirmed 0-17% of them."""
+    from preflight.launch.fault_corpus import row
+    from preflight.launch.isolation_sim import Fabric
+    from preflight.launch.isolation_types import IsolationParams
+
+    def recall(rounds: int) -> float:
+        return row(fault, count, 0.05, 0.01, 20, seed=5, params=IsolationParams(max_rounds=rounds), fabric=Fabric())["recall"]
+
+    given = rounds_given(Params(), count)
+    assert given >= 44 and recall(given) >= 0.85
+    assert recall(rounds_given(Params(isolation_timeout_s=120.0), count)) <= 0.3  # the old budget, side by side
