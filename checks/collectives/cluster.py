@@ -16,9 +16,8 @@ host name resolves to 127.0.0.1 or 127.0.1.1 (common /etc/hosts defaults, contai
 namespaces), each node then advertises its own loopback and the job hangs at start. So before the
 launch every node is probed with its own Python: its host name and what that resolves to, the
 interface that carries its address (or, when none does, the route to a peer: `ip -j route get`),
-its boot id, its torch, GPUs, NCCL and gloo. The probe's answers go into the launch as
---local-addr, the rendezvous endpoint, GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, and a host name that resolves only to
-loopback is explained in the details.
+its boot id, its torch, GPUs, NCCL and gloo. The probe's answers go into the launch as --local-addr, the
+rendezvous endpoint, GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME; a loopback-only host name is explained.
 
 NCCL on GPU nodes (K = GPUs per node), gloo among K CPU processes otherwise (K = gloo_ranks_per_node).
 Figures follow nccl-tests: algbw = bytes / time, busbw = algbw x 2(n-1)/n over all n ranks. With
@@ -26,10 +25,11 @@ NCCL the ranks run with NCCL_DEBUG=INFO (subsystems INIT,NET), and which network
 nodes (NET/IB or NET/Socket) is read from its lines and reported.
 
 When the all-reduce fails, returns wrong sums, or misses a threshold that is set, and the failure is
-not already pinned on a node (one that never joined), a pass within `pairwise_timeout_s` names the
-node, link or boundary at fault: `isolation="adaptive"` all-reduces over groups at once, split and
-confirmed (preflight.isolation, about log2 N rounds); "pairs" over every pair in round-robin rounds
-(N-1): a node whose every pair is bad while other pairs are fine is at fault, else the bad pairs.
+not already pinned on a node (one that never joined), a pass within `pairwise_timeout_s` (unset: 20 s
+a round, as many as a search at the cluster's size takes; the timeout grows with it) names the node,
+link or boundary at fault: `isolation="adaptive"` all-reduces over groups at once, split and confirmed
+(preflight.isolation); "pairs" over every pair in round-robin rounds (N-1): a node whose every pair is
+bad while other pairs are fine is at fault, else the bad pairs.
 
 Processes: each torchrun is started with the node's transport's spawn(), under the guard
 (preflight.workers.guard) that prints its PID, holds the transport's stdin, and sends torchrun's
@@ -46,6 +46,7 @@ from typing import Any
 
 # Params (re-exported) lives with the check's other declarations: its fixes and hints.
 from preflight_checks.collectives.cluster_params import CPU_SIZES, FIXES, GPU_SIZES, REMEDIATION, Params  # noqa: F401
+from preflight_checks.collectives.cluster_params import PASS_IN_TIMEOUT_S
 from preflight_checks.collectives.figures import allreduce_findings, far_below, human_bytes, no_floor, recheck_text
 from preflight.core.check import Check, Expect, Outcome, measure, outcome_from_findings, too_few_nodes
 from preflight.engine.context import ClusterContext
@@ -59,7 +60,7 @@ from preflight.launch.nodes import (
 from preflight.launch.isolation_findings import isolation_findings
 from preflight.launch.recheck import judged, readings_of, take_readings
 from preflight.launch.isolation_launch import (
-    adaptive_pass, isolation_method, judged_group, node_times, pinned, slow_ranks_reason,
+    adaptive_pass, isolation_method, judged_group, node_times, pass_seconds, pinned, slow_ranks_reason, timeout_with_pass,
 )
 from preflight.launch.topology import topology_of
 from preflight.launch.pairs import attribute, round_robin
@@ -164,7 +165,8 @@ class CollectivesCluster(Check):
         facts["plan"] = plan
 
         # Time kept for the pairwise pass, which only runs when the all-node run goes wrong.
-        reserve = min(params.pairwise_timeout_s, 0.4 * ctx.time_left()) if params.pairwise and len(usable) >= 3 else 0.0
+        pass_s = pass_seconds(params.pairwise_timeout_s, len(usable))
+        reserve = min(pass_s, 0.4 * ctx.time_left()) if params.pairwise and len(usable) >= 3 else 0.0
         budget = max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S - reserve)
         port = params.rdzv_port or probes[usable[0]].get("free_port")
         facts["run"] = self._allreduce(ctx, params, usable, plan, choice, choice["sizes"], params.iters,
@@ -176,11 +178,11 @@ class CollectivesCluster(Check):
         shared = share_a_machine(probes, usable)
         reason = pairwise_reason(facts["run"], params, len(usable), shared)
         if reason and params.pairwise and params.isolation == "pairs":
-            facts["pairwise"] = self._pairwise(ctx, params, usable, plan, choice, reason, self._pass_s(ctx, params))
+            facts["pairwise"] = self._pairwise(ctx, params, usable, plan, choice, reason, min(pass_s, ctx.time_left() - SLACK_S))
         elif params.pairwise and len(usable) >= 3:  # never GO or NO-GO on one reading (preflight.launch.recheck)
             found, facts["rechecks"] = take_readings(facts["run"], lambda run: self._isolation(
                 ctx, params, usable, plan, choice, pairwise_reason(run, params, len(usable), shared),
-                self._pass_s(ctx, params), run, shared_machine=shared), lambda: self._allreduce(
+                min(pass_s, ctx.time_left() - SLACK_S), run, shared_machine=shared), lambda: self._allreduce(
                 ctx, params, usable, plan, choice, choice["sizes"], params.iters, params.warmup, ctx.time_left() - SLACK_S,
                 params.rdzv_port or pick_port(ctx, usable[0], plan[usable[0]]["ip"])),
                 lambda r: below_floor(r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
@@ -189,9 +191,9 @@ class CollectivesCluster(Check):
                 facts["isolation"] = found
         return facts
 
-    @staticmethod
-    def _pass_s(ctx: ClusterContext, params: Params) -> float:
-        return min(params.pairwise_timeout_s, ctx.time_left() - SLACK_S)
+    @classmethod
+    def timeout_at(cls, nodes: int, params: Params) -> float:  # the pass grows with the cluster
+        return timeout_with_pass(cls.timeout_s, params.pairwise_timeout_s, nodes, PASS_IN_TIMEOUT_S, params.pairwise)
 
     def _allreduce(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
                    choice: dict[str, Any], sizes: list[int], iters: int, warmup: int, budget_s: float,

@@ -14,6 +14,7 @@ from preflight.launch.recheck import INTERMITTENT_FIX, TRANSIENT_FIX
 # in nccl-tests; on CPU 16 MiB is past gloo's plateau and keeps a run within seconds.
 GPU_SIZES = [8, MIB, 32 * MIB, 256 * MIB]
 CPU_SIZES = [8, MIB, 16 * MIB]
+PASS_IN_TIMEOUT_S = 120.0  # the pass's time that timeout_s holds (pairwise_timeout_s was 120 s); a longer pass adds the rest
 
 
 @dataclass
@@ -74,7 +75,11 @@ class Params:
                                  "fault (true/false)"))
     isolation: str = param("adaptive", kind="choice", choices=("adaptive", "pairs"),
                            help='how the pass names what is at fault: "adaptive" (groups of nodes) or "pairs"')
-    pairwise_timeout_s: float = param(120.0, kind="duration", help="time allowed for the pairwise pass (seconds)")
+    # Unset: the rounds a search at the cluster's size takes, 20 s each (isolation_launch.pass_seconds);
+    # the check's timeout, which held PASS_IN_TIMEOUT_S of it, grows by the rest.
+    pairwise_timeout_s: float | None = param(None, kind="duration", help=(
+        "time allowed for the pairwise pass; unset: 20 s for each round a search at the cluster's size may take, "
+        "880 s at 8 nodes (seconds)"))
     pairwise_iters: int = param(5, kind="count", minimum=1,
                                 help="timed operations per pair in the pairwise pass (count)")
 

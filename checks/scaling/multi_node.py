@@ -18,7 +18,8 @@ min_efficiency and above, WARN down to warn_efficiency, FAIL below.
 
 When E is below min_efficiency, or the all-node run fails without being pinned on a node, and
 there are three nodes or more, an adaptive isolation pass (`isolation = "adaptive"`, within
-`isolation_timeout_s`; preflight.launch.isolation_launch, as collectives.cluster runs it) trains
+`isolation_timeout_s`, unset: 20 s for each round a search at the cluster's size may take, the check's
+timeout grown by it; preflight.launch.isolation_launch, as collectives.cluster runs it) trains
 groups of the nodes at once, split and confirmed, and names the node, link or topology boundary
 that makes a group's step slow (judged on compute / step, see
 preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. The
@@ -39,7 +40,7 @@ from preflight.core.check import (
 from preflight.engine.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, SLACK_S, launch_and_wait, node_plan, pick_port, probe_usable
 from preflight.launch.isolation_findings import isolation_findings
-from preflight.launch.isolation_launch import isolation_method
+from preflight.launch.isolation_launch import isolation_method, pass_seconds, timeout_with_pass
 from preflight.launch.nodes import (
     choose_backend, loopback_findings, names_text, probe_problems, processes_text, share_a_machine,
     shared_machine_findings,
@@ -59,6 +60,9 @@ from preflight_checks.scaling.multi_node_figures import (
 )
 
 SOURCE_CHECK = "scaling.multi_gpu"
+
+
+PASS_IN_TIMEOUT_S = 180.0  # the pass's time that timeout_s holds (isolation_timeout_s was 180 s); a longer pass adds the rest
 
 
 @dataclass
@@ -121,7 +125,11 @@ class Params:
     isolation: str = param("adaptive", kind="choice", choices=ISOLATION_METHODS,
                            help=('when the all-node run fails or scales below min_efficiency: "adaptive" trains '
                                  'groups of nodes to name the node or link at fault; "off"'))
-    isolation_timeout_s: float = param(180.0, kind="duration", help="time allowed for the isolation pass (seconds)")
+    # Unset: the rounds a search at the cluster's size takes, 20 s each (isolation_launch.pass_seconds);
+    # the check's timeout, which held PASS_IN_TIMEOUT_S of it, grows by the rest.
+    isolation_timeout_s: float | None = param(None, kind="duration", help=(
+        "time allowed for the isolation pass; unset: 20 s for each round a search at the cluster's size may take, "
+        "880 s at 8 nodes (seconds)"))
     # A group's compute / step (its no_sync step over its full step): the share of a step that is
     # not exposed communication. Unset: warn_efficiency.
     isolation_min_step_efficiency: float | None = param(
@@ -207,6 +215,11 @@ class ScalingMultiNode(Check):
         "thorough": {"timeout": 900, "steps": 30, "warmup": 5},
     }
 
+    @classmethod
+    def timeout_at(cls, nodes: int, params: Params) -> float:  # the pass grows with the cluster
+        return timeout_with_pass(cls.timeout_s, params.isolation_timeout_s, nodes, PASS_IN_TIMEOUT_S,
+                                 params.isolation != "off")
+
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.nodes and expect.nodes > 1)
 
@@ -240,7 +253,8 @@ class ScalingMultiNode(Check):
 
         # Time kept for the isolation pass, which only runs when the all-node run goes wrong.
         isolating = params.isolation != "off" and len(usable) >= 3
-        reserve = min(params.isolation_timeout_s, 0.4 * ctx.time_left()) if isolating else 0.0
+        pass_s = pass_seconds(params.isolation_timeout_s, len(usable))
+        reserve = min(pass_s, 0.4 * ctx.time_left()) if isolating else 0.0
         budget = max(MIN_LAUNCH_S, (ctx.time_left() - SLACK_S - reserve) / 2)
         facts["one_node"] = self._launch(ctx, params, [baseline], plan, choice, model, threads, budget,
                                          params.rdzv_port or probes[baseline].get("free_port"))
@@ -258,7 +272,7 @@ class ScalingMultiNode(Check):
             return run_isolation(
                 ctx, nodes=usable, plan=plan, nproc=choice["nproc_per_node"],
                 worker_args=self._worker_args(params, choice, model, threads), reason=reason, run=run,
-                floor=group_floor(params), budget_s=min(params.isolation_timeout_s, ctx.time_left() - SLACK_S),
+                floor=group_floor(params), budget_s=min(pass_s, ctx.time_left() - SLACK_S),
                 timeouts_s=(params.rdzv_timeout_s, params.join_timeout_s, params.pg_timeout_s), port=params.rdzv_port,
                 shared_machine=share_a_machine(probes, usable)) if reason else None
 

@@ -28,7 +28,8 @@ from preflight.core.check import CannotMeasure
 from preflight.history.outliers import lagging
 from preflight.engine.context import ClusterContext
 from preflight.launch.torchrun import MIN_LAUNCH_S, launch, pick_port, run_launch, worker_timeouts
-from preflight.launch.isolation import GroupResult, Stop, isolate
+from preflight.launch.isolation import GroupResult, IsolationParams, Stop, isolate
+from preflight.launch.isolation_types import pass_rounds
 
 ISOLATION_METHODS = ("adaptive", "pairs")
 
@@ -107,6 +108,18 @@ def without_node_times(result: GroupResult) -> GroupResult:
     return replace(result, times_s=None) if result.times_s else result
 
 
+def pass_seconds(given: float | None, count: int) -> float:
+    """A launch-based isolation pass's time over `count` nodes (seconds): `given`, else the rounds a
+    search at that size takes (pass_rounds) of MIN_LAUNCH_S each: 880 s at 8 nodes, 1,440 s at 1,024."""
+    return given if given is not None else pass_rounds(count) * MIN_LAUNCH_S
+
+
+def timeout_with_pass(timeout_s: float, given: float | None, count: int, held_s: float, isolating: bool) -> float:
+    """A check's limit on `count` nodes: `timeout_s`, which holds `held_s` of its isolation pass, plus
+    what the pass (pass_seconds) takes beyond that when one can run."""
+    return timeout_s + (max(0.0, pass_seconds(given, count) - held_s) if isolating and count >= 3 else 0.0)
+
+
 def adaptive_pass(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any], nproc: int, module: str,
                   worker_args: Callable[[float, float], list[str]], judge: Judge, budget_s: float,
                   timeouts_s: tuple[float, float, float], port: int | None, reason: str, run: dict[str, Any],
@@ -162,7 +175,7 @@ def adaptive_pass(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any]
 
     if shared_machine:
         screen_times_s = None
-    result = isolate(nodes, measure, topology=topology,
+    result = isolate(nodes, measure, topology=topology, params=IsolationParams(max_rounds=pass_rounds(len(nodes))),
                      screen=GroupResult(False, note=reason, times_s=screen_times_s or None))
     if shared_machine:
         result.notes.append(SHARED_MACHINE_NOTE)

@@ -455,3 +455,19 @@ def test_a_cluster_checks_default_timeout_grows_with_the_nodes_its_isolation_pas
         .timeout_for(NetBandwidth, 1024) == base
     assert cfg.parse('[checks."net.bandwidth"]\nisolation = "off"\n', {"net.bandwidth": NetBandwidth}) \
         .timeout_for(NetBandwidth, 1024) == base
+
+
+@pytest.mark.parametrize("check_id,held,off", [("collectives.cluster", 120.0, {"pairwise": False}),
+                                               ("scaling.multi_node", 180.0, {"isolation": "off"})])
+def test_a_launch_based_pass_is_given_twenty_seconds_a_round_for_the_rounds_a_search_takes(check_id, held, off):
+    """Each round of these passes is a torchrun launch (MIN_LAUNCH_S, 20 s, at least): the 120 s and
+    180 s they had held 6 and 9 rounds, where a search takes 20-50 (pass_rounds)."""
+    from preflight.launch.isolation_types import pass_rounds
+    from preflight.launch.torchrun import MIN_LAUNCH_S
+
+    check = discover().checks[check_id]
+    config = cfg.load(None, {check_id: check})
+    assert config.timeout_for(check, 2) == check.timeout_s
+    for nodes in (8, 1024):
+        assert config.timeout_for(check, nodes) == check.timeout_s + pass_rounds(nodes) * MIN_LAUNCH_S - held
+    assert check.timeout_at(8, check.Params(**off)) == check.timeout_s
