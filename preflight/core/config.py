@@ -119,17 +119,18 @@ class Config:
         return check.params_from(self.overrides_for(check))
 
     def timeout_for(self, check: type[Check], nodes: int | None = None) -> float:
-        """The check's wall-clock limit: the config's (the check's own, then every check's), the run
-        level's, else its default, for a run of `nodes` reachable nodes where that is known (a cluster
-        check's isolation pass is given more rounds on a larger cluster: Check.timeout_at)."""
+        """The check's wall-clock limit: the config's (the check's own, then every check's), else the run
+        level's or its default, grown by what its work grows by on a run of `nodes` reachable nodes where
+        that is known (a cluster check's isolation pass is given more rounds on a larger cluster:
+        Check.timeout_at)."""
         if check.id in self.timeouts:
             return self.timeouts[check.id]
         if self.default_timeout is not None:
             return self.default_timeout
         at_level = levels.timeout(check, self.level)
-        if at_level is not None:
-            return at_level
-        return check.timeout_at(nodes, self.params_for(check)) if nodes else check.timeout_s
+        # What the check's work grows by on this many nodes, over its default or its level's timeout.
+        grown = check.timeout_at(nodes, self.params_for(check)) - check.timeout_s if nodes else 0.0
+        return (at_level if at_level is not None else check.timeout_s) + grown
 
     def skipped_at_level(self, check: type[Check]) -> str:
         """Why the check does not run at this run's level, or ""."""

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from preflight.integrations.slurm import (
     NodeState, Runner, SlurmError, allocation_from_env, expand_nodelist, outside_allocation_message, show_nodes,
@@ -24,9 +24,11 @@ from preflight.transport.process import run_command
 
 
 def nodes_for(request: RunRequest, run_id: str = "", env: Mapping[str, str] | None = None,
-              run: Runner = run_command, budget_s: float = 0.0, notes: list[str] | None = None) -> list[NodeTarget]:
+              run: Runner = run_command, budget_s: float | Callable[[int], float] = 0.0,
+              notes: list[str] | None = None) -> list[NodeTarget]:
     """The nodes the request names; RunProblem (exit 2) saying what to do when it cannot name them.
-    `budget_s` (the checks' timeouts) sets a Kubernetes run's deadline; `notes` gets what was said."""
+    `budget_s` (the checks' timeouts, or they on a count of nodes) sets a Kubernetes run's deadline;
+    `notes` gets what was said."""
     kind = kind_of(request)
     source = kind.node_source(request)
     if source == K8S:
@@ -136,12 +138,13 @@ def nodes_for_run(with_hosts_file: bool, slurm: bool, python: str, argv: list[st
 _RECORDS: dict[str, Any] = {}
 
 
-def k8s_nodes(request: RunRequest, run_id: str, budget_s: float = 0.0,
+def k8s_nodes(request: RunRequest, run_id: str, budget_s: float | Callable[[int], float] = 0.0,
               notes: list[str] | None = None) -> list[NodeTarget]:
     """One K8sTransport per node the API lists (GPU nodes, or --selector), named by its Kubernetes name.
 
     First the objects of dead runs in the namespace are removed; then this run's record is made, with
-    its deadline (`budget_s`, the checks' timeouts, plus the pods' start and a margin), and kept alive
+    its deadline (`budget_s`, the checks' timeouts on the nodes found, plus the pods' start and a
+    margin: a cluster check's isolation pass is given more time on more nodes), and kept alive
     by a heartbeat until the run's objects are swept (preflight.integrations.kubernetes.runs)."""
     from preflight.integrations.kubernetes.api import KubernetesError, core_api
     from preflight.integrations.kubernetes.nodes import discover
@@ -161,7 +164,8 @@ def k8s_nodes(request: RunRequest, run_id: str, budget_s: float = 0.0,
         for dead in sweep_dead(api, namespace):
             (notes if notes is not None else []).append(
                 f"kubernetes: removed {dead.count} object(s) of run {dead.run_id} ({dead.dead})")
-        record = RunRecord.create(api, namespace, run_id, budget_s + k8s.start_timeout_s).start_heartbeat()
+        budget = budget_s(len(found)) if callable(budget_s) else budget_s
+        record = RunRecord.create(api, namespace, run_id, budget + k8s.start_timeout_s).start_heartbeat()
     except KubernetesError as exc:
         raise RunProblem(str(exc)) from None
     _RECORDS[run_id] = record

@@ -100,6 +100,12 @@ def baseline_of(request: RunRequest, checks: dict[str, Any]) -> tuple[RunReport 
     return baseline, [f"note: {note}" for note in notes]
 
 
+def run_budget(config: Any, checks: list[Any]) -> Callable[[int], float]:
+    """The checks' timeouts on a count of nodes (seconds): what a run's deadline is made of, once the
+    nodes are known (a cluster check's isolation pass is given more time on more nodes)."""
+    return lambda count: sum(config.timeout_for(check, count) for check in checks)
+
+
 def prepare(request: RunRequest, registry: Any = None) -> Prepared:
     """Everything a run needs before it starts; RunProblem (exit 2, nothing ran) for a mistake."""
     from preflight.run import plan as plan_mod
@@ -130,7 +136,7 @@ def prepare(request: RunRequest, registry: Any = None) -> Prepared:
     config.pulled_in = dict(selection.added)
     notes += [f"also running {added}: {reader} reads what it records" for added, reader in selection.added.items()]
     run_id = new_run_id() if kind.node_source(request) == K8S else ""
-    nodes = nodes_for(request, run_id, budget_s=sum(config.timeout_for(c) for c in registry.ordered(selection.ids)),
+    nodes = nodes_for(request, run_id, budget_s=run_budget(config, registry.ordered(selection.ids)),
                       notes=notes)
     kinds = {node.transport.kind for node in nodes}
     asked = set(split_ids(request.checks))

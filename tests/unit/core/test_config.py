@@ -471,3 +471,16 @@ def test_a_launch_based_pass_is_given_twenty_seconds_a_round_for_the_rounds_a_se
     for nodes in (8, 1024):
         assert config.timeout_for(check, nodes) == check.timeout_s + pass_rounds(nodes) * MIN_LAUNCH_S - held
     assert check.timeout_at(8, check.Params(**off)) == check.timeout_s
+
+
+def test_a_levels_timeout_grows_by_the_pass_as_the_default_does_and_a_level_without_the_pass_does_not():
+    checks = {c.id: c for c in discover().checks.values() if c.id in ("collectives.cluster", "net.bandwidth")}
+    cluster, bandwidth = checks["collectives.cluster"], checks["net.bandwidth"]
+    thorough = cfg.load(None, checks)
+    thorough.level = "thorough"
+    grown = cluster.timeout_at(8, cluster.Params()) - cluster.timeout_s
+    assert grown > 0 and thorough.timeout_for(cluster, 8) == thorough.timeout_for(cluster) + grown  # 900 s + the pass
+    assert thorough.timeout_for(bandwidth, 8) == thorough.timeout_for(bandwidth)  # the full matrix: no pass
+    quick = cfg.load(None, checks)
+    quick.level = "quick"
+    assert quick.timeout_for(bandwidth, 1024) == quick.timeout_for(bandwidth) == 30  # isolation off at quick

@@ -102,3 +102,15 @@ def test_nodes_for_kubernetes_needs_an_image_and_no_other_source():
 def test_a_hook_drains_its_own_node_and_checks_only_it():
     nodes = nodes_for(RunRequest(drain=True, hook=HookRequest(budget_s=45.0, node="gpu07")))
     assert [(n.name, n.transport.kind) for n in nodes] == [("gpu07", "local")]
+
+
+def test_a_runs_deadline_holds_the_time_a_cluster_checks_pass_takes_on_the_nodes_found():
+    """A Kubernetes run's pods end at its deadline: made of the checks' timeouts before the nodes were
+    known, a 64-node run's pods would end while net.bandwidth's isolation pass still searched."""
+    from preflight.core.config import Config
+
+    bandwidth = REGISTRY.checks["net.bandwidth"]
+    checks = [REGISTRY.checks["node.environment"], bandwidth]
+    budget = service.run_budget(Config(), checks)
+    assert budget(1) == sum(c.timeout_s for c in checks)
+    assert budget(64) == checks[0].timeout_s + bandwidth.timeout_at(64, bandwidth.Params()) > budget(8) > budget(1)
