@@ -38,6 +38,7 @@ And around them:
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Generator, Iterator
 
 from preflight.launch.isolation_types import (  # noqa: F401 (the names the searches' callers import from here)
@@ -293,12 +294,39 @@ def confirmation(readings: list[Outcome]) -> dict[str, Any]:
             "measurements": [{"round": o.round, "group": o.group, "bad": o.bad} for o in readings]}
 
 
+DROPPED = 0.7  # a pair that read under this share of its good readings' median in a bad one dropped
+
+
+def dropped(readings: list[Outcome]) -> bool:
+    """Whether a pair's readings, bad in some and good in others, dropped far: a bad one without a
+    figure, or under DROPPED of the median of the good ones (a flapping part; noise near the floor
+    reads just under it). Pure."""
+    good = [o.figure for o in readings if o.good and o.figure is not None]
+    return bool(good) and any(o.bad and (o.figure is None or o.figure < DROPPED * statistics.median(good))
+                              for o in readings)
+
+
+def ends_once_more(e: Any, members: list[str], pair: list[Outcome], trail: Trail) -> Generator[list[Probe], Any, Trail]:
+    """Each end of a pair that dropped far, once more with another known-good partner; an end that reads
+    bad there is named a suspect too (a WARN, acted on by nobody): a flapping end, not the link."""
+    outcomes = yield [Probe((x,), partners=(None,), avoid=frozenset(members), purpose=f"{x} with another known-good node")
+                      for x in members]
+    trail = trail + [step(outcomes, "each end with another known-good node")]
+    for x, outcome in zip(members, outcomes):
+        if outcome.bad:
+            e.blame(attribution("node", [x], trail, confidence="unconfirmed",
+                                confirmation=confirmation([o for o in pair if o.bad] + [outcome])))
+    return trail
+
+
 def link_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
     """Neither node is at fault alone: the pair again, and beside it another pair across the same
     two topology groups when a and b are in different ones, up to `confirm_of` times, until the
     pair is bad `confirm_bad` times (a link; a boundary when the other pairs were bad as often) or
     can no longer be. Bad again in some of them (with the reading that made it bad, 2 of 3 or more): a
-    suspect link, a WARN (a flapping link); good in the first two: not reproduced."""
+    suspect link, a WARN (a flapping link, or a flapping end: where a bad reading dropped far, each end
+    is read once more with another partner, and one that reads bad is named a suspect too); good in
+    the first two: not reproduced."""
     p = e.params
     ga, gb = e.topo(a), e.topo(b)
     across = ga is not None and gb is not None and ga != gb
@@ -330,6 +358,8 @@ def link_task(e: Any, a: str, b: str, trail: Trail) -> Iterator[list[Probe]]:
     elif not bad:
         e.note(f"{a} with {b} was bad, and then good in {len(pair)} measurements again: not reproduced")
     elif bad < p.confirm_bad:
+        if dropped(pair):  # the link flaps, or one of its ends does
+            trail = yield from ends_once_more(e, members, pair, trail)
         e.blame(attribution("link", members, trail, confidence="unconfirmed", confirmation=confirmation(pair)))
     elif not across:
         e.blame(attribution("link", members, trail, confirmation=confirmation(pair)))

@@ -105,3 +105,34 @@ def test_a_slow_node_with_one_lucky_burst_is_not_blamed_as_a_link_with_its_neigh
     assert [a.members for a in result.named("link")] == []
     assert [a.members for a in result.named("node") if a.confidence == "confirmed"] == [["n05"]]
     assert lucky["left"] == 0  # the lucky burst was read
+
+
+def test_a_flapping_node_taken_for_a_flapping_link_with_its_neighbour_is_named_a_suspect_itself():
+    """n05 reads 0.4 in every other burst it is in. Cleared by a clearly good reading with a partner,
+    its pair with n04 was left a suspect link, and n05 itself went unnamed: the report sent people
+    to a cable. Each end of a link that dropped far is read once more with another partner."""
+    nodes = node_names(8)
+    seen = [0]
+
+    def measure(groups):
+        results = []
+        for group in groups:
+            figure = 1.0
+            if "n05" in group:
+                figure = 0.4 if seen[0] % 2 == 0 else 1.0
+                seen[0] += 1
+            results.append(GroupResult(figure >= 0.8, figure=figure))
+        return results
+
+    result = isolate(nodes, measure, screen=GroupResult(False, figure=0.4))
+    assert [(a.kind, a.members, a.confidence) for a in result.attributions] == [
+        ("node", ["n05"], "unconfirmed"), ("link", ["n04", "n05"], "unconfirmed")]  # suspects: nothing acted on
+
+
+def test_only_a_pair_that_dropped_far_has_its_ends_read_again():
+    from preflight.launch.isolation_plan import dropped
+
+    assert dropped([read_at(0.4, "n04"), read_at(1.0, "n04"), read_at(0.98, "n04")])
+    assert not dropped([read_at(0.78, "n04"), read_at(0.83, "n04"), read_at(0.82, "n04")])  # near the floor: noise
+    assert dropped([Outcome(1, ["n05", "n04"], [], GroupResult(False, note="refused")), read_at(0.9, "n04")])
+    assert not dropped([read_at(0.4, "n04"), read_at(0.5, "n04")])  # no good reading to measure the drop by
