@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from preflight_checks.net.bandwidth import NetBandwidth  # noqa: E402
-from preflight_checks.net.isolation import round_time, rounds_given  # noqa: E402
+from preflight_checks.net.isolation import rounds_given  # noqa: E402
 from preflight.launch.fault_corpus import row  # noqa: E402
 from preflight.launch.isolation_sim import Fabric  # noqa: E402
 from preflight.launch.isolation_types import IsolationParams  # noqa: E402
@@ -36,10 +36,10 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    before = int(BEFORE_S // round_time(NetBandwidth.Params()))
+    before_params = NetBandwidth.Params(isolation_timeout_s=BEFORE_S)
     print(f"{'fault':<11} {'nodes':>5} {'rounds given':>13} {'recall':>15} {'named':>15} {'rounds (most)':>17}")
     for count in map(int, args.sizes.split(",")):
-        now = rounds_given(NetBandwidth.Params(), count)
+        before, now = rounds_given(before_params, count), rounds_given(NetBandwidth.Params(), count)
         for fault in args.faults.split(","):
             rows = [row(fault, count, args.noise, args.noise / 5, args.trials, seed=args.seed,
                         params=IsolationParams(max_rounds=limit), fabric=Fabric()) for limit in (before, now)]

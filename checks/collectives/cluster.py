@@ -25,11 +25,10 @@ NCCL the ranks run with NCCL_DEBUG=INFO (subsystems INIT,NET), and which network
 nodes (NET/IB or NET/Socket) is read from its lines and reported.
 
 When the all-reduce fails, returns wrong sums, or misses a threshold that is set, and the failure is
-not already pinned on a node (one that never joined), a pass within `pairwise_timeout_s` (unset: 20 s
-a round, as many as a search at the cluster's size takes; the timeout grows with it) names the node,
-link or boundary at fault: `isolation="adaptive"` all-reduces over groups at once, split and confirmed
-(preflight.isolation); "pairs" over every pair in round-robin rounds (N-1): a node whose every pair is
-bad while other pairs are fine is at fault, else the bad pairs.
+not already pinned on a node (one that never joined), a pass within `pairwise_timeout_s` (unset: 20 s a
+round, as many as a search at the cluster's size takes) names the node, link or boundary at fault:
+`isolation="adaptive"` all-reduces over groups at once, split and confirmed (preflight.isolation); "pairs"
+over every pair in round-robin rounds (N-1): a node bad in every pair, others fine, is at fault, else the bad pairs.
 
 Processes: each torchrun is started with the node's transport's spawn(), under the guard
 (preflight.workers.guard) that prints its PID, holds the transport's stdin, and sends torchrun's
@@ -193,7 +192,8 @@ class CollectivesCluster(Check):
 
     @classmethod
     def timeout_at(cls, nodes: int, params: Params) -> float:  # the pass grows with the cluster
-        return timeout_with_pass(cls.timeout_s, params.pairwise_timeout_s, nodes, PASS_IN_TIMEOUT_S, params.pairwise)
+        return timeout_with_pass(cls.timeout_s, pass_seconds(params.pairwise_timeout_s, nodes), nodes, PASS_IN_TIMEOUT_S,
+                                 params.pairwise)
 
     def _allreduce(self, ctx: ClusterContext, params: Params, nodes: list[str], plan: dict[str, Any],
                    choice: dict[str, Any], sizes: list[int], iters: int, warmup: int, budget_s: float,

@@ -59,10 +59,10 @@ from preflight_checks.net.links import link_entry, matrix_of
 from preflight_checks.net.iperf import parse_client_output, summarize_sample
 from preflight.core.model import Finding, Scope, Status
 from preflight.launch.pairs import full_rounds, ring_rounds
-from preflight.launch.isolation_launch import isolation_method
+from preflight.launch.isolation_launch import isolation_method, timeout_with_pass
 from preflight.launch.topology import topology_of
 from preflight_checks.net.isolation import ISOLATION_METHODS, adaptive_pass, screen_reason
-from preflight_checks.net.isolation import isolation_budget, isolation_rounds, pass_time_beyond, round_time
+from preflight_checks.net.isolation import ISOLATION_IN_TIMEOUT_S, isolation_budget, isolation_rounds, round_time
 from preflight.launch.isolation_findings import SHARED_CAUSE_FIX, suspect_fix
 from preflight.launch.recheck import (
     FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
@@ -107,7 +107,6 @@ class Params:
     isolation: str = param("adaptive", kind="choice", choices=ISOLATION_METHODS,
                            help=('when the ring finds slow or failed links, name the node or link at fault by '
                                  'measuring groups of nodes: "adaptive" or "off"'))
-    # Unset: what the cluster's size needs (preflight_checks.net.isolation.isolation_budget); timeout_at.
     isolation_timeout_s: float | None = param(None, kind="duration", help=(
         "time allowed for the isolation pass, within the check's timeout; unset: its rounds times a round's time "
         "(seconds)"))
@@ -228,7 +227,8 @@ class NetBandwidth(Check):
 
     @classmethod
     def timeout_at(cls, nodes: int, params: Params) -> float:
-        return cls.timeout_s + pass_time_beyond(params, nodes)  # the pass grows with the cluster
+        adaptive = params.isolation == "adaptive" and params.pattern == "ring"  # the pass grows with the cluster
+        return timeout_with_pass(cls.timeout_s, isolation_budget(params, nodes), nodes, ISOLATION_IN_TIMEOUT_S, adaptive)
 
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.nodes and expect.nodes > 1)

@@ -139,7 +139,8 @@ def adaptive_pass(nodes: list[str], measure_links: MeasureLinks, *, min_gbps: fl
 
 # -- the pass's rounds and time ----------------------------------------------------------------------
 
-# The isolation pass's time that net.bandwidth's timeout_s holds already; a longer pass adds the rest.
+# The isolation pass's time that net.bandwidth's timeout_s holds already; a longer pass adds the rest
+# (preflight.launch.isolation_launch.timeout_with_pass).
 ISOLATION_IN_TIMEOUT_S = 120.0
 
 
@@ -165,9 +166,3 @@ def rounds_given(params: Any, count: int) -> int:
     """The rounds `params` let a pass over `count` nodes run: its rounds, within its time."""
     return min(isolation_rounds(params, count), int(isolation_budget(params, count) // round_time(params)))
 
-
-def pass_time_beyond(params: Any, count: int) -> float:
-    """What the adaptive pass over `count` nodes takes beyond the ISOLATION_IN_TIMEOUT_S that
-    net.bandwidth's timeout_s holds (seconds); 0 where no adaptive pass runs."""
-    adaptive = params.isolation == "adaptive" and params.pattern == "ring" and count >= 3
-    return max(0.0, isolation_budget(params, count) - ISOLATION_IN_TIMEOUT_S) if adaptive else 0.0

@@ -217,8 +217,8 @@ class ScalingMultiNode(Check):
 
     @classmethod
     def timeout_at(cls, nodes: int, params: Params) -> float:  # the pass grows with the cluster
-        return timeout_with_pass(cls.timeout_s, params.isolation_timeout_s, nodes, PASS_IN_TIMEOUT_S,
-                                 params.isolation != "off")
+        return timeout_with_pass(cls.timeout_s, pass_seconds(params.isolation_timeout_s, nodes), nodes,
+                                 PASS_IN_TIMEOUT_S, params.isolation != "off")
 
     def expected_to_run(self, expect: Expect) -> bool:
         return bool(expect.nodes and expect.nodes > 1)

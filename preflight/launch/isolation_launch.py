@@ -114,10 +114,10 @@ def pass_seconds(given: float | None, count: int) -> float:
     return given if given is not None else pass_rounds(count) * MIN_LAUNCH_S
 
 
-def timeout_with_pass(timeout_s: float, given: float | None, count: int, held_s: float, isolating: bool) -> float:
+def timeout_with_pass(timeout_s: float, pass_s: float, count: int, held_s: float, isolating: bool) -> float:
     """A check's limit on `count` nodes: `timeout_s`, which holds `held_s` of its isolation pass, plus
-    what the pass (pass_seconds) takes beyond that when one can run."""
-    return timeout_s + (max(0.0, pass_seconds(given, count) - held_s) if isolating and count >= 3 else 0.0)
+    what the pass (`pass_s`) takes beyond that when one can run (three nodes or more)."""
+    return timeout_s + (max(0.0, pass_s - held_s) if isolating and count >= 3 else 0.0)
 
 
 def adaptive_pass(ctx: ClusterContext, *, nodes: list[str], plan: dict[str, Any], nproc: int, module: str,
