@@ -57,7 +57,7 @@ from preflight.launch.nodes import (
     shared_machine_findings,
 )
 from preflight.launch.isolation_findings import isolation_findings
-from preflight.launch.recheck import judged, readings_of, take_readings
+from preflight.launch.recheck import MARGINAL, judged, readings_of, take_readings
 from preflight.launch.isolation_launch import (
     adaptive_pass, isolation_method, judged_group, node_times, pass_seconds, pinned, slow_ranks_reason, timeout_with_pass,
 )
@@ -185,7 +185,7 @@ class CollectivesCluster(Check):
                 ctx, params, usable, plan, choice, choice["sizes"], params.iters, params.warmup, ctx.time_left() - SLACK_S,
                 params.rdzv_port or pick_port(ctx, usable[0], plan[usable[0]]["ip"])),
                 lambda r: below_floor(r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
-                measured=lambda r: bool(r.get("ok")))
+                measured=lambda r: bool(r.get("ok")), deep_below=lambda r: far_below(r["result"], params, MARGINAL))
             if found is not None:
                 facts["isolation"] = found
         return facts

@@ -92,16 +92,16 @@ def no_floor(result: dict[str, Any], label: str, check_id: str, min_busbw_gbps: 
                     "the largest message size), from the fabric's nccl-tests figure.")]
 
 
-def far_below(result: dict[str, Any], params: Any) -> bool:
-    """An all-node reading (the worker's result) under FAR_BELOW of its bus-bandwidth floor (the largest
-    size), or its latency (the smallest) over the ceiling by as much: no transient, whatever the other
-    readings say. Pure."""
+def far_below(result: dict[str, Any], params: Any, share: float = FAR_BELOW) -> bool:
+    """An all-node reading (the worker's result) under `share` of its bus-bandwidth floor (the largest
+    size), or its latency (the smallest) over the ceiling by as much: under FAR_BELOW, no transient,
+    whatever the other readings say; under MARGINAL, not measured again at once. Pure."""
     sizes = sorted(result.get("sizes", []) if result else [], key=lambda s: s["bytes"])
     if not sizes:
         return False
     busbw, latency = sizes[-1].get("busbw_gbps"), sizes[0]["time_s"] * 1e6
-    return (params.min_busbw_gbps is not None and busbw is not None and busbw < FAR_BELOW * params.min_busbw_gbps) \
-        or (params.max_latency_us is not None and latency * FAR_BELOW > params.max_latency_us)
+    return (params.min_busbw_gbps is not None and busbw is not None and busbw < share * params.min_busbw_gbps) \
+        or (params.max_latency_us is not None and latency * share > params.max_latency_us)
 
 
 def recheck_text(rechecks: list[dict[str, Any]]) -> str:

@@ -65,11 +65,11 @@ from preflight_checks.net.isolation import ISOLATION_METHODS, adaptive_pass, scr
 from preflight_checks.net.isolation import ISOLATION_IN_TIMEOUT_S, isolation_budget, isolation_rounds, round_time
 from preflight.launch.isolation_findings import SHARED_CAUSE_FIX, suspect_fix
 from preflight.launch.recheck import (
-    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
+    AGAIN_OF, FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
 )
 from preflight_checks.net.bandwidth_judge import (
     FLAPPING_FIX, SHORTFALL_KINDS, below_floor, flapping_part, isolation_part, judge_link, met_floor,
-    recheck_failure, recheck_text, slow_finding,
+    deep_below, recheck_failure, recheck_text, slow_finding,
 )
 from preflight.transport.process import RemoteProcess
 
@@ -276,10 +276,10 @@ class NetBandwidth(Check):
                 return self._isolation(ctx, params, usable, probes, addresses, reason) if reason else None
 
             # Never GO or NO-GO on one ring: the readings protocol of preflight.launch.recheck
-            found, facts["rechecks"] = take_readings(
-                {"links": facts["links"]}, isolate,
+            found, facts["rechecks"] = take_readings({"links": facts["links"]}, isolate,
                 lambda: {"links": self._measure_schedule(ctx, params, rounds, probes, addresses)},
-                lambda r: below_floor(r.get("links", []), params.min_gbps), lambda: ctx.time_left() - 5, needed)
+                lambda r: below_floor(r.get("links", []), params.min_gbps), lambda: ctx.time_left() - 5, needed,
+                deep_below=lambda r: deep_below(r, params.min_gbps))
             if found is not None:
                 facts["isolation"] = found
         return facts
@@ -464,7 +464,7 @@ class NetBandwidth(Check):
                                      recheck_text(facts["rechecks"], params.min_gbps))
             details += more
         findings += shortfall
-        rings = [facts.get("links", [])] + [r.get("links", []) for r in facts.get("rechecks", [])]
+        rings = [facts.get("links", [])] + [x.get("links", []) for r in facts.get("rechecks", []) for x in (r.get(AGAIN_OF), r) if x]
         flapping, more = flapping_part(type(self), rings, params.min_gbps)
         findings += flapping
         details += more

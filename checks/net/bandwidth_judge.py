@@ -10,6 +10,7 @@ from typing import Any
 from preflight.core.check import measure
 from preflight.core.model import COMPONENT_LINK, FIGURE_LINK, Component, Finding, Measurement, Status
 from preflight.launch.isolation_findings import isolation_findings
+from preflight.launch.recheck import MARGINAL
 
 SHORTFALL_KINDS = ("slow-link",)  # what one ring below its floor FAILs on
 
@@ -92,6 +93,11 @@ def _measurable(links: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def below_floor(links: list[dict[str, Any]], min_gbps: float) -> bool:
     """A link of the ring was measured below the floor (a slow link; a failed one is not a shortfall)."""
     return any(values and statistics.median(values) < min_gbps for values in map(link_values, _measurable(links)))
+
+
+def deep_below(reading: dict[str, Any], min_gbps: float) -> bool:
+    """A ring with a link under MARGINAL of the floor: no burst of noise, not measured again at once."""
+    return below_floor(reading.get("links", []), MARGINAL * min_gbps)
 
 
 def met_floor(recheck: dict[str, Any], min_gbps: float) -> bool | None:

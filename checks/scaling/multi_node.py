@@ -53,7 +53,7 @@ from preflight_checks.scaling.multi_node_isolation import (
 )
 from preflight.engine.faults import fault
 from preflight.launch.recheck import (
-    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
+    FAR_BELOW, INTERMITTENT_FIX, MARGINAL, TRANSIENT_FIX, judged, readings_of, take_readings,
 )
 from preflight_checks.scaling.multi_node_figures import (
     SHORTFALL_KINDS, below_floor, efficiency, far_below, met_floor, recheck_text, run_measurements,
@@ -283,7 +283,8 @@ class ScalingMultiNode(Check):
                                      max(MIN_LAUNCH_S, ctx.time_left() - SLACK_S),
                                      params.rdzv_port or pick_port(ctx, host, plan[host]["ip"])),
                 lambda r: below_floor(one, r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
-                measured=lambda r: bool(one.get("ok") and r.get("ok")))
+                measured=lambda r: bool(one.get("ok") and r.get("ok")),
+                deep_below=lambda r: far_below(one, r, params, MARGINAL))
             if found is not None:
                 facts["isolation"] = found
         return facts

@@ -41,7 +41,7 @@ from preflight.launch.isolation_types import pass_rounds
 from preflight.launch.isolation_launch import slow_ranks_reason
 from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks
 from preflight.launch.recheck import (
-    CONFIRMED, FAR_BELOW, INTERMITTENT, UNCONFIRMED, readings_of, recheck_wanted, take_readings,
+    CONFIRMED, FAR_BELOW, INTERMITTENT, MARGINAL, UNCONFIRMED, measurements, readings_of, recheck_wanted, take_readings,
 )
 
 GPUS_PER_NODE = 8
@@ -125,8 +125,10 @@ def switch_size(count: int) -> int:
 
 
 def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: float,
-              params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None) -> Trial:
-    """One simulated run of fault type `kind` on `count` nodes."""
+              params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None,
+              measure_again: bool = True) -> Trial:
+    """One simulated run of fault type `kind` on `count` nodes (`measure_again`: a reading just under
+    its floor is measured again at once, as the checks do; False: as they did before)."""
     if kind not in FAULT_TYPES:
         raise ValueError(f"unknown fault type {kind!r}; known: {', '.join(FAULT_TYPES)}")
     rng = random.Random(seed)
@@ -151,18 +153,19 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
         trial.fault_nodes.add(node)
         trial.blamed.add(("node", frozenset([node])))  # the fact is read, not measured: its check FAILs on it
         trial.nogo = True
-    _readings(trial, model, nodes, topology, params)
+    _readings(trial, model, nodes, topology, params, measure_again)
     _fail_slow(trial, nodes, extra.get("slow_gpu"), gpu_noise, rng, shared=fabric is not None)
     return trial
 
 
 def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[str, str] | None,
-              params: IsolationParams | None) -> None:
+              params: IsolationParams | None, measure_again: bool = True) -> None:
     """The all-node readings as the cluster checks take them (preflight.launch.recheck.take_readings):
     the first; the pass from a reading below its floor (or with one node's ranks far slower than the
     others': collectives.cluster's pairwise_reason); a second reading always, a third after a first
-    below it that the pass pinned on nothing; NO-GO unless most readings met the floor and none was far
-    below it (intermittent is NO-GO too). Each later reading is one round."""
+    below it that the pass pinned on nothing; a reading just under the floor measured again at once;
+    NO-GO unless most readings met the floor and none was far below it (intermittent is NO-GO too).
+    Each later measurement is one round."""
     passes: list[Any] = []
     params = given_rounds(params, len(nodes))
 
@@ -182,11 +185,14 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
     def far(read: dict[str, Any]) -> bool:
         return read["figure"] is not None and read["figure"] < FAR_BELOW * model.threshold
 
+    def deep(read: dict[str, Any]) -> bool:
+        return read["figure"] is None or read["figure"] < MARGINAL * model.threshold
+
     first = reading()
     found, later = take_readings(first, isolate_from, reading, lambda r: r["ok"] is False,
-                                 lambda: float("inf"), 0.0)
-    trial.rechecks = len(later)
-    trial.rounds = len(later) + sum(r.round_count for r in passes)  # the first reading is not counted
+                                 lambda: float("inf"), 0.0, deep_below=deep if measure_again else None)
+    trial.rechecks = measurements(later)
+    trial.rounds = trial.rechecks + sum(r.round_count for r in passes)  # the first reading is not counted
     if found is not None and found["from_below"] and not recheck_wanted(found["isolation"]):
         trial.nogo = True  # the pass pinned the shortfall (or was ambiguous): its findings stand
     else:
@@ -251,13 +257,14 @@ def _nodes_of(component: tuple[str, frozenset[str]]) -> set[str]:
 
 
 def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed: int = 1,
-        params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None) -> dict[str, Any]:
+        params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None,
+        measure_again: bool = True) -> dict[str, Any]:
     """One row of the error-rate table: `trials` runs of fault type `kind`. Each rate comes with its
     counts (for intervals and pooling), and `per_run` each run's (true blames, blames, faults, faults named
     as blamed or suspect), counted."""
     started = time.monotonic()
     runs = [run_trial(kind, count, seed * 1_000_003 + i, noise=noise, gpu_noise=gpu_noise, params=params, floor=floor,
-                      fabric=fabric) for i in range(trials)]
+                      fabric=fabric, measure_again=measure_again) for i in range(trials)]
     # each run: (true blames, blames, faults, faults named: blamed, or a suspect named as a WARN)
     per_run = [(len(t.blamed & t.truth), len(t.blamed), len(t.truth), len((t.blamed | t.suspected) & t.truth))
                for t in runs]

@@ -10,13 +10,13 @@ The searches, for a group `S` that measured bad:
 - split: measure its `arity` parts at once (eight by default: one bad node among N takes about
   log8 N rounds); recurse into the bad parts;
 - between: no part is bad, so the fault lies between two parts (a link): the first half of the parts
-  and the second at once; a bad half holds it, neither means it lies between the halves;
+  and the second at once; a bad half as low as the whole holds it (`holds`), else it lies between them;
 - rest: some parts are bad, and the good ones (four nodes or more) are measured together beside their
   search (twice when bad): a fault between two good parts is searched for at once, not after the
   clearance;
 - cross: between two parts A and B that are each good, measure A1+B1 and A2+B2; recurse into a bad
-  one; when neither is bad, search A1+B2 and A2+B1 at once (one of them holds the link), down to a
-  single pair;
+  one; when neither holds the fault (a part just under the floor beside a whole far under it does
+  not), search A1+B2 and A2+B1 at once too (one of them holds the link), down to a single pair;
 - pair: a pair {a, b} that measured bad: each node with a known-good partner; a node bad with two
   different partners is at fault (a third decides when the two disagree); when neither node is, the
   pair is measured again and, when a and b sit in different topology groups, another pair across
@@ -42,7 +42,7 @@ import statistics
 from typing import Any, Generator, Iterator
 
 from preflight.launch.isolation_types import (  # noqa: F401 (the names the searches' callers import from here)
-    Attribution, GroupResult, Outcome, Probe, Trail, attribution, label, split, split_at_most, state, step,
+    Attribution, GroupResult, Outcome, Probe, Trail, attribution, holds, label, split, split_at_most, state, step,
 )
 
 
@@ -70,7 +70,7 @@ def screen_task(e: Any, given: GroupResult | None) -> Iterator[list[Probe]]:
         trail: Trail = [step([outcome], "screen")] if outcome.round is not None else \
             [(None, f"given: {label(outcome.group)} {state(outcome)}")]
         if outcome.bad:
-            e.spawn(isolate_task(e, outcome.group, trail), scope=outcome.group)
+            e.spawn(isolate_task(e, outcome.group, trail, outcome.figure), scope=outcome.group)
         elif outcome.result is not None and outcome.result.ok is None:
             e.note(f"{label(outcome.group)} could not be measured: {outcome.result.note or 'no reason given'}")
     # What was bad is measured again at the end without what was named in it; with topology groups
@@ -111,7 +111,7 @@ def isolate_task(e: Any, nodes: list[str], trail: Trail, depth: float | None = N
         if len(good) >= 2 and sum(map(len, good)) >= REST_AT_LEAST:
             e.spawn(rest_task(e, good, trail), scope=[])
         return
-    e.spawn(between_task(e, parts, trail), scope=nodes)
+    e.spawn(between_task(e, parts, trail, depth), scope=nodes)
 
 
 REST_AT_LEAST = 4  # nodes in a split's good parts for them to be measured together at once
@@ -133,25 +133,23 @@ def rest_task(e: Any, parts: list[list[str]], trail: Trail) -> Iterator[list[Pro
     e.spawn(between_task(e, parts, trail + [step(outcomes, "the good parts together")]), scope=union)
 
 
-def between_task(e: Any, parts: list[list[str]], trail: Trail) -> Iterator[list[Probe]]:
-    """Each part is good and all of them together are bad: the fault lies between two parts. Two
-    parts: the cross search. More: the first half of the parts and the second half, at once; a bad
-    half holds it; neither: it lies between the halves."""
+def between_task(e: Any, parts: list[list[str]], trail: Trail, depth: float | None = None) -> Iterator[list[Probe]]:
+    """Each part is good and all of them together are bad (their figure `depth`): the fault lies between
+    two parts. Two parts: the cross search. More: the first half of the parts and the second half, at
+    once; a bad half that holds it (`holds`) is searched; none: it lies between the halves."""
     if len(parts) == 2:
-        yield from cross_task(e, parts[0], parts[1], trail)
+        yield from cross_task(e, parts[0], parts[1], trail, depth=depth)
         return
     first, second = parts[:len(parts) // 2], parts[len(parts) // 2:]
     unions = [sum(first, []), sum(second, [])]
     outcomes = yield [Probe(tuple(u), purpose=f"{len(h)} parts together", search=True)
                       for u, h in zip(unions, (first, second)) if len(h) > 1]
     trail = trail + [step(outcomes, "parts, half of them at a time")]
-    found = False
-    for halves_of, outcome in zip([h for h in (first, second) if len(h) > 1], outcomes):
-        if outcome.bad:
-            found = True
-            e.spawn(between_task(e, halves_of, trail), scope=sum(halves_of, []))
-    if not found:
-        e.spawn(cross_task(e, unions[0], unions[1], trail), scope=unions[0] + unions[1])
+    bad = [(h, o) for h, o in zip([h for h in (first, second) if len(h) > 1], outcomes) if o.bad]
+    if not any(holds(o, depth) for _, o in bad):
+        e.spawn(cross_task(e, unions[0], unions[1], trail, depth=depth), scope=unions[0] + unions[1])
+    for halves_of, outcome in bad:
+        e.spawn(between_task(e, halves_of, trail, outcome.figure), scope=sum(halves_of, []))
 
 
 def cross_task(e: Any, a: list[str], b: list[str], trail: Trail, known_bad: bool = True,
@@ -176,17 +174,16 @@ def cross_task(e: Any, a: list[str], b: list[str], trail: Trail, known_bad: bool
     outcomes = yield [Probe(tuple(x + y), purpose=f"{label(x)} with {label(y)}", search=True) for x, y in combos]
     here = trail + [step(outcomes, f"between {label(a)} and {label(b)}")]
     found = [(x, y, o) for (x, y), o in zip(combos, outcomes) if o.bad]
+    held = any(holds(o, depth) for _, _, o in found)
+    rest = [(x, y) for x, y in ((a1, b2), (a2, b1)) if x and y] if not held else []
+    if len(rest) == 1 and known_bad and not found:  # the only place left: known to hold it
+        e.spawn(cross_task(e, rest[0][0], rest[0][1], here, depth=depth), scope=rest[0][0] + rest[0][1])
+    else:
+        for x, y in rest:
+            e.spawn(cross_task(e, x, y, here, known_bad=False, depth=depth), scope=x + y)
     for x, y, o in found:
         e.spawn(cross_task(e, x, y, here, depth=o.figure), scope=x + y)
-    if found:
-        return
-    rest = [(x, y) for x, y in ((a1, b2), (a2, b1)) if x and y]
-    if len(rest) == 1 and known_bad:  # the only place left: known to hold it
-        e.spawn(cross_task(e, rest[0][0], rest[0][1], here), scope=rest[0][0] + rest[0][1])
-        return
-    for x, y in rest:
-        e.spawn(cross_task(e, x, y, here, known_bad=False), scope=x + y)
-    if known_bad and not rest:
+    if known_bad and not rest and not found:
         e.note(f"{label(a)} and {label(b)} were bad together once, but no part of one with a part of the other: "
                "not reproduced")
 
@@ -479,7 +476,8 @@ def clearance_task(e: Any, dirty: list[tuple[list[str], int, bool]]) -> Iterator
     for (_, passes, fresh), outcome in zip(dirty, outcomes):
         if outcome.bad and fresh:
             e.add_dirty(outcome.group, passes + 1)
-            e.spawn(isolate_task(e, outcome.group, [step([outcome], "every node together")]), scope=outcome.group)
+            e.spawn(isolate_task(e, outcome.group, [step([outcome], "every node together")], outcome.figure),
+                    scope=outcome.group)
     if not bad:
         return
     again = yield [Probe(tuple(o.group), purpose="the same, once more") for _, o in bad]
@@ -491,4 +489,4 @@ def clearance_task(e: Any, dirty: list[tuple[list[str], int, bool]]) -> Iterator
             e.blame(attribution("unexplained", second.group, trail, ambiguous=True, confidence="unconfirmed"))
         else:
             e.add_dirty(second.group, passes + 1)
-            e.spawn(isolate_task(e, second.group, trail), scope=second.group)
+            e.spawn(isolate_task(e, second.group, trail, second.figure), scope=second.group)

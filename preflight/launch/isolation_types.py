@@ -174,3 +174,13 @@ class IsolationParams:
     # this many times the pair's figure; nearer, a second good reading is needed (a slow node now and then
     # just above the floor is not cleared by one lucky burst and then blamed as a link). None: one clears.
     clear_above: float | None = 1.25
+
+
+HOLDS = 0.7  # a part bad at over depth / HOLDS is too shallow to hold the fault of its whole
+
+
+def holds(outcome: Outcome, depth: float | None) -> bool:
+    """Whether a bad part can hold the fault that made its whole read `depth`: it reads about as low
+    (not above depth / HOLDS). A link at 0.3 of the figure reads 0.3 in every group that holds it; a
+    part that read 0.76 beside it is noise or another, shallower fault, and the rest is searched too. Pure."""
+    return outcome.bad and (depth is None or depth <= 0 or outcome.figure is None or outcome.figure <= depth / HOLDS)

@@ -17,6 +17,13 @@ readings by one protocol (`take_readings`), the one the simulator runs too (pref
   follow it at once, or right after a short pass, and share whatever slowdown lasts that long (another
   job's traffic through one switch), so it would call a healthy fleet NO-GO on one slowdown.
 
+A reading just under its floor (under it, but not under MARGINAL of it) is measured once more at
+once, and is below the floor only when that measurement is too (`deep_below`): heavy-tailed noise
+puts one burst of a healthy fleet 5-15% under its mean now and then, and two in a row seldom; a fault
+that matters reads deeper, or again. The second measurement stands for the reading (the first is kept
+beside it, under AGAIN_OF); for the first reading it is stored as the first of the later ones, marked
+FIRST_AGAIN, and the pass runs from the first reading only when that measurement is below too.
+
 What the readings say (`judge_readings`, the median of the readings against the floor):
 - below its floor in every reading: the shortfall is confirmed, the check FAILs on it (it appears
   only with every node together: congestion, an oversubscribed uplink, the size of the job, or a
@@ -43,6 +50,9 @@ from typing import Any, Callable
 from preflight.core.model import Finding, Status
 
 RECHECKS = 2
+MARGINAL = 0.85  # a reading under its floor but not under this share of it is measured once more at once
+AGAIN_OF = "again_of"  # a later reading measured again at once: the measurement just under the floor
+FIRST_AGAIN = "first_again"  # the first reading measured again at once: this entry stands for it
 
 # How a recheck ended
 CONFIRMED = "confirmed"  # below the floor in every reading
@@ -77,33 +87,36 @@ class Readings:
     why_not: str = ""  # why a reading was not measured (UNCONFIRMED, or a MET on one reading)
     far: bool = False  # a reading was under FAR_BELOW of its floor
     first_below: bool = True  # the first reading was below the floor
+    again: bool = False  # the first reading was just under its floor and met it measured again at once
 
     @property
     def text(self) -> str:
+        first = "the first just under its floor and over it when measured again at once; " if self.again else ""
         if self.taken == 1:
-            return f"not measured again ({self.why_not}): one reading"
-        return (f"below its floor in {self.below} of {self.taken} all-node readings"
+            return f"{first}not measured again ({self.why_not}): one reading"
+        return (f"{first}below its floor in {self.below} of {self.taken} all-node readings"
                 + (f", one of them under {FAR_BELOW:.0%} of it" if self.far else ""))
 
 
 def judge_readings(rechecks: list[bool | None], why_not: str = "", far: bool = False,
-                   first_below: bool = True) -> Readings:
+                   first_below: bool = True, again: bool = False) -> Readings:
     """What a first reading (below its floor unless `first_below` is False) and the `rechecks` after
     it say. Each recheck: True (met the floor), False (below it), None (not measured); `far`: a reading
-    was under FAR_BELOW of it. The median decides: below it in most readings is a shortfall."""
+    was under FAR_BELOW of it; `again`: the first reading was just under the floor and met it measured
+    again at once (it counts as met). The median decides: below it in most readings is a shortfall."""
     measured = [ok for ok in rechecks if ok is not None]
     taken = 1 + len(measured)
     below = int(first_below) + sum(1 for ok in measured if not ok)
     if not measured:
         reason = why_not or ("no time was left" if not rechecks else "a recheck could not be measured")
-        return Readings(UNCONFIRMED if first_below else MET, below, taken, reason, far, first_below)
+        return Readings(UNCONFIRMED if first_below else MET, below, taken, reason, far, first_below, again)
     if below == taken:
         return Readings(CONFIRMED, below, taken, far=far, first_below=first_below)
     if far or below * 2 > taken:
-        return Readings(INTERMITTENT, below, taken, far=far, first_below=first_below)
+        return Readings(INTERMITTENT, below, taken, far=far, first_below=first_below, again=again)
     if not below:
-        return Readings(MET, below, taken, first_below=first_below)
-    return Readings(TRANSIENT, below, taken, first_below=first_below)
+        return Readings(MET, below, taken, first_below=first_below, again=again)
+    return Readings(TRANSIENT, below, taken, first_below=first_below, again=again)
 
 
 NOT_RUN = "not_run"  # a recheck that was not measured holds only why
@@ -122,13 +135,14 @@ INTERMITTENT_FIX = ("The all-node reading fell below its floor in most readings,
 
 def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Callable[[], Any],
                   below: Callable[[Any], bool], time_left: Callable[[], float], least_s: float,
-                  pinned: Callable[[Any], bool] | None = None,
-                  measured: Callable[[Any], bool] = lambda r: True) -> tuple[Any, list[dict[str, Any]]]:
+                  pinned: Callable[[Any], bool] | None = None, measured: Callable[[Any], bool] = lambda r: True,
+                  deep_below: Callable[[Any], bool] | None = None) -> tuple[Any, list[dict[str, Any]]]:
     """The readings protocol (see the module's text): (what the isolation pass gave, or None when none
     ran; the readings after the first, as the check stores them, a reading not taken as {NOT_RUN: why}).
 
     `isolate(reading)`: the pass run from a reading, None when the reading gives no reason for one;
-    `below(reading)`: the reading was measured and is below the floor; `pinned(isolation)`: the pass
+    `below(reading)`: the reading was measured and is below the floor; `deep_below(reading)`: under
+    MARGINAL of it (None: no reading is measured again at once); `pinned(isolation)`: the pass
     confirmed what made it bad (default: not recheck_wanted of its `isolation` entry); fewer readings
     when less than `least_s` seconds are left, none after a first that was not `measured` (the run
     failed: not a GO, and a launch that failed once, on a node that never joined, fails as slowly again)."""
@@ -137,23 +151,42 @@ def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Calla
             return False
         return pinned(found) if pinned is not None else not recheck_wanted(found.get("isolation"))
 
-    found = isolate(first)
+    def again(reading: Any) -> Any:
+        """`reading`, measured once more at once when it is just under its floor: the second stands for it."""
+        if deep_below is None or not below(reading) or deep_below(reading) or time_left() < least_s:
+            return None
+        second = measure_once()
+        return second if measured(second) else None
+
     later: list[dict[str, Any]] = []
+    second = again(first) if measured(first) else None
+    if second is not None:
+        later.append({**second, FIRST_AGAIN: True})
+    basis = second if second is not None and not below(second) else first
+    found = isolate(basis)
     if done(found) or not measured(first):
         return found, later
     # A third reading only after a first below the floor and a pass from it, which spaces them.
-    wanted = RECHECKS if below(first) and found is not None else 1
+    wanted = len(later) + (RECHECKS if below(basis) and found is not None else 1)
     while len(later) < wanted:
         if time_left() < least_s:
             later.append({NOT_RUN: f"less than {least_s:.0f} s of the check's time was left"})
             break
         reading = measure_once()
+        second = again(reading)
+        if second is not None:
+            reading = {**second, AGAIN_OF: reading}
         later.append(reading)
         if found is None:  # no pass yet: this reading may give a reason for one
             found = isolate(reading)
             if done(found):
                 break
     return found, later
+
+
+def measurements(later: list[dict[str, Any]]) -> int:
+    """All-node measurements the later readings took (one measured again at once counts twice)."""
+    return sum(1 + (AGAIN_OF in r) for r in later if NOT_RUN not in r)
 
 
 def readings_of(rechecks: list[dict[str, Any]], met: Callable[[dict[str, Any]], bool | None],
@@ -164,10 +197,15 @@ def readings_of(rechecks: list[dict[str, Any]], met: Callable[[dict[str, Any]], 
     when it was not measured; `failed`: why one was not
     measured; `far`: a recheck under FAR_BELOW of its floor; `first_far`: the first reading was;
     `first_below`: the first reading was below its floor)."""
+    again = False
+    if rechecks and rechecks[0].get(FIRST_AGAIN):  # the first reading, measured again at once
+        first_far = first_far or bool(met(rechecks[0]) is not None and far(rechecks[0]))
+        again = first_below and met(rechecks[0]) is True
+        first_below, rechecks = first_below and not again, rechecks[1:]
     oks = [None if NOT_RUN in r else met(r) for r in rechecks]
     why = next((r[NOT_RUN] if NOT_RUN in r else failed(r) for r, ok in zip(rechecks, oks) if ok is None), "")
     far_any = first_far or any(far(r) for r, ok in zip(rechecks, oks) if ok is not None)
-    return judge_readings(oks, why, far_any, first_below)
+    return judge_readings(oks, why, far_any, first_below, again)
 
 
 def judged_by_readings(check: Any, findings: list[Finding], kinds: tuple[str, ...], readings: Readings,
@@ -180,7 +218,7 @@ def judged_by_readings(check: Any, findings: list[Finding], kinds: tuple[str, ..
     for f in findings:
         if f.id not in ids or f.level is not Status.FAIL:
             out.append(f)
-        elif readings.outcome == TRANSIENT:
+        elif readings.outcome == TRANSIENT or readings.again and readings.outcome in (MET, UNCONFIRMED):
             out.append(check.finding("transient", Status.WARN, f"{f.message}; {readings.text}"
                                      + (f" ({later})" if later else "") + ": a transient, not confirmed", node=f.node))
         elif readings.outcome == INTERMITTENT:
@@ -196,8 +234,8 @@ def later_findings(check: Any, readings: Readings, later: str = "") -> list[Find
     """The findings of readings whose first met its floor (which gave no shortfall finding of its own):
     an `intermittent` FAIL or a `transient` WARN when a later reading fell below it; none when every
     reading met it."""
-    if readings.first_below or readings.outcome in (MET, UNCONFIRMED):
-        return []
+    if readings.first_below or readings.again or readings.outcome in (MET, UNCONFIRMED):
+        return []  # a first reading below its floor has findings of its own, judged by judged_by_readings
     said = (f"the all-node reading met its floor first, then fell below it: {readings.text}"
             + (f" ({later})" if later else ""))
     if readings.outcome == TRANSIENT:
@@ -208,7 +246,7 @@ def later_findings(check: Any, readings: Readings, later: str = "") -> list[Find
 
 def readings_line(readings: Readings) -> str:
     """The detail line of readings that met the floor: on how many readings a PASS rests."""
-    if readings.first_below or readings.outcome not in (MET, UNCONFIRMED):
+    if readings.first_below or readings.again or readings.outcome not in (MET, UNCONFIRMED):
         return ""
     return f"met its floor in {readings.taken} of {readings.taken} all-node readings" if readings.taken > 1 \
         else f"the all-node reading met its floor; {readings.text}"

@@ -172,6 +172,26 @@ def test_a_ring_slow_once_that_no_group_reproduces_is_measured_again_and_is_a_tr
     assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
 
 
+def test_a_ring_just_under_its_floor_once_is_measured_again_at_once_and_no_pass_runs(bed8, cluster_context,
+                                                                                   monkeypatch):
+    from preflight.engine import faults
+    from preflight.launch.recheck import FIRST_AGAIN
+
+    # The first ring's clients capped at 560 Mbit/s: under the 0.6 Gbit/s floor by 7%, what one burst
+    # of another job's traffic does. The ring is measured again at once, uncapped, and meets the floor:
+    # no isolation pass, one more ring at the end, and a transient WARN (GO) that says so.
+    monkeypatch.setenv(faults.ENV, faults.env_value({"net.bandwidth": {"bitrate_first": "560M"}}))
+    result, _ = timed(cluster_context(bed8, timeout_s=600), quick())
+    facts = result.facts
+    assert "isolation" not in facts, "\n".join(result.details)
+    assert len(facts["rechecks"]) == 2 and facts["rechecks"][0].get(FIRST_AGAIN), facts["rechecks"]
+    assert result.status is Status.WARN, result.summary + "\n" + "\n".join(result.details)
+    assert ids(result) == {"transient"}, ids(result)
+    (finding,) = [f for f in result.findings if f.id == "net.bandwidth.transient"]
+    assert "over it when measured again at once" in finding.message, finding.message
+    assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
+
+
 def test_a_whole_switch_slowed_is_one_shared_cause_and_no_node_is_blamed(bed8, cluster_context):
     # A neighbour's traffic through one leaf switch: every node under it reads slow, with any partner. The
     # hosts' topology (two leaves of four) is given as a hosts file's group= column gives it; the pass

@@ -36,15 +36,17 @@ def test_unknown_fault_types_are_refused():
 
 
 def test_every_run_takes_a_second_all_node_reading_and_a_third_when_the_first_fell_below_the_floor():
-    # noise 10%: a healthy fleet's first all-node reading falls below its floor in a few runs; the pass
-    # blames nothing, the reading is taken twice more (preflight.launch.recheck.take_readings), and most
-    # readings meet the floor: GO. A run whose first reading met its floor is not GO on it: a second is
-    # taken (each later reading counted as a round)
-    trials = [run_trial("healthy", 8, seed, noise=0.10, gpu_noise=0.02) for seed in range(120)]
-    assert all(t.rechecks >= 1 for t in trials)
-    rechecked = [t for t in trials if t.rechecks == 2]
-    assert rechecked and any(not t.nogo and not t.blamed and t.rounds > t.rechecks for t in rechecked)
-    assert any(t.rounds == 1 for t in trials) and all(not t.nogo for t in trials if t.rounds == 1)
+    # noise 10% on a fleet 11% above its floor: a healthy fleet's first all-node reading falls below its
+    # floor in some runs. Just under it, it is measured again at once, meets it, and one more reading is
+    # taken with no pass (two measurements, GO); further under it, the pass blames nothing, the reading
+    # is taken twice more (preflight.launch.recheck.take_readings), and most readings meet the floor: GO.
+    # A run whose first reading met its floor is not GO on it: a second is taken (each later
+    # measurement counted as a round)
+    trials = [run_trial("healthy", 8, seed, noise=0.10, gpu_noise=0.02, floor=0.9) for seed in range(120)]
+    assert all(t.rechecks >= 1 for t in trials) and not any(t.nogo for t in trials)
+    assert any(t.rechecks == 2 and t.rounds == 2 for t in trials)  # measured again at once, then once more
+    assert any(t.rechecks >= 2 and t.rounds > t.rechecks and not t.blamed for t in trials)  # a pass, then two
+    assert any(t.rounds == 1 for t in trials)
 
 
 def test_a_flapping_link_is_no_go_or_named_in_most_runs_even_when_the_first_reading_meets_the_floor():
@@ -60,9 +62,9 @@ def test_a_flapping_link_is_no_go_or_named_in_most_runs_even_when_the_first_read
 
 def test_a_shortfall_below_the_floor_in_every_reading_is_no_go():
     # a floor near the healthy figure: some runs read below it in the first reading and in both rechecks,
-    # with nothing blamed: NO-GO on three readings
+    # with nothing blamed: NO-GO on three readings (a reading just under the floor measured again at once)
     trials = [run_trial("healthy", 8, seed, noise=0.10, gpu_noise=0.02, floor=0.95) for seed in range(40)]
-    assert any(t.rechecks == 2 and t.nogo and not t.blamed for t in trials)
+    assert any(t.rechecks >= 2 and t.nogo and not t.blamed for t in trials)
 
 
 def _fabric_model(seed=3, **kw):
@@ -124,3 +126,46 @@ def test_the_table_shows_recall_without_the_flapping_types_and_how_often_they_go
     assert figures["flapping_missed"][0] == flapping["missed"] > 0
     table = bench.markdown(rows)
     assert "all but the flapping node and link" in table and "flapping node or link missed" in table
+
+
+def test_a_reading_just_under_its_floor_measured_again_at_once_keeps_healthy_fleets_go_under_a_noisy_neighbour():
+    """Side by side on the same seeded runs (fabric model, 8 nodes, noise 5%): a healthy fleet's first
+    reading is under its floor when a neighbour slows a switch (one run in six), and the 2-of-3 rule then
+    calls it NO-GO on one heavy-tailed burst just under the floor in a later reading. Measured again at
+    once, such a burst is seldom under it twice; a flapping part, far under it, is read as before."""
+    from preflight.launch.isolation_sim import Fabric
+
+    healthy = [row("healthy", 8, 0.05, 0.01, 2000, fabric=Fabric(), measure_again=m)["counts"]["nogo"]
+               for m in (True, False)]
+    assert healthy[0] <= 10 < 20 <= healthy[1]  # 0.4% against 1.15% of 2,000 runs
+    for kind in ("flapping-node", "flapping-link"):
+        missed = [row(kind, 8, 0.05, 0.01, 300, fabric=Fabric(), measure_again=m)["counts"]["missed"]
+                  for m in (True, False)]
+        assert missed[0] <= missed[1] + 6  # within 2% of 300 runs
+
+
+def test_the_healthy_fleets_rare_events_are_measured_on_many_runs_apart_from_the_pooled_figures():
+    """NO-GO in at most 0.5% of healthy runs cannot be told from 2% on 200 runs: bench/error_rates.py
+    runs the healthy fleet again, many times, in a row of its own that gives those goals; precision,
+    recall and the other pooled figures keep every fault type at the same weight."""
+    import importlib.util
+    from pathlib import Path
+
+    from preflight.launch.isolation_sim import Fabric
+
+    spec = importlib.util.spec_from_file_location("error_rates", Path(__file__).parents[3] / "bench" / "error_rates.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = bench.arguments().parse_args(["--model", "fabric", "--sizes", "8", "--noise", "0.05", "--faults",
+                                         "healthy,slow-node", "--trials-8", "20", "--healthy-runs", "8:400"])
+    plan = [p for p in bench.planned(args) if p[3] == 0.8]
+    assert sorted(plan) == [("healthy", 8, 0.05, 0.8, -400), ("healthy", 8, 0.05, 0.8, 20), ("slow-node", 8, 0.05, 0.8, 20)]
+    rows = [{**row(f, n, x, 0.01, abs(c), fabric=Fabric()), **({"rare": True} if c < 0 else {})} for f, n, x, _, c in plan]
+    figures = bench.pooled(rows, 8, 0.05)
+    rare = next(r for r in rows if r.get("rare"))
+    assert figures["rare_runs"] == 400 and figures["healthy_nogo"][0] == rare["false_nogo_runs"]
+    assert figures["precision"] == bench.pooled([r for r in rows if not r.get("rare")], 8, 0.05)["precision"]
+    assert "(400 runs)" in bench.markdown(rows) and "in the healthy runs of the first row" in bench.markdown(rows)
+    with pytest.raises(SystemExit) as bad:  # a bad count is refused, naming the flag (exit 2)
+        bench.arguments().parse_args(["--healthy-runs", "8:x"])
+    assert bad.value.code == 2

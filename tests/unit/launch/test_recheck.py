@@ -3,14 +3,15 @@
 from preflight.core.check import Check as BaseCheck
 from preflight.core.model import Status
 from preflight.launch.recheck import (
-    CONFIRMED, INTERMITTENT, INTERMITTENT_FIX, MET, NOT_RUN, RECHECKS, TRANSIENT, UNCONFIRMED, judge_readings, later_findings,
-    readings_line, readings_of, recheck_wanted, take_readings, TRANSIENT_FIX,
+    AGAIN_OF, CONFIRMED, FIRST_AGAIN, INTERMITTENT, INTERMITTENT_FIX, MARGINAL, MET, NOT_RUN, RECHECKS, TRANSIENT,
+    UNCONFIRMED, judge_readings, judged_by_readings, later_findings, measurements, readings_line, readings_of,
+    recheck_wanted, take_readings, TRANSIENT_FIX,
 )
 
 
 class Check(BaseCheck):
     id = "check"
-    fixes = {"intermittent": INTERMITTENT_FIX, "transient": TRANSIENT_FIX}
+    fixes = {"intermittent": INTERMITTENT_FIX, "transient": TRANSIENT_FIX, "shortfall": "Measure again."}
 
 
 def attribution(kind: str, confidence: str = "confirmed", ambiguous: bool = False) -> dict:
@@ -133,3 +134,61 @@ def test_a_first_reading_that_failed_is_not_measured_again():
     found, later = take_readings({"met": False, "failed": True}, lambda r: None, fleet.measure,
                                  lambda r: False, lambda: 100.0, 10.0, measured=lambda r: not r.get("failed"))
     assert found is None and later == []
+
+
+class Figures(Fleet):
+    """All-node readings as figures against a floor of 1.0 (under 0.85: deep below it)."""
+
+    def __init__(self, figures: list[float]) -> None:
+        super().__init__([])
+        self.figures = iter(figures)
+
+    def measure(self) -> dict:
+        figure = next(self.figures)
+        return {"met": figure >= 1.0, "figure": figure}
+
+
+def readings_with(fleet: Figures, first: dict) -> tuple:
+    return take_readings(first, fleet.isolate, fleet.measure, lambda r: not r["met"], lambda: 100.0, 10.0,
+                         deep_below=lambda r: r["figure"] < MARGINAL)
+
+
+def test_a_first_reading_just_under_its_floor_is_measured_again_at_once_and_no_pass_runs_when_that_meets_it():
+    # one heavy-tailed burst 5% under the floor: measured again at once, over it; no pass, one more
+    # reading at the end: a transient WARN, never a NO-GO and never a PASS that hides the dip
+    fleet = Figures([1.05, 1.1])
+    found, later = readings_with(fleet, {"met": False, "figure": 0.95})
+    assert found is None and not fleet.passes
+    assert [r["figure"] for r in later] == [1.05, 1.1] and later[0][FIRST_AGAIN] and measurements(later) == 2
+    readings = readings_of(later, lambda r: r["met"])
+    assert readings.outcome == MET and readings.again and not readings.first_below and readings.taken == 2
+    shortfall = Check.finding("shortfall", Status.FAIL, "all-node figure 0.95, under its floor of 1.0")
+    (warn,) = judged_by_readings(Check, [shortfall], ("shortfall",), readings)
+    assert warn.id == "check.transient" and warn.level is Status.WARN
+    assert "just under its floor and over it when measured again at once" in warn.message
+    assert readings_line(readings) == "" and later_findings(Check, readings) == []
+    # measured again and under the floor again: the first reading stands, the pass runs from it
+    fleet = Figures([0.96, 1.1, 0.97, 0.99])
+    found, later = readings_with(fleet, {"met": False, "figure": 0.95})
+    assert found is not None and len(fleet.passes) == 1 and fleet.passes[0]["figure"] == 0.95
+    assert measurements(later) == 3 + 1  # the second look, then two readings, the last measured again at once
+    assert later[-1][AGAIN_OF]["figure"] == 0.97 and later[-1]["figure"] == 0.99
+    assert readings_of(later, lambda r: r["met"]).outcome == INTERMITTENT  # under it in 2 of 3 readings
+
+
+def test_a_reading_far_under_its_floor_is_not_measured_again_at_once():
+    # 0.6 of the floor is no burst of noise: the pass runs from it at once
+    fleet = Figures([1.1, 1.1])
+    found, later = readings_with(fleet, {"met": False, "figure": 0.6})
+    assert found is not None and [r["figure"] for r in later] == [1.1, 1.1]
+    assert not any(FIRST_AGAIN in r or AGAIN_OF in r for r in later)
+    # a later reading just under the floor, over it measured again at once: met
+    fleet = Figures([0.95, 1.02])
+    _, later = readings_with(fleet, {"met": True, "figure": 1.1})
+    assert later == [{"met": True, "figure": 1.02, AGAIN_OF: {"met": False, "figure": 0.95}}]
+    assert readings_of(later, lambda r: r["met"], first_below=False).outcome == MET
+    # with no deep_below, nothing is measured again at once (the rule as it was)
+    fleet = Figures([0.95])
+    _, later = take_readings({"met": True, "figure": 1.1}, fleet.isolate, fleet.measure, lambda r: not r["met"],
+                             lambda: 100.0, 10.0)
+    assert later == [{"met": False, "figure": 0.95}]

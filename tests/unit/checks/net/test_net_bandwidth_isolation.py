@@ -379,3 +379,18 @@ def test_the_default_pass_has_the_rounds_a_search_at_that_size_takes(fault, coun
     given = rounds_given(Params(), count)
     assert given >= 44 and recall(given) >= 0.85
     assert recall(rounds_given(Params(isolation_timeout_s=120.0), count)) <= 0.3  # the old budget, side by side
+
+
+def test_a_ring_just_under_its_floor_that_meets_it_measured_again_at_once_is_a_transient_warn():
+    from preflight.launch.recheck import FIRST_AGAIN
+    from preflight_checks.net.bandwidth_judge import deep_below
+
+    near = facts_for([Fault("slow-node", ("n3",), 0.7)], isolated_by=[])
+    near.pop("isolation")  # measured again at once and met: no pass ran
+    assert below_floor(near["links"], FLOOR) and not deep_below(near, FLOOR)  # just under: measured again
+    assert deep_below({"links": ring_links([Fault("slow-node", ("n3",), 0.3)])}, FLOOR)  # far under: the pass
+    healthy = {"links": ring_links([], seed=5)}
+    result = evaluate({**near, "rechecks": [{**healthy, FIRST_AGAIN: True}, healthy]})
+    assert result.status is Status.WARN and ids(result) == ["transient"], ids(result)
+    (finding,) = [f for f in result.findings if f.id == "net.bandwidth.transient"]
+    assert "over it when measured again at once; below its floor in 0 of 2 all-node readings" in finding.message

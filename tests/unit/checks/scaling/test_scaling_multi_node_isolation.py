@@ -169,3 +169,24 @@ def test_a_run_that_only_warns_or_did_not_run_is_not_trained_again():
     failed = {**facts["all_nodes"], "ok": False, "phase": "collective", "error": "timed out"}
     assert not below_floor(facts["one_node"], failed, params) and met_floor(facts["one_node"], failed, params) is None
     assert not recheck_wanted(run_pass(slow_link="n6"))  # a node the pass named
+
+
+def test_a_run_just_under_its_floor_that_meets_it_trained_again_at_once_is_a_transient_warn():
+    from preflight.launch.recheck import AGAIN_OF, FIRST_AGAIN, MARGINAL
+    from preflight_checks.scaling.multi_node_figures import far_below
+
+    facts = facts_with(run_pass())
+    facts.pop("isolation")  # trained again at once and met: no pass ran
+    params = Params(**facts["_params"])
+    one = facts["one_node"]
+    near = {**facts, "all_nodes": all_nodes_at(facts, 0.93 * params.warn_efficiency)}
+    assert below_floor(one, near["all_nodes"], params) and not far_below(one, near["all_nodes"], params, MARGINAL)
+    assert far_below(one, all_nodes_at(facts, 0.8 * params.warn_efficiency), params, MARGINAL)
+    good = all_nodes_at(facts, params.min_efficiency)
+    result = evaluate({**near, "rechecks": [{**good, FIRST_AGAIN: True}, good]})
+    assert result.status is Status.WARN and "scaling.multi_node.efficiency" not in finding_ids(result)
+    (finding,) = [f for f in result.findings if f.id == "scaling.multi_node.transient"]
+    assert "over it when measured again at once" in finding.message
+    # a later run just under the floor and over it trained again at once counts as met
+    later = evaluate({**facts, "all_nodes": good, "rechecks": [{**good, AGAIN_OF: near["all_nodes"]}]})
+    assert later.status is Status.PASS and "met its floor in 2 of 2 all-node readings" in later.details
