@@ -24,12 +24,12 @@ evidence is ambiguous. Groups of nodes measure their own rings at once, bad grou
 searched, and each suspect is confirmed against nodes already measured good (preflight.launch.isolation,
 through preflight_checks.net.isolation), in the rounds a search at the cluster's size needs (the check's
 timeout grows with them): a few dozen at most where the full matrix takes 2(N-1) of all pairs. The ring is
-never judged alone (preflight.launch.recheck.take_readings): a second ring always, at the end, and a
-third when the first was below the floor and the pass blamed nothing; slow links below the floor in
-every ring FAIL, in most rings (or under half the floor in one) are an intermittent FAIL, and rings
-that met it otherwise make them a transient WARN. A link whose median met the floor in every ring but
-that dropped under a quarter of it in single measurements of two rings is flapping (a FAIL; a link is
-nobody's own, so nothing is acted on); one drop is only noted.
+never judged alone (preflight.launch.recheck.take_readings): a second ring always, at the end, a third
+when the first was below the floor and the pass blamed nothing, a ring just under the floor measured again
+at once (below it only when that one is too); links below it in every ring FAIL, in most rings (or under
+half of it in one) are an intermittent FAIL, else a transient WARN. A link whose median met the floor in
+every ring but that dropped under a quarter of it in single measurements of two rings is flapping (a
+FAIL, acted on by nobody: a link is no node's own); one drop is only noted.
 
 A link whose route is local to the sender (the target is one of the sender's own addresses, or
 loopback) would measure memory bandwidth, not the network, so it is ERROR and never measured.
