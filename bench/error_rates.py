@@ -3,7 +3,7 @@ attribution precision and recall, rounds.
 
     python bench/error_rates.py [--json] [--model gauss|fabric] [--sizes 8,64,1024] [--noise 0.02,0.05,0.10]
                                 [--faults ...] [--trials-8 200] [--trials-64 60] [--trials-256 20]
-                                [--trials-1024 12] [--healthy-runs 8:10000,64:2000,256:500,1024:200] [--seed 1]
+                                [--trials-1024 12] [--healthy-runs 8:10000,64:4000,256:2000,1024:1000] [--seed 1]
 
 `--model fabric` measures under a real fabric's noise (preflight.launch.isolation_sim.Fabric): Student-t
 noise (3 degrees of freedom), a per-switch factor shared by the bursts through that switch and AR(1)
@@ -63,7 +63,7 @@ from preflight.launch.isolation_sim import Fabric  # noqa: E402
 GPU_NOISE = {0.02: 0.005, 0.05: 0.01, 0.10: 0.02}
 FLAPPING = ("flapping-node", "flapping-link")  # bad in half their bursts: suspects, never confirmed (4 of 4)
 NEAR_FLOOR = (1.02, 1.05)  # healthy fleets this far above their floor (--model fabric)
-HEALTHY_RUNS = "8:10000,64:2000,256:500,1024:200"  # the healthy row's runs per size: its goals are rare events
+HEALTHY_RUNS = "8:10000,64:4000,256:2000,1024:1000"  # the healthy row's runs per size: its goals are rare events
 
 
 def healthy_runs(text: str) -> dict[int, int]:
