@@ -18,7 +18,8 @@ readings by one protocol (`take_readings`), the one the simulator runs too (pref
   job's traffic through one switch), so it would call a healthy fleet NO-GO on one slowdown.
 
 A reading just under its floor (under it, but not under MARGINAL of it) is measured once more at
-once, and is below the floor only when that measurement is too (`deep_below`): heavy-tailed noise
+once, and is below the floor only when that measurement is too (`deep_below`; one that fails to be
+measured leaves the reading as taken, and is kept beside it): heavy-tailed noise
 puts one burst of a healthy fleet 5-15% under its mean now and then, and two in a row seldom; a fault
 that matters reads deeper, or again. The second measurement stands for the reading (the first is kept
 beside it, under AGAIN_OF); for the first reading it is stored as the first of the later ones, marked
@@ -53,6 +54,7 @@ RECHECKS = 2
 MARGINAL = 0.85  # a reading under its floor but not under this share of it is measured once more at once
 AGAIN_OF = "again_of"  # a later reading measured again at once: the measurement just under the floor
 FIRST_AGAIN = "first_again"  # the first reading measured again at once: this entry stands for it
+AGAIN_FAILED = "again_failed"  # a later reading whose measurement again at once failed: it stands as taken
 
 # How a recheck ended
 CONFIRMED = "confirmed"  # below the floor in every reading
@@ -152,17 +154,16 @@ def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Calla
         return pinned(found) if pinned is not None else not recheck_wanted(found.get("isolation"))
 
     def again(reading: Any) -> Any:
-        """`reading`, measured once more at once when it is just under its floor: the second stands for it."""
+        """`reading` measured once more at once when it is just under its floor (None when it is not)."""
         if deep_below is None or not below(reading) or deep_below(reading) or time_left() < least_s:
             return None
-        second = measure_once()
-        return second if measured(second) else None
+        return measure_once()
 
     later: list[dict[str, Any]] = []
     second = again(first) if measured(first) else None
-    if second is not None:
+    if second is not None:  # kept also when it failed: the first reading then stands as taken
         later.append({**second, FIRST_AGAIN: True})
-    basis = second if second is not None and not below(second) else first
+    basis = second if second is not None and measured(second) and not below(second) else first
     found = isolate(basis)
     if done(found) or not measured(first):
         return found, later
@@ -175,7 +176,7 @@ def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Calla
         reading = measure_once()
         second = again(reading)
         if second is not None:
-            reading = {**second, AGAIN_OF: reading}
+            reading = {**second, AGAIN_OF: reading} if measured(second) else {**reading, AGAIN_FAILED: second}
         later.append(reading)
         if found is None:  # no pass yet: this reading may give a reason for one
             found = isolate(reading)
@@ -186,7 +187,7 @@ def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Calla
 
 def measurements(later: list[dict[str, Any]]) -> int:
     """All-node measurements the later readings took (one measured again at once counts twice)."""
-    return sum(1 + (AGAIN_OF in r) for r in later if NOT_RUN not in r)
+    return sum(1 + (AGAIN_OF in r or AGAIN_FAILED in r) for r in later if NOT_RUN not in r)
 
 
 def readings_of(rechecks: list[dict[str, Any]], met: Callable[[dict[str, Any]], bool | None],

@@ -3,7 +3,7 @@
 from preflight.core.check import Check as BaseCheck
 from preflight.core.model import Status
 from preflight.launch.recheck import (
-    AGAIN_OF, CONFIRMED, FIRST_AGAIN, INTERMITTENT, INTERMITTENT_FIX, MARGINAL, MET, NOT_RUN, RECHECKS, TRANSIENT,
+    AGAIN_FAILED, AGAIN_OF, CONFIRMED, FIRST_AGAIN, INTERMITTENT, INTERMITTENT_FIX, MARGINAL, MET, NOT_RUN, RECHECKS, TRANSIENT,
     UNCONFIRMED, judge_readings, judged_by_readings, later_findings, measurements, readings_line, readings_of,
     recheck_wanted, take_readings, TRANSIENT_FIX,
 )
@@ -192,3 +192,23 @@ def test_a_reading_far_under_its_floor_is_not_measured_again_at_once():
     _, later = take_readings({"met": True, "figure": 1.1}, fleet.isolate, fleet.measure, lambda r: not r["met"],
                              lambda: 100.0, 10.0)
     assert later == [{"met": False, "figure": 0.95}]
+
+
+def test_a_second_look_that_fails_leaves_the_reading_as_taken_and_is_kept():
+    # the launch of the second look failed (a node went away): the reading stands, just under the
+    # floor, and the failure is stored beside it, never dropped
+    failed = {"met": False, "figure": None, "failed": True}
+    looks = iter([failed, {"met": True, "figure": 1.1}, {"met": True, "figure": 1.1}])
+    fleet = Fleet([])
+    found, later = take_readings({"met": False, "figure": 0.95}, fleet.isolate, lambda: next(looks),
+                                 lambda r: not r["met"] and r["figure"] is not None, lambda: 100.0, 10.0,
+                                 measured=lambda r: not r.get("failed"), deep_below=lambda r: r["figure"] < MARGINAL)
+    assert found is not None and fleet.passes[0]["figure"] == 0.95  # the pass ran from the first reading
+    assert later[0] == {**failed, FIRST_AGAIN: True} and measurements(later) == 3
+    readings = readings_of(later, lambda r: None if r.get("failed") else r["met"])
+    assert readings.first_below and not readings.again and readings.taken == 3  # below in 1 of 3: a transient
+    looks = iter([{"met": False, "figure": 0.95}, failed])
+    _, later = take_readings({"met": True, "figure": 1.1}, fleet.isolate, lambda: next(looks),
+                             lambda r: not r["met"] and r["figure"] is not None, lambda: 100.0, 10.0,
+                             measured=lambda r: not r.get("failed"), deep_below=lambda r: r["figure"] < MARGINAL)
+    assert later == [{"met": False, "figure": 0.95, AGAIN_FAILED: failed}] and measurements(later) == 2
