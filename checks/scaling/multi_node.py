@@ -25,8 +25,9 @@ that makes a group's step slow (judged on compute / step, see
 preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. The
 all-node run is never judged alone (preflight.launch.recheck.take_readings): it is trained a second
 time always, and a third when E was below warn_efficiency (a FAIL) and the pass blamed nothing, and a
-run just under it trained again at once (below it only when that one is too); below it in every run FAILs, in most runs (or under half of it in one) is an intermittent FAIL, and otherwise
-the shortfall is a transient WARN.
+run just under it trained again at once (below it only when that one is too); below it in every run
+FAILs, in most runs (or under half of it in one) is an intermittent FAIL, and otherwise the shortfall
+is a transient WARN.
 """
 
 from __future__ import annotations

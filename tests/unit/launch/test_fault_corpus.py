@@ -159,8 +159,9 @@ def test_the_healthy_fleets_rare_events_are_measured_on_many_runs_apart_from_the
     args = bench.arguments().parse_args(["--model", "fabric", "--sizes", "8", "--noise", "0.05", "--faults",
                                          "healthy,slow-node", "--trials-8", "20", "--healthy-runs", "8:400"])
     plan = [p for p in bench.planned(args) if p[3] == 0.8]
-    assert sorted(plan) == [("healthy", 8, 0.05, 0.8, -400), ("healthy", 8, 0.05, 0.8, 20), ("slow-node", 8, 0.05, 0.8, 20)]
-    rows = [{**row(f, n, x, 0.01, abs(c), fabric=Fabric()), **({"rare": True} if c < 0 else {})} for f, n, x, _, c in plan]
+    assert sorted(plan) == [("healthy", 8, 0.05, 0.8, 20, False), ("healthy", 8, 0.05, 0.8, 400, True),
+                            ("slow-node", 8, 0.05, 0.8, 20, False)]
+    rows = [{**row(f, n, x, 0.01, c, fabric=Fabric()), **({"rare": True} if rare else {})} for f, n, x, _, c, rare in plan]
     figures = bench.pooled(rows, 8, 0.05)
     rare = next(r for r in rows if r.get("rare"))
     assert figures["rare_runs"] == 400 and figures["healthy_nogo"][0] == rare["false_nogo_runs"]
