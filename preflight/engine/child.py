@@ -15,7 +15,8 @@ from preflight.core.jsonlines import last_json
 from preflight.core.model import CheckResult, Evidence
 from preflight.engine.execute import error_result
 from preflight.engine.protocol import CheckJob
-from preflight.transport.process import Here, RemoteProcess, isolated_module_argv, kill_session
+from preflight.transport.module_argv import isolated_module_argv
+from preflight.transport.process import Here, RemoteProcess, kill_session
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 
 from preflight.core.check import CannotMeasure
 from preflight.core.jsonlines import loads
-from preflight.transport.process import isolated_module_argv
+from preflight.transport.module_argv import isolated_module_argv
 
 
 def framework_installed(framework: str) -> bool:

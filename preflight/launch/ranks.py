@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from preflight.transport.process import RemoteProcess, isolated_module_argv
+from preflight.transport.module_argv import isolated_module_argv
+from preflight.transport.process import RemoteProcess
 from preflight.core.jsonlines import last_json
 from preflight.transport.local import LocalTransport
 
@@ -268,5 +269,5 @@ def _launch_error(launch: LaunchResult, reports: dict[int, dict[str, Any] | None
 
 def worker_argv(module: str, *args: str, python: str | None = None) -> list[str]:
     """`python -m preflight.workers.<module> args...` with this interpreter (a venv is honoured), its
-    imports never from the directory it runs in (see preflight.transport.process.isolated_module_argv)."""
+    imports never from the directory it runs in (see preflight.transport.module_argv.isolated_module_argv)."""
     return isolated_module_argv(f"preflight.workers.{module}", *args, python=python)

@@ -15,7 +15,8 @@ from typing import Any
 
 from preflight.core import registry
 from preflight.core.registry import Probed
-from preflight.transport.process import CommandTimeout, isolated_module_argv, run_command
+from preflight.transport.module_argv import isolated_module_argv
+from preflight.transport.process import CommandTimeout, run_command
 
 MODULE = "preflight.workers.plugin_import"
 IMPORTING, OK, ERROR, DONE = "@@importing ", "@@ok ", "@@error ", "@@done"

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import psutil
@@ -92,6 +91,28 @@ def signal_tree(pid: int, sig: int) -> None:
         _signal_group(pid, sig)
     for proc in procs:
         _signal(proc, sig)
+
+
+class Escalation:
+    """A stop for a loop that polls its children: `begin` sends SIGTERM to each tree (once), and the
+    first `poll` `grace_s` after it sends SIGKILL to what is left of them."""
+
+    def __init__(self, pids: list[int], grace_s: float) -> None:
+        self.pids, self.grace_s = list(pids), grace_s
+        self.term_at: float | None = None
+        self.killed = False
+
+    def begin(self, now: float) -> None:
+        if self.term_at is None:
+            self.term_at = now
+            for pid in self.pids:
+                signal_tree(pid, signal.SIGTERM)
+
+    def poll(self, now: float) -> None:
+        if self.term_at is not None and not self.killed and now >= self.term_at + self.grace_s:
+            self.killed = True
+            for pid in self.pids:
+                signal_tree(pid, signal.SIGKILL)
 
 
 def kill_session(session_id: int) -> list[int]:
@@ -195,56 +216,6 @@ class Here:
 
     def is_transport_failure(self, returncode: int) -> bool:
         return False
-
-
-# `python -c` form of `python -m MODULE`, for interpreters without -P (before 3.11) and for a
-# preflight that is importable only from the working directory (a source checkout run in place): the
-# working directory leaves sys.path before the module is looked up, and preflight's own directory,
-# when given, goes to the end of it, after everything installed.
-_BOOTSTRAP = ("import os, runpy, sys; own = sys.argv.pop(1); module = sys.argv.pop(1); "
-              "cwd = os.path.realpath(os.getcwd()); "
-              "sys.path[:] = [p for p in sys.path if p not in ('', '.') and os.path.realpath(p) != cwd]; "
-              "sys.path += [own] if own != '-' and own not in sys.path else []; "
-              "runpy.run_module(module, run_name='__main__', alter_sys=True)")
-
-
-def _own_root_unless_found() -> str:
-    """preflight's own directory when a child started with -P might not find preflight, else ""."""
-    import importlib.machinery
-
-    import preflight
-
-    root = Path(preflight.__file__).resolve().parent.parent
-    # sys.path[0] is the implicit entry (the working directory, the script's folder) unless this
-    # process was itself started with -P; the others are installed packages and PYTHONPATH.
-    explicit = sys.path if getattr(sys.flags, "safe_path", False) else sys.path[1:]
-    if any(p and Path(p).resolve() == root for p in explicit):
-        return ""
-    for finder in sys.meta_path:  # an editable install's finder
-        if finder is importlib.machinery.PathFinder or not hasattr(finder, "find_spec"):
-            continue
-        try:
-            spec = finder.find_spec("preflight", None)
-        except (ImportError, ValueError, AttributeError):
-            continue
-        if spec is not None and spec.origin and Path(spec.origin).resolve().parent.parent == root:
-            return ""
-    return str(root)
-
-
-def isolated_module_argv(module: str, *args: str, python: str | None = None) -> list[str]:
-    """`python -m module args...` whose import path does not include the directory it starts in.
-
-    `python -m` puts the working directory first on sys.path, where a planted `torch/` folder or
-    `torch.py` would stand in for the installed framework: found by a framework probe, imported by a
-    check or a rank. The working directory itself is kept (checks read relative paths from it); only
-    imports stop looking there. This interpreter on 3.11 and later: `-P`; otherwise a `-c` bootstrap.
-    """
-    python = python or sys.executable
-    own = _own_root_unless_found()
-    if python == sys.executable and sys.version_info >= (3, 11) and not own:
-        return [python, "-P", "-m", module, *args]
-    return [python, "-c", _BOOTSTRAP, own or "-", module, *args]
 
 
 TIMEOUT = object()  # what RemoteProcess.next_line returns when no line came in time

@@ -36,7 +36,6 @@ import time
 
 LOG_DIR_PLACEHOLDER = "{log_dir}"
 LOG_DIR_PREFIX = "preflight-torchrun."
-TERM_GRACE_S = 5.0
 PR_SET_PDEATHSIG = 1
 
 
@@ -94,7 +93,7 @@ def say(line: str) -> None:
 
 
 def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float | None) -> int:
-    from preflight.transport.process import kill_session, signal_tree
+    from preflight.transport.process import TERM_GRACE_S, Escalation, kill_session
 
     # A private directory for the command's logs (torchrun --log-dir), removed when it ends.
     log_dir = tempfile.mkdtemp(prefix=LOG_DIR_PREFIX)
@@ -135,18 +134,14 @@ def guard(argv: list[str], *, forward_stdin: bool, grace_s: float, life_s: float
     threading.Thread(target=watch_stdin, daemon=True).start()
     deadline = time.monotonic() + life_s if life_s is not None else None
     stop_at: float | None = None
-    term_at: float | None = None
-    killed = False
+    stopping = Escalation([child.pid], TERM_GRACE_S)
     while child.poll() is None:
         now = time.monotonic()
         if stop_at is None and (stop.is_set() or (deadline is not None and now >= deadline)):
             stop_at = now + grace_s
-        if stop_at is not None and term_at is None and now >= stop_at:
-            signal_tree(child.pid, signal.SIGTERM)
-            term_at = now
-        if term_at is not None and not killed and now >= term_at + TERM_GRACE_S:
-            signal_tree(child.pid, signal.SIGKILL)
-            killed = True
+        if stop_at is not None and now >= stop_at:
+            stopping.begin(now)
+        stopping.poll(now)
         try:
             child.wait(timeout=0.1)
         except subprocess.TimeoutExpired:

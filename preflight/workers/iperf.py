@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,20 +32,15 @@ def _say(text: str) -> None:
 
 def _wait(children: list[tuple[str, subprocess.Popen]], life_s: float) -> None:
     """Wait for every child; at the end of its life, SIGTERM what is left, SIGKILL 2 s later."""
-    from preflight.transport.process import signal_tree
+    from preflight.transport.process import Escalation
 
     deadline = time.monotonic() + life_s
-    sent: int | None = None
+    stopping = Escalation([child.pid for _, child in children], grace_s=2.0)
     while any(child.poll() is None for _, child in children):
         now = time.monotonic()
-        if now >= deadline and sent is None:
-            sent = signal.SIGTERM
-            for _, child in children:
-                signal_tree(child.pid, signal.SIGTERM)
-        elif now >= deadline + 2 and sent == signal.SIGTERM:
-            sent = signal.SIGKILL
-            for _, child in children:
-                signal_tree(child.pid, signal.SIGKILL)
+        if now >= deadline:
+            stopping.begin(now)
+        stopping.poll(now)
         time.sleep(POLL_S)
 
 

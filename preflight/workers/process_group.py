@@ -63,7 +63,7 @@ def import_team_module(name: str) -> Any:
     """Import the team's own module (a canary entry, a scaling workload), also from the working directory.
 
     The ranks start without the working directory on their import path, so that nothing there stands
-    in for torch (preflight.transport.process.isolated_module_argv). The team's module may live
+    in for torch (preflight.transport.module_argv.isolated_module_argv). The team's module may live
     there all the same: the directory is searched last, after everything installed."""
     import importlib
 

@@ -14,7 +14,7 @@ import time
 
 import psutil
 
-from preflight.transport.process import TIMEOUT, command_identity
+from preflight.transport.process import TIMEOUT, Escalation, command_identity
 from preflight.core.jsonlines import last_json
 import preflight
 from preflight.core.model import Status
@@ -162,3 +162,33 @@ def test_a_task_of_a_shared_job_runs_its_own_part_and_a_job_it_cannot_read_is_re
     # Another preflight: it says hello and DONE, so the coordinator names both versions and the fix.
     code, lines, _ = _agent({**shared.to_dict(), "protocol": 0, "coordinator_version": "0.0.1"}, "n1")
     assert code == 0 and len(lines) == 2 and lines[-1] == DONE
+
+
+def test_an_escalation_sends_sigterm_when_begun_and_sigkill_only_after_its_grace():
+    """The stop the guard and the iperf3 worker run in their polling loops: SIGTERM to each tree once,
+    SIGKILL to what is left on the first poll `grace_s` later, never before."""
+    ready = "import signal, time\n{}print('ready', flush=True)\ntime.sleep(60)\n"
+    ignores = subprocess.Popen([sys.executable, "-c", ready.format("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n")],
+                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+    obeys = subprocess.Popen([sys.executable, "-c", ready.format("")], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        assert ignores.stdout.readline().strip() == "ready" and obeys.stdout.readline().strip() == "ready"
+        stopping = Escalation([ignores.pid, obeys.pid], grace_s=30.0)
+        stopping.poll(1000.0)  # not begun: nothing is sent
+        time.sleep(0.3)
+        assert ignores.poll() is None and obeys.poll() is None
+        stopping.begin(100.0)
+        assert obeys.wait(10) == -signal.SIGTERM
+        stopping.begin(120.0)  # once: the grace still runs from the first
+        stopping.poll(129.9)
+        time.sleep(0.3)
+        assert ignores.poll() is None and not stopping.killed
+        stopping.poll(130.0)
+        assert ignores.wait(10) == -signal.SIGKILL and stopping.killed
+    finally:
+        for child in (ignores, obeys):
+            if child.poll() is None:
+                child.kill()
+            child.wait(10)
+            child.stdout.close()

@@ -14,7 +14,7 @@ import pytest
 
 from preflight.core.check import Expect
 from preflight.machine.frameworks import installed
-from preflight.transport.process import _BOOTSTRAP, isolated_module_argv
+from preflight.transport.module_argv import _BOOTSTRAP, isolated_module_argv
 from preflight_checks.node.environment import NodeEnvironment, Params, importable
 from tests.conftest import ROOT, load_facts
 
