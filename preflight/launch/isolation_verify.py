@@ -10,18 +10,23 @@ a shared cause named before individual blame. Pure.
   falls is released (the engine's `release`): it had kept its node out of the clearance, so once a pass
   every node is measured together again, and what it hid (a link of that node) is searched for.
 - a node beside its switch: with a topology, each reading at the end of a confirmed node is taken
-  beside one of another node under the same switch (its sibling: a known-good one first), each with a
-  known-good partner, in the same round, the node with another partner than before where one is free.
-  A node that does not read well under its sibling at the same time, in every pair (below), cannot be
-  told from its switch (a neighbour's traffic, its uplink, a fleet at its floor): the blame becomes a
-  suspect, and the switch is named as one cause.
+  beside those of up to SIBLINGS other nodes under the same switch (its siblings: known-good ones
+  first, none confirmed itself), each with a known-good partner, in the same round, the node with
+  another partner than before where one is free; the readings at the end of the others under the
+  switch confirmed too, taken in the same rounds, count as siblings' (`switch_readings`). A node that
+  does not read well under the median of its siblings at the same time, in every round (below), cannot
+  be told from its switch (a neighbour's traffic, its uplink, a fleet at its floor): the blame becomes
+  a suspect, and the switch is named as one cause.
 - standing out: a confirmed node or link is blamed only when its bad readings stand out from its
   peers: the median of its confirming readings, and that of its readings later in the pass, are each
   more than STAND_OUT deviations under the typical figure of the pass's other groups (the median of
   those without it that met the floor; faults and other jobs' traffic only pull figures down, and a
-  pass measures many groups that hold a fault; on a log scale, so that the deviation, 1.4826 times the
-  median distance of the figures above the typical one, is a factor: figures spread in proportion). Below an absolute floor alone is not enough: a fleet that reads near its
-  floor has every group below it now and then. One that does not stand out is a suspect; when none
+  pass measures many groups that hold a fault; on a log scale, so that the deviation is a factor:
+  figures spread in proportion). The deviation is the geometric mean of two estimates from the same
+  figures: 1.4826 times the median distance of those above the typical one, and the 75th to the 90th
+  percentile of all of them in normal deviations; a pass of a few nodes has a few figures, and either
+  alone strays. Below an absolute floor alone is not enough: a fleet that reads near its floor has
+  every group below it now and then. One that does not stand out is a suspect; when none
   does, the pass names the fleet (`kind` "group", `shared_by` "fleet", a WARN): the whole fleet reads
   near or below its floor and no component stands out; the all-node readings' median then says
   whether the fleet meets its floor (preflight.launch.recheck). With fewer than MIN_PEERS figures of
@@ -45,6 +50,7 @@ LATER = 2  # readings at the end that must all be bad for a blame to stand
 STAND_OUT = 3.0  # robust deviations under its peers' median a blamed component's bad readings must be
 BESIDE_STAND_OUT = 2.5  # deviations (times sqrt(2/n) for n pairs) a node must read under its sibling in each pair
 MIN_PEERS = 6  # figures of other groups the comparison needs
+SIBLINGS = 3  # other nodes under its switch a node is read beside at the end, each round (their median counts)
 SIBLING_TRIES = 2  # readings at the end more than LATER, while the sibling was not free to be read beside
 
 
@@ -80,18 +86,20 @@ def to_verify(e: Any) -> list[Attribution]:
             and a.kind in ("node", "link", "boundary") and "later" not in a.confirmation]
 
 
-def sibling(e: Any, found: Attribution) -> str | None:
-    """Another node under the switch of a confirmed node, what the node's readings at the end are taken
-    beside: a known-good one first, then one no attribution names, then any (a suspect too: when every
-    other node under the switch reads bad as well, the switch is the cause the evidence points to). None
-    without a topology or without another node under the switch."""
+def siblings(e: Any, found: Attribution) -> list[str]:
+    """Other nodes under the switch of a confirmed node (SIBLINGS at most), what the node's readings at
+    the end are taken beside: known-good ones first, then ones no attribution names, then any (a suspect
+    too: when every other node under the switch reads bad as well, the switch is the cause the evidence
+    points to). Not a node confirmed itself: it is read at the end by a task of its own, in the same
+    rounds, and that reading counts as a sibling's (switch_readings); read beside this one too, it would
+    wait for it. None without a topology or without another node under the switch."""
     if found.kind != "node" or not e.topology:
-        return None
+        return []
     node = found.members[0]
     named = {n for a in e.attributions for n in a.members}
-    under = [n for n in e.nodes if n != node and e.topo(n) == e.topo(node)]
-    ranked = sorted(under, key=lambda n: (not e.is_good(n), n in named))
-    return ranked[0] if ranked else None
+    confirmed = {n for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous for n in a.members}
+    under = [n for n in e.nodes if n != node and e.topo(n) == e.topo(node) and n not in confirmed]
+    return sorted(under, key=lambda n: (not e.is_good(n), n in named))[:SIBLINGS]
 
 
 def _sibling_probe(found: Attribution, node: str) -> Probe:
@@ -115,27 +123,25 @@ def verify_task(e: Any, found: Attribution) -> Iterator[list[Probe]]:
     switch read at the same time. One task per component, so that those whose partners are free this
     round go on while the others wait."""
     readings: list[Outcome] = []
-    beside: list[Outcome | None] = []
-    other = sibling(e, found)
+    beside: list[list[Outcome]] = []
+    node = found.members[0]
+    switched = found.kind == "node" and any(n != node and e.topo(n) == e.topo(node) for n in e.nodes if e.topology)
     while True:
+        others = siblings(e, found)  # each round: a sibling confirmed before may have been cleared since
         probe = _probe(e, found)
         if found.kind == "node":
-            # Not its sibling, and another partner than before each time (a partner under a switch slow
+            # Not its siblings, and another partner than before each time (a partner under a switch slow
             # then reads as the node): what can be left out while a known-good partner remains.
             done = frozenset(p for o in readings for p in o.partners)
-            probe = _avoiding(e, probe, [done | {other}, frozenset({other})] if other else [done])
-        if other is None:
-            (outcome,) = yield [probe]
-            beside.append(None)
-        else:
-            outcome, next_to = yield [probe, _sibling_probe(found, other)]
-            beside.append(next_to)
+            probe = _avoiding(e, probe, [done | set(others), frozenset(others)] if others else [done])
+        outcome, *next_to = yield [probe, *(_sibling_probe(found, other) for other in others)]
+        beside.append([b for b in next_to if _measured(b)])
         readings.append(outcome)
         measured = _measured(outcome)
         spread = outcome.round is not None and outcome.round - _first_round(found) >= e.params.confirm_span
-        # With a sibling: LATER readings beside it, when it is free often enough (a few readings more at most).
-        paired = sum(map(_measured, beside))
-        enough = other is None or paired >= LATER or len(readings) >= LATER + SIBLING_TRIES
+        # With siblings: LATER readings beside theirs, when they are free often enough (a few readings more at most).
+        paired = len({m["round"] for m in _switch_pairs(e, node, {o.round for o in readings})}) if switched else 0
+        enough = not switched or paired >= LATER or len(readings) >= LATER + SIBLING_TRIES
         if not measured or outcome.good or (spread and len(readings) >= LATER and enough):
             _decide(found, readings, measured, beside)
             if found.confidence != "confirmed":
@@ -153,18 +159,19 @@ def _state(o: Outcome) -> str:
 
 
 def _decide(found: Attribution, readings: list[Outcome], measured: bool,
-            beside: list[Outcome | None] | None = None) -> None:
+            beside: list[list[Outcome]] | None = None) -> None:
     last = readings[-1]  # a good one ends the readings: all the others were bad
     shown = "; ".join(f"round {o.round} {label(o.group)} {_state(o)}" for o in readings)
     found.confirmation["later"] = [{"round": o.round, "group": o.group, "bad": o.bad} for o in readings]
     found.rounds = sorted(set(found.rounds) | {o.round for o in readings if o.round is not None})
     if measured and last.bad:
-        # Every reading at the end was bad (a good one ends them), each beside its sibling's when it was read.
-        pairs = [(o, b) for o, b in zip(readings, beside or []) if _measured(b)]
+        # Every reading at the end was bad (a good one ends them), each beside its siblings' that were read.
+        pairs = [b for o, next_to in zip(readings, beside or []) for b in next_to]
         if pairs:
-            found.confirmation["beside"] = [{"round": b.round, "group": b.group, "bad": b.bad} for _, b in pairs]
-        compared = ("; beside it, another node under the same switch: "
-                    + "; ".join(f"round {b.round} {label(b.group)} {_state(b)}" for _, b in pairs)) if pairs else ""
+            found.confirmation["beside"] = [{"round": b.round, "group": b.group, "bad": b.bad} for b in pairs]
+        who = "another node" if len({b.group[0] for b in pairs}) == 1 else "other nodes"
+        compared = (f"; beside it, {who} under the same switch: "
+                    + "; ".join(f"round {b.round} {label(b.group)} {_state(b)}" for b in pairs)) if pairs else ""
         found.evidence.append(f"measured again later, until {last.round}: {shown}: still bad{compared}")
         return
     why = "not measured" if not measured else "good"
@@ -225,15 +232,19 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
         return why, bool(why)
     typical = statistics.median(logs)
     # The deviation from above (those that met the floor are cut off below it): 1.4826 times the median
-    # distance of the figures above the typical one.
+    # distance of the figures above the typical one; and that of one reading from the upper quantiles of
+    # every figure (_reading_noise). A pass of a few nodes has a few figures, and either estimate alone
+    # strays: their geometric mean, whose errors partly cancel.
     spread = 1.4826 * statistics.median(f - typical for f in logs if f >= typical)
-    bar = math.exp(typical - STAND_OUT * spread)
+    noise = _reading_noise([f for f, _ in others])
+    deviation = math.sqrt(spread * noise) if noise > 0 else spread
+    bar = math.exp(typical - STAND_OUT * deviation)
     for part, what in zip(mine, ("bad readings", "readings later in the pass")):
         bad = statistics.median(part) if part else None
         if bad is not None and bad >= bar:
             return (f"its {what} (median {bad:.3g}) do not stand out from the pass's other groups that met the "
                     f"floor (median {math.exp(typical):.3g}; standing out takes under {bar:.3g})"), False
-    why = _beside_sibling(found, figures, max(spread, _reading_noise([f for f, _ in others])), math.exp(typical))
+    why = _beside_sibling(found, figures, max(deviation, noise), math.exp(typical))
     return why, bool(why)
 
 
@@ -254,39 +265,73 @@ def _reading_noise(logs: list[float]) -> float:
 
 def _beside_sibling(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]],
                     spread: float | None, typical: float | None = None) -> str:
-    """Why a node does not stand out from its sibling under the same switch, read in the same rounds at the
-    end ("" when it does, or when no pair of figures was taken): in every pair the difference (log scale)
-    must exceed BESIDE_STAND_OUT deviations times sqrt(2/n) for n pairs (one difference of two readings
-    deviates sqrt(2) times as much as one reading). Every pair, not their mean: heavy-tailed noise puts
-    one reading far under now and then, a fault shows in each. A sibling's figure counts up to `typical`
-    (the pass's typical figure): a sibling's lucky burst says nothing of the node. `spread` None: the pass
-    has too few figures to know its noise; a sibling that read bad in every such round is enough."""
-    later = {m.get("round"): m for m in found.confirmation.get("later", [])}
-    pairs = []
-    for b in found.confirmation.get("beside", []):
-        m = later.get(b.get("round"))
-        if m is None:
-            continue
-        mine = figures.get((m["round"], frozenset(m.get("group") or ())), (None, False))[0]
-        theirs = figures.get((b["round"], frozenset(b.get("group") or ())), (None, False))[0]
-        if mine is not None and theirs is not None and mine > 0 and theirs > 0:
-            pairs.append((b, mine, theirs))
-    if not pairs:
+    """Why a node does not stand out from its siblings under the same switch, read in the same rounds at
+    the end ("" when it does, or when no pair of figures was taken). Each round pairs the node's figure with
+    the median of its siblings' (each counted up to `typical`, the pass's typical figure: a sibling's lucky
+    burst says nothing of the node; the median: one sibling's unlucky burst, or its partner under a slow
+    switch, says nothing either): in every pair the difference (log scale) must exceed BESIDE_STAND_OUT
+    deviations times sqrt(2/n) for n pairs (one difference of two readings deviates sqrt(2) times as much
+    as one reading; the median of several siblings, less). Every pair, not their mean: heavy-tailed noise
+    puts one reading far under now and then, a fault shows in each. `spread` None: the pass has too few
+    figures to know its noise; siblings that mostly read bad in every such round are enough."""
+    by_round = _beside_by_round(found, figures)
+    if not by_round:
         return ""
+    one = all(len(sibs) == 1 for _, sibs in by_round.values())
+    who = "another node" if one else "other nodes"
     if spread is None:  # too few figures of the pass to know its noise: the floor decides
-        if all(b["bad"] for b, _, _ in pairs):
-            shown = "; ".join(f"round {b['round']} {label(b['group'])} bad" for b, _, _ in pairs)
-            return f"another node under its switch read bad at the same time ({shown})"
+        if all(2 * sum(b["bad"] for b, _ in sibs) >= len(sibs) for _, sibs in by_round.values()):
+            shown = "; ".join(f"round {b['round']} {label(b['group'])} {'bad' if b['bad'] else 'good'}"
+                              for _, sibs in by_round.values() for b, _ in sibs)
+            return f"{who} under its switch read bad at the same time ({shown})"
         return ""
     cap = math.inf if typical is None else typical
-    gap = min(math.log(min(theirs, cap)) - math.log(mine) for _, mine, theirs in pairs)
+    pairs = [(r, mine, statistics.median(min(f, cap) for _, f in sibs), sibs) for r, (mine, sibs) in by_round.items()]
+    gap = min(math.log(theirs) - math.log(mine) for _, mine, theirs, _ in pairs)
     margin = BESIDE_STAND_OUT * spread * math.sqrt(2 / len(pairs))
     if gap >= margin:
         return ""
-    shown = "; ".join(f"round {b['round']} {mine:.3g} beside {theirs:.3g} ({label(b['group'])})" for b, mine, theirs in pairs)
-    typical_part = f", counted up to the pass's typical {typical:.3g}" if typical is not None else ""
-    return (f"at the end it read {shown} of another node under its switch{typical_part}: {math.exp(-gap):.3g} of it "
-            f"in its closest pair (standing out takes under {math.exp(-margin):.3g} in every pair)")
+    shown = "; ".join(f"round {r} {mine:.3g} beside {theirs:.3g} ({', '.join(label(b['group']) for b, _ in sibs)})"
+                      for r, mine, theirs, sibs in pairs)
+    counted = f"counted up to the pass's typical {typical:.3g}" if typical is not None else ""
+    how = (f", {counted}" if counted else "") if one else f" (their median{', each ' + counted if counted else ''})"
+    return (f"at the end it read {shown} of {who} under its switch{how}: "
+            f"{math.exp(-gap):.3g} of it in its closest pair (standing out takes under {math.exp(-margin):.3g} "
+            "in every pair)")
+
+
+def switch_readings(e: Any, found: Attribution) -> list[dict[str, Any]]:
+    """Every pair read in the rounds of a confirmed node's readings at the end that holds another node under
+    its switch and not the node: its siblings read beside it, and the readings at the end of the others
+    under the switch that were confirmed too (a neighbour's traffic confirms them all at once, and then no
+    sibling is free to be read beside any of them). Not a pair whose node from elsewhere is confirmed
+    itself: its reading is that node's."""
+    if found.kind != "node" or not e.topology:
+        return []
+    return _switch_pairs(e, found.members[0], {m.get("round") for m in found.confirmation.get("later", [])})
+
+
+def _switch_pairs(e: Any, node: str, rounds: set[Any]) -> list[dict[str, Any]]:
+    switch = e.topo(node)
+    confirmed = {a.members[0] for a in e.attributions if a.kind == "node" and a.confidence == "confirmed"}
+    return [{"round": r.index, "group": list(g), "bad": res.ok is False} for r in e.rounds if r.index in rounds
+            for g, res in zip(r.groups, r.results)
+            if len(g) == 2 and node not in g and res.ok is not None and any(e.topo(n) == switch for n in g)
+            and not any(e.topo(n) != switch and n in confirmed for n in g)]
+
+
+def _beside_by_round(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]]
+                     ) -> dict[Any, tuple[float, list[tuple[dict[str, Any], float]]]]:
+    """Round -> (the node's figure at the end, [(a sibling's reading, its figure)]), where both have a figure."""
+    later = {m.get("round"): m for m in found.confirmation.get("later", [])}
+    by_round: dict[Any, tuple[float, list[tuple[dict[str, Any], float]]]] = {}
+    for b in found.confirmation.get("beside", []):
+        m = later.get(b.get("round"))
+        mine = figures.get((m["round"], frozenset(m.get("group") or ())), (None, False))[0] if m else None
+        theirs = figures.get((b["round"], frozenset(b.get("group") or ())), (None, False))[0]
+        if mine is not None and theirs is not None and mine > 0 and theirs > 0:
+            by_round.setdefault(b["round"], (mine, []))[1].append((b, theirs))
+    return by_round
 
 
 def stand_out(e: Any) -> None:
@@ -299,6 +344,8 @@ def stand_out(e: Any) -> None:
     for found in e.attributions:
         if found.confidence != "confirmed" or found.ambiguous or found.kind not in ("node", "link"):
             continue
+        if switch_readings(e, found):
+            found.confirmation["beside"] = switch_readings(e, found)
         why, switch = standing(found, figures)
         if why:
             found.confidence = "unconfirmed"

@@ -5,6 +5,8 @@ evidence from two groups and loses that trust, and many nodes confirmed under on
 from __future__ import annotations
 
 import math
+import statistics
+from statistics import NormalDist
 
 from preflight.launch.isolation import IsolationParams, _Engine, isolate
 from preflight.launch.isolation_sim import Fault, FaultModel, node_names, racks
@@ -295,6 +297,97 @@ def test_a_blame_the_end_does_not_bear_out_lets_the_pass_search_what_it_hid():
     fallen = [a for a in result.attributions if a.kind == "node"]
     assert sorted(a.members[0] for a in fallen) == ["n02", "n03"]
     assert all(any("good at the end, so not blamed" in line for line in a.evidence) for a in fallen)
+
+
+def test_a_switch_whose_every_node_is_confirmed_reads_them_at_the_end_at_once_each_beside_the_others():
+    # Sixteen nodes, four under each switch, rack01 at 0.7 for the whole pass: its four nodes are confirmed
+    # together, so no sibling is free to be read beside any of them. Each is read at the end in the same
+    # rounds as the others, and their readings are its siblings': none stands out, nobody is blamed, and
+    # the switch is named. (Read one after another, each waiting for the siblings read beside it, two were
+    # read beside nobody and were blamed: half a switch drained for its uplink.)
+    nodes = node_names(16)
+    fours = racks(nodes, 4)
+    model = FaultModel(nodes, [], topology=fours, noise=0.02, seed=7, times=False)
+
+    def measure(groups):
+        out = []
+        for g, r in zip(groups, model.measure(groups)):
+            f = r.figure * (0.7 if any(fours[n] == "rack01" for n in g) else 1.0)
+            out.append(GroupResult(f >= model.threshold, figure=f))
+        return out
+
+    result = isolate(nodes, measure, topology=fours)
+    assert not [a for a in result.attributions if a.confidence == "confirmed" and not a.ambiguous]
+    found = [a for a in result.attributions if a.kind == "node"]
+    assert sorted(a.members[0] for a in found) == ["n04", "n05", "n06", "n07"]
+    assert len({tuple(m["round"] for m in a.confirmation["later"]) for a in found}) == 1  # the same rounds
+    for a in found:
+        mates = {m["group"][0] for m in a.confirmation["beside"]}
+        assert mates == {"n04", "n05", "n06", "n07"} - set(a.members), a.confirmation["beside"]
+        assert any("other nodes under its switch read bad at the same time" in line for line in a.evidence)
+    assert [(a.members, a.figures["shared_by"]) for a in result.attributions if a.kind == "group"] == [(["rack01"], "group")]
+
+
+def test_a_node_is_judged_beside_the_median_of_its_siblings_read_in_the_same_round():
+    from preflight.launch.isolation_types import Attribution
+    from preflight.launch.isolation_verify import _beside_sibling
+
+    def found_with(siblings: list[list[float]]):
+        later = [{"round": 3 + i, "group": ["n02", f"n0{5 + i}"], "bad": True} for i in range(2)]
+        figures = {(m["round"], frozenset(m["group"])): (f, False) for m, f in zip(later, [0.7, 0.72])}
+        beside = []
+        for i, round_figures in enumerate(siblings):
+            for j, f in enumerate(round_figures):
+                b = {"round": 3 + i, "group": [f"s{j}", f"p{i}{j}"], "bad": f < 0.8}
+                beside.append(b)
+                figures[(b["round"], frozenset(b["group"]))] = (f, not b["bad"])
+        return Attribution("node", ["n02"], [], [3, 4], confirmation={"later": later, "beside": beside}), figures
+
+    # one sibling's unlucky burst (0.72 beside the node's 0.7) says nothing of the switch when the two
+    # others read as the pass does: the median of the three counts, and the node 30% slow stays blamed
+    found, figures = found_with([[1.0, 0.72, 0.98], [0.99, 1.0, 0.97]])
+    assert _beside_sibling(found, figures, 0.05, 1.0) == ""
+    # read beside that sibling alone, it would have been spared
+    found, figures = found_with([[0.72], [0.99]])
+    assert "0.7 beside 0.72" in _beside_sibling(found, figures, 0.05, 1.0)
+    # most of them as slow as the node: the switch, not the node
+    found, figures = found_with([[0.7, 0.72, 0.98], [0.74, 0.7, 0.97]])
+    assert "of other nodes under its switch (their median, each counted up to" in _beside_sibling(found, figures, 0.05, 1.0)
+
+
+def test_a_pass_of_few_figures_judges_standing_out_by_both_estimates_of_its_deviation():
+    # Ten groups without the node met the floor. The median distance of the five above the typical one
+    # says 0.28 (log scale), the 75th to the 90th percentile of all ten 0.02: with so few figures either
+    # alone strays (the fabric's is about 0.06). Their geometric mean decides: the bar is the typical
+    # figure times exp(-3 * sqrt(0.28 * 0.02)), 0.81, and a node 30% slow stands out under it, where the
+    # upper estimate alone (a bar of 0.44) would have spared it and the quantiles alone (0.95) would
+    # blame a node 5% under the typical figure.
+    from preflight.launch.isolation_types import Attribution
+    from preflight.launch.isolation_verify import standing
+
+    peers = [0.96, 0.97, 0.98, 0.99, 1.0, 1.01, 1.2, 1.21, 1.22, 1.23]
+    logs = [math.log(f) for f in peers]
+    typical = statistics.median(logs)
+    upper = 1.4826 * statistics.median(f - typical for f in logs if f >= typical)
+    twentieths = statistics.quantiles(logs, n=20, method="inclusive")
+    quantiles = (twentieths[17] - twentieths[14]) / (NormalDist().inv_cdf(0.9) - NormalDist().inv_cdf(0.75))
+    assert upper > 0.25 and quantiles < 0.03
+    bar = math.exp(typical - 3 * math.sqrt(upper * quantiles))
+    assert 0.8 < bar < 0.82 and math.exp(typical - 3 * upper) < 0.45
+
+    def judged(mine: float) -> str:
+        figures = {(1, frozenset({f"p{i}", f"q{i}"})): (f, True) for i, f in enumerate(peers)}
+        readings: dict[str, list] = {"measurements": [], "later": []}
+        for part, start, count in (("measurements", 2, 4), ("later", 10, 2)):
+            for i in range(count):
+                group = ["n02", f"{part[0]}{i}"]
+                readings[part].append({"round": start + i, "group": group, "bad": True})
+                figures[(start + i, frozenset(group))] = (mine, False)
+        why, _ = standing(Attribution("node", ["n02"], [], [2], confirmation=readings), figures)
+        return why
+
+    assert judged(0.7) == ""
+    assert f"standing out takes under {bar:.3g}" in judged(bar * 1.02)
 
 
 def _beside(mine: list[float], theirs: list[float]):
