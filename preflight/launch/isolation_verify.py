@@ -22,10 +22,10 @@ a shared cause named before individual blame. Pure.
   more than STAND_OUT deviations under the typical figure of the pass's other groups (the median of
   those without it that met the floor; faults and other jobs' traffic only pull figures down, and a
   pass measures many groups that hold a fault; on a log scale, so that the deviation is a factor:
-  figures spread in proportion). The deviation is the geometric mean of two estimates from the same
-  figures: 1.4826 times the median distance of those above the typical one, and the 75th to the 90th
-  percentile of all of them in normal deviations; a pass of a few nodes has a few figures, and either
-  alone strays. Below an absolute floor alone is not enough: a fleet that reads near its floor has
+  figures spread in proportion). The deviation is 1.4826 times the median distance of the figures
+  above the typical one; with fewer than FEW_ABOVE of them (a pass of a few nodes), where it strays, the
+  geometric mean of that and the 75th to the 90th percentile of all of them in normal deviations.
+  Below an absolute floor alone is not enough: a fleet that reads near its floor has
   every group below it now and then. One that does not stand out is a suspect; when none
   does, the pass names the fleet (`kind` "group", `shared_by` "fleet", a WARN): the whole fleet reads
   near or below its floor and no component stands out; the all-node readings' median then says
@@ -50,6 +50,7 @@ LATER = 2  # readings at the end that must all be bad for a blame to stand
 STAND_OUT = 3.0  # robust deviations under its peers' median a blamed component's bad readings must be
 BESIDE_STAND_OUT = 2.5  # deviations (times sqrt(2/n) for n pairs) a node must read under its sibling in each pair
 MIN_PEERS = 6  # figures of other groups the comparison needs
+FEW_ABOVE = 12  # figures above the typical one under which the deviation pools both estimates
 SIBLINGS = 3  # other nodes under its switch a node is read beside at the end, each round (their median counts)
 SIBLING_TRIES = 2  # readings at the end more than LATER, while the sibling was not free to be read beside
 
@@ -232,12 +233,14 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
         return why, bool(why)
     typical = statistics.median(logs)
     # The deviation from above (those that met the floor are cut off below it): 1.4826 times the median
-    # distance of the figures above the typical one; and that of one reading from the upper quantiles of
-    # every figure (_reading_noise). A pass of a few nodes has a few figures, and either estimate alone
-    # strays: their geometric mean, whose errors partly cancel.
-    spread = 1.4826 * statistics.median(f - typical for f in logs if f >= typical)
+    # distance of the figures above the typical one. With few of them (a pass of a few nodes) that strays,
+    # and so does the other estimate, from the upper quantiles of every figure (_reading_noise): their
+    # geometric mean, whose errors partly cancel. With enough, the first alone: every figure's quantiles
+    # also hold the groups a fault pulled down, a quarter of them and more in a pass that searched much.
+    above = [f - typical for f in logs if f >= typical]
+    spread = 1.4826 * statistics.median(above)
     noise = _reading_noise([f for f, _ in others])
-    deviation = math.sqrt(spread * noise) if noise > 0 else spread
+    deviation = math.sqrt(spread * noise) if noise > 0 and len(above) < FEW_ABOVE else spread
     bar = math.exp(typical - STAND_OUT * deviation)
     for part, what in zip(mine, ("bad readings", "readings later in the pass")):
         bad = statistics.median(part) if part else None

@@ -375,7 +375,7 @@ def test_a_pass_of_few_figures_judges_standing_out_by_both_estimates_of_its_devi
     bar = math.exp(typical - 3 * math.sqrt(upper * quantiles))
     assert 0.8 < bar < 0.82 and math.exp(typical - 3 * upper) < 0.45
 
-    def judged(mine: float) -> str:
+    def judged(mine: float, peers: list[float] = peers) -> str:
         figures = {(1, frozenset({f"p{i}", f"q{i}"})): (f, True) for i, f in enumerate(peers)}
         readings: dict[str, list] = {"measurements": [], "later": []}
         for part, start, count in (("measurements", 2, 4), ("later", 10, 2)):
@@ -388,6 +388,10 @@ def test_a_pass_of_few_figures_judges_standing_out_by_both_estimates_of_its_devi
 
     assert judged(0.7) == ""
     assert f"standing out takes under {bar:.3g}" in judged(bar * 1.02)
+    # With enough figures above the typical one (the same ten, three times over: fifteen above it), that
+    # estimate alone decides: every figure's quantiles also hold the groups a fault pulled down.
+    alone = math.exp(typical - 3 * upper)
+    assert f"standing out takes under {alone:.3g}" in judged(0.7, peers * 3)
 
 
 def _beside(mine: list[float], theirs: list[float]):
