@@ -166,10 +166,9 @@ def _decide(found: Attribution, readings: list[Outcome], measured: bool,
     found.confirmation["later"] = [{"round": o.round, "group": o.group, "bad": o.bad} for o in readings]
     found.rounds = sorted(set(found.rounds) | {o.round for o in readings if o.round is not None})
     if measured and last.bad:
-        # Every reading at the end was bad (a good one ends them), each beside its siblings' that were read.
+        # Every reading at the end was bad (a good one ends them), each beside its siblings' that were read
+        # (what the blame is judged beside, switch_readings, is gathered from the rounds at the end).
         pairs = [b for o, next_to in zip(readings, beside or []) for b in next_to]
-        if pairs:
-            found.confirmation["beside"] = [{"round": b.round, "group": b.group, "bad": b.bad} for b in pairs]
         who = "another node" if len({b.group[0] for b in pairs}) == 1 else "other nodes"
         compared = (f"; beside it, {who} under the same switch: "
                     + "; ".join(f"round {b.round} {label(b.group)} {_state(b)}" for b in pairs)) if pairs else ""
@@ -347,8 +346,9 @@ def stand_out(e: Any) -> None:
     for found in e.attributions:
         if found.confidence != "confirmed" or found.ambiguous or found.kind not in ("node", "link"):
             continue
-        if switch_readings(e, found):
-            found.confirmation["beside"] = switch_readings(e, found)
+        beside = switch_readings(e, found)
+        if beside:
+            found.confirmation["beside"] = beside
         why, switch = standing(found, figures)
         if why:
             found.confidence = "unconfirmed"
