@@ -14,9 +14,12 @@ a shared cause named before individual blame. Pure.
   first, none confirmed itself), each with a known-good partner, in the same round, the node with
   another partner than before where one is free; the readings at the end of the others under the
   switch confirmed too, taken in the same rounds, count as siblings' (`switch_readings`). A node that
-  does not read well under the median of its siblings at the same time, in every round (below), cannot
-  be told from its switch (a neighbour's traffic, its uplink, a fleet at its floor): the blame becomes
-  a suspect, and the switch is named as one cause.
+  does not read well under the median of its siblings at the same time, in every round (below; beside
+  several, by the pairs' spread within a round, _round_noise), cannot be told from its switch (a
+  neighbour's traffic, its uplink, a fleet at its floor): the blame becomes a suspect, and the switch
+  is named as one cause. So does one whose confirming readings were no worse, by their median, than
+  those of the other nodes under its switch confirmed in the same rounds and cleared at the end
+  (`first_switch_readings`): its switch confirmed it, and its blame would rest on the end alone.
 - standing out: a confirmed node or link is blamed only when its bad readings stand out from its
   peers: the median of its confirming readings, and that of its readings later in the pass, are each
   more than STAND_OUT deviations under the typical figure of the pass's other groups (the median of
@@ -213,7 +216,8 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
     """Why a confirmed node or link does not stand out ("" when it does, or when there is too little to
     compare it with), and whether it is its switch it does not stand out from: its confirming readings,
     and its readings later in the pass, each against the groups without it that met the floor; then a
-    node against its sibling under the same switch, read at the same time."""
+    node against its siblings under the same switch, read at the same time: at the end, and when it was
+    confirmed, beside those confirmed with it that the end cleared."""
     members = set(found.members)
     readings = found.confirmation.get("measurements", []), found.confirmation.get("later", [])
     mine = [[figures.get((m.get("round"), frozenset(m.get("group") or ())), (None, False))[0] for m in part if m.get("bad")]
@@ -246,8 +250,24 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
         if bad is not None and bad >= bar:
             return (f"its {what} (median {bad:.3g}) do not stand out from the pass's other groups that met the "
                     f"floor (median {math.exp(typical):.3g}; standing out takes under {bar:.3g})"), False
-    why = _beside_sibling(found, figures, max(deviation, noise), math.exp(typical))
+    within = _round_noise(figures, members)
+    why = (_beside_sibling(found, figures, max(deviation, noise), math.exp(typical), within)
+           or _beside_sibling(found, figures, max(deviation, noise), math.exp(typical), within, first=True))
     return why, bool(why)
+
+
+def _round_noise(figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]], members: set[str]) -> float:
+    """How much one pair's reading deviates from the other pairs read in the same round (log scale,
+    1.4826 times the median distance from its round's median), the pairs without the component: what
+    a node is compared with its siblings by, read in the same round. A switch's factor that drifts
+    from round to round and a neighbour's traffic through it move the node and its siblings alike, and
+    the pass's deviation holds them. 0.0: too few pairs (MIN_PEERS, in rounds of three or more)."""
+    by_round: dict[int, list[float]] = {}
+    for (index, group), (figure, _) in figures.items():
+        if len(group) == 2 and figure is not None and figure > 0 and not members & group:
+            by_round.setdefault(index, []).append(math.log(figure))
+    away = [abs(f - statistics.median(logs)) for logs in by_round.values() if len(logs) >= 3 for f in logs]
+    return 1.4826 * statistics.median(away) if len(away) >= MIN_PEERS else 0.0
 
 
 # The 75th to the 90th percentile of a normal distribution, in its deviations.
@@ -266,7 +286,8 @@ def _reading_noise(logs: list[float]) -> float:
 
 
 def _beside_sibling(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]],
-                    spread: float | None, typical: float | None = None) -> str:
+                    spread: float | None, typical: float | None = None, within: float = 0.0,
+                    first: bool = False) -> str:
     """Why a node does not stand out from its siblings under the same switch, read in the same rounds at
     the end ("" when it does, or when no pair of figures was taken). Each round pairs the node's figure with
     the median of its siblings' (each counted up to `typical`, the pass's typical figure: a sibling's lucky
@@ -275,8 +296,16 @@ def _beside_sibling(found: Attribution, figures: dict[tuple[int, frozenset[str]]
     deviations times sqrt(2/n) for n pairs (one difference of two readings deviates sqrt(2) times as much
     as one reading; the median of several siblings, less). Every pair, not their mean: heavy-tailed noise
     puts one reading far under now and then, a fault shows in each. `spread` None: the pass has too few
-    figures to know its noise; siblings that mostly read bad in every such round are enough."""
-    by_round = _beside_by_round(found, figures)
+    figures to know its noise; siblings that mostly read bad in every such round are enough. With
+    several siblings in each of LATER rounds or more, the deviation is `within` where that is less
+    (_round_noise, the pairs' spread within one round): a switch's drift and a neighbour's traffic move
+    the node and its siblings alike, and their median votes one sibling's burst down. With one sibling,
+    its one heavy-tailed burst is half of a comparison, and with fewer rounds (a reading at the end
+    without a figure), one heavy-tailed reading would decide: the pass's deviation stays. `first`: its
+    confirming readings instead, beside those of the siblings confirmed with it that the end cleared
+    (first_switch_readings), by the median of the differences: these say whether it read as its switch
+    did then, and one of four readings in a lucky burst says nothing of that."""
+    by_round = _beside_by_round(found, figures, first)
     if not by_round:
         return ""
     one = all(len(sibs) == 1 for _, sibs in by_round.values())
@@ -287,9 +316,12 @@ def _beside_sibling(found: Attribution, figures: dict[tuple[int, frozenset[str]]
                               for _, sibs in by_round.values() for b, _ in sibs)
             return f"{who} under its switch read bad at the same time ({shown})"
         return ""
+    if within and len(by_round) >= LATER and all(len(sibs) >= 2 for _, sibs in by_round.values()):
+        spread = min(spread, within)
     cap = math.inf if typical is None else typical
     pairs = [(r, mine, statistics.median(min(f, cap) for _, f in sibs), sibs) for r, (mine, sibs) in by_round.items()]
-    gap = min(math.log(theirs) - math.log(mine) for _, mine, theirs, _ in pairs)
+    gaps = [math.log(theirs) - math.log(mine) for _, mine, theirs, _ in pairs]
+    gap = statistics.median(gaps) if first else min(gaps)
     margin = BESIDE_STAND_OUT * spread * math.sqrt(2 / len(pairs))
     if gap >= margin:
         return ""
@@ -297,9 +329,9 @@ def _beside_sibling(found: Attribution, figures: dict[tuple[int, frozenset[str]]
                       for r, mine, theirs, sibs in pairs)
     counted = f"counted up to the pass's typical {typical:.3g}" if typical is not None else ""
     how = (f", {counted}" if counted else "") if one else f" (their median{', each ' + counted if counted else ''})"
-    return (f"at the end it read {shown} of {who} under its switch{how}: "
-            f"{math.exp(-gap):.3g} of it in its closest pair (standing out takes under {math.exp(-margin):.3g} "
-            "in every pair)")
+    return (f"{'confirmed' if first else 'at the end'}, it read {shown} of {who} under its switch{how}: "
+            f"{math.exp(-gap):.3g} of it in {'the median of its pairs' if first else 'its closest pair'} (standing "
+            f"out takes under {math.exp(-margin):.3g} {'there' if first else 'in every pair'})")
 
 
 def switch_readings(e: Any, found: Attribution) -> list[dict[str, Any]]:
@@ -322,12 +354,30 @@ def _switch_pairs(e: Any, node: str, rounds: set[Any]) -> list[dict[str, Any]]:
             and not any(e.topo(n) != switch and n in confirmed for n in g)]
 
 
-def _beside_by_round(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]]
-                     ) -> dict[Any, tuple[float, list[tuple[dict[str, Any], float]]]]:
-    """Round -> (the node's figure at the end, [(a sibling's reading, its figure)]), where both have a figure."""
-    later = {m.get("round"): m for m in found.confirmation.get("later", [])}
+def first_switch_readings(e: Any, found: Attribution) -> list[dict[str, Any]]:
+    """The confirming readings of the other nodes under a confirmed node's switch that were confirmed in
+    the same rounds and cleared at the end, in those rounds: a neighbour's traffic through the switch
+    confirms every node under it at once, each with a known-good partner (the search splits a bad switch
+    into pairs, and both of a pair read bad then), and the end clears them; one that reads bad at the end
+    too by chance, no worse than they when confirmed, was confirmed by its switch, not by itself."""
+    if found.kind != "node" or not e.topology:
+        return []
+    node = found.members[0]
+    rounds = {m.get("round") for m in found.confirmation.get("measurements", []) if m.get("bad")}
+    return [{"round": m.get("round"), "group": list(m.get("group") or ()), "bad": bool(m.get("bad"))}
+            for a in e.attributions if a.kind == "node" and a.members[0] != node and not a.ambiguous
+            and e.topo(a.members[0]) == e.topo(node) and "later" in a.confirmation and a.confidence != "confirmed"
+            for m in a.confirmation.get("measurements", []) if m.get("round") in rounds]
+
+
+def _beside_by_round(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]],
+                     first: bool = False) -> dict[Any, tuple[float, list[tuple[dict[str, Any], float]]]]:
+    """Round -> (the node's figure at the end, [(a sibling's reading, its figure)]), where both have a
+    figure; `first`: its confirming readings instead, beside those of `beside_first`."""
+    part, key = ("measurements", "beside_first") if first else ("later", "beside")
+    later = {m.get("round"): m for m in found.confirmation.get(part, []) if m.get("bad")}
     by_round: dict[Any, tuple[float, list[tuple[dict[str, Any], float]]]] = {}
-    for b in found.confirmation.get("beside", []):
+    for b in found.confirmation.get(key, []):
         m = later.get(b.get("round"))
         mine = figures.get((m["round"], frozenset(m.get("group") or ())), (None, False))[0] if m else None
         theirs = figures.get((b["round"], frozenset(b.get("group") or ())), (None, False))[0]
@@ -343,12 +393,12 @@ def stand_out(e: Any) -> None:
     figures = _figures(e)
     demoted: list[Attribution] = []
     by_switch: dict[str, list[Attribution]] = {}
-    for found in e.attributions:
-        if found.confidence != "confirmed" or found.ambiguous or found.kind not in ("node", "link"):
-            continue
-        beside = switch_readings(e, found)
-        if beside:
-            found.confirmation["beside"] = beside
+    sure = [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous and a.kind in ("node", "link")]
+    for found in sure:  # before any is demoted: a sibling that stays confirmed to the end never counts
+        for key, pairs in (("beside", switch_readings(e, found)), ("beside_first", first_switch_readings(e, found))):
+            if pairs:
+                found.confirmation[key] = pairs
+    for found in sure:
         why, switch = standing(found, figures)
         if why:
             found.confidence = "unconfirmed"
