@@ -4,13 +4,17 @@ attribution precision and recall, rounds.
     python bench/error_rates.py [--json] [--model gauss|fabric] [--sizes 8,64,1024] [--noise 0.02,0.05,0.10]
                                 [--faults ...] [--trials-8 200] [--trials-64 60] [--trials-256 20]
                                 [--trials-1024 12] [--healthy-runs 8:10000,64:4000,256:2000,1024:1000] [--seed 1]
+                                [--fabric-set KEY=VALUE ...]
 
 `--model fabric` measures under a real fabric's noise (preflight.launch.isolation_sim.Fabric): Student-t
 noise (3 degrees of freedom), a per-switch factor shared by the bursts through that switch and AR(1)
 over rounds (rho 0.8), a noisy neighbour slowing one switch to 0.6-0.8 for 2-8 rounds in every run,
 the switch topology given to the pass, and half of each GPU's spread shared by its node's GPUs;
-healthy fleets are also run at 1.02 and 1.05 times their floor. Every figure comes with its 95%
-interval: Wilson's for a rate, a bootstrap over runs (2,000 resamples) for precision and recall.
+healthy fleets are also run at 1.02 and 1.05 times their floor. `--fabric-set KEY=VALUE` sets one
+field of that model otherwise (dof=2: heavier tails; switch_sd=0.06; neighbour_rounds=2:20: a
+neighbour that lasts longer; neighbour_starts=20: one that comes later), to measure the rules under
+noise they were not tuned on. Every figure comes with its 95% interval: Wilson's for a rate, a
+bootstrap over runs (2,000 resamples) for precision and recall.
 
 The goals on healthy runs are rare events (NO-GO at most 0.5% of runs, acted on at most 0.1% of
 node-runs): 200 runs cannot tell 0.5% from 2% (Wilson's upper end of 0 in 200 is 1.9%), so the
@@ -48,12 +52,14 @@ levels: low (0.02, GPU 0.005), typical (0.05, GPU 0.01), high (0.10, GPU 0.02). 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -76,6 +82,31 @@ def healthy_runs(text: str) -> dict[int, int]:
     if any(size < 2 or count < 0 for size, count in runs.items()):
         raise argparse.ArgumentTypeError(f"{text!r}: each size needs 2 nodes or more, and no count is negative")
     return runs
+
+
+def fabric_setting(text: str) -> tuple[str, Any]:
+    """--fabric-set KEY=VALUE: one field of the fabric's noise (preflight.launch.isolation_sim.Fabric),
+    a range as LOW:HIGH, checked by Fabric's own field types."""
+    key, _, value = text.partition("=")
+    fields = {f.name: f for f in dataclasses.fields(Fabric)}
+    if key not in fields or not value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE with KEY one of {', '.join(fields)}")
+    default = getattr(Fabric(), key)
+    try:
+        if isinstance(default, tuple):
+            low, high = value.split(":")
+            parsed: Any = (type(default[0])(low), type(default[1])(high))
+        else:
+            parsed = type(default)(value)
+    except ValueError:
+        shape = "LOW:HIGH" if isinstance(default, tuple) else type(default).__name__
+        raise argparse.ArgumentTypeError(f"{text!r}: {key} takes {shape} (default {default})") from None
+    values = parsed if isinstance(parsed, tuple) else (parsed,)
+    top = {"rho": 0.999, "neighbour": 1.0}.get(key, math.inf)  # a correlation under 1, odds at most 1
+    if any(v < (1 if key == "dof" else 0) or v > top for v in values) or values != tuple(sorted(values)):
+        raise argparse.ArgumentTypeError(f"{text!r}: {key} out of range (default {default}; a range is LOW:HIGH, "
+                                         "LOW first)")
+    return key, parsed
 
 
 def percent(value: float | None, digits: int = 1) -> str:
@@ -216,6 +247,10 @@ def arguments() -> argparse.ArgumentParser:
                              f"named, or SIZE:0: no such row); default {HEALTHY_RUNS}")
     parser.add_argument("--model", choices=("gauss", "fabric"), default="gauss",
                         help="the noise: independent Gaussian per burst, or a real fabric's (see above)")
+    parser.add_argument("--fabric-set", type=fabric_setting, action="append", default=[], metavar="KEY=VALUE",
+                        help="with --model fabric, one field of the fabric's noise set otherwise, to measure the "
+                             "rules under a model they were not tuned on (dof=2, switch_sd=0.06, "
+                             "neighbour_rounds=2:20; repeatable)")
     parser.add_argument("--near-floor-trials", type=int, default=1000,
                         help="healthy runs just above the floor (0.95, noise 0.05) at 8 and 64 nodes")
     parser.add_argument("--seed", type=int, default=1)
@@ -249,7 +284,9 @@ def main() -> None:
     unknown = sorted(set(args.faults.split(",")) - set(FAULT_TYPES))
     if unknown:
         parser.error(f"--faults: unknown fault types {unknown}; known: {', '.join(FAULT_TYPES)}")
-    fabric = Fabric() if args.model == "fabric" else None
+    if args.fabric_set and args.model != "fabric":
+        parser.error("--fabric-set: only with --model fabric")
+    fabric = Fabric(**dict(args.fabric_set)) if args.model == "fabric" else None
     started = time.monotonic()
     rows = []
     if not args.json:

@@ -170,3 +170,20 @@ def test_the_healthy_fleets_rare_events_are_measured_on_many_runs_apart_from_the
     with pytest.raises(SystemExit) as bad:  # a bad count is refused, naming the flag (exit 2)
         bench.arguments().parse_args(["--healthy-runs", "8:x"])
     assert bad.value.code == 2
+
+
+def test_the_fabric_noise_can_be_set_otherwise_to_measure_the_rules_under_a_model_they_were_not_tuned_on():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("error_rates", Path(__file__).parents[3] / "bench" / "error_rates.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = bench.arguments().parse_args(["--model", "fabric", "--fabric-set", "dof=2", "--fabric-set",
+                                         "neighbour_rounds=2:20", "--fabric-set", "switch_sd=0.06"])
+    assert dict(args.fabric_set) == {"dof": 2, "neighbour_rounds": (2, 20), "switch_sd": 0.06}
+    for bad in ("dof", "dof=two", "neighbour_rounds=20", "rounds=3", "dof=0", "rho=1.5", "neighbour_rounds=8:2",
+                "switch_sd=-0.1"):  # refused, naming the flag (exit 2)
+        with pytest.raises(SystemExit) as refused:
+            bench.arguments().parse_args(["--model", "fabric", "--fabric-set", bad])
+        assert refused.value.code == 2
