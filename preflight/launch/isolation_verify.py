@@ -250,9 +250,8 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
         if bad is not None and bad >= bar:
             return (f"its {what} (median {bad:.3g}) do not stand out from the pass's other groups that met the "
                     f"floor (median {math.exp(typical):.3g}; standing out takes under {bar:.3g})"), False
-    within = _round_noise(figures, members)
-    why = (_beside_sibling(found, figures, max(deviation, noise), math.exp(typical), within)
-           or _beside_sibling(found, figures, max(deviation, noise), math.exp(typical), within, first=True))
+    beside = (figures, max(deviation, noise), math.exp(typical), _round_noise(figures, members))
+    why = _beside_sibling(found, *beside) or _beside_sibling(found, *beside, first=True)
     return why, bool(why)
 
 
@@ -373,12 +372,12 @@ def first_switch_readings(e: Any, found: Attribution) -> list[dict[str, Any]]:
 def _beside_by_round(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]],
                      first: bool = False) -> dict[Any, tuple[float, list[tuple[dict[str, Any], float]]]]:
     """Round -> (the node's figure at the end, [(a sibling's reading, its figure)]), where both have a
-    figure; `first`: its confirming readings instead, beside those of `beside_first`."""
+    figure; `first`: its confirming readings instead, beside those of `beside_first` (first_switch_readings)."""
     part, key = ("measurements", "beside_first") if first else ("later", "beside")
-    later = {m.get("round"): m for m in found.confirmation.get(part, []) if m.get("bad")}
+    own = {m.get("round"): m for m in found.confirmation.get(part, []) if m.get("bad")}
     by_round: dict[Any, tuple[float, list[tuple[dict[str, Any], float]]]] = {}
     for b in found.confirmation.get(key, []):
-        m = later.get(b.get("round"))
+        m = own.get(b.get("round"))
         mine = figures.get((m["round"], frozenset(m.get("group") or ())), (None, False))[0] if m else None
         theirs = figures.get((b["round"], frozenset(b.get("group") or ())), (None, False))[0]
         if mine is not None and theirs is not None and mine > 0 and theirs > 0:
