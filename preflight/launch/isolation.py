@@ -22,8 +22,9 @@ attributions: node, link (a fault only between two particular nodes: both are na
 blamed alone), boundary (between two topology groups), straggler (a node whose time is far above
 its group's median: above median + k * MAD and above median * (1 + min_excess), both taken over the
 fastest three quarters of the group so a few stragglers do not move them, in most of at least three
-observations), and unexplained, flagged ambiguous, with its candidates, where the evidence does
-not single out a component. The searches themselves are in preflight.launch.isolation_plan.
+observations after the one that made it a suspect), and unexplained, flagged ambiguous, with its
+candidates, where the evidence does not single out a component. The searches themselves are in
+preflight.launch.isolation_plan.
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from preflight.launch.isolation_plan import (
-    Attribution, GroupResult, Outcome, Probe, clearance_task, screen_task, straggler_task,
-)
+from preflight.launch.isolation_plan import Attribution, GroupResult, Outcome, Probe, clearance_task, screen_task
+from preflight.launch.isolation_straggler import straggler_task
 from preflight.launch.isolation_types import IsolationParams
 from preflight.launch.isolation_verify import conclude, to_verify, verify_task
 
@@ -474,9 +474,12 @@ class _Engine:
                 "unexplained", members, ["no group of nodes measured good: a cause common to every node (the fabric, "
                                          "a shared setting), or more faults than nodes to tell them apart"],
                 rounds, confidence="unconfirmed", ambiguous=True)]
-        # A node at fault is not also a straggler: its own fault says more. Unverified blames are suspects.
-        self.attributions = [a for a in self.attributions if not (a.kind == "straggler" and a.members[0] in self._blamed)]
+        # Unverified blames are suspects (conclude). A node still at fault after that is not also a
+        # straggler: its own fault says more; one whose blame the end did not bear out stays a straggler.
         conclude(self)
+        at_fault = {a.members[0] for a in self.attributions
+                    if a.kind == "node" and a.confidence == "confirmed" and not a.ambiguous}
+        self.attributions = [a for a in self.attributions if not (a.kind == "straggler" and a.members[0] in at_fault)]
 
     def result(self, screen: GroupResult | None) -> Isolation:
         return Isolation(nodes=list(self.nodes), topology=dict(self.topology), rounds=self.rounds,

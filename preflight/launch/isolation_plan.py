@@ -32,8 +32,7 @@ And around them:
 - clearance: when every search has ended, what was bad is measured again without what was named
   in it; still bad (twice): the search starts again on it;
 - straggler: a node whose time was far above its group's median once is measured again among
-  known-good nodes; it is named when it was slow in at least `straggler_confirm` (3) observations and
-  most of them.
+  known-good nodes (preflight.launch.isolation_straggler).
 """
 
 from __future__ import annotations
@@ -399,51 +398,6 @@ def small_task(e: Any, nodes: list[str], trail: Trail) -> Iterator[list[Probe]]:
         e.note(f"{label(nodes)} was bad, but none of its pairs: not reproduced")
     else:
         e.blame(attribution("unexplained", nodes, trail, ambiguous=True, confidence="unconfirmed"))
-
-
-def straggler_task(e: Any, node: str) -> Iterator[list[Probe]]:
-    """`node` was far slower than its group's median once: measure it again among known-good nodes."""
-    p = e.params
-    probes = 0
-    while True:
-        if e.is_blamed(node):
-            return
-        seen = e.observations(node)
-        slow = [o for o in seen if o["slow"]]
-        if len(slow) >= p.straggler_confirm and len(slow) * 2 > len(seen):
-            e.blame(straggler(node, seen, slow))
-            return
-        if len(seen) - len(slow) >= max(2, len(slow)):
-            e.note(f"{node} was slow in {len(slow)} of {len(seen)} observations: not a straggler")
-            return
-        if probes >= p.straggler_confirm + 1:
-            break
-        if len(e.good - {node}) < p.straggler_min_group - 1 and e.searching():
-            yield []  # slow in the screen, before any node is known good: wait for the searches to find some
-            continue
-        probes += 1
-        (outcome,) = yield [Probe((node,), partners=(e.topo(node),) * p.straggler_partners,
-                                  at_least=p.straggler_min_group - 1,
-                                  purpose=f"{node} again among known-good nodes (slow once)")]
-        if outcome.result is None:
-            break
-    seen = e.observations(node)
-    slow = [o for o in seen if o["slow"]]
-    if slow:
-        found = straggler(node, seen, slow)
-        found.ambiguous, found.confidence = True, "unconfirmed"
-        e.blame(found)
-
-
-def straggler(node: str, seen: list[dict[str, Any]], slow: list[dict[str, Any]]) -> Attribution:
-    ratios = sorted(o["time_s"] / o["median_s"] for o in slow if o["median_s"] > 0)
-    mid = slow[len(slow) // 2]
-    evidence = [f"round {o['round']}: {node} {o['time_s']:.4g} s against its group's median {o['median_s']:.4g} s "
-                f"(MAD {o['mad_s']:.3g} s, {o['size']} nodes){'' if o['slow'] else ': not slow'}" for o in seen]
-    return Attribution("straggler", [node], evidence, sorted({o["round"] for o in seen}),
-                       figures={"time_s": mid["time_s"], "median_s": mid["median_s"],
-                                "ratio": round(ratios[len(ratios) // 2], 3) if ratios else None,
-                                "slow_in": len(slow), "observed": len(seen)})
 
 
 def boundary_task(e: Any) -> Iterator[list[Probe]]:

@@ -156,7 +156,7 @@ class IsolationParams:
     straggler_min_excess: float = 0.25  # ... and above median * (1 + this)
     straggler_min_group: int = 4  # nodes with times a group needs before its median means anything
     straggler_partners: int = 4  # known-good nodes a straggler is measured again among
-    straggler_confirm: int = 3  # slow in at least this many observations (and most of them) to be named
+    straggler_confirm: int = 3  # slow in at least this many observations (and most), the first slow one not counted
     # Blame only when confirmed (preflight.launch.isolation_plan.confirm): bad in at least confirm_bad
     # of at most confirm_of measurements, with confirm_partners different known-good partners at least.
     confirm_bad: int = 4
