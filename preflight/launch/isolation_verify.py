@@ -15,7 +15,8 @@ a shared cause named before individual blame. Pure.
   another partner than before where one is free; the readings at the end of the others under the
   switch confirmed too, taken in the same rounds, count as siblings' (`switch_readings`). A node that
   does not read well under the median of its siblings at the same time, in every round (below; beside
-  several, by the pairs' spread within a round, _round_noise), cannot be told from its switch (a
+  several, by the pairs' spread within a round, without the confirmed components' pairs where
+  enough are left, _round_noise), cannot be told from its switch (a
   neighbour's traffic, its uplink, a fleet at its floor): the blame becomes a suspect, and the switch
   is named as one cause. So does one whose confirming readings were no worse, by their median, than
   those of the other nodes under its switch confirmed in the same rounds and cleared at the end
@@ -53,6 +54,8 @@ LATER = 2  # readings at the end that must all be bad for a blame to stand
 STAND_OUT = 3.0  # robust deviations under its peers' median a blamed component's bad readings must be
 BESIDE_STAND_OUT = 2.5  # deviations (times sqrt(2/n) for n pairs) a node must read under its sibling in each pair
 MIN_PEERS = 6  # figures of other groups the comparison needs
+CLEAN_ROUND = 5  # pairs a round needs for the spread within it without every confirmed node (_round_noise)
+CLEAN_PAIRS = 40  # ... and such pairs in all (fewer: a median distance of a dozen strays by half)
 FEW_ABOVE = 12  # figures above the typical one under which the deviation pools both estimates
 SIBLINGS = 3  # other nodes under its switch a node is read beside at the end, each round (their median counts)
 SIBLING_TRIES = 2  # readings at the end more than LATER, while the sibling was not free to be read beside
@@ -212,12 +215,14 @@ def _figures(e: Any) -> dict[tuple[int, frozenset[str]], tuple[float | None, boo
             if res.ok is not None}
 
 
-def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]]) -> tuple[str, bool]:
+def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]],
+             named: frozenset[str] = frozenset()) -> tuple[str, bool]:
     """Why a confirmed node or link does not stand out ("" when it does, or when there is too little to
     compare it with), and whether it is its switch it does not stand out from: its confirming readings,
     and its readings later in the pass, each against the groups without it that met the floor; then a
     node against its siblings under the same switch, read at the same time: at the end, and when it was
-    confirmed, beside those confirmed with it that the end cleared."""
+    confirmed, beside those confirmed with it that the end cleared. `named`: the nodes of every confirmed
+    component, whose pairs are left out of the spread within a round (_round_noise)."""
     members = set(found.members)
     readings = found.confirmation.get("measurements", []), found.confirmation.get("later", [])
     mine = [[figures.get((m.get("round"), frozenset(m.get("group") or ())), (None, False))[0] for m in part if m.get("bad")]
@@ -250,23 +255,38 @@ def standing(found: Attribution, figures: dict[tuple[int, frozenset[str]], tuple
         if bad is not None and bad >= bar:
             return (f"its {what} (median {bad:.3g}) do not stand out from the pass's other groups that met the "
                     f"floor (median {math.exp(typical):.3g}; standing out takes under {bar:.3g})"), False
-    beside = (figures, max(deviation, noise), math.exp(typical), _round_noise(figures, members))
+    beside = (figures, max(deviation, noise), math.exp(typical), _round_noise(figures, members, named))
     why = _beside_sibling(found, *beside) or _beside_sibling(found, *beside, first=True)
     return why, bool(why)
 
 
-def _round_noise(figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]], members: set[str]) -> float:
+def _round_noise(figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]], members: set[str],
+                 named: frozenset[str] = frozenset()) -> float:
     """How much one pair's reading deviates from the other pairs read in the same round (log scale,
-    1.4826 times the median distance from its round's median), the pairs without the component: what
-    a node is compared with its siblings by, read in the same round. A switch's factor that drifts
-    from round to round and a neighbour's traffic through it move the node and its siblings alike, and
-    the pass's deviation holds them. 0.0: too few pairs (MIN_PEERS, in rounds of three or more)."""
+    1.4826 times the median distance from its round's median): what a node is compared with its
+    siblings by, read in the same round. A switch's factor that drifts from round to round and a
+    neighbour's traffic through it move the node and its siblings alike, and the pass's deviation holds
+    them. The pairs without the component's `members`, and without the `named` nodes (every confirmed
+    component's) where rounds of CLEAN_ROUND pairs or more hold CLEAN_PAIRS of those: in the rounds
+    at the end most pairs hold a confirmed node or a sibling, and at 1,024 nodes with ten nodes 30% slow
+    their pairs, a quarter of a round, made the spread half as large again as the fleet's; the few pairs
+    left at 256 nodes, or when a neighbour had every node under one switch confirmed, are too few to
+    tell a spread (a dozen read 0.023 where the fleet's is 0.057), and the pairs without the component
+    alone are taken. 0.0: too few pairs (MIN_PEERS, in rounds of three or more)."""
+    clean = _spread_in_rounds(figures, members | named, CLEAN_ROUND) if named - members else []
+    away = clean if len(clean) >= CLEAN_PAIRS else _spread_in_rounds(figures, members, 3)
+    return 1.4826 * statistics.median(away) if len(away) >= MIN_PEERS else 0.0
+
+
+def _spread_in_rounds(figures: dict[tuple[int, frozenset[str]], tuple[float | None, bool]], members: set[str],
+                      least: int) -> list[float]:
+    """Each pair's distance (log scale) from its round's median, pairs without `members`, in rounds of
+    `least` such pairs or more."""
     by_round: dict[int, list[float]] = {}
     for (index, group), (figure, _) in figures.items():
         if len(group) == 2 and figure is not None and figure > 0 and not members & group:
             by_round.setdefault(index, []).append(math.log(figure))
-    away = [abs(f - statistics.median(logs)) for logs in by_round.values() if len(logs) >= 3 for f in logs]
-    return 1.4826 * statistics.median(away) if len(away) >= MIN_PEERS else 0.0
+    return [abs(f - statistics.median(logs)) for logs in by_round.values() if len(logs) >= least for f in logs]
 
 
 # The 75th to the 90th percentile of a normal distribution, in its deviations.
@@ -397,8 +417,9 @@ def stand_out(e: Any) -> None:
         for key, pairs in (("beside", switch_readings(e, found)), ("beside_first", first_switch_readings(e, found))):
             if pairs:
                 found.confirmation[key] = pairs
+    named = frozenset(n for a in sure for n in a.members)
     for found in sure:
-        why, switch = standing(found, figures)
+        why, switch = standing(found, figures, named)
         if why:
             found.confidence = "unconfirmed"
             found.evidence.append(f"{why}: not blamed")
