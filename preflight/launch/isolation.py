@@ -474,12 +474,7 @@ class _Engine:
                 "unexplained", members, ["no group of nodes measured good: a cause common to every node (the fabric, "
                                          "a shared setting), or more faults than nodes to tell them apart"],
                 rounds, confidence="unconfirmed", ambiguous=True)]
-        # Unverified blames are suspects (conclude). A node still at fault after that is not also a
-        # straggler: its own fault says more; one whose blame the end did not bear out stays a straggler.
         conclude(self)
-        at_fault = {a.members[0] for a in self.attributions
-                    if a.kind == "node" and a.confidence == "confirmed" and not a.ambiguous}
-        self.attributions = [a for a in self.attributions if not (a.kind == "straggler" and a.members[0] in at_fault)]
 
     def result(self, screen: GroupResult | None) -> Isolation:
         return Isolation(nodes=list(self.nodes), topology=dict(self.topology), rounds=self.rounds,

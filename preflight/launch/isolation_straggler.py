@@ -65,10 +65,10 @@ def straggler(node: str, observed: list[dict[str, Any]], seen: list[dict[str, An
     `seen`, the observations it is judged on (evidence()), and the `slow` ones among them."""
     ratios = sorted(o["time_s"] / o["median_s"] for o in slow if o["median_s"] > 0)
     mid = slow[len(slow) // 2]
-    counted = [any(o is x for x in seen) for o in observed]
+    chose = None if len(seen) == len(observed) else next(o for o in observed if o["slow"])
     text = [f"round {o['round']}: {node} {o['time_s']:.4g} s against its group's median {o['median_s']:.4g} s "
             f"(MAD {o['mad_s']:.3g} s, {o['size']} nodes){'' if o['slow'] else ': not slow'}"
-            + ("" if mine else ": the reading that made it a suspect, not counted") for o, mine in zip(observed, counted)]
+            + (": the reading that made it a suspect, not counted" if o is chose else "") for o in observed]
     return Attribution("straggler", [node], text, sorted({o["round"] for o in observed}),
                        figures={"time_s": mid["time_s"], "median_s": mid["median_s"],
                                 "ratio": round(ratios[len(ratios) // 2], 3) if ratios else None,

@@ -63,12 +63,20 @@ SIBLING_TRIES = 2  # readings at the end more than LATER, while the sibling was 
 
 def conclude(e: Any) -> None:
     """The end of the pass, in order: unverified blames become suspects, so do those that do not stand
-    out from their peers and links a blamed node explains, and what is left that shares a cause is
-    named as one."""
+    out from their peers and links a blamed node explains, what is left that shares a cause is named as
+    one, and a node still at fault is not also a straggler: its own fault says more (one whose blame the
+    end did not bear out stays a straggler)."""
     unverified(e)
     stand_out(e)
     explained(e)
     shared_causes(e)
+    nodes = at_fault(e)
+    e.attributions = [a for a in e.attributions if not (a.kind == "straggler" and a.members[0] in nodes)]
+
+
+def at_fault(e: Any) -> set[str]:
+    """The nodes confirmed at fault (a node attribution, confirmed and not ambiguous)."""
+    return {a.members[0] for a in e.attributions if a.kind == "node" and a.confidence == "confirmed" and not a.ambiguous}
 
 
 def _first_round(found: Attribution) -> int:
@@ -200,7 +208,7 @@ def unverified(e: Any) -> None:
 def explained(e: Any) -> None:
     """A confirmed link with an end that is itself confirmed at fault is a suspect: every pair of a slow
     node reads bad, and the pair was taken for a link when the node read good once with a partner."""
-    blamed = {a.members[0] for a in e.attributions if a.kind == "node" and a.confidence == "confirmed" and not a.ambiguous}
+    blamed = at_fault(e)
     for found in e.attributions:
         ends = sorted(blamed & set(found.members)) if found.kind == "link" and not found.ambiguous else []
         if ends and found.confidence == "confirmed":
