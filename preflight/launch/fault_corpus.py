@@ -314,7 +314,7 @@ def healthy_near_floor(count: int, trials: int, params: IsolationParams | None =
     for seed in range(trials):
         model = FaultModel(nodes, [], noise=noise, threshold=floor, seed=seed, times=False)
         result = isolate(nodes, model.measure, params=given_rounds(params, count))
-        blamed += any(a.confidence == "confirmed" and not a.ambiguous for a in result.attributions)
+        blamed += any(a.sure for a in result.attributions)
         flagged += bool(result.attributions) or any(g.ok is False for r in result.rounds for g in r.results)
     return blamed, flagged
 

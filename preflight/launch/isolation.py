@@ -357,6 +357,9 @@ class _Engine:
                     taken.update(group)
                     out.append(("run", group, [], probe.purpose))
                 continue
+            if probe.unless_blamed and any(m in self._blamed for m in probe.members):
+                out.append(("now", Outcome(None, list(probe.members), [], None, "confirmed at fault meanwhile")))
+                continue
             in_use = any(m in taken for m in probe.members)
             if in_use and not probe.optional:
                 return None

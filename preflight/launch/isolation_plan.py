@@ -161,7 +161,7 @@ def cross_task(e: Any, a: list[str], b: list[str], trail: Trail, known_bad: bool
     """
     if len(a) == 1 and len(b) == 1:
         if not known_bad:
-            (outcome,) = yield [Probe((a[0], b[0]), purpose=f"{a[0]} with {b[0]}", search=True)]
+            (outcome,) = yield [Probe((a[0], b[0]), purpose=f"{a[0]} with {b[0]}", search=True, unless_blamed=True)]
             if not outcome.bad:
                 return
             trail, depth = trail + [step([outcome], "between single nodes")], outcome.figure
@@ -203,6 +203,7 @@ def pair_task(e: Any, a: str, b: str, trail: Trail, depth: float | None = None) 
     trail = list(trail)
     votes, verdict, unknown = yield from ends_task(e, a, b, trail, depth)
     named = [x for x, v in verdict.items() if v in ("node", "suspect")]
+    elsewhere = [x for x, v in verdict.items() if v == "elsewhere"]
     for x in named:
         partners = [p for v in votes[x] if v.bad for p in v.partners]
         e.blame(attribution("node", [x], trail, confidence="confirmed" if verdict[x] == "node" else "unconfirmed",
@@ -219,6 +220,9 @@ def pair_task(e: Any, a: str, b: str, trail: Trail, depth: float | None = None) 
         return
     if named:
         return
+    if elsewhere:
+        e.note(f"{a} with {b} was bad: {' and '.join(elsewhere)} confirmed at fault by another search")
+        return
     yield from link_task(e, a, b, trail)
 
 
@@ -229,7 +233,8 @@ def ends_task(e: Any, a: str, b: str, trail: Trail,
               depth: float | None = None) -> Generator[list[Probe], list[Outcome], tuple[Votes, dict[str, str], list[str]]]:
     """The measurements of pair_task: each end of {a, b} not known good with known-good partners, a
     different one each time while there is one, until `confirm` decides. Returns each end's
-    measurements, its verdict ("node", "suspect", "not") and the ends no partner was free for; adds
+    measurements, its verdict ("node", "suspect", "not", or "elsewhere": confirmed by another search
+    while this one waited for it) and the ends no partner was free for; adds
     each round to `trail`."""
     need = [x for x in (a, b) if not e.is_good(x)]
     votes: Votes = {x: [] for x in need}
@@ -237,15 +242,25 @@ def ends_task(e: Any, a: str, b: str, trail: Trail,
     pending = list(need)
     unknown: list[str] = []
     verdict: dict[str, str] = {}
-    while pending:
+    while True:
+        # An end another search confirmed meanwhile (it held the node while this one waited) is not
+        # measured again: that blame explains the pair.
+        verdict.update((x, "elsewhere") for x in pending if e.is_blamed(x))
+        pending = [x for x in pending if x not in verdict]
+        if not pending:
+            break
         first = all(not votes[x] for x in pending)
         # A different partner each time while there is one; then the known-good ones again.
         outcomes = yield [Probe((x,), partners=(e.topo(x),), avoid=frozenset(used[x] if e.has_good(list(used[x]))
                                                                               else {a, b}),
-                                purpose=f"{x} with {'a' if first else 'another'} known-good node") for x in pending]
+                                purpose=f"{x} with {'a' if first else 'another'} known-good node", unless_blamed=True)
+                              for x in pending]
         trail.append(step(outcomes, "each with a known-good node" if first else "again, with other known-good nodes"))
         following = []
         for x, outcome in zip(pending, outcomes):
+            if e.is_blamed(x):
+                verdict[x] = "elsewhere"
+                continue
             if outcome.result is None or outcome.result.ok is None:
                 if votes[x]:
                     verdict[x] = confirm(e.params, votes[x], final=True, depth=depth)

@@ -17,9 +17,7 @@ def straggler_task(e: Any, node: str) -> Iterator[list[Probe]]:
     p = e.params
     probes = 0
     while True:
-        observed = e.observations(node)
-        seen = evidence(observed)
-        slow = [o for o in seen if o["slow"]]
+        observed, seen, slow = tally(e, node)
         if len(slow) >= p.straggler_confirm and len(slow) * 2 > len(seen):
             e.blame(straggler(node, observed, seen, slow))
             return
@@ -39,15 +37,21 @@ def straggler_task(e: Any, node: str) -> Iterator[list[Probe]]:
                                   purpose=f"{node} again among known-good nodes (slow once)")]
         if outcome.result is None:
             break
-    observed = e.observations(node)
-    seen = evidence(observed)
-    if not any(o["slow"] for o in seen):  # slow only where it was chosen: still named, as a suspect
-        seen = observed
-    slow = [o for o in seen if o["slow"]]
+    observed, seen, slow = tally(e, node, chosen_alone=True)
     if slow:
         found = straggler(node, observed, seen, slow)
         found.ambiguous, found.confidence = True, "unconfirmed"
         e.blame(found)
+
+
+def tally(e: Any, node: str, chosen_alone: bool = False) -> tuple[list[dict[str, Any]], ...]:
+    """A node's observations, those that count (evidence()), and the slow ones among those; with
+    `chosen_alone`, a node slow only where it was chosen counts that one (named a suspect on it)."""
+    observed = e.observations(node)
+    seen = evidence(observed)
+    if chosen_alone and not any(o["slow"] for o in seen):
+        seen = observed
+    return observed, seen, [o for o in seen if o["slow"]]
 
 
 def evidence(observed: list[dict[str, Any]]) -> list[dict[str, Any]]:

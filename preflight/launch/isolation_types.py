@@ -36,6 +36,8 @@ class Probe:
     purpose: str = ""
     search: bool = False  # still narrowing down (the clearance waits until no search is)
     optional: bool = False  # left out this round (not measured) when its nodes or partners are not free
+    # Not measured when a member was confirmed at fault meanwhile (by another search, while this waited).
+    unless_blamed: bool = False
 
 
 @dataclass
@@ -80,6 +82,11 @@ class Attribution:
     figures: dict[str, Any] = field(default_factory=dict)
     # How it was confirmed: bad_in of `of` measurements, the partners, each measurement (pair_task).
     confirmation: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sure(self) -> bool:
+        """Confirmed, and of one component: what a blame rests on."""
+        return self.confidence == "confirmed" and not self.ambiguous
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -76,7 +76,7 @@ def conclude(e: Any) -> None:
 
 def at_fault(e: Any) -> set[str]:
     """The nodes confirmed at fault (a node attribution, confirmed and not ambiguous)."""
-    return {a.members[0] for a in e.attributions if a.kind == "node" and a.confidence == "confirmed" and not a.ambiguous}
+    return {a.members[0] for a in e.attributions if a.kind == "node" and a.sure}
 
 
 def _first_round(found: Attribution) -> int:
@@ -97,7 +97,7 @@ def _probe(e: Any, found: Attribution) -> Probe:
 
 def to_verify(e: Any) -> list[Attribution]:
     """The confirmed nodes, links and boundaries not measured again yet: each is, by a verify_task of its own."""
-    return [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous
+    return [a for a in e.attributions if a.sure
             and a.kind in ("node", "link", "boundary") and "later" not in a.confirmation]
 
 
@@ -112,7 +112,7 @@ def siblings(e: Any, found: Attribution) -> list[str]:
         return []
     node = found.members[0]
     named = {n for a in e.attributions for n in a.members}
-    confirmed = {n for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous for n in a.members}
+    confirmed = {n for a in e.attributions if a.sure for n in a.members}
     under = [n for n in e.nodes if n != node and e.topo(n) == e.topo(node) and n not in confirmed]
     return sorted(under, key=lambda n: (not e.is_good(n), n in named))[:SIBLINGS]
 
@@ -420,7 +420,7 @@ def stand_out(e: Any) -> None:
     figures = _figures(e)
     demoted: list[Attribution] = []
     by_switch: dict[str, list[Attribution]] = {}
-    sure = [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous and a.kind in ("node", "link")]
+    sure = [a for a in e.attributions if a.sure and a.kind in ("node", "link")]
     for found in sure:  # before any is demoted: a sibling that stays confirmed to the end never counts
         for key, pairs in (("beside", switch_readings(e, found)), ("beside_first", first_switch_readings(e, found))):
             if pairs:
@@ -445,7 +445,7 @@ def stand_out(e: Any) -> None:
             sorted({r for a in found for r in a.rounds}), confidence="unconfirmed",
             figures={"shared_by": "group", "components": parts}))
         e.note(f"shared cause: topology group {group}, its nodes no worse than one another")
-    sure = [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous and a.kind != "straggler"]
+    sure = [a for a in e.attributions if a.sure and a.kind != "straggler"]
     if demoted and not sure and not by_switch:
         parts = [{"kind": a.kind, "members": a.members} for a in demoted]
         e.attributions.append(Attribution(
@@ -460,7 +460,7 @@ def shared_causes(e: Any) -> None:
     """Confirmed nodes under one topology group, and confirmed links with a common end, named as one
     shared cause in place of each of them."""
     p = e.params
-    sure = [a for a in e.attributions if a.confidence == "confirmed" and not a.ambiguous]
+    sure = [a for a in e.attributions if a.sure]
     merged: list[tuple[str, str, list[Attribution], list[str]]] = []
     if e.topology:
         by_group: dict[str, list[Attribution]] = {}

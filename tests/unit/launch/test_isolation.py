@@ -260,3 +260,35 @@ def test_a_straggler_is_named_on_three_readings_after_the_one_that_chose_it():
     assert (found.figures["slow_in"], found.figures["observed"]) == (3, 3)
     assert found.evidence[0].endswith("the reading that made it a suspect, not counted")
     assert not any("not counted" in line for line in found.evidence[1:])
+
+
+def lucky_slow(node, lucky, upto=16):
+    """A healthy fleet (figure 1.0, floor 0.8) but `node`, 30% slow: every group with it reads 0.7 (0.45
+    when it holds more than `upto` nodes: a burst's bad luck), but its first `lucky` groups of three to
+    `upto` nodes, which read 1.0 (a burst's good luck)."""
+    left = [lucky]
+
+    def measure(groups):
+        out = []
+        for group in groups:
+            slow = node in group
+            if slow and 2 < len(group) <= upto and left[0] > 0:
+                left[0] -= 1
+                slow = False
+            out.append(GroupResult(not slow, figure=(0.45 if len(group) > upto else 0.7) if slow else 1.0))
+        return out
+    return measure
+
+
+def test_a_node_another_search_confirmed_is_not_confirmed_again_for_every_pair_it_was_bad_in():
+    """A slow node that read good once in its part is found by the cross search, paired with one node
+    after another; each pair's search waited for the node while the first confirmed it. Each went on
+    to confirm it again, four rounds of one node each: the pass ran out of rounds and blamed nothing.
+    A pair whose end was confirmed meanwhile is explained by that blame."""
+    nodes = node_names(64)
+    result = isolate(nodes, checked(lucky_slow("n09", 1)))
+    confirming = [r.index for r in result.rounds for g, p in zip(r.groups, r.purposes)
+                  if "n09" in g and "known-good node" in p]
+    assert [(a.kind, a.members, a.confidence) for a in result.attributions] == [("node", ["n09"], "confirmed")]
+    assert len(confirming) <= 2 * IsolationParams().confirm_of, confirming
+    assert any("n09 confirmed at fault by another search" in n for n in result.notes), result.notes
