@@ -239,16 +239,12 @@ def ends_task(e: Any, a: str, b: str, trail: Trail,
     need = [x for x in (a, b) if not e.is_good(x)]
     votes: Votes = {x: [] for x in need}
     used = {x: {a, b} for x in need}
-    pending = list(need)
+    # An end another search confirmed (before this one started, or while it waited for the node: its
+    # probe is then not measured, `unless_blamed`) is not measured again: that blame explains the pair.
+    verdict: dict[str, str] = {x: "elsewhere" for x in need if e.is_blamed(x)}
+    pending = [x for x in need if x not in verdict]
     unknown: list[str] = []
-    verdict: dict[str, str] = {}
-    while True:
-        # An end another search confirmed meanwhile (it held the node while this one waited) is not
-        # measured again: that blame explains the pair.
-        verdict.update((x, "elsewhere") for x in pending if e.is_blamed(x))
-        pending = [x for x in pending if x not in verdict]
-        if not pending:
-            break
+    while pending:
         first = all(not votes[x] for x in pending)
         # A different partner each time while there is one; then the known-good ones again.
         outcomes = yield [Probe((x,), partners=(e.topo(x),), avoid=frozenset(used[x] if e.has_good(list(used[x]))
