@@ -183,6 +183,7 @@ class IsolationParams:
     clear_above: float | None = 1.25
 
 
+LATER = 2  # readings at the end of a pass that must all be bad for a blame to stand
 HOLDS = 0.7  # a part bad at over depth / HOLDS is too shallow to hold the fault of its whole
 
 
