@@ -425,6 +425,24 @@ def test_a_node_stands_out_from_its_sibling_only_in_every_pair_and_against_what_
     assert beside_sibling(found, figures, 0.02, 1.0) == ""
 
 
+def test_a_node_confirmed_by_its_pairs_alone_is_still_judged_beside_its_sibling_at_the_end():
+    # Three nodes bad together and no known-good node to read them with: the pass blames the one bad with
+    # both others (pairs of three), and it has no confirming readings with known-good partners. Its
+    # readings at the end are judged all the same: no worse than its sibling's read at the same time,
+    # its switch is the cause. (Judged on nothing, such a node was blamed: at 8 nodes, a node drained for
+    # another job's traffic through its switch of two.)
+    from preflight.launch.isolation_standing import standing
+
+    peers = {(1, frozenset({f"p{i}", f"q{i}"})): (f, True) for i, f in enumerate([0.97, 0.99, 1.0, 1.01, 1.02, 1.03, 0.98])}
+    found, figures = _beside([0.62, 0.6], [0.63, 0.61])
+    assert "measurements" not in found.confirmation
+    why, switch = standing(found, {**figures, **peers})
+    assert switch and why.startswith("at the end, it read"), why
+    # slow itself, it reads well under its sibling at the end, and stays blamed
+    found, figures = _beside([0.45, 0.44], [0.98, 1.0])
+    assert standing(found, {**figures, **peers}) == ("", False)
+
+
 def test_the_noise_of_a_reading_comes_from_the_upper_figures_of_the_pass():
     # 200 readings deviating by 5% (log scale), and 90 more a fault pulled far down: the upper quantiles
     # give the readings' deviation whatever pulled the others down (standing passes every figure of the
