@@ -40,13 +40,13 @@ FEW_ABOVE = 12  # figures above the typical one under which the deviation pools 
 
 def standing(found: Attribution, figures: Figures,
              named: frozenset[str] = frozenset()) -> tuple[str, bool]:
-    """Why a confirmed node or link does not stand out ("" when it does, or when there is too little to
-    compare it with), and whether it is its switch it does not stand out from: its confirming readings
-    (where it has them: a node blamed on its pairs of three, with no known-good node to read it with,
-    has none, and is judged on the rest), and its readings later in the pass, each against the groups without it that met the floor; then a
-    node against its siblings under the same switch, read at the same time: at the end, and when it was
-    confirmed, beside those confirmed with it that the end cleared. `named`: the nodes of every confirmed
-    component, whose pairs are left out of the spread within a round (round_noise)."""
+    """Why a confirmed node or link does not stand out ("" when it does, or when there is too little to compare
+    it with), and whether it is its switch it does not stand out from: its confirming readings (where it has
+    them: a node blamed on its pairs of three, with no known-good node to read it with, has none, and is
+    judged on the rest), and its readings later in the pass, each against the groups without it that met the
+    floor; then a node against its siblings under the same switch, read at the same time: at the end, and
+    when it was confirmed, beside those confirmed with it that the end cleared. `named`: the nodes of every
+    confirmed component, whose pairs are left out of the spread within a round (round_noise)."""
     members = set(found.members)
     readings = found.confirmation.get("measurements", []), found.confirmation.get("later", [])
     mine = [[figures.get((m.get("round"), frozenset(m.get("group") or ())), (None, False))[0] for m in part if m.get("bad")]

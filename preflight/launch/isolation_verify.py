@@ -11,8 +11,8 @@ a shared cause named before individual blame. Pure.
   every node is measured together again, and what it hid (a link of that node) is searched for.
 - a node beside its switch: with a topology, each reading at the end of a confirmed node is taken
   beside those of up to SIBLINGS other nodes under the same switch (its siblings: known-good ones
-  first, none confirmed itself and still read at the end), each with a known-good partner, in the same round, the node with
-  another partner than before where one is free; the readings at the end of the others under the
+  first, none confirmed itself and still read at the end), each with a known-good partner, in the same
+  round, the node with another partner than before where one is free; the readings at the end of the others under the
   switch confirmed too, taken in the same rounds, count as siblings' (`switch_readings`). A node that
   does not read well under the median of its siblings at the same time, in every round (below; beside
   several, by the pairs' spread within a round, without the confirmed components' pairs where

@@ -433,7 +433,8 @@ def test_a_node_confirmed_by_its_pairs_alone_is_still_judged_beside_its_sibling_
     # another job's traffic through its switch of two.)
     from preflight.launch.isolation_standing import standing
 
-    peers = {(1, frozenset({f"p{i}", f"q{i}"})): (f, True) for i, f in enumerate([0.97, 0.99, 1.0, 1.01, 1.02, 1.03, 0.98])}
+    peers = {(1, frozenset({f"p{i}", f"q{i}"})): (f, True)
+             for i, f in enumerate([0.97, 0.99, 1.0, 1.01, 1.02, 1.03, 0.98])}
     found, figures = _beside([0.62, 0.6], [0.63, 0.61])
     assert "measurements" not in found.confirmation
     why, switch = standing(found, {**figures, **peers})
@@ -663,7 +664,8 @@ def test_a_node_confirmed_again_under_a_slow_switch_is_read_beside_its_switch_ma
 
     result = isolate(nodes, measure, topology=fours)
     assert state["lucky"], "n05 was never read at the end"
-    again = [a for a in result.attributions if a.members == ["n05"] and a.confirmation.get("later", [{}])[0].get("round", 0) > state["lucky"]]
+    again = [a for a in result.attributions
+             if a.members == ["n05"] and a.confirmation.get("later", [{}])[0].get("round", 0) > state["lucky"]]
     assert again, [(a.kind, a.members, a.confidence) for a in result.attributions]
     (found,) = again
     assert found.confidence == "unconfirmed", found.evidence
