@@ -9,22 +9,22 @@ a shared cause named before individual blame. Pure.
   neighbour's traffic through one switch); one taken after the others have ended does not. A blame that
   falls is released (the engine's `release`): it had kept its node out of the clearance, so once a pass
   every node is measured together again, and what it hid (a link of that node) is searched for.
-- a node beside its switch: with a topology, each reading at the end of a confirmed node is taken
-  beside those of up to SIBLINGS other nodes under the same switch (its siblings: known-good ones
-  first, none confirmed itself and still read at the end), each with a known-good partner, in the same
-  round, the node with another partner than before where one is free; the readings at the end of the others under the
-  switch confirmed too, taken in the same rounds, count as siblings' (`switch_readings`). A node that
-  does not read well under the median of its siblings at the same time, in every round (below; beside
-  several, by the pairs' spread within a round, without the confirmed components' pairs where
-  enough are left, round_noise), cannot be told from its switch (a
-  neighbour's traffic, its uplink, a fleet at its floor): the blame becomes a suspect, and the switch
-  is named as one cause. So does one whose confirming readings were no worse, by their median, than
-  those of the other nodes under its switch confirmed in the same rounds and cleared at the end
-  (`first_switch_readings`): its switch confirmed it, and its blame would rest on the end alone; and
-  one under a switch so named, than those of the nodes named with it (`switch_of_group`): a switch slow
-  for minutes confirms every node under it, and one of a dozen read at the end beside the others
-  stands out on two heavy-tailed bursts now and then. A sibling confirmed itself is read beside the
-  node once its own readings at the end are over: a switch slow that long confirms its nodes in turn.
+- a node beside its switch: with a topology, each reading at the end of a confirmed node is taken beside
+  those of up to SIBLINGS other nodes under the same switch (its siblings: known-good ones first, none
+  confirmed itself and still read at the end), each with a known-good partner, in the same round, the
+  node with another partner than before where one is free; the readings at the end of the others under
+  the switch confirmed too, taken in the same rounds, count as siblings' (`switch_readings`). A node
+  that does not read well under the median of its siblings at the same time, in every round (below;
+  beside several, by the pairs' spread within a round, without the confirmed components' pairs where
+  enough are left, round_noise), cannot be told from its switch (a neighbour's traffic, its uplink, a
+  fleet at its floor): the blame becomes a suspect, and the switch is named as one cause. So does one
+  whose confirming readings were no worse, by their median, than those of the other nodes under its
+  switch confirmed in the same rounds and cleared at the end (`first_switch_readings`): its switch
+  confirmed it, and its blame would rest on the end alone; and one under a switch so named, than those
+  of the nodes named with it (`switch_of_group`): a switch slow for minutes confirms every node under
+  it, and one of a dozen read at the end beside the others stands out on two heavy-tailed bursts now and
+  then. A sibling confirmed itself is read beside the node once its own readings at the end are over: a
+  switch slow that long confirms its nodes in turn.
 - standing out: a confirmed node or link is blamed only when its bad readings stand out from its
   peers' and, for a node, from its siblings' read at the same time (preflight.launch.isolation_standing);
   one that does not is a suspect; when none does, the pass names the fleet (`kind` "group",
@@ -240,11 +240,22 @@ def first_switch_readings(e: Any, found: Attribution) -> list[dict[str, Any]]:
     if found.kind != "node" or not e.topology:
         return []
     node = found.members[0]
+    return _confirming_beside(found, [
+        a for a in e.attributions if a.kind == "node" and a.members[0] != node and not a.ambiguous
+        and e.topo(a.members[0]) == e.topo(node) and "later" in a.confirmation and a.confidence != "confirmed"])
+
+
+def _confirming_beside(found: Attribution, others: list[Attribution]) -> list[dict[str, Any]]:
+    """The confirming readings of `others` taken in the rounds of `found`'s bad confirming readings."""
     rounds = {m.get("round") for m in found.confirmation.get("measurements", []) if m.get("bad")}
     return [{"round": m.get("round"), "group": list(m.get("group") or ()), "bad": bool(m.get("bad"))}
-            for a in e.attributions if a.kind == "node" and a.members[0] != node and not a.ambiguous
-            and e.topo(a.members[0]) == e.topo(node) and "later" in a.confirmation and a.confidence != "confirmed"
-            for m in a.confirmation.get("measurements", []) if m.get("round") in rounds]
+            for a in others for m in a.confirmation.get("measurements", []) if m.get("round") in rounds]
+
+
+def _not_blamed(found: Attribution, why: str) -> None:
+    """A confirmed blame that does not stand out becomes a suspect, saying why."""
+    found.confidence = "unconfirmed"
+    found.evidence.append(f"{why}: not blamed")
 
 
 def stand_out(e: Any) -> None:
@@ -263,8 +274,7 @@ def stand_out(e: Any) -> None:
     for found in sure:
         why, switch = standing(found, figures, named)
         if why:
-            found.confidence = "unconfirmed"
-            found.evidence.append(f"{why}: not blamed")
+            _not_blamed(found, why)
             if switch:
                 by_switch.setdefault(str(e.topo(found.members[0])), []).append(found)
             else:
@@ -302,22 +312,19 @@ def switch_of_group(e: Any, figures: Figures,
     stood out from a switch that is well, and those named with the switch were slow themselves (two slow
     nodes under one switch, each read beside the other). A node read beside none at the end (its
     siblings were confirmed and still being read) is judged by its confirming readings alone."""
-    for found in [a for a in e.attributions if a.sure and a.kind == "node" and str(e.topo(a.members[0])) in by_switch]:
+    for found in [a for a in e.attributions if a.sure and a.kind == "node"]:
+        grouped = by_switch.get(str(e.topo(found.members[0])))
         beside = found.confirmation.get("beside", [])
-        if beside and 2 * sum(bool(b.get("bad")) for b in beside) <= len(beside):
+        if not grouped or beside and 2 * sum(bool(b.get("bad")) for b in beside) <= len(beside):
             continue
-        rounds = {m.get("round") for m in found.confirmation.get("measurements", []) if m.get("bad")}
-        pairs = [{"round": m.get("round"), "group": list(m.get("group") or ()), "bad": bool(m.get("bad"))}
-                 for a in by_switch[str(e.topo(found.members[0]))]
-                 for m in a.confirmation.get("measurements", []) if m.get("round") in rounds]
+        pairs = _confirming_beside(found, grouped)
         if not pairs:
             continue
         found.confirmation["beside_first"] = found.confirmation.get("beside_first", []) + pairs
         why, _ = standing(found, figures, named)
         if why:
-            found.confidence = "unconfirmed"
-            found.evidence.append(f"{why}: not blamed")
-            by_switch[str(e.topo(found.members[0]))].append(found)
+            _not_blamed(found, why)
+            grouped.append(found)
 
 
 def shared_causes(e: Any) -> None:
