@@ -6,8 +6,9 @@
 Each run measures a ring of N nodes the way net.bandwidth does: every link `repeats` times per ring,
 the ring's rounds of disjoint pairs one after another, by the readings protocol the check runs
 (preflight.launch.recheck.take_readings): a second ring always, a third when the first had a link
-below the floor (as after an isolation pass that pinned nothing), a ring just under the floor measured
-again at once. Every iperf3 sample is a
+below the floor (as after an isolation pass that pinned nothing), two watch rings at once after a
+second that a first over the floor left to decide (counted only with a link under a quarter of the
+floor), a ring just under the floor measured again at once. Every iperf3 sample is a
 burst of preflight.launch.isolation_sim's FaultModel under the fabric's noise (Fabric: Student-t
 noise with 3 degrees of freedom at the scale given, a factor per leaf switch of a quarter of the nodes,
 2 to 32, as the fault corpus has them (sd 3%, AR(1) over rounds), a noisy neighbour slowing one switch
@@ -40,8 +41,8 @@ from preflight.launch.fault_corpus import switch_size  # noqa: E402
 from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks  # noqa: E402
 from preflight.launch.pairs import ring_rounds  # noqa: E402
 from preflight_checks.net.bandwidth import NetBandwidth, Params  # noqa: E402
-from preflight.launch.recheck import AGAIN_OF, take_readings  # noqa: E402
-from preflight_checks.net.bandwidth_judge import below_floor, deep_below  # noqa: E402
+from preflight.launch.recheck import DROP_OUT, take_readings  # noqa: E402
+from preflight_checks.net.bandwidth_judge import below_floor, deep_below, rings_of  # noqa: E402
 
 NOMINAL_GBPS = 25.0  # a healthy link's figure; only ratios matter
 check = NetBandwidth()
@@ -73,12 +74,13 @@ def one_run(nodes: list[str], faults: list[Fault], noise: float, above: float, r
     # the readings protocol the check runs (preflight.launch.recheck.take_readings)
     _, rechecks = take_readings({"links": first}, isolate, lambda: {"links": ring(model, rounds, repeats)},
                                 lambda r: below_floor(r["links"], min_gbps), lambda: float("inf"), 0.0,
-                                deep_below=lambda r: deep_below(r, min_gbps))
+                                deep_below=lambda r: deep_below(r, min_gbps),
+                                dropped_out=lambda r: below_floor(r["links"], DROP_OUT * min_gbps))
     facts = {"pattern": "ring", "nodes": nodes, "unreachable": [], "addresses": {n: n for n in nodes},
              "streams": 1, "duration_s": 5, "repeats": repeats, "probe": {n: {"iperf3": True} for n in nodes},
              "links": first, "rounds": [[list(p) for p in r] for r in rounds], "rechecks": rechecks}
     outcome = check.evaluate(facts, Params(min_gbps=min_gbps, repeats=repeats), Expect())
-    return outcome, [first] + [x["links"] for r in rechecks for x in (r.get(AGAIN_OF), r) if x], min_gbps
+    return outcome, rings_of(facts, min_gbps), min_gbps
 
 
 def flapping(outcome: Any, link: tuple[str, str] | None = None) -> bool:

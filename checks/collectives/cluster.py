@@ -57,7 +57,7 @@ from preflight.launch.nodes import (
     shared_machine_findings,
 )
 from preflight.launch.isolation_findings import isolation_findings
-from preflight.launch.recheck import MARGINAL, judged, readings_of, take_readings
+from preflight.launch.recheck import DROP_OUT, MARGINAL, judged, readings_of, take_readings
 from preflight.launch.isolation_launch import (
     adaptive_pass, isolation_method, judged_group, node_times, pass_seconds, pinned, slow_ranks_reason, timeout_with_pass,
 )
@@ -77,12 +77,9 @@ def run_figures(result: dict[str, Any]) -> dict[str, Any]:
     if not sizes:
         return {"wrong": wrong}
     return {
-        "latency_us": sizes[0]["time_s"] * 1e6,
-        "busbw_gbps": sizes[-1]["busbw_gbps"],
-        "algbw_gbps": sizes[-1]["algbw_gbps"],
-        "largest_bytes": sizes[-1]["bytes"],
-        "smallest_bytes": sizes[0]["bytes"],
-        "wrong": wrong,
+        "latency_us": sizes[0]["time_s"] * 1e6, "busbw_gbps": sizes[-1]["busbw_gbps"],
+        "algbw_gbps": sizes[-1]["algbw_gbps"], "largest_bytes": sizes[-1]["bytes"],
+        "smallest_bytes": sizes[0]["bytes"], "wrong": wrong,
     }
 
 
@@ -185,7 +182,8 @@ class CollectivesCluster(Check):
                 ctx, params, usable, plan, choice, choice["sizes"], params.iters, params.warmup, ctx.time_left() - SLACK_S,
                 params.rdzv_port or pick_port(ctx, usable[0], plan[usable[0]]["ip"])),
                 lambda r: below_floor(r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
-                measured=lambda r: bool(r.get("ok")), deep_below=lambda r: far_below(r["result"], params, MARGINAL))
+                measured=lambda r: bool(r.get("ok")), deep_below=lambda r: far_below(r["result"], params, MARGINAL),
+                dropped_out=lambda r: far_below(r["result"], params, DROP_OUT))
             if found is not None:
                 facts["isolation"] = found
         return facts
@@ -368,7 +366,8 @@ class CollectivesCluster(Check):
         if "rechecks" in facts:  # never GO or NO-GO on one all-node reading (preflight.launch.recheck)
             readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params),
                                    far=lambda r: far_below(r["result"] if r.get("ok") else {}, params),
-                                   first_far=far_below(run["result"], params), first_below=below_floor(run, params))
+                                   first_far=far_below(run["result"], params), first_below=below_floor(run, params),
+                                   out=lambda r: far_below(r["result"] if r.get("ok") else {}, params, DROP_OUT))
             run_findings, more = judged(type(self), run_findings, SHORTFALL_KINDS, readings, recheck_text(facts["rechecks"]))
             details += more
         findings += run_findings

@@ -24,12 +24,13 @@ evidence is ambiguous. Groups of nodes measure their own rings at once, bad grou
 searched, and each suspect is confirmed against nodes already measured good (preflight.launch.isolation,
 through preflight_checks.net.isolation), in the rounds a search at the cluster's size needs (the check's
 timeout grows with them): a few dozen at most where the full matrix takes 2(N-1) of all pairs. The ring is
-never judged alone (preflight.launch.recheck.take_readings): a second ring always, at the end, a third
-when the first was below the floor and the pass blamed nothing, a ring just under the floor measured again
-at once (below it only when that one is too); links below it in every ring FAIL, in most rings (or under
-half of it in one) are an intermittent FAIL, else a transient WARN. A link whose median met the floor in
-every ring but that dropped under a quarter of it in single measurements of two rings is flapping (a
-FAIL, acted on by nobody: a link is no node's own); one drop is only noted.
+never judged alone (preflight.launch.recheck.take_readings): a second ring always, at the end (after a first
+that met the floor, two watch rings at once, counted only with a link under a quarter of it), a third when
+the first was below the floor and the pass blamed nothing, a ring just under the floor measured again at
+once (below it only when that one is too); links below it in every ring FAIL, in most rings (or under half
+of it in one) are an intermittent FAIL, else a transient WARN. A link whose median met the floor in every
+ring but dropped under a quarter of it in single measurements of two rings is flapping (a FAIL, acted on
+by nobody: a link is no node's own); one drop is only noted.
 
 A link whose route is local to the sender (the target is one of the sender's own addresses, or
 loopback) would measure memory bandwidth, not the network, so it is ERROR and never measured.
@@ -65,11 +66,11 @@ from preflight_checks.net.isolation import ISOLATION_METHODS, adaptive_pass, scr
 from preflight_checks.net.isolation import ISOLATION_IN_TIMEOUT_S, isolation_budget, isolation_rounds, round_time
 from preflight.launch.isolation_findings import SHARED_CAUSE_FIX, suspect_fix
 from preflight.launch.recheck import (
-    AGAIN_OF, FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
+    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
 )
 from preflight_checks.net.bandwidth_judge import (
     FLAPPING_FIX, SHORTFALL_KINDS, below_floor, flapping_part, isolation_part, judge_link, met_floor,
-    deep_below, recheck_failure, recheck_text, slow_finding,
+    deep_below, dropped_out, recheck_failure, recheck_text, rings_of, slow_finding,
 )
 from preflight.transport.process import RemoteProcess
 
@@ -212,10 +213,8 @@ class NetBandwidth(Check):
         "isolation-not-reproduced": ("The ring was slow but no group reproduced it: a transient fault, or one that "
                                      "shows only under the whole ring's load; run again, and watch the switches' "
                                      "error and drop counters."),
-        "transient": TRANSIENT_FIX,
-        "intermittent": INTERMITTENT_FIX,
-        "shared-cause": SHARED_CAUSE_FIX,
-        "flapping-link": FLAPPING_FIX,
+        "transient": TRANSIENT_FIX, "intermittent": INTERMITTENT_FIX,
+        "shared-cause": SHARED_CAUSE_FIX, "flapping-link": FLAPPING_FIX,
     }
     Params = Params
     timeout_s = 300.0
@@ -279,7 +278,7 @@ class NetBandwidth(Check):
             found, facts["rechecks"] = take_readings({"links": facts["links"]}, isolate,
                 lambda: {"links": self._measure_schedule(ctx, params, rounds, probes, addresses)},
                 lambda r: below_floor(r.get("links", []), params.min_gbps), lambda: ctx.time_left() - 5, needed,
-                deep_below=lambda r: deep_below(r, params.min_gbps))
+                deep_below=lambda r: deep_below(r, params.min_gbps), dropped_out=lambda r: dropped_out(r, params.min_gbps))
             if found is not None:
                 facts["isolation"] = found
         return facts
@@ -459,13 +458,13 @@ class NetBandwidth(Check):
             far = FAR_BELOW * params.min_gbps  # a link under half the floor in any ring is no transient
             readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure,
                                    far=lambda r: below_floor(r.get("links", []), far),
-                                   first_far=below_floor(facts["links"], far), first_below=bool(slow))
+                                   first_far=below_floor(facts["links"], far), first_below=bool(slow),
+                                   out=lambda r: dropped_out(r, params.min_gbps))
             shortfall, more = judged(type(self), shortfall, SHORTFALL_KINDS, readings,
                                      recheck_text(facts["rechecks"], params.min_gbps))
             details += more
         findings += shortfall
-        rings = [facts.get("links", [])] + [x.get("links", []) for r in facts.get("rechecks", []) for x in (r.get(AGAIN_OF), r) if x]
-        flapping, more = flapping_part(type(self), rings, params.min_gbps)
+        flapping, more = flapping_part(type(self), rings_of(facts, params.min_gbps), params.min_gbps)
         findings += flapping
         details += more
         if not measured and not findings:

@@ -10,7 +10,7 @@ from typing import Any
 from preflight.core.check import measure
 from preflight.core.model import COMPONENT_LINK, FIGURE_LINK, Component, Finding, Measurement, Status
 from preflight.launch.isolation_findings import isolation_findings
-from preflight.launch.recheck import MARGINAL
+from preflight.launch.recheck import AGAIN_OF, DROP_OUT, MARGINAL, WATCHING
 
 SHORTFALL_KINDS = ("slow-link",)  # what one ring below its floor FAILs on
 
@@ -98,6 +98,21 @@ def below_floor(links: list[dict[str, Any]], min_gbps: float) -> bool:
 def deep_below(reading: dict[str, Any], min_gbps: float) -> bool:
     """A ring with a link under MARGINAL of the floor: no burst of noise, not measured again at once."""
     return below_floor(reading.get("links", []), MARGINAL * min_gbps)
+
+
+def dropped_out(reading: dict[str, Any], min_gbps: float) -> bool:
+    """A ring with a link under DROP_OUT of the floor: a link dropping out, which no slowdown gives (a
+    watch ring counts only then)."""
+    return below_floor(reading.get("links", []), DROP_OUT * min_gbps)
+
+
+def rings_of(facts: dict[str, Any], min_gbps: float) -> list[list[dict[str, Any]]]:
+    """Every ring the check counted, in order: the first, each one measured again (a ring just under the
+    floor before its second look, then that look), and a watch ring only when it dropped out. A watch
+    ring that did not is no reading, and two of them would give the flapping-link rule more chances at a
+    healthy link's rare drop in single measurements. Pure."""
+    later = [r for r in facts.get("rechecks", []) if not r.get(WATCHING) or dropped_out(r, min_gbps)]
+    return [facts.get("links", [])] + [x.get("links", []) for r in later for x in (r.get(AGAIN_OF), r) if x]
 
 
 def met_floor(recheck: dict[str, Any], min_gbps: float) -> bool | None:

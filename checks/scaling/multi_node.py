@@ -24,7 +24,9 @@ groups of the nodes at once, split and confirmed, and names the node, link or to
 that makes a group's step slow (judged on compute / step, see
 preflight_checks.scaling.multi_node_isolation), or a straggler from the ranks' own step times. The
 all-node run is never judged alone (preflight.launch.recheck.take_readings): it is trained a second
-time always, and a third when E was below warn_efficiency (a FAIL) and the pass blamed nothing, and a
+time always (after a first that met warn_efficiency, twice more at once, each counted only under a
+quarter of it: a part dropping out), and a third when E was below warn_efficiency (a FAIL) and the
+pass blamed nothing, and a
 run just under it trained again at once (below it only when that one is too); below it in every run
 FAILs, in most runs (or under half of it in one) is an intermittent FAIL, and otherwise the shortfall
 is a transient WARN.
@@ -54,7 +56,7 @@ from preflight_checks.scaling.multi_node_isolation import (
 )
 from preflight.engine.faults import fault
 from preflight.launch.recheck import (
-    FAR_BELOW, INTERMITTENT_FIX, MARGINAL, TRANSIENT_FIX, judged, readings_of, take_readings,
+    DROP_OUT, FAR_BELOW, INTERMITTENT_FIX, MARGINAL, TRANSIENT_FIX, judged, readings_of, take_readings,
 )
 from preflight_checks.scaling.multi_node_figures import (
     SHORTFALL_KINDS, below_floor, efficiency, far_below, met_floor, recheck_text, run_measurements,
@@ -285,7 +287,8 @@ class ScalingMultiNode(Check):
                                      params.rdzv_port or pick_port(ctx, host, plan[host]["ip"])),
                 lambda r: below_floor(one, r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
                 measured=lambda r: bool(one.get("ok") and r.get("ok")),
-                deep_below=lambda r: far_below(one, r, params, MARGINAL))
+                deep_below=lambda r: far_below(one, r, params, MARGINAL),
+                dropped_out=lambda r: far_below(one, r, params, DROP_OUT))
             if found is not None:
                 facts["isolation"] = found
         return facts
@@ -351,7 +354,8 @@ class ScalingMultiNode(Check):
             readings = readings_of(facts["rechecks"], lambda r: met_floor(one, r, params),
                                    far=lambda r: far_below(one, r, params, FAR_BELOW),
                                    first_far=far_below(one, everyone, params, FAR_BELOW),
-                                   first_below=below_floor(one, everyone, params))
+                                   first_below=below_floor(one, everyone, params),
+                                   out=lambda r: far_below(one, r, params, DROP_OUT))
             shortfall, more = judged(type(self), shortfall, SHORTFALL_KINDS, readings, recheck_text(one, facts["rechecks"]))
             details += more
         problems += shortfall

@@ -7,7 +7,8 @@ and says what the right answer is: the components to blame. One trial of a type 
   noise, taken as the checks take them (preflight.launch.recheck.take_readings): the first; the
   adaptive isolation pass (preflight.launch.isolation, with its confirmation rule) from a reading
   below its floor, given the rounds the checks give it at that size (pass_rounds) unless told otherwise; a second reading always, a third after a first below it that the pass pinned on
-  nothing; NO-GO when most readings are below the floor or one is far below it;
+  nothing, two watch readings after a second that a first over the floor left to decide (counted only
+  when one drops out under a quarter of the floor); NO-GO when most readings are below the floor or one is far below it;
 - the node checks' facts (a small /dev/shm, a read-only checkpoint directory, a second torch, no
   framework): a fact carries no measurement noise, so the check that reads it FAILs on that node
   every time; a dead node answers nothing: an ERROR, which is NO-GO and acts on nothing;
@@ -41,7 +42,7 @@ from preflight.launch.isolation_types import pass_rounds
 from preflight.launch.isolation_launch import slow_ranks_reason
 from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks
 from preflight.launch.recheck import (
-    CONFIRMED, FAR_BELOW, INTERMITTENT, MARGINAL, UNCONFIRMED, measurements, readings_of, recheck_wanted, take_readings,
+    CONFIRMED, DROP_OUT, FAR_BELOW, INTERMITTENT, MARGINAL, UNCONFIRMED, measurements, readings_of, recheck_wanted, take_readings,
 )
 
 GPUS_PER_NODE = 8
@@ -126,9 +127,10 @@ def switch_size(count: int) -> int:
 
 def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: float,
               params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None,
-              measure_again: bool = True) -> Trial:
+              measure_again: bool = True, watch: bool = True) -> Trial:
     """One simulated run of fault type `kind` on `count` nodes (`measure_again`: a reading just under
-    its floor is measured again at once, as the checks do; False: as they did before)."""
+    its floor is measured again at once, as the checks do; False: as they did before; `watch`: the watch
+    readings are taken, as the checks do; False: as they did before)."""
     if kind not in FAULT_TYPES:
         raise ValueError(f"unknown fault type {kind!r}; known: {', '.join(FAULT_TYPES)}")
     rng = random.Random(seed)
@@ -153,18 +155,19 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
         trial.fault_nodes.add(node)
         trial.blamed.add(("node", frozenset([node])))  # the fact is read, not measured: its check FAILs on it
         trial.nogo = True
-    _readings(trial, model, nodes, topology, params, measure_again)
+    _readings(trial, model, nodes, topology, params, measure_again, watch)
     _fail_slow(trial, nodes, extra.get("slow_gpu"), gpu_noise, rng, shared=fabric is not None)
     return trial
 
 
 def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[str, str] | None,
-              params: IsolationParams | None, measure_again: bool = True) -> None:
+              params: IsolationParams | None, measure_again: bool = True, watch: bool = True) -> None:
     """The all-node readings as the cluster checks take them (preflight.launch.recheck.take_readings):
     the first; the pass from a reading below its floor (or with one node's ranks far slower than the
     others': collectives.cluster's pairwise_reason); a second reading always, a third after a first
-    below it that the pass pinned on nothing; a reading just under the floor measured again at once;
-    NO-GO unless most readings met the floor and none was far below it (intermittent is NO-GO too).
+    below it that the pass pinned on nothing; after a second that a first over the floor left to decide,
+    two watch readings at once, counted only when one drops out (under DROP_OUT of the floor); a reading
+    just under the floor measured again at once; NO-GO unless most readings met the floor and none was far below it (intermittent is NO-GO too).
     Each later measurement is one round."""
     passes: list[Any] = []
     params = given_rounds(params, len(nodes))
@@ -185,18 +188,23 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
     def far(read: dict[str, Any]) -> bool:
         return read["figure"] is not None and read["figure"] < FAR_BELOW * model.threshold
 
+    def out(read: dict[str, Any]) -> bool:
+        return read["figure"] is not None and read["figure"] < DROP_OUT * model.threshold
+
     def deep(read: dict[str, Any]) -> bool:
         return read["figure"] is None or read["figure"] < MARGINAL * model.threshold
 
     first = reading()
     found, later = take_readings(first, isolate_from, reading, lambda r: r["ok"] is False,
-                                 lambda: float("inf"), 0.0, deep_below=deep if measure_again else None)
+                                 lambda: float("inf"), 0.0, deep_below=deep if measure_again else None,
+                                 dropped_out=out if watch else None)
     trial.rechecks = measurements(later)
     trial.rounds = trial.rechecks + sum(r.round_count for r in passes)  # the first reading is not counted
     if found is not None and found["from_below"] and not recheck_wanted(found["isolation"]):
         trial.nogo = True  # the pass pinned the shortfall (or was ambiguous): its findings stand
     else:
-        judged = readings_of(later, lambda r: r["ok"], far=far, first_far=far(first), first_below=first["ok"] is False)
+        judged = readings_of(later, lambda r: r["ok"], far=far, first_far=far(first), first_below=first["ok"] is False,
+                             out=out)
         trial.nogo = trial.nogo or judged.outcome in (CONFIRMED, INTERMITTENT, UNCONFIRMED) and judged.below > 0
     for result in passes:
         for found_one in result.attributions:
@@ -258,13 +266,13 @@ def _nodes_of(component: tuple[str, frozenset[str]]) -> set[str]:
 
 def row(kind: str, count: int, noise: float, gpu_noise: float, trials: int, seed: int = 1,
         params: IsolationParams | None = None, floor: float = FLOOR, fabric: Fabric | None = None,
-        measure_again: bool = True) -> dict[str, Any]:
+        measure_again: bool = True, watch: bool = True) -> dict[str, Any]:
     """One row of the error-rate table: `trials` runs of fault type `kind`. Each rate comes with its
     counts (for intervals and pooling), and `per_run` each run's (true blames, blames, faults, faults named
     as blamed or suspect), counted."""
     started = time.monotonic()
     runs = [run_trial(kind, count, seed * 1_000_003 + i, noise=noise, gpu_noise=gpu_noise, params=params, floor=floor,
-                      fabric=fabric, measure_again=measure_again) for i in range(trials)]
+                      fabric=fabric, measure_again=measure_again, watch=watch) for i in range(trials)]
     # each run: (true blames, blames, faults, faults named: blamed, or a suspect named as a WARN)
     per_run = [(len(t.blamed & t.truth), len(t.blamed), len(t.truth), len((t.blamed | t.suspected) & t.truth))
                for t in runs]

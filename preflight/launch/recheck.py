@@ -11,6 +11,13 @@ readings by one protocol (`take_readings`), the one the simulator runs too (pref
 - a second reading, at the end of the check, always (when the check has the time for it): one lucky
   reading never clears the cluster. When it falls below the floor and no pass has run yet, the pass
   runs from it;
+- after a second reading that the first, met, left to decide (no pass from the first), WATCH more at
+  once, each counted only when it drops out: under DROP_OUT of the floor, what a link or NIC that
+  flaps gives in its bad bursts and no slowdown does (a neighbour's traffic slows a switch by 20-40%).
+  Taken at once, they share the second's slowdown, so one merely below the floor says nothing and is
+  not counted; a drop-out is far below the floor (intermittent, NO-GO), ends them, and the pass runs
+  from it when none has run. Two readings miss a part bad in half its bursts one time in four;
+  four, one time in sixteen;
 - when the first reading fell below the floor and the pass from it pinned nothing, a third. A second
   reading below the floor after a first that met it is judged with it (1 of 2: a transient, unless far
   below it, or the pass from it pinned a component; its suspects are named): a third reading would
@@ -38,8 +45,10 @@ What the readings say (`judge_readings`, the median of the readings against the 
 
 A healthy fleet that reads below its floor with odds p per reading is called NO-GO with odds of about
 3p^2 (2 of 3); a fault that reads bad in half its bursts is missed when both readings are good (one
-time in four), or when the second is below the floor but not far and the pass names nothing. The
-cost: one more all-node reading in every run that met its floor, two when the first fell below it.
+time in four, one in sixteen where the watch readings are taken and it drops out in its bad bursts),
+or when the second is below the floor but not far and the pass names nothing. The cost: three more
+all-node readings in every run that met its floor (one where the check takes no watch), two when the
+first fell below it.
 """
 
 from __future__ import annotations
@@ -62,6 +71,9 @@ INTERMITTENT = "intermittent"  # below it in most readings, or far below it in o
 TRANSIENT = "transient"  # met the floor in most later readings
 FAR_BELOW = 0.5  # a reading under this share of its floor is no transient, whatever the others say
 UNCONFIRMED = "unconfirmed"  # could not be measured again
+WATCH = 2  # readings taken at once after the second of a run whose first met its floor, to catch a drop-out
+DROP_OUT = 0.25  # a reading under this share of its floor: a part dropping out, which no slowdown gives
+WATCHING = "watch"  # a watch reading: counted only when it dropped out (under DROP_OUT of the floor)
 MET = "met"  # met the floor in every reading (two at least)
 
 
@@ -90,35 +102,42 @@ class Readings:
     far: bool = False  # a reading was under FAR_BELOW of its floor
     first_below: bool = True  # the first reading was below the floor
     again: bool = False  # the first reading was just under its floor and met it measured again at once
+    watched: int = 0  # watch readings taken that did not drop out (not counted)
 
     @property
     def text(self) -> str:
         first = "the first just under its floor and over it when measured again at once; " if self.again else ""
         if self.taken == 1:
-            return f"{first}not measured again ({self.why_not}): one reading"
+            return f"{first}not measured again ({self.why_not}): one reading" + self.watch_text
         return (f"{first}below its floor in {self.below} of {self.taken} all-node readings"
-                + (f", one of them under {FAR_BELOW:.0%} of it" if self.far else ""))
+                + (f", one of them under {FAR_BELOW:.0%} of it" if self.far else "") + self.watch_text)
+
+    @property
+    def watch_text(self) -> str:
+        return (f"; {self.watched} more taken at once, none under {DROP_OUT:.0%} of it (no part dropped out)"
+                if self.watched else "")
 
 
 def judge_readings(rechecks: list[bool | None], why_not: str = "", far: bool = False,
-                   first_below: bool = True, again: bool = False) -> Readings:
+                   first_below: bool = True, again: bool = False, watched: int = 0) -> Readings:
     """What a first reading (below its floor unless `first_below` is False) and the `rechecks` after
     it say. Each recheck: True (met the floor), False (below it), None (not measured); `far`: a reading
     was under FAR_BELOW of it; `again`: the first reading was just under the floor and met it measured
-    again at once (it counts as met). The median decides: below it in most readings is a shortfall."""
+    again at once (it counts as met); `watched`: watch readings that did not drop out (not counted, only
+    told). The median decides: below it in most readings is a shortfall."""
     measured = [ok for ok in rechecks if ok is not None]
     taken = 1 + len(measured)
     below = int(first_below) + sum(1 for ok in measured if not ok)
     if not measured:
         reason = why_not or ("no time was left" if not rechecks else "a recheck could not be measured")
-        return Readings(UNCONFIRMED if first_below else MET, below, taken, reason, far, first_below, again)
+        return Readings(UNCONFIRMED if first_below else MET, below, taken, reason, far, first_below, again, watched)
     if below == taken:
-        return Readings(CONFIRMED, below, taken, far=far, first_below=first_below)
+        return Readings(CONFIRMED, below, taken, far=far, first_below=first_below, watched=watched)
     if far or below * 2 > taken:
-        return Readings(INTERMITTENT, below, taken, far=far, first_below=first_below, again=again)
+        return Readings(INTERMITTENT, below, taken, far=far, first_below=first_below, again=again, watched=watched)
     if not below:
-        return Readings(MET, below, taken, first_below=first_below, again=again)
-    return Readings(TRANSIENT, below, taken, first_below=first_below, again=again)
+        return Readings(MET, below, taken, first_below=first_below, again=again, watched=watched)
+    return Readings(TRANSIENT, below, taken, first_below=first_below, again=again, watched=watched)
 
 
 NOT_RUN = "not_run"  # a recheck that was not measured holds only why
@@ -138,13 +157,15 @@ INTERMITTENT_FIX = ("The all-node reading fell below its floor in most readings,
 def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Callable[[], Any],
                   below: Callable[[Any], bool], time_left: Callable[[], float], least_s: float,
                   pinned: Callable[[Any], bool] | None = None, measured: Callable[[Any], bool] = lambda r: True,
-                  deep_below: Callable[[Any], bool] | None = None) -> tuple[Any, list[dict[str, Any]]]:
+                  deep_below: Callable[[Any], bool] | None = None,
+                  dropped_out: Callable[[Any], bool] | None = None) -> tuple[Any, list[dict[str, Any]]]:
     """The readings protocol (see the module's text): (what the isolation pass gave, or None when none
     ran; the readings after the first, as the check stores them, a reading not taken as {NOT_RUN: why}).
 
     `isolate(reading)`: the pass run from a reading, None when the reading gives no reason for one;
     `below(reading)`: the reading was measured and is below the floor; `deep_below(reading)`: under
-    MARGINAL of it (None: no reading is measured again at once); `pinned(isolation)`: the pass
+    MARGINAL of it (None: no reading is measured again at once); `dropped_out(reading)`: under DROP_OUT
+    of it (None: no watch readings are taken, see the module's text); `pinned(isolation)`: the pass
     confirmed what made it bad (default: not recheck_wanted of its `isolation` entry); fewer readings
     when less than `least_s` seconds are left, none after a first that was not `measured` (the run
     failed: not a GO, and a launch that failed once, on a node that never joined, fails as slowly again)."""
@@ -168,7 +189,8 @@ def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Calla
     if done(found) or not measured(first):
         return found, later
     # A third reading only after a first below the floor and a pass from it, which spaces them.
-    wanted = len(later) + (RECHECKS if below(basis) and found is not None else 1)
+    spaced = below(basis) and found is not None
+    wanted = len(later) + (RECHECKS if spaced else 1)
     while len(later) < wanted:
         if time_left() < least_s:
             later.append({NOT_RUN: f"less than {least_s:.0f} s of the check's time was left"})
@@ -181,7 +203,16 @@ def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Calla
         if found is None:  # no pass yet: this reading may give a reason for one
             found = isolate(reading)
             if done(found):
-                break
+                return found, later
+    for _ in range(WATCH if dropped_out is not None and not spaced and NOT_RUN not in later[-1] else 0):
+        if time_left() < least_s:
+            break  # a watch reading not taken is not counted either way
+        reading = {**measure_once(), WATCHING: True}
+        later.append(reading)
+        if measured(reading) and dropped_out(reading):  # far below the floor: it ends the watch
+            if found is None:
+                found = isolate(reading)
+            break
     return found, later
 
 
@@ -193,11 +224,15 @@ def measurements(later: list[dict[str, Any]]) -> int:
 def readings_of(rechecks: list[dict[str, Any]], met: Callable[[dict[str, Any]], bool | None],
                 failed: Callable[[dict[str, Any]], str] = lambda r: str(r.get("error") or ""),
                 far: Callable[[dict[str, Any]], bool] = lambda r: False, first_far: bool = False,
-                first_below: bool = True) -> Readings:
+                first_below: bool = True, out: Callable[[dict[str, Any]], bool] = lambda r: False) -> Readings:
     """The readings of a run's stored rechecks (`met`: True when one met the floor, False below it, None
     when it was not measured; `failed`: why one was not
     measured; `far`: a recheck under FAR_BELOW of its floor; `first_far`: the first reading was;
-    `first_below`: the first reading was below its floor)."""
+    `first_below`: the first reading was below its floor; `out`: a reading under DROP_OUT of it: a watch
+    reading counts only then, below the floor and far below it, and is not counted otherwise)."""
+    watches = [r for r in rechecks if r.get(WATCHING) and NOT_RUN not in r and met(r) is not None]
+    dropped = [r for r in watches if out(r)]
+    rechecks = [r for r in rechecks if not r.get(WATCHING) or any(r is d for d in dropped)]
     again = False
     if rechecks and rechecks[0].get(FIRST_AGAIN):  # the first reading, measured again at once
         first_far = first_far or bool(met(rechecks[0]) is not None and far(rechecks[0]))
@@ -206,7 +241,7 @@ def readings_of(rechecks: list[dict[str, Any]], met: Callable[[dict[str, Any]], 
     oks = [None if NOT_RUN in r else met(r) for r in rechecks]
     why = next((r[NOT_RUN] if NOT_RUN in r else failed(r) for r, ok in zip(rechecks, oks) if ok is None), "")
     far_any = first_far or any(far(r) for r, ok in zip(rechecks, oks) if ok is not None)
-    return judge_readings(oks, why, far_any, first_below, again)
+    return judge_readings(oks, why, far_any, first_below, again, len(watches) - len(dropped))
 
 
 def judged_by_readings(check: Any, findings: list[Finding], kinds: tuple[str, ...], readings: Readings,
@@ -249,8 +284,8 @@ def readings_line(readings: Readings) -> str:
     """The detail line of readings that met the floor: on how many readings a PASS rests."""
     if readings.first_below or readings.again or readings.outcome not in (MET, UNCONFIRMED):
         return ""
-    return f"met its floor in {readings.taken} of {readings.taken} all-node readings" if readings.taken > 1 \
-        else f"the all-node reading met its floor; {readings.text}"
+    return f"met its floor in {readings.taken} of {readings.taken} all-node readings{readings.watch_text}" \
+        if readings.taken > 1 else f"the all-node reading met its floor; {readings.text}"
 
 
 def judged(check: Any, findings: list[Finding], kinds: tuple[str, ...], readings: Readings,

@@ -145,13 +145,16 @@ def test_a_broken_pair_is_named_as_the_link_and_neither_node_alone(bed8, cluster
 
 
 def test_a_healthy_ring_is_go_on_two_rings_never_on_one(bed8, cluster_context):
-    # Nothing shaped: the first ring meets the floor, and a second is measured at the end of the check
-    # (preflight.launch.recheck.take_readings) before the PASS, which says it rests on both.
+    # Nothing shaped: the first ring meets the floor, and a second is measured at the end of the check,
+    # and two more at once to watch for a link dropping out (preflight.launch.recheck.take_readings),
+    # before the PASS, which says it rests on both.
+    from preflight.launch.recheck import WATCH
     result, _ = timed(cluster_context(bed8, timeout_s=600), quick())
     facts = result.facts
     assert result.status is Status.PASS, result.summary + "\n" + "\n".join(result.details)
-    assert "isolation" not in facts and len(facts["rechecks"]) == 1, facts.get("rechecks")
-    assert "met its floor in 2 of 2 all-node readings" in result.details
+    assert "isolation" not in facts and len(facts["rechecks"]) == 1 + WATCH, facts.get("rechecks")
+    assert (f"met its floor in 2 of 2 all-node readings; {WATCH} more taken at once, none under 25% of it "
+            "(no part dropped out)") in result.details
     assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
 
 
@@ -175,16 +178,16 @@ def test_a_ring_slow_once_that_no_group_reproduces_is_measured_again_and_is_a_tr
 def test_a_ring_just_under_its_floor_once_is_measured_again_at_once_and_no_pass_runs(bed8, cluster_context,
                                                                                    monkeypatch):
     from preflight.engine import faults
-    from preflight.launch.recheck import FIRST_AGAIN
+    from preflight.launch.recheck import FIRST_AGAIN, WATCH
 
     # The first ring's clients capped at 560 Mbit/s: under the 0.6 Gbit/s floor by 7%, what one burst
     # of another job's traffic does. The ring is measured again at once, uncapped, and meets the floor:
-    # no isolation pass, one more ring at the end, and a transient WARN (GO) that says so.
+    # no isolation pass, one more ring at the end and two watch rings, and a transient WARN (GO) that says so.
     monkeypatch.setenv(faults.ENV, faults.env_value({"net.bandwidth": {"bitrate_first": "560M"}}))
     result, _ = timed(cluster_context(bed8, timeout_s=600), quick())
     facts = result.facts
     assert "isolation" not in facts, "\n".join(result.details)
-    assert len(facts["rechecks"]) == 2 and facts["rechecks"][0].get(FIRST_AGAIN), facts["rechecks"]
+    assert len(facts["rechecks"]) == 2 + WATCH and facts["rechecks"][0].get(FIRST_AGAIN), facts["rechecks"]
     assert result.status is Status.WARN, result.summary + "\n" + "\n".join(result.details)
     assert ids(result) == {"transient"}, ids(result)
     (finding,) = [f for f in result.findings if f.id == "net.bandwidth.transient"]

@@ -3,8 +3,8 @@
 from preflight.core.check import Check as BaseCheck
 from preflight.core.model import Status
 from preflight.launch.recheck import (
-    AGAIN_FAILED, AGAIN_OF, CONFIRMED, FIRST_AGAIN, INTERMITTENT, INTERMITTENT_FIX, MARGINAL, MET, NOT_RUN, RECHECKS, TRANSIENT,
-    UNCONFIRMED, judge_readings, judged_by_readings, later_findings, measurements, readings_line, readings_of,
+    AGAIN_FAILED, AGAIN_OF, CONFIRMED, DROP_OUT, FIRST_AGAIN, INTERMITTENT, INTERMITTENT_FIX, MARGINAL, MET, NOT_RUN,
+    RECHECKS, TRANSIENT, UNCONFIRMED, WATCH, WATCHING, judge_readings, judged_by_readings, later_findings, measurements, readings_line, readings_of,
     recheck_wanted, take_readings, TRANSIENT_FIX,
 )
 
@@ -91,6 +91,67 @@ def test_a_first_reading_that_meets_the_floor_is_not_go_until_a_second_one_does(
     readings = readings_of(later, lambda r: r["met"], first_below=False)
     assert readings.outcome == MET and readings_line(readings) == "met its floor in 2 of 2 all-node readings"
     assert later_findings(Check, readings) == []
+
+
+class Drops(Fleet):
+    """All-node figures in order, against a floor of 1.0: a drop-out is under DROP_OUT of it."""
+
+    def measure(self) -> dict:
+        value = next(self.readings)
+        return {"met": value >= 1.0, "value": value}
+
+
+def watch(fleet: Drops, left=lambda: 100.0) -> tuple:
+    first = fleet.measure()
+    return take_readings(first, fleet.isolate, fleet.measure, lambda r: not r["met"], left, 10.0,
+                         dropped_out=lambda r: r["value"] < DROP_OUT)
+
+
+def judge(later: list) -> object:
+    return readings_of(later, lambda r: r["met"], far=lambda r: r["value"] < 0.5, first_below=False,
+                       out=lambda r: r["value"] < DROP_OUT)
+
+
+def test_after_two_readings_over_the_floor_two_watch_readings_count_only_when_a_part_drops_out():
+    # a flapping link reads over the floor in both readings one run in four: two more at once, each
+    # counted only under a quarter of the floor, which no slowdown gives
+    fleet = Drops([1.2, 1.1, 1.15, 1.3])
+    found, later = watch(fleet)
+    assert found is None and len(later) == 1 + WATCH and [r.get(WATCHING) for r in later] == [None, True, True]
+    readings = judge(later)
+    assert readings.outcome == MET and (readings.below, readings.taken, readings.watched) == (0, 2, 2)
+    assert readings_line(readings) == ("met its floor in 2 of 2 all-node readings; 2 more taken at once, none under "
+                                       "25% of it (no part dropped out)")
+    # a watch reading merely below the floor shares the second's slowdown: not counted, no pass
+    fleet = Drops([1.2, 1.1, 0.7, 1.1])
+    found, later = watch(fleet)
+    assert found is None and not fleet.passes and judge(later).outcome == MET
+    # one that drops out ends the watch, runs the pass from it, and the run is intermittent: NO-GO
+    fleet = Drops([1.2, 1.1, 0.13, 1.1])
+    found, later = watch(fleet)
+    assert found is not None and len(fleet.passes) == 1 and len(later) == 2
+    readings = judge(later)
+    assert readings.outcome == INTERMITTENT and (readings.below, readings.taken, readings.far) == (1, 3, True)
+    (finding,) = later_findings(Check, readings)
+    assert finding.id == "check.intermittent" and finding.level is Status.FAIL
+
+
+def test_no_watch_after_a_pass_from_a_first_reading_below_the_floor_nor_without_a_drop_out_test_or_time():
+    # the first below the floor and the pass pinning nothing: two more readings spaced by the pass, no watch
+    fleet = Drops([0.7, 1.1, 1.2])
+    _, later = watch(fleet)
+    assert len(later) == RECHECKS and not any(r.get(WATCHING) for r in later)
+    # a check that gives no drop-out test takes none; nor is one taken when the time is up
+    fleet = Drops([1.2, 1.1])
+    _, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"], lambda: 100.0, 10.0)
+    assert len(later) == 1
+    left = iter([100.0, 100.0, 5.0])
+    _, later = watch(Drops([1.2, 1.1, 1.3]), lambda: next(left))
+    assert len(later) == 2 and later[1][WATCHING] and judge(later).watched == 1
+    # a second reading below the floor, a pass from it, then the watch: 1 of 2 below stays a transient
+    fleet = Drops([1.2, 0.7, 1.1, 1.1])
+    found, later = watch(fleet)
+    assert found is not None and len(later) == 3 and judge(later).outcome == TRANSIENT
 
 
 def test_a_second_reading_below_the_floor_runs_the_pass_from_it_and_is_judged_with_the_first():

@@ -394,3 +394,25 @@ def test_a_ring_just_under_its_floor_that_meets_it_measured_again_at_once_is_a_t
     assert result.status is Status.WARN and ids(result) == ["transient"], ids(result)
     (finding,) = [f for f in result.findings if f.id == "net.bandwidth.transient"]
     assert "over it when measured again at once; below its floor in 0 of 2 all-node readings" in finding.message
+
+
+def test_a_watch_ring_feeds_the_flapping_rule_only_when_a_link_dropped_out_by_its_median():
+    # two watch rings at once after the second ring (preflight.launch.recheck): one that merely holds a
+    # single bad sample is no reading and gives the flapping-link rule no second chance at a healthy
+    # link's rare drop; one whose link dropped out by its median counts: intermittent (NO-GO)
+    from preflight.launch.recheck import WATCHING
+
+    dropped = _three_samples(ring_links([]), {("n2", "n3"): 1.2})  # 1.2 Gbit/s against a floor of 8
+    steady = _three_samples(ring_links([], seed=5))
+    one_sample = _three_samples(ring_links([], seed=5), {("n2", "n3"): 0.9})
+    facts = _ring_facts(dropped, [steady])
+    quiet = evaluate({**facts, "rechecks": facts["rechecks"] + [{"links": one_sample, WATCHING: True},
+                                                                 {"links": steady, WATCHING: True}]})
+    assert quiet.status is Status.PASS and ids(quiet) == [], ids(quiet)
+    assert any("2 more taken at once, none under 25% of it" in d for d in quiet.details)
+    out = [{**link, "samples": [{"gbps": 0.9}] * 3} if (link["src"], link["dst"]) == ("n2", "n3") else link
+           for link in steady]
+    caught = evaluate({**facts, "rechecks": facts["rechecks"] + [{"links": out, WATCHING: True}]})
+    assert caught.status is Status.FAIL and ids(caught) == ["intermittent"], ids(caught)
+    (finding,) = caught.findings
+    assert "below its floor in 1 of 3 all-node readings, one of them under 50% of it" in finding.message
