@@ -2,8 +2,9 @@
 
 One eight-node bed serves the module's tests: one shapes a node's link slow with tbf, one refuses
 traffic between two nodes only (`break_link`), one shapes every node of one leaf switch (a neighbour's
-traffic), one shapes a node's link for the first all-node reading only (a flapping port); each undoes its
-fault when it ends, passed or failed.
+traffic), one shapes a node's link for the first all-node reading only (a flapping port), one for the
+first watch ring only, after two rings that met the floor; each undoes its fault when it ends, passed or
+failed.
 The ring screen finds the slow or failed links, and the isolation pass must name the node, or the
 link (both nodes, neither alone). Beside each pass's rounds and wall time, the full matrix (every
 ordered pair, round-robin) is measured once on the same faulted bed when figures are recorded (a
@@ -263,3 +264,55 @@ def test_a_link_shaped_with_tc_for_the_first_reading_only_is_intermittent_and_no
     assert blamed == [], blamed
     assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
     bed8.records["flapping-port"] = {"fault": f"{node.name} shaped to 100mbit for the first ring", **figures(result, done["wall"])}
+
+
+def test_a_link_that_drops_out_after_two_good_rings_is_caught_by_a_watch_ring_and_no_go(bed8, cluster_context):
+    # A port that flaps after both readings met the floor: n4's link is shaped to 100 Mbit/s (under a
+    # quarter of the 0.6 Gbit/s floor: a drop-out) once its iperf3 client of the second ring has ended
+    # (n4 sends in the ring's last round, so the second ring is done with it), and unshaped once its
+    # client of the next ring has ended. That ring is the first watch ring (preflight.launch.recheck):
+    # it counts, ends the watch, the pass runs from it and finds nothing (unshaped by then): NO-GO,
+    # intermittent, nobody blamed. Before the watch rings, this run was a PASS on two rings.
+    import threading
+
+    from preflight.launch.recheck import WATCHING
+    from preflight_checks.net.bandwidth_judge import dropped_out
+
+    node = bed8.node(4)
+    done: dict = {}
+    ctx = cluster_context(bed8, timeout_s=600)
+    runner = threading.Thread(target=lambda: done.update(zip(("result", "wall"), timed(ctx, quick()))), daemon=True)
+
+    def clients() -> int:
+        return sum(1 for _, cmd in bed8.processes(node) if cmd.startswith("iperf3") and " -c " in f" {cmd} ")
+
+    def one_client_run(what: str) -> None:
+        deadline = time.monotonic() + 120
+        while not clients():
+            assert runner.is_alive() and time.monotonic() < deadline, (f"no iperf3 client of {what} ran on n4", done)
+            time.sleep(0.01)
+        while clients():
+            assert time.monotonic() < deadline, f"the client of {what} never ended"
+            time.sleep(0.01)
+
+    try:
+        runner.start()
+        one_client_run("the first ring")
+        one_client_run("the second ring")
+        bed8.shape(node, "100mbit")
+        one_client_run("the first watch ring")
+        bed8.unshape(node)
+        runner.join(timeout=400)
+        assert not runner.is_alive(), "the check did not end"
+    finally:
+        bed8.unshape(node)
+        runner.join(timeout=400)
+    result = done["result"]
+    rechecks = result.facts["rechecks"]
+    assert [bool(r.get(WATCHING)) for r in rechecks] == [False, True], rechecks
+    assert dropped_out(rechecks[-1], MIN_GBPS) and "isolation" in result.facts, "\n".join(result.details)
+    assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
+    assert "intermittent" in ids(result) and "transient" not in ids(result), ids(result)
+    blamed = [(f.id, f.component.nodes) for f in result.findings if f.component is not None and f.component.confirmed]
+    assert blamed == [], blamed
+    assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
