@@ -230,18 +230,19 @@ def readings_of(rechecks: list[dict[str, Any]], met: Callable[[dict[str, Any]], 
     measured; `far`: a recheck under FAR_BELOW of its floor; `first_far`: the first reading was;
     `first_below`: the first reading was below its floor; `out`: a reading under DROP_OUT of it: a watch
     reading counts only then, below the floor and far below it, and is not counted otherwise)."""
-    watches = [r for r in rechecks if r.get(WATCHING) and NOT_RUN not in r and met(r) is not None]
-    dropped = [r for r in watches if out(r)]
+    watches = [r for r in rechecks if r.get(WATCHING) and NOT_RUN not in r]
+    dropped = [r for r in watches if out(r)]  # below the floor, whatever else the reading could not measure
+    watched = sum(1 for r in watches if not out(r) and met(r) is not None)
     rechecks = [r for r in rechecks if not r.get(WATCHING) or any(r is d for d in dropped)]
     again = False
     if rechecks and rechecks[0].get(FIRST_AGAIN):  # the first reading, measured again at once
         first_far = first_far or bool(met(rechecks[0]) is not None and far(rechecks[0]))
         again = first_below and met(rechecks[0]) is True
         first_below, rechecks = first_below and not again, rechecks[1:]
-    oks = [None if NOT_RUN in r else met(r) for r in rechecks]
+    oks = [None if NOT_RUN in r else False if r.get(WATCHING) else met(r) for r in rechecks]
     why = next((r[NOT_RUN] if NOT_RUN in r else failed(r) for r, ok in zip(rechecks, oks) if ok is None), "")
-    far_any = first_far or any(far(r) for r, ok in zip(rechecks, oks) if ok is not None)
-    return judge_readings(oks, why, far_any, first_below, again, len(watches) - len(dropped))
+    far_any = first_far or bool(dropped) or any(far(r) for r, ok in zip(rechecks, oks) if ok is not None)
+    return judge_readings(oks, why, far_any, first_below, again, watched)
 
 
 def judged_by_readings(check: Any, findings: list[Finding], kinds: tuple[str, ...], readings: Readings,

@@ -96,6 +96,20 @@ def ids(result) -> set[str]:
     return {f.id.removeprefix("net.bandwidth.") for f in result.findings if f.level is not Status.PASS}
 
 
+def one_client_run(bed, node, runner, done: dict, what: str) -> None:
+    """Wait until an iperf3 client starts on `node` (the check, in `runner`, reached it) and ends."""
+    def clients() -> int:
+        return sum(1 for _, cmd in bed.processes(node) if cmd.startswith("iperf3") and " -c " in f" {cmd} ")
+
+    deadline = time.monotonic() + 120
+    while not clients():
+        assert runner.is_alive() and time.monotonic() < deadline, (f"no client of {what} ran on {node.name}", done)
+        time.sleep(0.01)
+    while clients():
+        assert time.monotonic() < deadline, f"the client of {what} on {node.name} never ended"
+        time.sleep(0.01)
+
+
 def leftovers(bed, node) -> list[str]:
     return [cmd for _, cmd in bed.processes(node) if not cmd.startswith("sshd")]
 
@@ -240,17 +254,7 @@ def test_a_link_shaped_with_tc_for_the_first_reading_only_is_intermittent_and_no
     runner = threading.Thread(target=lambda: done.update(zip(("result", "wall"), timed(ctx, quick()))), daemon=True)
     try:
         runner.start()
-
-        def clients() -> int:
-            return sum(1 for _, cmd in bed8.processes(node) if cmd.startswith("iperf3") and " -c " in f" {cmd} ")
-
-        deadline = time.monotonic() + 120
-        while not clients():  # the first ring reaches the node
-            assert runner.is_alive() and time.monotonic() < deadline, ("no iperf3 client ever ran on the node", done)
-            time.sleep(0.02)
-        while clients():  # and ends there
-            assert time.monotonic() < deadline, "the first reading never ended"
-            time.sleep(0.02)
+        one_client_run(bed8, node, runner, done, "the first ring")  # the first ring reaches the node and ends there
         bed8.unshape(node)
         runner.join(timeout=300)
         assert not runner.is_alive(), "the check did not end"
@@ -283,24 +287,12 @@ def test_a_link_that_drops_out_after_two_good_rings_is_caught_by_a_watch_ring_an
     ctx = cluster_context(bed8, timeout_s=600)
     runner = threading.Thread(target=lambda: done.update(zip(("result", "wall"), timed(ctx, quick()))), daemon=True)
 
-    def clients() -> int:
-        return sum(1 for _, cmd in bed8.processes(node) if cmd.startswith("iperf3") and " -c " in f" {cmd} ")
-
-    def one_client_run(what: str) -> None:
-        deadline = time.monotonic() + 120
-        while not clients():
-            assert runner.is_alive() and time.monotonic() < deadline, (f"no iperf3 client of {what} ran on n4", done)
-            time.sleep(0.01)
-        while clients():
-            assert time.monotonic() < deadline, f"the client of {what} never ended"
-            time.sleep(0.01)
-
     try:
         runner.start()
-        one_client_run("the first ring")
-        one_client_run("the second ring")
+        one_client_run(bed8, node, runner, done, "the first ring")
+        one_client_run(bed8, node, runner, done, "the second ring")
         bed8.shape(node, "100mbit")
-        one_client_run("the first watch ring")
+        one_client_run(bed8, node, runner, done, "the first watch ring")
         bed8.unshape(node)
         runner.join(timeout=400)
         assert not runner.is_alive(), "the check did not end"

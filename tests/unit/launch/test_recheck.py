@@ -134,6 +134,14 @@ def test_after_two_readings_over_the_floor_two_watch_readings_count_only_when_a_
     assert readings.outcome == INTERMITTENT and (readings.below, readings.taken, readings.far) == (1, 3, True)
     (finding,) = later_findings(Check, readings)
     assert finding.id == "check.intermittent" and finding.level is Status.FAIL
+    # a watch reading that dropped out counts, though another part of it could not be measured (a ring
+    # with a failed link besides the one that dropped out: met is None); one merely not measured does not
+    partly = [later[0], {**later[1], "met": None}]
+    assert readings_of(partly, lambda r: r["met"], first_below=False, out=lambda r: r["value"] < DROP_OUT).outcome \
+        == INTERMITTENT
+    failed = [later[0], {"met": None, "value": None, WATCHING: True}]
+    readings = readings_of(failed, lambda r: r["met"], first_below=False, out=lambda r: False)
+    assert readings.outcome == MET and readings.watched == 0
 
 
 def test_no_watch_after_a_pass_from_a_first_reading_below_the_floor_nor_without_a_drop_out_test_or_time():
