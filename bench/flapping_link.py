@@ -41,8 +41,8 @@ from preflight.launch.fault_corpus import switch_size  # noqa: E402
 from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names, racks  # noqa: E402
 from preflight.launch.pairs import ring_rounds  # noqa: E402
 from preflight_checks.net.bandwidth import NetBandwidth, Params  # noqa: E402
-from preflight.launch.recheck import DROP_OUT, take_readings  # noqa: E402
-from preflight_checks.net.bandwidth_judge import below_floor, deep_below, rings_of  # noqa: E402
+from preflight.launch.recheck import take_readings  # noqa: E402
+from preflight_checks.net.bandwidth_judge import below_floor, deep_below, dropped_out, rings_of  # noqa: E402
 
 NOMINAL_GBPS = 25.0  # a healthy link's figure; only ratios matter
 check = NetBandwidth()
@@ -75,7 +75,7 @@ def one_run(nodes: list[str], faults: list[Fault], noise: float, above: float, r
     _, rechecks = take_readings({"links": first}, isolate, lambda: {"links": ring(model, rounds, repeats)},
                                 lambda r: below_floor(r["links"], min_gbps), lambda: float("inf"), 0.0,
                                 deep_below=lambda r: deep_below(r, min_gbps),
-                                dropped_out=lambda r: below_floor(r["links"], DROP_OUT * min_gbps))
+                                dropped_out=lambda r: dropped_out(r, min_gbps))
     facts = {"pattern": "ring", "nodes": nodes, "unreachable": [], "addresses": {n: n for n in nodes},
              "streams": 1, "duration_s": 5, "repeats": repeats, "probe": {n: {"iperf3": True} for n in nodes},
              "links": first, "rounds": [[list(p) for p in r] for r in rounds], "rechecks": rechecks}

@@ -33,7 +33,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from preflight.core.blame import past_radius
 from preflight.history.outliers import gpu_lagging
@@ -167,8 +167,8 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
     others': collectives.cluster's pairwise_reason); a second reading always, a third after a first
     below it that the pass pinned on nothing; after a second that a first over the floor left to decide,
     two watch readings at once, counted only when one drops out (under DROP_OUT of the floor); a reading
-    just under the floor measured again at once; NO-GO unless most readings met the floor and none was far below it (intermittent is NO-GO too).
-    Each later measurement is one round."""
+    just under the floor measured again at once; NO-GO unless most readings met the floor and none was
+    far below it (intermittent is NO-GO too). Each later measurement is one round."""
     passes: list[Any] = []
     params = given_rounds(params, len(nodes))
 
@@ -185,11 +185,11 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
         passes.append(result)
         return {"isolation": result.to_dict(), "from_below": screen.ok is False}
 
-    def far(read: dict[str, Any]) -> bool:
-        return read["figure"] is not None and read["figure"] < FAR_BELOW * model.threshold
+    def under(share: float) -> Callable[[dict[str, Any]], bool]:
+        """A measured reading under `share` of the floor."""
+        return lambda read: read["figure"] is not None and read["figure"] < share * model.threshold
 
-    def out(read: dict[str, Any]) -> bool:
-        return read["figure"] is not None and read["figure"] < DROP_OUT * model.threshold
+    far, out = under(FAR_BELOW), under(DROP_OUT)
 
     def deep(read: dict[str, Any]) -> bool:
         return read["figure"] is None or read["figure"] < MARGINAL * model.threshold

@@ -110,6 +110,34 @@ def one_client_run(bed, node, runner, done: dict, what: str) -> None:
         time.sleep(0.01)
 
 
+def run_while_flapping(bed, cluster_context, node, flap, join_s: float) -> tuple:
+    """The check, run in a thread, while `flap(runner, done)` shapes and unshapes `node` as the rings
+    reach it; the node is unshaped when that ends, passed or failed. (result, wall time)."""
+    import threading
+
+    done: dict = {}
+    ctx = cluster_context(bed, timeout_s=600)
+    runner = threading.Thread(target=lambda: done.update(zip(("result", "wall"), timed(ctx, quick()))), daemon=True)
+    try:
+        runner.start()
+        flap(runner, done)
+        bed.unshape(node)
+        runner.join(timeout=join_s)
+        assert not runner.is_alive(), "the check did not end"
+    finally:
+        bed.unshape(node)
+        runner.join(timeout=join_s)
+    return done["result"], done["wall"]
+
+
+def assert_intermittent_and_nobody_blamed(bed, result) -> None:
+    assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
+    assert "intermittent" in ids(result) and "transient" not in ids(result), ids(result)
+    blamed = [(f.id, f.component.nodes) for f in result.findings if f.component is not None and f.component.confirmed]
+    assert blamed == [], blamed
+    assert all(leftovers(bed, n) == [] for n in bed.nodes)
+
+
 def leftovers(bed, node) -> list[str]:
     return [cmd for _, cmd in bed.processes(node) if not cmd.startswith("sshd")]
 
@@ -245,29 +273,12 @@ def test_a_link_shaped_with_tc_for_the_first_reading_only_is_intermittent_and_no
     # all-node ring runs, and unshaped as soon as that node's iperf3 client of the ring has ended; every reading
     # after it is at the link's own speed. One reading far under the floor is NO-GO, intermittent, and blames
     # nobody: the readings after it cannot confirm anything.
-    import threading
-
     node = bed8.node(SLOW_NODE)
     bed8.shape(node, "100mbit")
-    done: dict = {}
-    ctx = cluster_context(bed8, timeout_s=600)
-    runner = threading.Thread(target=lambda: done.update(zip(("result", "wall"), timed(ctx, quick()))), daemon=True)
-    try:
-        runner.start()
-        one_client_run(bed8, node, runner, done, "the first ring")  # the first ring reaches the node and ends there
-        bed8.unshape(node)
-        runner.join(timeout=300)
-        assert not runner.is_alive(), "the check did not end"
-    finally:
-        bed8.unshape(node)
-        runner.join(timeout=300)
-    result = done["result"]
-    assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
-    assert "intermittent" in ids(result) and "transient" not in ids(result), ids(result)
-    blamed = [(f.id, f.component.nodes) for f in result.findings if f.component is not None and f.component.confirmed]
-    assert blamed == [], blamed
-    assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
-    bed8.records["flapping-port"] = {"fault": f"{node.name} shaped to 100mbit for the first ring", **figures(result, done["wall"])}
+    result, wall = run_while_flapping(bed8, cluster_context, node, lambda runner, done: one_client_run(
+        bed8, node, runner, done, "the first ring"), join_s=300)  # the first ring reaches the node and ends there
+    assert_intermittent_and_nobody_blamed(bed8, result)
+    bed8.records["flapping-port"] = {"fault": f"{node.name} shaped to 100mbit for the first ring", **figures(result, wall)}
 
 
 def test_a_link_that_drops_out_after_two_good_rings_is_caught_by_a_watch_ring_and_no_go(bed8, cluster_context):
@@ -277,34 +288,19 @@ def test_a_link_that_drops_out_after_two_good_rings_is_caught_by_a_watch_ring_an
     # client of the next ring has ended. That ring is the first watch ring (preflight.launch.recheck):
     # it counts, ends the watch, the pass runs from it and finds nothing (unshaped by then): NO-GO,
     # intermittent, nobody blamed. Before the watch rings, this run was a PASS on two rings.
-    import threading
-
     from preflight.launch.recheck import WATCHING
     from preflight_checks.net.bandwidth_judge import dropped_out
 
     node = bed8.node(4)
-    done: dict = {}
-    ctx = cluster_context(bed8, timeout_s=600)
-    runner = threading.Thread(target=lambda: done.update(zip(("result", "wall"), timed(ctx, quick()))), daemon=True)
 
-    try:
-        runner.start()
+    def flap(runner, done) -> None:
         one_client_run(bed8, node, runner, done, "the first ring")
         one_client_run(bed8, node, runner, done, "the second ring")
         bed8.shape(node, "100mbit")
         one_client_run(bed8, node, runner, done, "the first watch ring")
-        bed8.unshape(node)
-        runner.join(timeout=400)
-        assert not runner.is_alive(), "the check did not end"
-    finally:
-        bed8.unshape(node)
-        runner.join(timeout=400)
-    result = done["result"]
+
+    result, _ = run_while_flapping(bed8, cluster_context, node, flap, join_s=400)
     rechecks = result.facts["rechecks"]
     assert [bool(r.get(WATCHING)) for r in rechecks] == [False, True], rechecks
     assert dropped_out(rechecks[-1], MIN_GBPS) and "isolation" in result.facts, "\n".join(result.details)
-    assert result.status is Status.FAIL, result.summary + "\n" + "\n".join(result.details)
-    assert "intermittent" in ids(result) and "transient" not in ids(result), ids(result)
-    blamed = [(f.id, f.component.nodes) for f in result.findings if f.component is not None and f.component.confirmed]
-    assert blamed == [], blamed
-    assert all(leftovers(bed8, n) == [] for n in bed8.nodes)
+    assert_intermittent_and_nobody_blamed(bed8, result)
