@@ -27,7 +27,8 @@ Each row runs one fault type of preflight.launch.fault_corpus (16 types: a healt
 faults, stragglers, a GPU 5% slow, the node faults the checks judge) `runs` times on N simulated nodes,
 through the code the checks run: the all-node readings against their floor (preflight.launch.recheck:
 a second always, a third after a first below it that the pass pinned on nothing, one just under it
-measured again at once; NO-GO when most are below it or one is under half of it), the adaptive isolation pass with its confirmation rule and its
+measured again at once; NO-GO when most are below it, one is under a quarter of it, or one is under half
+of it beside another below it), the adaptive isolation pass with its confirmation rule and its
 test of standing out, the fail-slow test, and the blame rule the actions read.
 
 Columns: false_nogo_runs (healthy runs called NO-GO), false_nogo_node_runs (healthy nodes acted on:

@@ -366,7 +366,7 @@ class CollectivesCluster(Check):
         if "rechecks" in facts:  # never GO or NO-GO on one all-node reading (preflight.launch.recheck)
             readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params),
                                    far=lambda r: far_below(r["result"] if r.get("ok") else {}, params),
-                                   first_far=far_below(run["result"], params), first_below=below_floor(run, params),
+                                   first=run, first_below=below_floor(run, params),
                                    out=lambda r: far_below(r["result"] if r.get("ok") else {}, params, DROP_OUT))
             run_findings, more = judged(type(self), run_findings, SHORTFALL_KINDS, readings, recheck_text(facts["rechecks"]))
             details += more

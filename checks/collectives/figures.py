@@ -94,8 +94,9 @@ def no_floor(result: dict[str, Any], label: str, check_id: str, min_busbw_gbps: 
 
 def far_below(result: dict[str, Any], params: Any, share: float = FAR_BELOW) -> bool:
     """An all-node reading (the worker's result) under `share` of its bus-bandwidth floor (the largest
-    size), or its latency (the smallest) over the ceiling by as much: under FAR_BELOW, no transient,
-    whatever the other readings say; under MARGINAL, not measured again at once. Pure."""
+    size), or its latency (the smallest) over the ceiling by as much: under DROP_OUT, no transient,
+    whatever the other readings say; under FAR_BELOW, none with another reading below the floor; under
+    MARGINAL, not measured again at once. Pure."""
     sizes = sorted(result.get("sizes", []) if result else [], key=lambda s: s["bytes"])
     if not sizes:
         return False

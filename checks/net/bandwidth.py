@@ -27,8 +27,9 @@ timeout grows with them): a few dozen at most where the full matrix takes 2(N-1)
 never judged alone (preflight.launch.recheck.take_readings): a second ring always, at the end (after a first
 that met the floor, two watch rings at once, counted only with a link under a quarter of it), a third when
 the first was below the floor and the pass blamed nothing, a ring just under the floor measured again at
-once (below it only when that one is too); links below it in every ring FAIL, in most rings (or under half
-of it in one) are an intermittent FAIL, else a transient WARN. A link whose median met the floor in every
+once (below it only when that one is too); links below it in every ring FAIL, in most rings (or under a
+quarter of it in one, or under half of it in one with another ring below it) are an intermittent FAIL,
+else a transient WARN. A link whose median met the floor in every
 ring but dropped under a quarter of it in single measurements of two rings is flapping (a FAIL, acted on
 by nobody: a link is no node's own); one drop is only noted.
 
@@ -455,10 +456,10 @@ class NetBandwidth(Check):
         shortfall = [slow_finding(type(self), slow, len(measured), params.min_gbps)] if slow else []
         readings = None
         if "rechecks" in facts:  # never GO or NO-GO on one ring (preflight.launch.recheck)
-            far = FAR_BELOW * params.min_gbps  # a link under half the floor in any ring is no transient
+            far = FAR_BELOW * params.min_gbps  # under half the floor, with another ring below it: no transient
             readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure,
                                    far=lambda r: below_floor(r.get("links", []), far),
-                                   first_far=below_floor(facts["links"], far), first_below=bool(slow),
+                                   first={"links": facts["links"]}, first_below=bool(slow),
                                    out=lambda r: dropped_out(r, params.min_gbps))
             shortfall, more = judged(type(self), shortfall, SHORTFALL_KINDS, readings,
                                      recheck_text(facts["rechecks"], params.min_gbps))

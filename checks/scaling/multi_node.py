@@ -28,8 +28,8 @@ time always (after a first that met warn_efficiency, twice more at once, each co
 quarter of it: a part dropping out), and a third when E was below warn_efficiency (a FAIL) and the
 pass blamed nothing, and a
 run just under it trained again at once (below it only when that one is too); below it in every run
-FAILs, in most runs (or under half of it in one) is an intermittent FAIL, and otherwise the shortfall
-is a transient WARN.
+FAILs, in most runs (or under a quarter of it in one, or under half of it in one with another run below
+it) is an intermittent FAIL, and otherwise the shortfall is a transient WARN.
 """
 
 from __future__ import annotations
@@ -353,8 +353,7 @@ class ScalingMultiNode(Check):
         if "rechecks" in facts:  # never GO or NO-GO on one all-node reading (preflight.launch.recheck)
             readings = readings_of(facts["rechecks"], lambda r: met_floor(one, r, params),
                                    far=lambda r: far_below(one, r, params, FAR_BELOW),
-                                   first_far=far_below(one, everyone, params, FAR_BELOW),
-                                   first_below=below_floor(one, everyone, params),
+                                   first=everyone, first_below=below_floor(one, everyone, params),
                                    out=lambda r: far_below(one, r, params, DROP_OUT))
             shortfall, more = judged(type(self), shortfall, SHORTFALL_KINDS, readings, recheck_text(one, facts["rechecks"]))
             details += more

@@ -8,7 +8,8 @@ and says what the right answer is: the components to blame. One trial of a type 
   adaptive isolation pass (preflight.launch.isolation, with its confirmation rule) from a reading
   below its floor, given the rounds the checks give it at that size (pass_rounds) unless told otherwise; a second reading always, a third after a first below it that the pass pinned on
   nothing, two watch readings after a second that a first over the floor left to decide (counted only
-  when one drops out under a quarter of the floor); NO-GO when most readings are below the floor or one is far below it;
+  when one drops out under a quarter of the floor); NO-GO when most readings are below the floor, one
+  dropped out, or one is far below it (under half) with another below it;
 - the node checks' facts (a small /dev/shm, a read-only checkpoint directory, a second torch, no
   framework): a fact carries no measurement noise, so the check that reads it FAILs on that node
   every time; a dead node answers nothing: an ERROR, which is NO-GO and acts on nothing;
@@ -167,8 +168,9 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
     others': collectives.cluster's pairwise_reason); a second reading always, a third after a first
     below it that the pass pinned on nothing; after a second that a first over the floor left to decide,
     two watch readings at once, counted only when one drops out (under DROP_OUT of the floor); a reading
-    just under the floor measured again at once; NO-GO unless most readings met the floor and none was
-    far below it (intermittent is NO-GO too). Each later measurement is one round."""
+    just under the floor measured again at once; NO-GO unless most readings met the floor, none dropped
+    out, and none was far below it beside another below it (intermittent is NO-GO too). Each later
+    measurement is one round."""
     passes: list[Any] = []
     params = given_rounds(params, len(nodes))
 
@@ -203,7 +205,7 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
     if found is not None and found["from_below"] and not recheck_wanted(found["isolation"]):
         trial.nogo = True  # the pass pinned the shortfall (or was ambiguous): its findings stand
     else:
-        judged = readings_of(later, lambda r: r["ok"], far=far, first_far=far(first), first_below=first["ok"] is False,
+        judged = readings_of(later, lambda r: r["ok"], far=far, first=first, first_below=first["ok"] is False,
                              out=out)
         trial.nogo = trial.nogo or judged.outcome in (CONFIRMED, INTERMITTENT, UNCONFIRMED) and judged.below > 0
     for result in passes:

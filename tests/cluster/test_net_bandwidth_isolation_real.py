@@ -269,10 +269,10 @@ def test_a_whole_switch_slowed_is_one_shared_cause_and_no_node_is_blamed(bed8, c
 
 
 def test_a_link_shaped_with_tc_for_the_first_reading_only_is_intermittent_and_no_go(bed8, cluster_context):
-    # A flapping port, for real: the node's link is shaped to 100 Mbit/s (under half the floor) while the first
-    # all-node ring runs, and unshaped as soon as that node's iperf3 client of the ring has ended; every reading
-    # after it is at the link's own speed. One reading far under the floor is NO-GO, intermittent, and blames
-    # nobody: the readings after it cannot confirm anything.
+    # A flapping port, for real: the node's link is shaped to 100 Mbit/s (under a quarter of the floor: a
+    # drop-out) while the first all-node ring runs, and unshaped as soon as that node's iperf3 client of the
+    # ring has ended; every reading after it is at the link's own speed. One reading that drops out is NO-GO,
+    # intermittent, and blames nobody: the readings after it cannot confirm anything.
     node = bed8.node(SLOW_NODE)
     bed8.shape(node, "100mbit")
     result, wall = run_while_flapping(bed8, cluster_context, node, lambda runner, done: one_client_run(

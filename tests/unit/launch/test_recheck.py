@@ -39,18 +39,37 @@ def test_every_reading_below_confirms_most_above_makes_it_a_transient_none_leave
     assert judge_readings([]).outcome == UNCONFIRMED
 
 
-def test_below_the_floor_in_two_of_three_readings_or_far_below_it_once_is_intermittent_not_go():
+def test_below_the_floor_in_two_of_three_readings_dropped_out_once_or_far_below_beside_another_is_intermittent():
     # a flapping link: below, above, below; or below, below, above: NO-GO, not a transient
     assert judge_readings([True, False]).outcome == INTERMITTENT
     assert judge_readings([False, True]).outcome == INTERMITTENT
-    far = judge_readings([True, True], far=True)
-    assert far.outcome == INTERMITTENT and "under 50% of it" in far.text
+    # one reading far below the floor and no other below it: one burst of heavy-tailed noise, a transient
+    alone = judge_readings([True, True], far=True)
+    assert alone.outcome == TRANSIENT
+    assert alone.text == "below its floor in 1 of 3 all-node readings, one of them under 50% of it, and no other " \
+        "below it (one burst)"
+    # far below beside another reading below it, or a watch reading below it: a part that fails reads bad again
+    assert judge_readings([True, True, False]).outcome == TRANSIENT  # 2 of 4: the median met the floor
+    assert judge_readings([True, True, False], far=True).outcome == INTERMITTENT
+    beside_watch = judge_readings([True, True], far=True, watched=2, watch_below=1)
+    assert beside_watch.outcome == INTERMITTENT and "2 more taken at once, 1 below it but none under 25%" \
+        in beside_watch.text and "one burst" not in beside_watch.text
+    # dropped out once (under a quarter of the floor), which no burst of noise nor slowdown gives: NO-GO
+    dropped = judge_readings([True, True], far=True, dropped=True)
+    assert dropped.outcome == INTERMITTENT and "one of them under 25% of it (a part dropped out)" in dropped.text
     rechecks = [{"value": 9}, {"value": 1}]
-    assert readings_of(rechecks, lambda r: r["value"] > 5).outcome == INTERMITTENT
-    assert readings_of(rechecks[:1] * 2, lambda r: r["value"] > 5).outcome == TRANSIENT
-    assert readings_of(rechecks[:1] * 2, lambda r: r["value"] > 5, first_far=True).outcome == INTERMITTENT
-    assert readings_of([{"value": 9}, {"value": 2}], lambda r: r["value"] > 5,
-                       far=lambda r: r["value"] < 2.5).far
+    met = lambda r: r["value"] > 5  # noqa: E731
+    assert readings_of(rechecks, met).outcome == INTERMITTENT
+    assert readings_of(rechecks[:1] * 2, met).outcome == TRANSIENT
+    # the first reading is read by `far` and `out` as the others are
+    far, out = (lambda r: r["value"] < 2.5), (lambda r: r["value"] < 1.25)
+    assert readings_of(rechecks[:1] * 2, met, far=far, first={"value": 2}, out=out).outcome == TRANSIENT
+    first_out = readings_of(rechecks[:1] * 2, met, far=far, first={"value": 1}, out=out)
+    assert first_out.outcome == INTERMITTENT and first_out.dropped
+    assert readings_of([{"value": 9}, {"value": 2}], met, far=far).far
+    beside = [{"value": 9}, {"value": 9}, {"value": 2}]  # 2 of 4 below: far below beside the first
+    assert readings_of(beside, met, far=far, first={"value": 4}).outcome == INTERMITTENT
+    assert readings_of(beside, met, far=far, first={"value": 6}, first_below=False).outcome == TRANSIENT
 
 
 def test_every_reading_is_taken_unless_time_runs_out():
@@ -131,7 +150,7 @@ def test_after_two_readings_over_the_floor_two_watch_readings_count_only_when_a_
     found, later = watch(fleet)
     assert found is not None and len(fleet.passes) == 1 and len(later) == 2
     readings = judge(later)
-    assert readings.outcome == INTERMITTENT and (readings.below, readings.taken, readings.far) == (1, 3, True)
+    assert readings.outcome == INTERMITTENT and (readings.below, readings.taken, readings.dropped) == (1, 3, True)
     (finding,) = later_findings(Check, readings)
     assert finding.id == "check.intermittent" and finding.level is Status.FAIL
     # a watch reading that dropped out counts, though another part of it could not be measured (a ring
@@ -160,18 +179,25 @@ def test_no_watch_after_a_pass_from_a_first_reading_below_the_floor_nor_without_
     fleet = Drops([1.2, 0.7, 1.1, 1.1])
     found, later = watch(fleet)
     assert found is not None and len(later) == 3 and judge(later).outcome == TRANSIENT
+    # far below it (not dropped out): a transient alone, intermittent with a watch reading below the floor
+    assert judge(watch(Drops([1.2, 0.3, 1.1, 1.1]))[1]).outcome == TRANSIENT
+    readings = judge(watch(Drops([1.2, 0.3, 0.7, 1.1]))[1])
+    assert readings.outcome == INTERMITTENT and (readings.below, readings.watch_below) == (1, 1)
 
 
 def test_a_second_reading_below_the_floor_runs_the_pass_from_it_and_is_judged_with_the_first():
-    # a flapping link: good, then far below: the pass runs from the second and pins nothing; NO-GO,
+    # a flapping link: good, then dropped out: the pass runs from the second and pins nothing; NO-GO,
     # intermittent. No third reading: right after a short pass it would share the second's slowdown
     fleet = Fleet([True, False, False])
     found, later = take_readings(fleet.measure(), fleet.isolate, fleet.measure, lambda r: not r["met"],
                                  lambda: 100.0, 10.0)
     assert found is not None and len(fleet.passes) == 1 and [r["met"] for r in later] == [False]
+    out = readings_of(later, lambda r: r["met"], far=lambda r: True, first_below=False, out=lambda r: True)
+    assert out.outcome == INTERMITTENT and (out.below, out.taken) == (1, 2)
+    # far below, but not dropped out, and no other reading below it: one burst, a transient WARN
     far = readings_of(later, lambda r: r["met"], far=lambda r: True, first_below=False)
-    assert far.outcome == INTERMITTENT and (far.below, far.taken) == (1, 2)
-    (finding,) = later_findings(Check, far, "then 1.0")
+    assert far.outcome == TRANSIENT and later_findings(Check, far)[0].id == "check.transient"
+    (finding,) = later_findings(Check, out, "then 1.0")
     assert finding.id == "check.intermittent" and finding.level is Status.FAIL
     assert "met its floor first, then fell below it" in finding.message
     # below, not far: a transient, a WARN
