@@ -8,7 +8,8 @@ the ring's rounds of disjoint pairs one after another, by the readings protocol 
 (preflight.launch.recheck.take_readings): a second ring always, a third when the first had a link
 below the floor (as after an isolation pass that pinned nothing), two watch rings at once after a
 second that a first over the floor left to decide (counted only with a link under a quarter of the
-floor), a ring just under the floor measured again at once. Every iperf3 sample is a
+floor), up to two more at once after a ring far below the floor (a link under half of it) that no
+other ring below it backs, a ring just under the floor measured again at once. Every iperf3 sample is a
 burst of preflight.launch.isolation_sim's FaultModel under the fabric's noise (Fabric: Student-t
 noise with 3 degrees of freedom at the scale given, a factor per leaf switch of a quarter of the nodes,
 2 to 32, as the fault corpus has them (sd 3%, AR(1) over rounds), a noisy neighbour slowing one switch
@@ -42,7 +43,7 @@ from preflight.launch.isolation_sim import Fabric, Fault, FaultModel, node_names
 from preflight.launch.pairs import ring_rounds  # noqa: E402
 from preflight_checks.net.bandwidth import NetBandwidth, Params  # noqa: E402
 from preflight.launch.recheck import take_readings  # noqa: E402
-from preflight_checks.net.bandwidth_judge import below_floor, deep_below, dropped_out, rings_of  # noqa: E402
+from preflight_checks.net.bandwidth_judge import below_floor, deep_below, dropped_out, far_below, rings_of  # noqa: E402
 
 NOMINAL_GBPS = 25.0  # a healthy link's figure; only ratios matter
 check = NetBandwidth()
@@ -75,7 +76,8 @@ def one_run(nodes: list[str], faults: list[Fault], noise: float, above: float, r
     _, rechecks = take_readings({"links": first}, isolate, lambda: {"links": ring(model, rounds, repeats)},
                                 lambda r: below_floor(r["links"], min_gbps), lambda: float("inf"), 0.0,
                                 deep_below=lambda r: deep_below(r, min_gbps),
-                                dropped_out=lambda r: dropped_out(r, min_gbps))
+                                dropped_out=lambda r: dropped_out(r, min_gbps),
+                                far_below=lambda r: far_below(r, min_gbps))
     facts = {"pattern": "ring", "nodes": nodes, "unreachable": [], "addresses": {n: n for n in nodes},
              "streams": 1, "duration_s": 5, "repeats": repeats, "probe": {n: {"iperf3": True} for n in nodes},
              "links": first, "rounds": [[list(p) for p in r] for r in rounds], "rechecks": rechecks}

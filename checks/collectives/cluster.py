@@ -183,7 +183,8 @@ class CollectivesCluster(Check):
                 params.rdzv_port or pick_port(ctx, usable[0], plan[usable[0]]["ip"])),
                 lambda r: below_floor(r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
                 measured=lambda r: bool(r.get("ok")), deep_below=lambda r: far_below(r["result"], params, MARGINAL),
-                dropped_out=lambda r: far_below(r["result"], params, DROP_OUT))
+                dropped_out=lambda r: far_below(r["result"], params, DROP_OUT),
+                far_below=lambda r: far_below(r["result"], params))
             if found is not None:
                 facts["isolation"] = found
         return facts

@@ -67,11 +67,11 @@ from preflight_checks.net.isolation import ISOLATION_METHODS, adaptive_pass, scr
 from preflight_checks.net.isolation import ISOLATION_IN_TIMEOUT_S, isolation_budget, isolation_rounds, round_time
 from preflight.launch.isolation_findings import SHARED_CAUSE_FIX, suspect_fix
 from preflight.launch.recheck import (
-    FAR_BELOW, INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
+    INTERMITTENT_FIX, TRANSIENT_FIX, judged, readings_of, take_readings,
 )
 from preflight_checks.net.bandwidth_judge import (
     FLAPPING_FIX, SHORTFALL_KINDS, below_floor, flapping_part, isolation_part, judge_link, met_floor,
-    deep_below, dropped_out, recheck_failure, recheck_text, rings_of, slow_finding,
+    deep_below, dropped_out, far_below, recheck_failure, recheck_text, rings_of, slow_finding,
 )
 from preflight.transport.process import RemoteProcess
 
@@ -279,7 +279,8 @@ class NetBandwidth(Check):
             found, facts["rechecks"] = take_readings({"links": facts["links"]}, isolate,
                 lambda: {"links": self._measure_schedule(ctx, params, rounds, probes, addresses)},
                 lambda r: below_floor(r.get("links", []), params.min_gbps), lambda: ctx.time_left() - 5, needed,
-                deep_below=lambda r: deep_below(r, params.min_gbps), dropped_out=lambda r: dropped_out(r, params.min_gbps))
+                deep_below=lambda r: deep_below(r, params.min_gbps), dropped_out=lambda r: dropped_out(r, params.min_gbps),
+                far_below=lambda r: far_below(r, params.min_gbps))
             if found is not None:
                 facts["isolation"] = found
         return facts
@@ -456,9 +457,8 @@ class NetBandwidth(Check):
         shortfall = [slow_finding(type(self), slow, len(measured), params.min_gbps)] if slow else []
         readings = None
         if "rechecks" in facts:  # never GO or NO-GO on one ring (preflight.launch.recheck)
-            far = FAR_BELOW * params.min_gbps  # under half the floor, with another ring below it: no transient
             readings = readings_of(facts["rechecks"], lambda r: met_floor(r, params.min_gbps), recheck_failure,
-                                   far=lambda r: below_floor(r.get("links", []), far),
+                                   far=lambda r: far_below(r, params.min_gbps),
                                    first={"links": facts["links"]}, first_below=bool(slow),
                                    out=lambda r: dropped_out(r, params.min_gbps))
             shortfall, more = judged(type(self), shortfall, SHORTFALL_KINDS, readings,

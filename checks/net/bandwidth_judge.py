@@ -10,7 +10,7 @@ from typing import Any
 from preflight.core.check import measure
 from preflight.core.model import COMPONENT_LINK, FIGURE_LINK, Component, Finding, Measurement, Status
 from preflight.launch.isolation_findings import isolation_findings
-from preflight.launch.recheck import AGAIN_OF, DROP_OUT, MARGINAL, WATCHING
+from preflight.launch.recheck import AGAIN_OF, DROP_OUT, FAR_BELOW, MARGINAL, WATCHING
 
 SHORTFALL_KINDS = ("slow-link",)  # what one ring below its floor FAILs on
 
@@ -98,6 +98,12 @@ def below_floor(links: list[dict[str, Any]], min_gbps: float) -> bool:
 def deep_below(reading: dict[str, Any], min_gbps: float) -> bool:
     """A ring with a link under MARGINAL of the floor: no burst of noise, not measured again at once."""
     return below_floor(reading.get("links", []), MARGINAL * min_gbps)
+
+
+def far_below(reading: dict[str, Any], min_gbps: float) -> bool:
+    """A ring with a link under FAR_BELOW of the floor: intermittent beside another ring below the floor
+    (one alone is looked at again, preflight.launch.recheck)."""
+    return below_floor(reading.get("links", []), FAR_BELOW * min_gbps)
 
 
 def dropped_out(reading: dict[str, Any], min_gbps: float) -> bool:

@@ -288,7 +288,8 @@ class ScalingMultiNode(Check):
                 lambda r: below_floor(one, r, params), lambda: ctx.time_left() - SLACK_S, MIN_LAUNCH_S,
                 measured=lambda r: bool(one.get("ok") and r.get("ok")),
                 deep_below=lambda r: far_below(one, r, params, MARGINAL),
-                dropped_out=lambda r: far_below(one, r, params, DROP_OUT))
+                dropped_out=lambda r: far_below(one, r, params, DROP_OUT),
+                far_below=lambda r: far_below(one, r, params, FAR_BELOW))
             if found is not None:
                 facts["isolation"] = found
         return facts

@@ -131,7 +131,8 @@ def run_trial(kind: str, count: int, seed: int, *, noise: float, gpu_noise: floa
               measure_again: bool = True, watch: bool = True) -> Trial:
     """One simulated run of fault type `kind` on `count` nodes (`measure_again`: a reading just under
     its floor is measured again at once, as the checks do; False: as they did before; `watch`: the watch
-    readings are taken, as the checks do; False: as they did before)."""
+    readings, and the second look at a reading far below the floor alone, are taken, as the checks do;
+    False: as they did before)."""
     if kind not in FAULT_TYPES:
         raise ValueError(f"unknown fault type {kind!r}; known: {', '.join(FAULT_TYPES)}")
     rng = random.Random(seed)
@@ -167,8 +168,9 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
     the first; the pass from a reading below its floor (or with one node's ranks far slower than the
     others': collectives.cluster's pairwise_reason); a second reading always, a third after a first
     below it that the pass pinned on nothing; after a second that a first over the floor left to decide,
-    two watch readings at once, counted only when one drops out (under DROP_OUT of the floor); a reading
-    just under the floor measured again at once; NO-GO unless most readings met the floor, none dropped
+    two watch readings at once, counted only when one drops out (under DROP_OUT of the floor); up to two
+    more at once after one reading far below the floor that no other below it backs; a reading just
+    under the floor measured again at once; NO-GO unless most readings met the floor, none dropped
     out, and none was far below it beside another below it (intermittent is NO-GO too). Each later
     measurement is one round."""
     passes: list[Any] = []
@@ -199,7 +201,7 @@ def _readings(trial: Trial, model: FaultModel, nodes: list[str], topology: dict[
     first = reading()
     found, later = take_readings(first, isolate_from, reading, lambda r: r["ok"] is False,
                                  lambda: float("inf"), 0.0, deep_below=deep if measure_again else None,
-                                 dropped_out=out if watch else None)
+                                 dropped_out=out if watch else None, far_below=far if watch else None)
     trial.rechecks = measurements(later)
     trial.rounds = trial.rechecks + sum(r.round_count for r in passes)  # the first reading is not counted
     if found is not None and found["from_below"] and not recheck_wanted(found["isolation"]):

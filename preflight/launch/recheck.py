@@ -18,6 +18,10 @@ readings by one protocol (`take_readings`), the one the simulator runs too (pref
   not counted; a drop-out is far below the floor (intermittent, NO-GO), ends them, and the pass runs
   from it when none has run. Two readings miss a part bad in half its bursts one time in four;
   four, one time in sixteen;
+- after every other reading, when one of them is far below the floor (under FAR_BELOW of it) and no
+  other is below it, a second look: up to SECOND_LOOK more at once, counted as watch readings, until
+  one is below the floor. One burst of heavy-tailed noise reads that low now and then and not again; a
+  flapping node, bad in half its bursts, reads below the floor again one time in two;
 - when the first reading fell below the floor and the pass from it pinned nothing, a third. A second
   reading below the floor after a first that met it is judged with it (1 of 2: a transient, unless far
   below it, or the pass from it pinned a component; its suspects are named): a third reading would
@@ -53,7 +57,7 @@ A healthy fleet that reads below its floor with odds p per reading is called NO-
 time in four, one in sixteen where the watch readings are taken and it drops out in its bad bursts),
 or when only the second is below the floor, not dropped out, and the pass names nothing. The cost: three more
 all-node readings in every run that met its floor (one where the check takes no watch), two when the
-first fell below it.
+first fell below it, and up to two more where one reading far below the floor stands alone.
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ UNCONFIRMED = "unconfirmed"  # could not be measured again
 WATCH = 2  # readings taken at once after the second of a run whose first met its floor, to catch a drop-out
 DROP_OUT = 0.25  # under this share of its floor: a part dropping out, no slowdown; no transient, whatever the rest say
 WATCHING = "watch"  # a watch reading: counted only when it dropped out (under DROP_OUT of the floor)
+SECOND_LOOK = 2  # watch readings at once after one reading far below the floor that no other below it backs
 MET = "met"  # met the floor in every reading (two at least)
 
 
@@ -179,15 +184,16 @@ INTERMITTENT_FIX = ("The all-node reading fell below its floor in most readings,
 def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Callable[[], Any],
                   below: Callable[[Any], bool], time_left: Callable[[], float], least_s: float,
                   pinned: Callable[[Any], bool] | None = None, measured: Callable[[Any], bool] = lambda r: True,
-                  deep_below: Callable[[Any], bool] | None = None,
-                  dropped_out: Callable[[Any], bool] | None = None) -> tuple[Any, list[dict[str, Any]]]:
+                  deep_below: Callable[[Any], bool] | None = None, dropped_out: Callable[[Any], bool] | None = None,
+                  far_below: Callable[[Any], bool] | None = None) -> tuple[Any, list[dict[str, Any]]]:
     """The readings protocol (see the module's text): (what the isolation pass gave, or None when none
     ran; the readings after the first, as the check stores them, a reading not taken as {NOT_RUN: why}).
 
     `isolate(reading)`: the pass run from a reading, None when the reading gives no reason for one;
     `below(reading)`: the reading was measured and is below the floor; `deep_below(reading)`: under
     MARGINAL of it (None: no reading is measured again at once); `dropped_out(reading)`: under DROP_OUT
-    of it (None: no watch readings are taken, see the module's text); `pinned(isolation)`: the pass
+    of it (None: no watch readings are taken, see the module's text); `far_below(reading)`: under
+    FAR_BELOW of it (None: no second look at one such reading alone); `pinned(isolation)`: the pass
     confirmed what made it bad (default: not recheck_wanted of its `isolation` entry); fewer readings
     when less than `least_s` seconds are left, none after a first that was not `measured` (the run
     failed: not a GO, and a launch that failed once, on a node that never joined, fails as slowly again)."""
@@ -226,16 +232,35 @@ def take_readings(first: Any, isolate: Callable[[Any], Any], measure_once: Calla
             found = isolate(reading)
             if done(found):
                 return found, later
-    for _ in range(WATCH if dropped_out is not None and not spaced and NOT_RUN not in later[-1] else 0):
-        if time_left() < least_s:
-            break  # a watch reading not taken is not counted either way
-        reading = {**measure_once(), WATCHING: True}
-        later.append(reading)
-        if measured(reading) and dropped_out(reading):  # far below the floor: it ends the watch
-            if found is None:
-                found = isolate(reading)
-            break
+
+    def watch(count: int, ends: Callable[[Any], bool]) -> Any:
+        """`count` watch readings at once until one `ends` the watch; the pass from that one when none ran."""
+        for _ in range(count):
+            if time_left() < least_s:
+                break  # a watch reading not taken is not counted either way
+            reading = {**measure_once(), WATCHING: True}
+            later.append(reading)
+            if measured(reading) and ends(reading):
+                return isolate(reading) if found is None else found
+        return found
+
+    if dropped_out is not None and not spaced and NOT_RUN not in later[-1]:
+        found = watch(WATCH, dropped_out)  # one that drops out is far below the floor: it ends the watch
+    if far_below is not None and lone_far([first] + later, below, measured, far_below, dropped_out):
+        found = watch(SECOND_LOOK, below)  # one below the floor backs the far one: intermittent
     return found, later
+
+
+def lone_far(readings: list[Any], below: Callable[[Any], bool], measured: Callable[[Any], bool],
+             far_below: Callable[[Any], bool], dropped_out: Callable[[Any], bool] | None) -> bool:
+    """Of a run's readings (the first, then the later ones as take_readings stores them), one is far
+    below the floor and no other is below it, a watch reading included, and none dropped out: what one
+    burst of heavy-tailed noise gives, and a part bad in half its bursts now and then."""
+    if len(readings) > 1 and readings[1].get(FIRST_AGAIN):  # the first measured again at once stands for it
+        readings = readings[1:] if measured(readings[1]) else readings[:1] + readings[2:]
+    taken = [r for r in readings if NOT_RUN not in r and measured(r)]
+    return sum(map(below, taken)) == 1 and any(map(far_below, taken)) \
+        and not (dropped_out is not None and any(map(dropped_out, taken)))
 
 
 def measurements(later: list[dict[str, Any]]) -> int:

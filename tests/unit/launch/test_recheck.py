@@ -4,7 +4,7 @@ from preflight.core.check import Check as BaseCheck
 from preflight.core.model import Status
 from preflight.launch.recheck import (
     AGAIN_FAILED, AGAIN_OF, CONFIRMED, DROP_OUT, FIRST_AGAIN, INTERMITTENT, INTERMITTENT_FIX, MARGINAL, MET, NOT_RUN,
-    RECHECKS, TRANSIENT, UNCONFIRMED, WATCH, WATCHING, judge_readings, judged_by_readings, later_findings, measurements, readings_line, readings_of,
+    RECHECKS, SECOND_LOOK, TRANSIENT, UNCONFIRMED, WATCH, WATCHING, judge_readings, judged_by_readings, later_findings, measurements, readings_line, readings_of,
     recheck_wanted, take_readings, TRANSIENT_FIX,
 )
 
@@ -120,10 +120,11 @@ class Drops(Fleet):
         return {"met": value >= 1.0, "value": value}
 
 
-def watch(fleet: Drops, left=lambda: 100.0) -> tuple:
+def watch(fleet: Drops, left=lambda: 100.0, look: bool = False) -> tuple:
     first = fleet.measure()
     return take_readings(first, fleet.isolate, fleet.measure, lambda r: not r["met"], left, 10.0,
-                         dropped_out=lambda r: r["value"] < DROP_OUT)
+                         dropped_out=lambda r: r["value"] < DROP_OUT,
+                         far_below=(lambda r: r["value"] < 0.5) if look else None)
 
 
 def judge(later: list) -> object:
@@ -183,6 +184,30 @@ def test_no_watch_after_a_pass_from_a_first_reading_below_the_floor_nor_without_
     assert judge(watch(Drops([1.2, 0.3, 1.1, 1.1]))[1]).outcome == TRANSIENT
     readings = judge(watch(Drops([1.2, 0.3, 0.7, 1.1]))[1])
     assert readings.outcome == INTERMITTENT and (readings.below, readings.watch_below) == (1, 1)
+
+
+def test_one_reading_far_below_the_floor_alone_gets_a_second_look_until_another_is_below_it():
+    # good, then far below (0.3: under half the floor, not dropped out), two watch readings over it: one
+    # burst, or a flapping node's bad one. Up to two more at once, counted as watch readings are
+    fleet = Drops([1.2, 0.3, 1.1, 1.1, 0.7, 1.2])
+    found, later = watch(fleet, look=True)
+    assert [r["value"] for r in later] == [0.3, 1.1, 1.1, 0.7] and all(r.get(WATCHING) for r in later[1:])
+    readings = judge(later)  # the second look below the floor backs the far one: intermittent
+    assert readings.outcome == INTERMITTENT and (readings.below, readings.taken, readings.watch_below) == (1, 2, 1)
+    assert found is not None and len(fleet.passes) == 1  # the pass ran from the far one, not again
+    fleet = Drops([1.2, 0.3, 1.1, 1.1, 1.2, 1.15])
+    _, later = watch(fleet, look=True)
+    readings = judge(later)  # both looks over the floor: one burst, a transient
+    assert len(later) == 1 + WATCH + SECOND_LOOK and readings.outcome == TRANSIENT and readings.watched == 4
+    assert "4 more taken at once, none under 25% of it" in readings.text
+    # no second look without the test, nor where the far reading is backed or a reading dropped out
+    assert len(watch(Drops([1.2, 0.3, 1.1, 1.1]))[1]) == 1 + WATCH
+    assert len(watch(Drops([1.2, 0.3, 0.7, 1.1]), look=True)[1]) == 1 + WATCH
+    assert len(watch(Drops([1.2, 0.3, 0.1]), look=True)[1]) == 2
+    # the first far below, the pass from it, two more spaced by it, both over: a second look too
+    fleet = Drops([0.3, 1.1, 1.2, 0.9])
+    found, later = watch(fleet, look=True)
+    assert [r["value"] for r in later] == [1.1, 1.2, 0.9] and later[-1][WATCHING]
 
 
 def test_a_second_reading_below_the_floor_runs_the_pass_from_it_and_is_judged_with_the_first():
