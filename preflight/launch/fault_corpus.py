@@ -8,8 +8,9 @@ and says what the right answer is: the components to blame. One trial of a type 
   adaptive isolation pass (preflight.launch.isolation, with its confirmation rule) from a reading
   below its floor, given the rounds the checks give it at that size (pass_rounds) unless told otherwise; a second reading always, a third after a first below it that the pass pinned on
   nothing, two watch readings after a second that a first over the floor left to decide (counted only
-  when one drops out under a quarter of the floor); NO-GO when most readings are below the floor, one
-  dropped out, or one is far below it (under half) with another below it;
+  when one drops out under a quarter of the floor), up to two more at once after one far below it
+  (under half) that no other below it backs; NO-GO when most readings are below the floor, one
+  dropped out, or one is far below it with another below it;
 - the node checks' facts (a small /dev/shm, a read-only checkpoint directory, a second torch, no
   framework): a fact carries no measurement noise, so the check that reads it FAILs on that node
   every time; a dead node answers nothing: an ERROR, which is NO-GO and acts on nothing;

@@ -5,7 +5,7 @@ from preflight.core.model import Status
 from preflight.launch.recheck import (
     AGAIN_FAILED, AGAIN_OF, CONFIRMED, DROP_OUT, FIRST_AGAIN, INTERMITTENT, INTERMITTENT_FIX, MARGINAL, MET, NOT_RUN,
     RECHECKS, SECOND_LOOK, TRANSIENT, UNCONFIRMED, WATCH, WATCHING, judge_readings, judged_by_readings, later_findings, measurements, readings_line, readings_of,
-    recheck_wanted, take_readings, TRANSIENT_FIX,
+    lone_far, recheck_wanted, take_readings, TRANSIENT_FIX,
 )
 
 
@@ -208,6 +208,24 @@ def test_one_reading_far_below_the_floor_alone_gets_a_second_look_until_another_
     fleet = Drops([0.3, 1.1, 1.2, 0.9])
     found, later = watch(fleet, look=True)
     assert [r["value"] for r in later] == [1.1, 1.2, 0.9] and later[-1][WATCHING]
+
+
+def test_a_first_reading_measured_again_at_once_stands_as_one_reading_for_the_second_look():
+    def lone(first: float, *later: dict) -> bool:
+        return lone_far([{"value": first}, *later], lambda r: r["value"] < 1.0, lambda r: r["value"] is not None,
+                        lambda r: r["value"] < 0.5, lambda r: r["value"] < DROP_OUT)
+
+    good = {"value": 1.1}
+    # just under the floor, then far under it measured again at once: one reading, alone below the floor
+    assert lone(0.9, {"value": 0.3, FIRST_AGAIN: True}, good, good)
+    # just under it, over it measured again at once, then one far below: alone too
+    assert lone(0.9, {"value": 1.05, FIRST_AGAIN: True}, {"value": 0.3}, good)
+    # a measurement again that failed leaves the first as taken: just under it, and not far, beside a far one
+    assert not lone(0.9, {"value": None, FIRST_AGAIN: True}, {"value": 0.3}, good)
+    # backed by another below the floor, a watch reading too, or dropped out: no second look
+    assert not lone(1.1, {"value": 0.3}, {"value": 0.8, WATCHING: True})
+    assert not lone(1.1, {"value": 0.2}, good)
+    assert lone(1.1, {"value": 0.3}, {NOT_RUN: "no time"})  # a reading not taken is neither
 
 
 def test_a_second_reading_below_the_floor_runs_the_pass_from_it_and_is_judged_with_the_first():
