@@ -125,13 +125,18 @@ class Readings:
                 + self.far_text + self.watch_text)
 
     @property
+    def alone(self) -> bool:
+        """A reading was far below the floor, none dropped out, and no other is below it, a watch reading
+        included: one burst, unless a second look sees it again."""
+        return self.far and not self.dropped and self.below + self.watch_below < 2
+
+    @property
     def far_text(self) -> str:
         if self.dropped:
             return f", one of them under {DROP_OUT:.0%} of it (a part dropped out)"
         if not self.far:
             return ""
-        return f", one of them under {FAR_BELOW:.0%} of it" + (", and no other below it (one burst)"
-                                                              if self.below + self.watch_below < 2 else "")
+        return f", one of them under {FAR_BELOW:.0%} of it" + (", and no other below it (one burst)" if self.alone else "")
 
     @property
     def watch_text(self) -> str:
@@ -161,9 +166,10 @@ def judge_readings(rechecks: list[bool | None], why_not: str = "", far: bool = F
     told = {"far": far, "dropped": dropped, "first_below": first_below, "watched": watched, "watch_below": watch_below}
     if below == taken:
         return Readings(CONFIRMED, below, taken, **told)
-    if dropped or far and below + watch_below > 1 or below * 2 > taken:
-        return Readings(INTERMITTENT, below, taken, again=again, **told)
-    return Readings(TRANSIENT if below else MET, below, taken, again=again, **told)
+    readings = Readings(TRANSIENT if below else MET, below, taken, again=again, **told)
+    if dropped or far and not readings.alone or below * 2 > taken:
+        return dataclasses.replace(readings, outcome=INTERMITTENT)
+    return readings
 
 
 NOT_RUN = "not_run"  # a recheck that was not measured holds only why
@@ -255,7 +261,9 @@ def lone_far(readings: list[Any], below: Callable[[Any], bool], measured: Callab
              far_below: Callable[[Any], bool], dropped_out: Callable[[Any], bool] | None) -> bool:
     """Of a run's readings (the first, then the later ones as take_readings stores them), one is far
     below the floor and no other is below it, a watch reading included, and none dropped out: what one
-    burst of heavy-tailed noise gives, and a part bad in half its bursts now and then."""
+    burst of heavy-tailed noise gives, and a part bad in half its bursts now and then. A watch reading
+    far below the floor counts here (its second look may run the pass), though readings_of counts it
+    only when it drops out."""
     if len(readings) > 1 and readings[1].get(FIRST_AGAIN):  # the first measured again at once stands for it
         readings = readings[1:] if measured(readings[1]) else readings[:1] + readings[2:]
     taken = [r for r in readings if NOT_RUN not in r and measured(r)]
